@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "summarize": ("softmax_bottleneck.summaries", "collect run metrics into a summary table"),
     "table": ("softmax_bottleneck.tables", "render one table of the paper"),
     "figure": ("softmax_bottleneck.figures", "render one figure of the paper"),
+    "gpu-lease": ("softmax_bottleneck.gpu_lease", "run a command holding one free local GPU"),
+    "costs": ("softmax_bottleneck.costs", "wall time and memory per rule, projected to paper scale"),
 }
 
 
@@ -39,7 +41,7 @@ class _CommandModule:
         self.mod, self.name = mod, name
 
     def _attr(self, kind: str):
-        specific = getattr(self.mod, f"{kind}_{self.name}_cli", None)
+        specific = getattr(self.mod, f"{kind}_{self.name.replace('-', '_')}_cli", None)
         return specific or getattr(self.mod, f"{kind}_cli")
 
     def add_cli(self, parser):
