@@ -1,0 +1,68 @@
+"""The AWD-LSTM language model with an exchangeable output layer (spec §3, §4).
+
+Embedding E ∈ R^{V×d} → embedding dropout (whole words) → optional embedding noise → locked
+dropout ``dropouti`` → LSTM d→h (+ locked ``dropouth``) → LSTM h→h (+ ``dropouth``) → LSTM h→d'
+(+ locked ``dropout``) → output layer, whose decoder weight is E itself (tied). DropConnect
+``wdrop`` acts on every LSTM's hidden-to-hidden matrix. ``forward`` returns log-probabilities.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from softmax_bottleneck.output_layers import build_output_layer
+from softmax_bottleneck.regularization import LockedDropout, embedded_dropout, embedding_noise
+from softmax_bottleneck.weight_drop import WeightDropLSTM
+
+Hidden = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class AWDLSTM(nn.Module):
+    def __init__(self, vocab_size: int, hp: dict):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.hp = dict(hp)
+        d, h, dl, n = hp["nemb"], hp["nhid"], hp["nhidlast"], hp["nlayers"]
+        sizes = [d] + [h] * (n - 1) + [dl]
+        self.encoder = nn.Embedding(vocab_size, d)
+        self.rnns = nn.ModuleList(WeightDropLSTM(i, o, hp["wdrop"]) for i, o in zip(sizes[:-1], sizes[1:], strict=True))
+        self.input_drop = LockedDropout(hp["dropouti"])
+        self.hidden_drop = LockedDropout(hp["dropouth"])
+        self.output_drop = LockedDropout(hp["dropout"])
+        self.output_layer = build_output_layer(hp["output_layer"], vocab_size, d, dl, hp)
+        # §3: the tied matrix is drawn U(-0.1, 0.1); LSTM and mixture layers keep PyTorch's defaults.
+        if self.encoder.weight.device.type != "meta":
+            nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+
+    def init_hidden(self, batch_size: int) -> Hidden:
+        weight = self.encoder.weight
+        return [
+            (weight.new_zeros(1, batch_size, rnn.hidden_size), weight.new_zeros(1, batch_size, rnn.hidden_size))
+            for rnn in self.rnns
+        ]
+
+    def forward(self, tokens: torch.Tensor, hidden: Hidden):
+        """``tokens`` [L, B] → (log-probabilities [L, B, V], new hidden, raw h³, dropped h³).
+
+        The last two feed AR (on the dropped h³) and TAR (on the raw h³) of spec §6.1.
+        """
+        emb = embedded_dropout(self.encoder, tokens, self.hp["dropoute"], self.training)
+        emb = embedding_noise(emb, self.hp.get("emb_noise", 0.0), self.training)
+        output = self.input_drop(emb)
+        new_hidden = []
+        last = len(self.rnns) - 1
+        for layer, rnn in enumerate(self.rnns):
+            output, state = rnn(output, hidden[layer])
+            new_hidden.append(state)
+            if layer != last:
+                output = self.hidden_drop(output)
+        raw_last = output
+        dropped_last = self.output_drop(raw_last)
+        log_prob = self.output_layer(dropped_last, self.encoder.weight)
+        return log_prob, new_hidden, raw_last, dropped_last
+
+
+def detach_hidden(hidden: Hidden) -> Hidden:
+    """Truncated BPTT: cut the graph between consecutive batches."""
+    return [(h.detach(), c.detach()) for h, c in hidden]

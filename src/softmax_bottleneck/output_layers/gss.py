@@ -1,0 +1,42 @@
+"""Generalized SigSoftmax output layer (spec §4.3; the paper's GSS, KIT ``top_model=gs_smax``).
+
+Smooth two-piece linear map applied element-wise to the logits ``l = W h + b``:
+
+    P̃L(x; c, k) = k (x − c) + c − (k − 1) · softplus(x − c),   GSS(l) = softmax(P̃L(l; c, k)).
+
+It tends to x for x → +∞ and to k(x − c) + c for x → −∞; k = 1 gives Softmax and (c, k) = (0, 2) gives SS.
+c and k are fixed hyper-parameters (``gss_c``, ``gss_k``), not learned. The reference writes softplus as
+``log(exp(x − c) + 1)``, which overflows for x − c ≳ 88; ``F.softplus`` is the same function computed safely
+(spec §15 item 6).
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from .softmax import OutputLayer
+
+__all__ = ["GeneralizedSigSoftmax", "smooth_piecewise_linear"]
+
+
+def smooth_piecewise_linear(x: Tensor, c: float, k: float) -> Tensor:
+    """``P̃L(x; c, k) = k(x − c) + c − (k − 1)·softplus(x − c)`` (PAPER L92-95)."""
+    y = x - c
+    return k * y + c - (k - 1.0) * F.softplus(y)
+
+
+class GeneralizedSigSoftmax(OutputLayer):
+    """GSS: ``log p = log_softmax(P̃L(W h + b; c, k))`` (spec §4.3). Defaults c = 0, k = 2 as in the KIT."""
+
+    def __init__(self, vocab_size: int, nemb: int, nhidlast: int, gss_c: float = 0.0, gss_k: float = 2.0, **hp):
+        super().__init__(vocab_size, nemb, nhidlast, **hp)
+        self.c = float(gss_c)
+        self.k = float(gss_k)
+
+    def forward(self, context: Tensor, weight: Tensor) -> Tensor:
+        self._check(context, weight)
+        return F.log_softmax(smooth_piecewise_linear(self.logits(context, weight), self.c, self.k), dim=-1)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, c={self.c}, k={self.k}"

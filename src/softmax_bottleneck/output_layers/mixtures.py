@@ -1,0 +1,91 @@
+"""Mixture output layers: MoS (spec §4.6; Yang et al. 2018, "Breaking the Softmax Bottleneck: A High-Rank RNN
+Language Model", KIT ``top_model=mos``) and MoC (spec §4.7, KIT ``top_model=moc``).
+
+Shared parameters, from the context g = h³_t ∈ R^{d'} (d' = ``nhidlast``, d = ``nemb``, K = ``n_experts``):
+
+* K latent contexts ``z_k = tanh(W_z g + b_z)`` with ``W_z ∈ R^{(K·d)×d'}`` (``self.latent``, with bias), reshaped
+  to K vectors of dim d; locked dropout ``dropoutl`` on the concatenated latents ``[L, B, K·d]`` in training;
+* mixture weights ``π = softmax(W_π g)``, ``W_π ∈ R^{K×d'}``, no bias (``self.prior``);
+* the tied decoder ``U = weight ∈ R^{V×d}`` and the layer's own bias ``b ∈ R^V``.
+
+Both linear layers keep PyTorch's default initialisation (spec §3).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..regularization import locked_dropout
+from .softmax import OutputLayer
+
+__all__ = ["MixtureOfContexts", "MixtureOfSoftmaxes"]
+
+
+class _Mixture(OutputLayer):
+    projects_context = True
+
+    def __init__(
+        self,
+        vocab_size: int,
+        nemb: int,
+        nhidlast: int,
+        n_experts: int = 15,
+        dropoutl: float = 0.29,
+        **hp,
+    ):
+        super().__init__(vocab_size, nemb, nhidlast, **hp)
+        if int(n_experts) < 1:
+            raise ValueError(f"n_experts must be >= 1, got {n_experts}")
+        if not 0.0 <= float(dropoutl) < 1.0:
+            raise ValueError(f"dropoutl must be in [0, 1), got {dropoutl}")
+        self.n_experts = int(n_experts)
+        self.dropoutl = float(dropoutl)
+        self.latent = nn.Linear(self.nhidlast, self.n_experts * self.nemb)
+        self.prior = nn.Linear(self.nhidlast, self.n_experts, bias=False)
+
+    def _latents_and_log_prior(self, context: Tensor) -> tuple[Tensor, Tensor]:
+        """Return ``z`` ``[L, B, K, d]`` (dropped in training) and ``log π`` ``[L, B, K]`` for 3-D ``context``."""
+        latent = torch.tanh(self.latent(context))  # [L, B, K*d]
+        latent = locked_dropout(latent, self.dropoutl, self.training)
+        z = latent.view(*latent.shape[:-1], self.n_experts, self.nemb)
+        log_prior = F.log_softmax(self._at_least_float32(self.prior(context)), dim=-1)
+        return z, log_prior
+
+    def forward(self, context: Tensor, weight: Tensor) -> Tensor:
+        self._check(context, weight)
+        if context.dim() == 2:  # [N, d'] is treated as one time step of N sequences
+            return self._forward3(context.unsqueeze(0), weight).squeeze(0)
+        return self._forward3(context, weight)
+
+    def _forward3(self, context: Tensor, weight: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, n_experts={self.n_experts}, dropoutl={self.dropoutl}"
+
+
+class MixtureOfSoftmaxes(_Mixture):
+    """MoS: ``p = Σ_k π_k softmax(U z_k + b)``, returned as ``log p`` (spec §4.6).
+
+    The reference (KIT ``mos.py:L44-46``) takes the log of the summed probabilities **without** the 1e-8
+    epsilon of the original MoS code. Here the same quantity is computed stably as
+    ``log p = logsumexp_k(log π_k + log_softmax(U z_k + b))`` (no epsilon, no underflow to −inf).
+    Memory: K × tokens × V floats, as in the reference.
+    """
+
+    def _forward3(self, context: Tensor, weight: Tensor) -> Tensor:
+        z, log_prior = self._latents_and_log_prior(context)
+        log_comp = F.log_softmax(self.logits(z, weight), dim=-1)  # [L, B, K, V]
+        return torch.logsumexp(log_comp + log_prior.unsqueeze(-1), dim=-2)
+
+
+class MixtureOfContexts(_Mixture):
+    """MoC: ``c = Σ_k π_k z_k``, ``log p = log_softmax(U c + b)`` (spec §4.7); rank of log P ≤ d + 2."""
+
+    def _forward3(self, context: Tensor, weight: Tensor) -> Tensor:
+        z, log_prior = self._latents_and_log_prior(context)
+        prior = log_prior.exp().to(z.dtype)
+        mixed = torch.einsum("lbk,lbkd->lbd", prior, z)
+        return F.log_softmax(self.logits(mixed, weight), dim=-1)

@@ -1,0 +1,31 @@
+"""SigSoftmax output layer (spec §4.2; Kanai et al. 2018, KIT ``top_model=s_smax``).
+
+``SS(l)_z = exp(l_z) σ(l_z) / Σ_i exp(l_i) σ(l_i)`` with ``l = W h + b``.
+
+The reference computes the quotient literally and then takes the log, which overflows for l ≳ 88 and
+gives −inf for l ≲ −52 in float32 (spec §15 item 6). Here the same quantity is computed stably as
+``log SS(l) = log_softmax(l + logsigmoid(l))`` (= ``log_softmax(2l − softplus(l))``), finite for any finite
+logits.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from .softmax import OutputLayer
+
+__all__ = ["SigSoftmax"]
+
+
+def log_sigsoftmax(logits: Tensor, dim: int = -1) -> Tensor:
+    """Numerically stable ``log(exp(l) σ(l) / Σ exp(l) σ(l))`` along ``dim``."""
+    return F.log_softmax(logits + F.logsigmoid(logits), dim=dim)
+
+
+class SigSoftmax(OutputLayer):
+    """SS: ``log p = log_softmax(l + log σ(l))``, ``l = W h + b`` (spec §4.2)."""
+
+    def forward(self, context: Tensor, weight: Tensor) -> Tensor:
+        self._check(context, weight)
+        return log_sigsoftmax(self.logits(context, weight))

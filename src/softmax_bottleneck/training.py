@@ -1,0 +1,515 @@
+"""Training with SGD → averaged SGD, ET or NT switch, and crash-safe resume (spec §6, §7).
+
+Per epoch (§6.1): variable-length BPTT (base ``bptt`` w.p. 0.95 else ``bptt/2``, length
+``max(5, int(N(base, 5)))`` capped at ``bptt + max_seq_len_delta``, drawn from numpy's global RNG);
+every group's lr is scaled by ``seq_len/bptt`` for that update; gradients accumulate over
+``small_batch_size`` column chunks, each with its own carried hidden state; loss = mean NLL +
+α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²); global grad-norm clip; SGD step.
+
+End of epoch (§6.3, §7): validate (averaged weights swapped in once in the ASGD phase), keep the best
+checkpoint by validation loss, then, still in the SGD phase, switch to ``torch.optim.ASGD(t0=0,
+lambd=0)`` after epoch ``switch_epoch`` (ET) or when ``switch_epoch = −1`` and the validation loss
+exceeds the minimum of all but the last ``nonmono`` earlier SGD-phase losses (NT).
+
+Reported numbers (§7): valid ppl of the best checkpoint; test ppl of that checkpoint at batch 1;
+"train ppl" = exp of the mean of the 200-batch interval means logged during the best epoch (training
+mode, raw SGD iterates). An epoch too short to complete one logging interval (small scale) uses the
+mean over all its batches instead.
+
+Crash safety: the whole training state (weights, optimizer with ASGD averages, python/numpy/torch
+RNG states, epoch, position, hidden states, best, NT history, curve) is written atomically to
+``<out>/.resume/state.pt`` after every epoch and on SIGTERM/SIGINT mid-epoch (then the process exits
+with status 143). Rerunning the same command resumes from it; after success it is removed. The
+declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are written only at the very end.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import platform
+import random
+import shutil
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.awd_lstm import AWDLSTM, detach_hidden
+from softmax_bottleneck.checkpoint import atomic_torch_save, atomic_write_json, atomic_write_text, save_model
+from softmax_bottleneck.corpus import DATASET_DIRS, Corpus, batchify, get_batch, load_corpus
+from softmax_bottleneck.evaluation import chunk_nll, evaluate, perplexity
+
+log = logging.getLogger("softmax_bottleneck.train")
+
+RESUME_FORMAT = 1
+PREEMPTED_EXIT = 143  # 128 + SIGTERM
+CURVE_COLUMNS = ("epoch", "phase", "train_ppl", "valid_loss", "valid_ppl", "seconds", "is_best")
+
+
+class Preempted(Exception):
+    """SIGTERM/SIGINT arrived; the state was saved and the run can be resumed."""
+
+
+@dataclass
+class Progress:
+    """Everything besides tensors that a resumed run needs to continue exactly."""
+
+    epoch: int = 0  # last completed epoch
+    position: int = 0  # row of the batchified train data where the current epoch continues
+    batch: int = 0  # batches done in the current epoch
+    phase: str = "sgd"
+    best_val_loss: float = math.inf
+    best_epoch: int = 0
+    switch_epoch: int | None = None
+    val_history: list = field(default_factory=list)  # SGD-phase validation losses (NT rule)
+    curve: list = field(default_factory=list)
+    interval_loss: float = 0.0
+    interval_means: list = field(default_factory=list)
+    epoch_losses: list = field(default_factory=list)
+    epoch_seconds: float = 0.0  # time spent so far in the current epoch (across attempts)
+
+
+def seed_everything(seed: int) -> None:
+    """Python, numpy, torch CPU and CUDA seeds; deterministic cuDNN (spec §6.5, §15.11)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def rng_state() -> dict:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for but CUDA is not available")
+    return torch.device(name)
+
+
+def param_groups(model: AWDLSTM, hp: dict) -> list[dict]:
+    """One group for every trainable parameter at the common lr, one per parameter with its own lr (PLIF)."""
+    own = {id(p): hp[key] for p, key in model.output_layer.own_lr_parameters()}
+    common = [p for p in model.parameters() if p.requires_grad and id(p) not in own]
+    groups = [{"params": common, "lr": hp["lr"]}]
+    groups += [{"params": [p], "lr": lr} for p in model.parameters() if id(p) in own for lr in [own[id(p)]]]
+    return groups
+
+
+def make_optimizer(model: AWDLSTM, hp: dict, phase: str) -> torch.optim.Optimizer:
+    groups = param_groups(model, hp)
+    if phase == "sgd":
+        return torch.optim.SGD(groups, lr=hp["lr"], weight_decay=hp["wdecay"])
+    return torch.optim.ASGD(groups, lr=hp["lr"], t0=0, lambd=0.0, weight_decay=hp["wdecay"])
+
+
+class AveragedWeights:
+    """Swap the ASGD running averages ``ax`` into the model (and back), as the reference does for evaluation."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, active: bool):
+        self.model, self.optimizer, self.active = model, optimizer, active
+        self.saved: dict = {}
+
+    def __enter__(self):
+        if self.active:
+            for p in self.model.parameters():
+                state = self.optimizer.state.get(p, {})
+                if "ax" in state:
+                    self.saved[p] = p.data.clone()
+                    p.data.copy_(state["ax"])
+        return self
+
+    def __exit__(self, *exc):
+        for p, data in self.saved.items():
+            p.data.copy_(data)
+        self.saved = {}
+
+
+def asgd_trigger(epoch: int, val_loss: float, history: list[float], switch_epoch: int, nonmono: int) -> bool:
+    """Whether to switch SGD → ASGD at the end of ``epoch`` (spec §6.3).
+
+    ET (``switch_epoch`` ≠ −1): exactly after epoch ``switch_epoch``. NT (``switch_epoch`` = −1):
+    ``history`` holds the earlier SGD-phase validation losses; switch when it has more than ``nonmono``
+    entries and ``val_loss`` exceeds the minimum of all but its last ``nonmono`` (AWD's rule).
+    """
+    if switch_epoch != -1:
+        return epoch == switch_epoch
+    return len(history) > nonmono and val_loss > min(history[:-nonmono])
+
+
+def sample_seq_len(hp: dict) -> int:
+    """Variable-length BPTT (spec §6.1), from numpy's global RNG."""
+    base = hp["bptt"] if np.random.random() < 0.95 else hp["bptt"] / 2.0
+    seq_len = max(5, int(np.random.normal(base, 5)))
+    return min(seq_len, hp["bptt"] + hp["max_seq_len_delta"])
+
+
+def run_fingerprint(dataset: str, variant: str, hp: dict, corpus: Corpus) -> str:
+    """Identity of a run; a resume state of another run (changed config or data) is never resumed."""
+    blob = json.dumps({"dataset": dataset, "variant": variant, "hp": hp}, sort_keys=True)
+    blob += corpus.dictionary.sha256() + str(tuple(len(s) for s in (corpus.train, corpus.valid, corpus.test)))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class _StopFlag:
+    """Turns SIGTERM/SIGINT into a flag checked between batches."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._previous: dict = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum, _frame):
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Trainer:
+    def __init__(self, *, dataset: str, variant: str, hp: dict, corpus: Corpus, out_dir, device="cpu"):
+        self.dataset, self.variant, self.hp = dataset, variant, dict(hp)
+        self.corpus = corpus
+        self.out_dir = Path(out_dir)
+        self.resume_dir = self.out_dir / ".resume"
+        self.state_path = self.resume_dir / "state.pt"
+        self.best_path = self.resume_dir / "best.pt"
+        self.device = torch.device(device)
+        self.fingerprint = run_fingerprint(dataset, variant, self.hp, corpus)
+
+        seed_everything(self.hp["seed"])
+        self.model = AWDLSTM(corpus.vocab_size, self.hp).to(self.device)
+        self.train_data = batchify(corpus.train, self.hp["batch_size"])
+        self.val_data = batchify(corpus.valid, self.hp["eval_batch_size"])
+        self.test_data = batchify(corpus.test, self.hp["test_batch_size"])
+        self.progress = Progress()
+        self.optimizer = make_optimizer(self.model, self.hp, "sgd")
+        self.hidden = self._fresh_hidden()
+        self.resumed = self._maybe_resume()
+
+    # ----------------------------------------------------------------- state
+    def _fresh_hidden(self):
+        chunks = self.hp["batch_size"] // self.hp["small_batch_size"]
+        return [self.model.init_hidden(self.hp["small_batch_size"]) for _ in range(chunks)]
+
+    def _save_state(self) -> None:
+        hidden = [[(h.cpu(), c.cpu()) for h, c in chunk] for chunk in self.hidden]
+        atomic_torch_save(
+            {
+                "format": RESUME_FORMAT,
+                "fingerprint": self.fingerprint,
+                "progress": asdict(self.progress),
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "hidden": hidden,
+                "rng": rng_state(),
+            },
+            self.state_path,
+        )
+
+    def _maybe_resume(self) -> bool:
+        if not self.state_path.is_file():
+            return False
+        # The state holds numpy/python RNG states (plain tuples), so it is not a weights-only file;
+        # it is written by this code into the run's own folder.
+        state = torch.load(self.state_path, map_location="cpu", weights_only=False)
+        if state.get("format") != RESUME_FORMAT or state.get("fingerprint") != self.fingerprint:
+            log.warning("resume state %s belongs to another configuration; starting afresh", self.state_path)
+            shutil.rmtree(self.resume_dir)
+            return False
+        self.progress = Progress(**state["progress"])
+        self.model.load_state_dict(state["model"])
+        self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.hidden = [[(h.to(self.device), c.to(self.device)) for h, c in chunk] for chunk in state["hidden"]]
+        set_rng_state(state["rng"])
+        p = self.progress
+        log.info("resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1)
+        return True
+
+    # ----------------------------------------------------------------- epoch
+    def _train_epoch(self, epoch: int, stop: _StopFlag) -> None:
+        hp, p, model = self.hp, self.progress, self.model
+        model.train()
+        data = self.train_data
+        n_batches_est = max(1, (data.size(0) - 2) // hp["bptt"])
+        chunk = hp["small_batch_size"]
+        params = [q for q in model.parameters() if q.requires_grad]
+        started = time.monotonic()
+        interval_started = started
+        while p.position < data.size(0) - 1 - 1:
+            seq_len = sample_seq_len(hp)
+            base_lrs = [g["lr"] for g in self.optimizer.param_groups]
+            for g in self.optimizer.param_groups:
+                g["lr"] = g["lr"] * seq_len / hp["bptt"]
+            inputs, targets = get_batch(data, p.position, seq_len)
+            inputs, targets = inputs.to(self.device), targets.to(self.device)
+            self.optimizer.zero_grad()
+            batch_raw = 0.0
+            for s_id, start in enumerate(range(0, hp["batch_size"], chunk)):
+                x, y = inputs[:, start : start + chunk], targets[:, start : start + chunk]
+                hidden = detach_hidden(self.hidden[s_id])
+                log_prob, hidden, raw_last, dropped_last = model(x, hidden)
+                self.hidden[s_id] = hidden
+                raw_loss = chunk_nll(log_prob, y)
+                loss = raw_loss + hp["alpha"] * dropped_last.pow(2).mean()
+                if raw_last.size(0) > 1:
+                    loss = loss + hp["beta"] * (raw_last[1:] - raw_last[:-1]).pow(2).mean()
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"non-finite training loss ({loss.item()}) at epoch {epoch}, batch {p.batch} "
+                        f"(chunk {s_id}); lower lr or check the data"
+                    )
+                (loss * chunk / hp["batch_size"]).backward()
+                batch_raw += raw_loss.item() * chunk / hp["batch_size"]
+            torch.nn.utils.clip_grad_norm_(params, hp["clip"])
+            self.optimizer.step()
+            for g, lr in zip(self.optimizer.param_groups, base_lrs, strict=True):
+                g["lr"] = lr
+            p.interval_loss += batch_raw
+            p.epoch_losses.append(batch_raw)
+            if p.batch % hp["log_interval"] == 0 and p.batch > 0:  # the reference's interval bookkeeping
+                cur = p.interval_loss / hp["log_interval"]
+                ms = (time.monotonic() - interval_started) * 1000 / hp["log_interval"]
+                log.info(
+                    "epoch %3d | %5d/%5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
+                    epoch, p.batch, n_batches_est, self.optimizer.param_groups[0]["lr"], ms, cur, perplexity(cur),
+                )  # fmt: skip
+                p.interval_means.append(cur)
+                p.interval_loss = 0.0
+                interval_started = time.monotonic()
+            p.batch += 1
+            p.position += seq_len
+            if stop.signum is not None:
+                p.epoch_seconds += time.monotonic() - started
+                self._save_state()
+                raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
+        p.epoch_seconds += time.monotonic() - started
+
+    def _epoch_train_loss(self) -> float:
+        p = self.progress
+        values = p.interval_means or p.epoch_losses
+        return float(np.mean(values)) if values else math.nan
+
+    # ----------------------------------------------------------------- main loop
+    def fit(self) -> dict:
+        hp, p = self.hp, self.progress
+        log.info(
+            "training %s/%s schedule=%s seed=%d on %s: %d parameters, %d train batches of %d, epochs %d",
+            self.dataset, self.variant, hp["schedule"], hp["seed"], self.device,
+            presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0) // hp["bptt"],
+            hp["batch_size"], hp["epochs"],
+        )  # fmt: skip
+        with _StopFlag() as stop:
+            while p.epoch < hp["epochs"]:
+                epoch = p.epoch + 1
+                self._train_epoch(epoch, stop)
+                self._end_epoch(epoch)
+                self._save_state()
+                if stop.signum is not None:
+                    raise Preempted(f"signal {stop.signum} after epoch {epoch}")
+        return self._finish()
+
+    def _end_epoch(self, epoch: int) -> None:
+        hp, p = self.hp, self.progress
+        with AveragedWeights(self.model, self.optimizer, p.phase == "asgd"):
+            val_loss = evaluate(self.model, self.val_data, hp["bptt"])
+            is_best = val_loss < p.best_val_loss
+            if is_best:
+                p.best_val_loss, p.best_epoch = val_loss, epoch
+                atomic_torch_save(
+                    {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}, self.best_path
+                )
+        if not math.isfinite(val_loss):
+            raise FloatingPointError(f"non-finite validation loss at epoch {epoch}")
+        train_loss = self._epoch_train_loss()
+        p.curve.append(
+            {
+                "epoch": epoch,
+                "phase": p.phase,
+                "train_ppl": perplexity(train_loss),
+                "valid_loss": val_loss,
+                "valid_ppl": perplexity(val_loss),
+                "seconds": p.epoch_seconds,
+                "is_best": is_best,
+            }
+        )
+        log.info(
+            "end of epoch %3d | time %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s",
+            epoch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
+            " | saved best" + (" (averaged)" if p.phase == "asgd" else "") if is_best else "",
+        )  # fmt: skip
+        if p.phase == "sgd":
+            switch = asgd_trigger(epoch, val_loss, p.val_history, hp["switch_epoch"], hp["nonmono"])
+            p.val_history.append(val_loss)
+            if switch:
+                reason = "Epoch triggered" if hp["switch_epoch"] != -1 else "Non monotonically triggered"
+                log.info("%s! Switching to ASGD after epoch %d", reason, epoch)
+                p.phase, p.switch_epoch = "asgd", epoch
+                self.optimizer = make_optimizer(self.model, hp, "asgd")
+        p.epoch, p.position, p.batch = epoch, 0, 0
+        p.interval_loss, p.interval_means, p.epoch_losses, p.epoch_seconds = 0.0, [], [], 0.0
+        self.hidden = self._fresh_hidden()
+
+    def _finish(self) -> dict:
+        hp, p = self.hp, self.progress
+        self.model.load_state_dict(torch.load(self.best_path, map_location=self.device, weights_only=True))
+        test_loss = evaluate(self.model, self.test_data, hp["bptt"])
+        best = next(row for row in p.curve if row["epoch"] == p.best_epoch)
+        total = self.corpus
+        metrics = {
+            "dataset": self.dataset,
+            "variant": self.variant,
+            "schedule": hp["schedule"],
+            "seed": hp["seed"],
+            "hyperparameters": hp,
+            "parameters": presets.parameter_count(hp, total.vocab_size),
+            "trainable_parameters": sum(q.numel() for q in self.model.parameters() if q.requires_grad),
+            "train_ppl": best["train_ppl"],
+            "valid_ppl": perplexity(p.best_val_loss),
+            "valid_loss": p.best_val_loss,
+            "test_ppl": perplexity(test_loss),
+            "test_loss": test_loss,
+            "epochs_run": p.epoch,
+            "best_epoch": p.best_epoch,
+            "switch_epoch": p.switch_epoch,
+            "seconds_per_epoch": float(np.mean([row["seconds"] for row in p.curve])),
+            "tokens": {"train": len(total.train), "valid": len(total.valid), "test": len(total.test)},
+            "device": str(self.device),
+            "environment": environment(self.device),
+        }
+        metrics["versions"] = metrics["environment"]["versions"]
+        save_model(self.model, self.out_dir / "model.pt", dataset=self.dataset, variant=self.variant,
+                   hyperparameters=hp, vocab=total.dictionary.idx2word)  # fmt: skip
+        atomic_write_text(curve_csv(p.curve), self.out_dir / "curve.csv")
+        atomic_write_json(metrics, self.out_dir / "metrics.json")
+        shutil.rmtree(self.resume_dir, ignore_errors=True)
+        log.info(
+            "done: train ppl %.2f | valid ppl %.2f | test ppl %.2f | best epoch %d | switch epoch %s",
+            metrics["train_ppl"], metrics["valid_ppl"], metrics["test_ppl"], p.best_epoch, p.switch_epoch,
+        )  # fmt: skip
+        return metrics
+
+
+def curve_csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CURVE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def environment(device: torch.device) -> dict:
+    env = {
+        "hostname": platform.node(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "versions": {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        },
+    }
+    return env
+
+
+def train(
+    *,
+    dataset: str,
+    variant: str,
+    schedule: str,
+    out_dir,
+    seed: int | None = None,
+    overrides: dict | None = None,
+    data_dir=None,
+    corpus_cache=None,
+    device: str = "auto",
+    corpus: Corpus | None = None,
+) -> dict:
+    """Resolve the preset, load the corpus, train (resuming when possible) and write the outputs."""
+    overrides = dict(overrides or {})
+    if seed is not None:
+        overrides["seed"] = int(seed)
+    hp = presets.resolve(dataset, variant, schedule, overrides)
+    if corpus is None:
+        corpus = load_corpus(data_dir, corpus_cache)
+        expected = presets.VOCAB_SIZES[dataset]
+        if corpus.vocab_size != expected:
+            raise ValueError(
+                f"{data_dir}: {dataset} must have a vocabulary of {expected} words, this corpus has {corpus.vocab_size}"
+            )
+    corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
+    trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus, out_dir=out_dir,
+                      device=resolve_device(device))  # fmt: skip
+    return trainer.fit()
+
+
+def add_cli(parser) -> None:
+    parser.add_argument("--dataset", required=True, choices=presets.DATASETS)
+    parser.add_argument("--variant", required=True, help=f"one of: {', '.join(presets.variants())}")
+    parser.add_argument("--schedule", default="et", choices=presets.SCHEDULES, help="ET-ASGD or NT-ASGD (§6.3)")
+    parser.add_argument("--seed", type=int, default=None, help="default: the authors' seed of the preset")
+    parser.add_argument("--out", required=True, help="run folder: model.pt, metrics.json, curve.csv")
+    parser.add_argument(
+        "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
+    )
+    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+
+
+def run_cli(args) -> int:
+    data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
+    try:
+        overrides = presets.parse_overrides(args.overrides)
+        train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
+              overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
+              device=args.device)  # fmt: skip
+    except Preempted as stop:
+        log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
+        return PREEMPTED_EXIT
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"train: {err}") from None
+    return 0

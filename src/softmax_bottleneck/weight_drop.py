@@ -1,0 +1,40 @@
+"""DropConnect on the hidden-to-hidden weights of an LSTM (spec §3 step 6, §15.1).
+
+The reference ``WeightDrop`` deletes ``weight_hh_l0`` from ``nn.LSTM`` and re-assigns a dropped
+tensor before every call; that breaks on current PyTorch. Here ``weight_hh_l0`` stays the LSTM's
+own parameter (the "raw" weight) and, in training mode, the stock ``nn.LSTM`` is run through
+``torch.func.functional_call`` with a freshly dropped copy of it: the fused kernel (cuDNN on CUDA)
+still runs the whole sequence, gradients reach the raw weight, and eval mode uses it unscaled.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class WeightDropLSTM(nn.Module):
+    """A single-layer ``nn.LSTM`` whose ``weight_hh_l0`` gets a new dropout mask on every training call."""
+
+    def __init__(self, input_size: int, hidden_size: int, dropout: float):
+        super().__init__()
+        if not 0 <= dropout < 1:
+            raise ValueError(f"wdrop must lie in [0, 1), got {dropout}")
+        self.lstm = nn.LSTM(input_size, hidden_size, num_layers=1)
+        self.dropout = float(dropout)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.lstm.hidden_size
+
+    def forward(self, x: torch.Tensor, hx: tuple[torch.Tensor, torch.Tensor]):
+        if not (self.training and self.dropout > 0):
+            return self.lstm(x, hx)
+        dropped = F.dropout(self.lstm.weight_hh_l0, p=self.dropout, training=True)
+        with warnings.catch_warnings():
+            # cuDNN notes once that the substituted weight is not in its flattened buffer; harmless.
+            warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")
+            return torch.func.functional_call(self.lstm, {"weight_hh_l0": dropped}, (x, hx))

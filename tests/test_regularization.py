@@ -1,0 +1,95 @@
+"""Regularisers of the base network (spec §3 steps 1–3)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from softmax_bottleneck.regularization import LockedDropout, embedded_dropout, embedding_noise, locked_dropout
+
+
+def test_locked_dropout_mask_is_shared_over_time_and_scaled():
+    torch.manual_seed(0)
+    drop = LockedDropout(0.4).train()
+    x = torch.ones(12, 16, 32)
+    out = drop(x)
+    assert torch.equal(out, out[:1].expand_as(out))  # same mask at every time step
+    values = torch.unique(out)
+    assert len(values) == 2 and values[0].item() == 0.0 and values[1].item() == pytest.approx(1 / 0.6)
+    assert (out[0] == 0).float().mean().item() == pytest.approx(0.4, abs=0.06)
+    # the mask differs across batch entries and features, and is redrawn on every call
+    assert not torch.equal(out[0, 0], out[0, 1])
+    assert not torch.equal(drop(x), out)
+    # expectation preserved
+    y = torch.randn(3, 400, 50)
+    assert drop(y).mean().item() == pytest.approx(y.mean().item(), abs=0.02)
+
+
+def test_locked_dropout_identity_in_eval_or_zero_p_and_override():
+    x = torch.randn(5, 4, 6)
+    assert torch.equal(LockedDropout(0.5).eval()(x), x)
+    assert torch.equal(LockedDropout(0.0).train()(x), x)
+    assert torch.equal(LockedDropout(0.5).train()(x, p=0.0), x)
+    assert not torch.equal(LockedDropout(0.0).train()(x, p=0.5), x)
+    assert torch.equal(locked_dropout(x, 0.7, training=False), x)
+    assert torch.equal(LockedDropout(None).train()(x), x)  # unset preset value = no dropout
+    with pytest.raises(ValueError):
+        LockedDropout(1.0)
+
+
+def test_locked_dropout_two_dimensional_input_and_gradient():
+    x = torch.ones(7, 20, requires_grad=True)
+    out = locked_dropout(x, 0.5, training=True)
+    assert torch.equal(out, out[:1].expand_as(out))
+    out.sum().backward()
+    assert torch.equal(x.grad, out.detach())  # gradient is the (scaled) mask
+
+
+def _embedding(v=1000, d=16):
+    torch.manual_seed(1)
+    return torch.nn.Embedding(v, d)
+
+
+def test_embedded_dropout_drops_whole_rows_and_rescales():
+    embed = _embedding()
+    words = torch.randint(1000, (30, 8))
+    words[1] = words[0]  # repeated occurrences of the same words
+    torch.manual_seed(2)
+    out = embedded_dropout(embed, words, p=0.3, training=True)
+    ref = embed(words)
+    dropped = (out == 0).all(-1)
+    kept = ~dropped
+    torch.testing.assert_close(out[kept], ref[kept] / 0.7)
+    assert torch.equal(dropped[0], dropped[1])  # same word -> same decision everywhere
+    assert dropped.float().mean().item() == pytest.approx(0.3, abs=0.08)
+    # one decision per vocabulary row: every occurrence of a word shares it
+    for w in words.unique()[:50]:
+        decisions = dropped[words == w]
+        assert decisions.all() or not decisions.any()
+
+
+def test_embedded_dropout_gradient_and_eval_identity():
+    embed = _embedding()  # no padding_idx: the last row must not be treated as padding
+    words = torch.arange(1000).view(100, 10)
+    assert torch.equal(embedded_dropout(embed, words, p=0.5, training=False), embed(words))
+    assert torch.equal(embedded_dropout(embed, words, p=0.0, training=True), embed(words))
+    torch.manual_seed(3)
+    out = embedded_dropout(embed, words, p=0.5, training=True)
+    out.sum().backward()
+    row_grad = embed.weight.grad[:, 0]
+    dropped = (out.reshape(1000, -1) == 0).all(-1)
+    assert torch.equal(row_grad == 0, dropped)
+    torch.testing.assert_close(row_grad[~dropped], torch.full_like(row_grad[~dropped], 2.0))
+
+
+def test_embedding_noise():
+    x = torch.zeros(50, 40, 30)
+    assert torch.equal(embedding_noise(x, 0.5, training=False), x)
+    assert torch.equal(embedding_noise(x, 0.0, training=True), x)
+    assert torch.equal(embedding_noise(x, None, training=True), x)
+    torch.manual_seed(4)
+    noisy = embedding_noise(x, 0.5, training=True)
+    assert noisy.std().item() == pytest.approx(0.5, abs=0.01)
+    assert noisy.mean().item() == pytest.approx(0.0, abs=0.01)
+    with pytest.raises(ValueError):
+        embedding_noise(x, -1.0)
