@@ -113,16 +113,24 @@ def parse_value(text: str):
     return value
 
 
+@cache
+def float_keys() -> frozenset[str]:
+    """Keys that hold a float somewhere in the presets (an int given for them becomes a float)."""
+    blocks = [defaults()]
+    blocks += [block for family in _presets()["families"].values() for block in family.values()]
+    blocks += [v.get(ds, {}) for v in _presets()["variants"].values() for ds in DATASETS]
+    return frozenset(k for block in blocks for k, v in block.items() if isinstance(v, float))
+
+
 def parse_overrides(items: list[str] | None) -> dict:
     """Parse ``["gss_c=-1", "epochs=3"]`` into a dict, coercing ints given for float keys."""
     out: dict = {}
-    base = defaults()
     for item in items or []:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--set expects key=value, got {item!r}")
         value = parse_value(text)
-        if isinstance(base.get(key), float) and isinstance(value, int) and not isinstance(value, bool):
+        if key in float_keys() and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         out[key.strip()] = value
     return out

@@ -1,0 +1,72 @@
+"""Shared fixtures: the real datasets in ``../shared/data`` (skip only where absent) and tiny corpora."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+# CI has 2 cores: one intra-op thread keeps the many tiny CPU models fast and their results stable.
+torch.set_num_threads(1)
+
+
+def shared_data_dir() -> Path:
+    return Path(os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not (path / "ptb" / "train.txt").is_file():
+        pytest.skip(f"real datasets not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def ptb_cache(shared_data, tmp_path_factory) -> Path:
+    """The PTB corpus read once and cached as tensors for the whole session."""
+    from softmax_bottleneck.corpus import load_corpus
+
+    cache = tmp_path_factory.mktemp("corpus") / "ptb.pt"
+    load_corpus(shared_data / "ptb", cache)
+    return cache
+
+
+def tiny_corpus(vocab: int = 12, tokens: int = 3000, seed: int = 0):
+    """A synthetic corpus with learnable structure: each token mostly determines the next."""
+    from softmax_bottleneck.corpus import Corpus, Dictionary
+
+    gen = torch.Generator().manual_seed(seed)
+    nxt = torch.randperm(vocab, generator=gen)
+    stream = [0]
+    for _ in range(tokens - 1):
+        if torch.rand((), generator=gen) < 0.9:
+            stream.append(int(nxt[stream[-1]]))
+        else:
+            stream.append(int(torch.randint(vocab, (), generator=gen)))
+    data = torch.tensor(stream)
+    dictionary = Dictionary()
+    for i in range(vocab):
+        dictionary.add(f"w{i}")
+    n = len(data)
+    return Corpus(dictionary, data[: int(0.8 * n)], data[int(0.8 * n) : int(0.9 * n)], data[int(0.9 * n) :])
+
+
+#: a model small enough for CPU tests in a second
+TINY = {
+    "nemb": 8,
+    "nhid": 16,
+    "nhidlast": 8,
+    "batch_size": 4,
+    "small_batch_size": 2,
+    "eval_batch_size": 2,
+    "bptt": 10,
+    "max_seq_len_delta": 5,
+    "epochs": 3,
+    "log_interval": 5,
+    "plif_knots": 1000,
+}

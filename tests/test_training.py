@@ -1,0 +1,232 @@
+"""Spec §6–§7: the trainer, its switch rules, reproducibility and crash-safe resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO, TINY, tiny_corpus
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.checkpoint import load_model
+from softmax_bottleneck.training import AveragedWeights, Trainer, asgd_trigger, train
+
+PPL_KEYS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")
+
+
+def _train(tmp_path, variant="softmax", schedule="et", corpus=None, **overrides):
+    hp = presets.resolve("ptb", variant, schedule, {**TINY, **overrides})
+    trainer = Trainer(dataset="ptb", variant=variant, hp=hp, corpus=corpus or tiny_corpus(), out_dir=tmp_path)
+    return trainer.fit()
+
+
+def test_et_switches_after_exactly_epoch_e(tmp_path):
+    metrics = _train(tmp_path, epochs=4, switch_epoch=2)
+    assert metrics["switch_epoch"] == 2
+    phases = [row.split(",")[1] for row in (tmp_path / "curve.csv").read_text().splitlines()[1:]]
+    assert phases == ["sgd", "sgd", "asgd", "asgd"]
+
+
+def test_nt_rule_on_scripted_losses():
+    n = 2
+    history: list[float] = []
+    switched_at = None
+    for epoch, loss in enumerate([5.0, 4.0, 3.0, 3.5, 2.9, 3.2, 4.0], start=1):
+        if asgd_trigger(epoch, loss, history, -1, n):
+            switched_at = epoch
+            break
+        history.append(loss)
+    # epoch 4: 3.5 > min([5.0]) is false; epoch 5: 2.9 > min([5, 4]) false;
+    # epoch 6: 3.2 > min([5, 4, 3]) = 3.0 true
+    assert switched_at == 6
+    assert not asgd_trigger(3, 9.9, [1.0, 2.0], -1, 2)  # needs more than n earlier losses
+    assert asgd_trigger(200, 0.0, [], 200, 5) and not asgd_trigger(199, 9.0, [0.0] * 300, 200, 5)
+
+
+def test_nt_run_follows_the_rule(tmp_path):
+    metrics = _train(tmp_path, schedule="nt", epochs=6, nonmono=1, lr=40.0)
+    rows = (tmp_path / "curve.csv").read_text().splitlines()[1:]
+    losses = [float(r.split(",")[3]) for r in rows]
+    expected = None
+    for epoch in range(1, len(losses) + 1):
+        if asgd_trigger(epoch, losses[epoch - 1], losses[: epoch - 1], -1, 1):
+            expected = epoch
+            break
+    assert metrics["switch_epoch"] == expected
+
+
+def test_tiny_model_overfits_tiny_corpus(tmp_path):
+    no_dropout = dict.fromkeys(("dropoute", "dropouti", "dropouth", "dropout", "wdrop"), 0.0)
+    size = {"nemb": 16, "nhidlast": 16, "nhid": 64, "small_batch_size": 4}
+    metrics = _train(
+        tmp_path, corpus=tiny_corpus(tokens=1000), epochs=40, switch_epoch=30, lr=20.0, alpha=0.0, beta=0.0,
+        **size, **no_dropout,
+    )  # fmt: skip
+    # 12 words; 90% of transitions deterministic -> the best possible perplexity is about 1.6
+    assert metrics["train_ppl"] < 3.0 and metrics["valid_ppl"] < 3.0
+    assert metrics["valid_ppl"] < 12 / 3
+
+
+@pytest.mark.parametrize("variant", ["ss", "gss", "lms_plif", "lms_plif_frozen", "mos", "moc"])
+def test_every_variant_trains_and_reloads(tmp_path, variant):
+    metrics = _train(tmp_path, variant=variant, epochs=2, switch_epoch=1)
+    assert math.isfinite(metrics["test_ppl"]) and metrics["switch_epoch"] == 1
+    model, meta = load_model(tmp_path / "model.pt")
+    assert meta["variant"] == variant and meta["vocab"][0] == "w0"
+    assert sum(p.numel() for p in model.parameters()) == metrics["parameters"]
+
+
+def test_frozen_plif_slopes_stay_at_init(tmp_path):
+    corpus = tiny_corpus()
+    hp = presets.resolve("ptb", "lms_plif_frozen", "et", TINY)
+    trainer = Trainer(dataset="ptb", variant="lms_plif_frozen", hp=hp, corpus=corpus, out_dir=tmp_path)
+    before = trainer.model.output_layer.slope_raw.detach().clone()
+    trainer.fit()
+    assert torch.equal(trainer.model.output_layer.slope_raw.detach(), before)
+
+
+def test_same_seed_same_metrics_other_seed_differs(tmp_path):
+    a = _train(tmp_path / "a", seed=7)
+    b = _train(tmp_path / "b", seed=7)
+    c = _train(tmp_path / "c", seed=8)
+    assert [a[k] for k in PPL_KEYS] == [b[k] for k in PPL_KEYS]
+    assert a["test_ppl"] != c["test_ppl"]
+
+
+def test_non_finite_loss_names_epoch_and_batch(tmp_path):
+    hp = presets.resolve("ptb", "softmax", "et", TINY)
+    trainer = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path)
+    with torch.no_grad():
+        trainer.model.encoder.weight.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match="epoch 1, batch 0"):
+        trainer.fit()
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_asgd_average_is_the_mean_of_the_iterates():
+    torch.manual_seed(0)
+    param = torch.nn.Parameter(torch.randn(5))
+    model = torch.nn.Module()
+    model.p = param
+    opt = torch.optim.ASGD([param], lr=0.1, t0=0, lambd=0.0)
+    iterates = []
+    for _ in range(6):
+        opt.zero_grad()
+        (param**2).sum().backward()
+        opt.step()
+        iterates.append(param.detach().clone())
+    expected = torch.stack(iterates[1:]).mean(0)  # the plain mean from the 2nd step on (spec §6.2)
+    with AveragedWeights(model, opt, active=True):
+        assert torch.allclose(param.detach(), expected, atol=1e-6)
+    assert torch.equal(param.detach(), iterates[-1])  # swapped back
+
+
+def test_stale_resume_state_of_another_config_is_ignored(tmp_path):
+    _run_partial_state(tmp_path)
+    metrics = _train(tmp_path, epochs=2, lr=5.0)  # another lr: the saved state must not be used
+    fresh = _train(tmp_path / "fresh", epochs=2, lr=5.0)
+    assert metrics["test_ppl"] == fresh["test_ppl"]
+
+
+def _run_partial_state(tmp_path):
+    hp = presets.resolve("ptb", "softmax", "et", {**TINY, "epochs": 2})
+    trainer = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path)
+    trainer._train_epoch(1, type("S", (), {"signum": None})())
+    trainer._end_epoch(1)
+    trainer._save_state()
+    assert (tmp_path / ".resume" / "state.pt").is_file()
+
+
+# --------------------------------------------------------------------------- kill and resume (CLI)
+KILL_SETTINGS = [
+    "nemb=8", "nhid=16", "batch_size=4", "small_batch_size=2", "bptt=10", "max_seq_len_delta=5",
+    "epochs=3", "switch_epoch=2", "train_tokens=24000", "valid_tokens=2000", "test_tokens=1000", "log_interval=50",
+]  # fmt: skip
+
+
+def _cli(out, cache, variant="softmax"):
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "train", "--dataset", "ptb", "--variant", variant,
+           "--schedule", "et", "--seed", "3", "--out", str(out), "--corpus-cache", str(cache), "--device", "cpu"]  # fmt: skip
+    for item in KILL_SETTINGS:
+        cmd += ["--set", item]
+    return cmd
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+
+
+def _run_until(cmd, log_path, marker, sig):
+    """Start ``cmd``, wait until ``marker`` appears in its log, then send ``sig``."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env())
+    deadline = time.monotonic() + 120
+    while marker not in log_path.read_text():
+        assert proc.poll() is None, f"run ended before {marker!r}:\n{log_path.read_text()}"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    return proc.wait(timeout=60)
+
+
+def _outputs(out):
+    metrics = json.loads((out / "metrics.json").read_text())
+    model = torch.load(out / "model.pt", weights_only=True)["state_dict"]
+    return metrics, model
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(ptb_cache, tmp_path_factory):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    subprocess.run(_cli(out, ptb_cache), check=True, env=_env(), capture_output=True)
+    return _outputs(out)
+
+
+@pytest.mark.parametrize(
+    ("sig", "marker"),
+    [(signal.SIGKILL, "epoch   2 |   100/"), (signal.SIGTERM, "epoch   3 |    50/")],
+    ids=["sigkill-mid-epoch", "sigterm-mid-asgd-epoch"],
+)
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, ptb_cache, uninterrupted, sig, marker):
+    out = tmp_path / "run"
+    status = _run_until(_cli(out, ptb_cache), tmp_path / "first.log", marker, sig)
+    assert status != 0 and not (out / "metrics.json").exists()
+    state = torch.load(out / ".resume" / "state.pt", weights_only=False)
+    if sig == signal.SIGTERM:
+        assert status == 143 and state["progress"]["batch"] > 0  # saved mid-epoch, ASGD averages included
+        assert state["progress"]["phase"] == "asgd"
+    result = subprocess.run(_cli(out, ptb_cache), env=_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "resumed from" in result.stderr
+    metrics, model = _outputs(out)
+    ref_metrics, ref_model = uninterrupted
+    assert [metrics[k] for k in PPL_KEYS] == [ref_metrics[k] for k in PPL_KEYS]
+    assert all(torch.equal(model[k], ref_model[k]) for k in ref_model)
+    assert not (out / ".resume").exists()
+
+
+def test_cli_rejects_a_wrong_vocabulary(tmp_path):
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.txt").write_text(" a b c \n")
+    result = subprocess.run(
+        [sys.executable, "-m", "softmax_bottleneck", "train", "--dataset", "ptb", "--variant", "softmax",
+         "--out", str(tmp_path / "o"), "--data", str(tmp_path)],
+        env=_env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode != 0 and "vocabulary of 10000 words" in result.stderr
+
+
+def test_train_function_writes_declared_outputs(tmp_path, ptb_cache):
+    metrics = train(dataset="ptb", variant="softmax", schedule="et", out_dir=tmp_path, corpus_cache=ptb_cache,
+                    overrides={**TINY, "epochs": 1, "train_tokens": 3000, "valid_tokens": 500, "test_tokens": 500})  # fmt: skip
+    assert {p.name for p in tmp_path.iterdir()} == {"model.pt", "metrics.json", "curve.csv"}
+    assert metrics["tokens"] == {"train": 3000, "valid": 500, "test": 500}
+    assert np.isclose(metrics["test_ppl"], math.exp(metrics["test_loss"]))
