@@ -153,8 +153,26 @@ KILL_SETTINGS = [
 
 
 def _cli(out, cache, variant="softmax"):
-    cmd = [sys.executable, "-m", "softmax_bottleneck", "train", "--dataset", "ptb", "--variant", variant,
-           "--schedule", "et", "--seed", "3", "--out", str(out), "--corpus-cache", str(cache), "--device", "cpu"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "softmax_bottleneck",
+        "train",
+        "--dataset",
+        "ptb",
+        "--variant",
+        variant,
+        "--schedule",
+        "et",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--corpus-cache",
+        str(cache),
+        "--device",
+        "cpu",
+    ]
     for item in KILL_SETTINGS:
         cmd += ["--set", item]
     return cmd
@@ -225,8 +243,14 @@ def test_cli_rejects_a_wrong_vocabulary(tmp_path):
 
 
 def test_train_function_writes_declared_outputs(tmp_path, ptb_cache):
-    metrics = train(dataset="ptb", variant="softmax", schedule="et", out_dir=tmp_path, corpus_cache=ptb_cache,
-                    overrides={**TINY, "epochs": 1, "train_tokens": 3000, "valid_tokens": 500, "test_tokens": 500})  # fmt: skip
+    metrics = train(
+        dataset="ptb",
+        variant="softmax",
+        schedule="et",
+        out_dir=tmp_path,
+        corpus_cache=ptb_cache,
+        overrides={**TINY, "epochs": 1, "train_tokens": 3000, "valid_tokens": 500, "test_tokens": 500},
+    )
     assert {p.name for p in tmp_path.iterdir()} == {"model.pt", "metrics.json", "curve.csv"}
     assert metrics["tokens"] == {"train": 3000, "valid": 500, "test": 500}
     assert np.isclose(metrics["test_ppl"], math.exp(metrics["test_loss"]))

@@ -1,0 +1,135 @@
+"""Every number the paper and its supplementary material report, as data (spec §13, §14, App. A/B).
+
+The numbers live in ``data/reported/*.csv`` (see the README there for each file's source); this module only
+loads them and holds the naming conventions shared by :mod:`softmax_bottleneck.tables` and
+:mod:`softmax_bottleneck.figures`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import io
+
+import pandas as pd
+
+#: variant name (used in file names, presets and summary tables) -> display name in the paper
+DISPLAY: dict[str, str] = {
+    "softmax": "Softmax",
+    "ss": "SS",
+    "gss": "GSS",
+    "lms_plif": "LMS-PLIF",
+    "lms_plif_frozen": "LMS-PLIF†",
+    "mos": "MoS",
+    "moc": "MoC",
+    "mos_fair": "MoS†",
+    "softmax_fair_large": "Softmax‡",
+}
+
+#: dataset name -> display name
+DATASETS: dict[str, str] = {"ptb": "PTB", "wt2": "WT2"}
+
+#: the variants of the main comparison (Table 2), in the paper's row order
+MAIN_VARIANTS: tuple[str, ...] = ("softmax", "ss", "gss", "lms_plif", "mos")
+
+#: rows/columns of Figure 4 and SM Table 3 (alphabetical by display name, as in the paper's heat-maps)
+FIGURE4_ORDER: tuple[str, ...] = ("gss", "lms_plif", "moc", "mos", "ss", "softmax")
+
+#: rows of Figure 3 (alphabetical, as printed) and the column groups
+FIGURE3_MODELS: tuple[str, ...] = ("GSS", "LMS-PLIF", "MoC", "MoC*", "MoS", "MoS*", "SS", "Softmax")
+FIGURE3_GROUPS: tuple[str, ...] = ("Yang", "Ours", "Random")
+
+#: SM name of the 13 word-similarity benchmarks -> file name (spec §12), in the SM's order
+BENCHMARKS: dict[str, str] = {
+    "WS-353": "EN-WS-353-ALL.txt",
+    "WS-353-SIM": "EN-WS-353-SIM.txt",
+    "WS-353-REL": "EN-WS-353-REL.txt",
+    "RG-65": "EN-RG-65.txt",
+    "MC-30": "EN-MC-30.txt",
+    "MTurk-287": "EN-MTurk-287.txt",
+    "MTurk-771": "EN-MTurk-771.txt",
+    "MEN": "EN-MEN-TR-3k.txt",
+    "YP-130": "EN-YP-130.txt",
+    "VERB-143": "EN-VERB-143.txt",
+    "RW-STANFORD": "EN-RW-STANFORD.txt",
+    "SimVerb-3500": "EN-SimVerb-3500.txt",
+    "SimLex-999": "EN-SIMLEX-999.txt",
+}
+
+#: every file under ``data/reported`` (name without ``.csv``)
+NAMES: tuple[str, ...] = (
+    "table1",
+    "main",
+    "table3",
+    "table4",
+    "table5",
+    "table6",
+    "figure2_points",
+    "figure2_pearson",
+    "figure3_hits",
+    "figure4",
+    "sm_table1",
+    "sm_table2",
+    "wordsim",
+    "mos_k",
+    "ntet",
+    "mos_dropoutl",
+    "wordsim_coverage",
+    "robustness",
+)
+
+_BENCHMARK_LOOKUP: dict[str, str] = {}
+for _name, _file in BENCHMARKS.items():
+    for _key in (_name, _file, _file.removesuffix(".txt")):
+        _BENCHMARK_LOOKUP[_key.lower()] = _name
+
+
+def normalise_benchmark(name: str) -> str:
+    """SM name of a benchmark given its SM name or file name (with or without ``.txt``, any case).
+
+    Unknown names are returned unchanged.
+    """
+    key = str(name).strip()
+    return _BENCHMARK_LOOKUP.get(key.lower(), key)
+
+
+def read_csv(source, **kwargs) -> pd.DataFrame:
+    """``pandas.read_csv`` that keeps words such as ``N``, ``NA`` or ``null`` as strings; only ``""`` is missing."""
+    kwargs.setdefault("keep_default_na", False)
+    kwargs.setdefault("na_values", [""])
+    return pd.read_csv(source, **kwargs)
+
+
+@functools.cache
+def _load_text(name: str) -> str:
+    resource = importlib.resources.files("softmax_bottleneck").joinpath("data", "reported", f"{name}.csv")
+    return resource.read_text(encoding="utf-8")
+
+
+def load(name: str) -> pd.DataFrame:
+    """The reported numbers of one file of ``data/reported`` (``name`` without ``.csv``), as a fresh DataFrame."""
+    if name not in NAMES:
+        raise KeyError(f"unknown reported table {name!r}; valid names: {', '.join(NAMES)}")
+    return read_csv(io.StringIO(_load_text(name)))
+
+
+def figure4_matrix(wordsim: pd.DataFrame, dataset: str, order: tuple[str, ...] = FIGURE4_ORDER) -> pd.DataFrame:
+    """Figure 4's "row beats column" counts from long Spearman data (columns dataset, variant, benchmark, spearman).
+
+    Cell (i, j) = number of benchmarks where ρ_i > ρ_j strictly (spec §12); only benchmarks where both models have
+    a value count. The diagonal is NaN. Variants absent from the data are left out.
+    """
+    sub = wordsim[wordsim["dataset"] == dataset].dropna(subset=["spearman"])
+    if sub.empty:
+        return pd.DataFrame(index=pd.Index([], name="row_variant"), columns=pd.Index([], name="col_variant"))
+    wide = sub.pivot_table(index="benchmark", columns="variant", values="spearman", aggfunc="first")
+    present = [v for v in order if v in wide.columns]
+    present += sorted(v for v in wide.columns if v not in present)
+    out = pd.DataFrame(index=pd.Index(present, name="row_variant"), columns=present, dtype=float)
+    out.columns.name = "col_variant"
+    for i in present:
+        for j in present:
+            if i != j:
+                both = wide[[i, j]].dropna()
+                out.loc[i, j] = float((both[i] > both[j]).sum())
+    return out

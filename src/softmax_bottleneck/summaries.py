@@ -1,0 +1,329 @@
+"""Summary tables: the small CSVs under ``results/summary/`` that every table and figure reads.
+
+* :func:`collect_runs` — one row per trained model, from its ``metrics.json`` (+ ``rank.json``);
+* :func:`collect_spectra`, :func:`collect_wordsim`, :func:`collect_top5` — concatenate per-model analysis CSVs.
+
+Command line (one ``--record`` per input, ``key=value`` pairs separated by commas)::
+
+    python -m softmax_bottleneck summarize --kind runs --out results/summary/main.csv \\
+        --record experiment=main,dataset=ptb,variant=ss,schedule=et,seed=141,seed_kind=authors,\\
+metrics=results/.../metrics.json,rank=results/.../rank.json ...
+    python -m softmax_bottleneck summarize --kind spectra --out results/summary/spectra.csv \\
+        --record dataset=ptb,variant=ss,csv=results/.../spectrum.csv ...
+    python -m softmax_bottleneck summarize --kind wordsim --out ... --record dataset=ptb,variant=ss,csv=...
+    python -m softmax_bottleneck summarize --kind top5 --out ... --record model=MoS*,csv=...
+
+The output CSV is written atomically (temporary file + ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+#: columns of a run summary (docs/architecture.md, "Summary tables"), in order
+RUN_COLUMNS: list[str] = [
+    "experiment",
+    "dataset",
+    "variant",
+    "schedule",
+    "seed",
+    "seed_kind",
+    "gss_c",
+    "gss_k",
+    "n_experts",
+    "dropoutl",
+    "parameters",
+    "train_ppl",
+    "valid_ppl",
+    "test_ppl",
+    "seconds_per_epoch",
+    "epochs_run",
+    "switch_epoch",
+    "press_rank",
+    "erank_1e-3",
+    "erank_1e-4",
+    "erank_1e-5",
+]
+SPECTRA_COLUMNS: list[str] = ["dataset", "variant", "index", "sigma", "sigma_normalised"]
+WORDSIM_COLUMNS: list[str] = ["dataset", "variant", "benchmark", "pairs", "found", "not_found", "spearman"]
+TOP5_COLUMNS: list[str] = [
+    "model",
+    "group",
+    "number",
+    "token_index",
+    "true_token",
+    *[f"word_{i}" for i in range(1, 6)],
+    *[f"prob_{i}" for i in range(1, 6)],
+    "hit",
+]
+#: run-summary columns taken from ``metrics.json`` / its ``hyperparameters`` / ``rank.json``
+_METRIC_KEYS = ["parameters", "train_ppl", "valid_ppl", "test_ppl", "seconds_per_epoch", "epochs_run", "switch_epoch"]
+_HP_KEYS = ["gss_c", "gss_k", "n_experts", "dropoutl"]
+_EPSILONS = ["1e-3", "1e-4", "1e-5"]
+_RUN_SORT = ["experiment", "dataset", "variant", "schedule", "gss_c", "gss_k", "n_experts", "dropoutl", "seed_kind"]
+SEED_KINDS = ("authors", "random")
+
+#: record keys each kind needs (``rank`` is optional for runs: its columns are then empty)
+RECORD_KEYS: dict[str, list[str]] = {
+    "runs": ["experiment", "dataset", "variant", "schedule", "seed", "seed_kind", "metrics"],
+    "spectra": ["dataset", "variant", "csv"],
+    "wordsim": ["dataset", "variant", "csv"],
+    "top5": ["model", "csv"],
+}
+
+
+class RecordError(ValueError):
+    """A bad ``--record`` / record dict (the message names it)."""
+
+
+# --------------------------------------------------------------------------------------------- atomic writes
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path beside ``path``; on success rename it onto ``path`` (no partial outputs)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, _file_mode())  # mkstemp creates 0600; give the output the usual permissions
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_text(text: str, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write ``frame`` as CSV (no index, ``\\n`` line ends) atomically."""
+    atomic_write_text(frame.to_csv(index=False, lineterminator="\n"), path)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def _describe(record: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in record.items())
+
+
+def _check_keys(record: dict, kind: str) -> None:
+    missing = [k for k in RECORD_KEYS[kind] if record.get(k) in (None, "")]
+    if missing:
+        raise RecordError(
+            f"record [{_describe(record)}] lacks {', '.join(missing)} (a {kind} record needs "
+            f"{', '.join(RECORD_KEYS[kind])})"
+        )
+
+
+def _read_json(path, record: dict) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file (record [{_describe(record)}])")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path}: not valid JSON ({err}) (record [{_describe(record)}])") from err
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: expected a JSON object (record [{_describe(record)}])")
+    return data
+
+
+def _read_csv(path, record: dict, needed: Iterable[str]) -> pd.DataFrame:
+    from softmax_bottleneck.reported import read_csv
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file (record [{_describe(record)}])")
+    try:
+        frame = read_csv(path)
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame()
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise RecordError(f"{path}: missing column(s) {', '.join(missing)} (record [{_describe(record)}])")
+    return frame
+
+
+def _number(value):
+    """JSON value -> float/int or NaN (``None``/missing -> NaN)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _same(a, b) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+# --------------------------------------------------------------------------------------------- runs
+def run_row(record: dict) -> dict:
+    """One run-summary row from one record (see :data:`RECORD_KEYS`)."""
+    _check_keys(record, "runs")
+    if record["seed_kind"] not in SEED_KINDS:
+        raise RecordError(f"record [{_describe(record)}]: seed_kind must be one of {', '.join(SEED_KINDS)}")
+    try:
+        seed = int(record["seed"])
+    except (TypeError, ValueError) as err:
+        raise RecordError(f"record [{_describe(record)}]: seed {record['seed']!r} is not an integer") from err
+    metrics = _read_json(record["metrics"], record)
+    for key in ("dataset", "variant", "schedule", "seed"):
+        if key in metrics and metrics[key] is not None and not _same(metrics[key], record[key]):
+            raise RecordError(
+                f"{record['metrics']}: {key} = {metrics[key]!r} but the record says {record[key]!r} "
+                f"(record [{_describe(record)}])"
+            )
+    missing = [k for k in ("train_ppl", "valid_ppl", "test_ppl") if k not in metrics]
+    if missing:
+        raise RecordError(f"{record['metrics']}: missing key(s) {', '.join(missing)} (record [{_describe(record)}])")
+    hp = metrics.get("hyperparameters") or {}
+    row = {
+        "experiment": str(record["experiment"]),
+        "dataset": str(record["dataset"]),
+        "variant": str(record["variant"]),
+        "schedule": str(record["schedule"]),
+        "seed": seed,
+        "seed_kind": str(record["seed_kind"]),
+    }
+    row.update({k: _number(hp.get(k)) for k in _HP_KEYS})
+    row.update({k: _number(metrics.get(k)) for k in _METRIC_KEYS})
+    rank_path = record.get("rank")
+    if rank_path:
+        rank = _read_json(rank_path, record)
+        if "press_rank" not in rank:
+            raise RecordError(f"{rank_path}: missing key press_rank (record [{_describe(record)}])")
+        row["press_rank"] = _number(rank["press_rank"])
+        eranks = rank.get("effective_rank") or {}
+        for eps in _EPSILONS:
+            value = eranks.get(eps)
+            if value is None:  # tolerate keys written as floats ("0.001")
+                value = next((v for k, v in eranks.items() if _same(k, eps)), None)
+            row[f"erank_{eps}"] = _number(value)
+    else:
+        row.update({"press_rank": math.nan, **{f"erank_{e}": math.nan for e in _EPSILONS}})
+    return row
+
+
+def collect_runs(records: list[dict]) -> pd.DataFrame:
+    """Run summary (columns :data:`RUN_COLUMNS`), one row per record, deterministically sorted."""
+    rows = [run_row(r) for r in records]
+    frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    if frame.empty:
+        return frame
+    dup = frame.duplicated(["experiment", "dataset", "variant", "schedule", *_HP_KEYS, "seed"], keep=False)
+    if dup.any():
+        raise RecordError(f"duplicate runs in the records: {frame.loc[dup, RUN_COLUMNS[:6]].to_dict('records')}")
+    for col in ("seed", "parameters", "epochs_run"):
+        if frame[col].notna().all():
+            frame[col] = frame[col].astype("int64")
+    frame = frame.sort_values([*_RUN_SORT, "seed"], kind="mergesort", na_position="last")
+    return frame.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------- analyses
+def collect_spectra(records: list[dict]) -> pd.DataFrame:
+    """Concatenate per-model spectra (``index, sigma[, sigma_normalised]``) -> :data:`SPECTRA_COLUMNS`."""
+    parts = []
+    for record in records:
+        _check_keys(record, "spectra")
+        frame = _read_csv(record["csv"], record, ["index", "sigma"])
+        if "sigma_normalised" not in frame.columns:
+            top = frame["sigma"].max() if len(frame) else math.nan
+            frame["sigma_normalised"] = frame["sigma"] / top
+        frame = frame.assign(dataset=str(record["dataset"]), variant=str(record["variant"]))
+        parts.append(frame[SPECTRA_COLUMNS])
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SPECTRA_COLUMNS)
+    return out.sort_values(["dataset", "variant", "index"], kind="mergesort").reset_index(drop=True)
+
+
+def collect_wordsim(records: list[dict]) -> pd.DataFrame:
+    """Concatenate per-model word-similarity CSVs (``benchmark, pairs, found, not_found, spearman``)."""
+    parts = []
+    for record in records:
+        _check_keys(record, "wordsim")
+        frame = _read_csv(record["csv"], record, WORDSIM_COLUMNS[2:])
+        frame = frame.assign(dataset=str(record["dataset"]), variant=str(record["variant"]))
+        parts.append(frame[WORDSIM_COLUMNS])
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=WORDSIM_COLUMNS)
+    return out.sort_values(["dataset", "variant"], kind="mergesort").reset_index(drop=True)
+
+
+def collect_top5(records: list[dict]) -> pd.DataFrame:
+    """Concatenate per-model top-5 CSVs; the record's ``model`` (display name, e.g. ``MoS*``) fills ``model``."""
+    parts = []
+    for record in records:
+        _check_keys(record, "top5")
+        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c != "model"])
+        frame = frame.assign(model=str(record["model"]))
+        parts.append(frame[TOP5_COLUMNS])
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TOP5_COLUMNS)
+    return out.sort_values(["model", "group", "number"], kind="mergesort").reset_index(drop=True)
+
+
+COLLECTORS = {"runs": collect_runs, "spectra": collect_spectra, "wordsim": collect_wordsim, "top5": collect_top5}
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def parse_record(text: str) -> dict:
+    """``"k1=v1,k2=v2"`` -> ``{"k1": "v1", "k2": "v2"}`` (values may contain ``=``, not ``,``)."""
+    record: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise RecordError(f"--record {text!r}: {item!r} is not key=value")
+        if key.strip() in record:
+            raise RecordError(f"--record {text!r}: key {key.strip()!r} given twice")
+        record[key.strip()] = value.strip()
+    return record
+
+
+def add_cli(parser) -> None:
+    parser.add_argument("--kind", required=True, choices=sorted(COLLECTORS), help="which summary to build")
+    parser.add_argument("--out", required=True, help="output CSV (written atomically)")
+    parser.add_argument(
+        "--record",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE,...",
+        help="one input; keys: "
+        + "; ".join(f"{k}: {', '.join(v)}" + (" [, rank]" if k == "runs" else "") for k, v in RECORD_KEYS.items()),
+    )
+
+
+def run_cli(args) -> int:
+    records = [parse_record(text) for text in args.record]
+    frame = COLLECTORS[args.kind](records)
+    atomic_write_csv(frame, args.out)
+    log.info("wrote %s (%d rows from %d records)", args.out, len(frame), len(records))
+    return 0

@@ -1,0 +1,149 @@
+"""Summary tables: collect_runs and friends from fake per-run files, and the ``summarize`` command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from softmax_bottleneck import summaries
+from softmax_bottleneck.summaries import RUN_COLUMNS, RecordError, collect_runs, parse_record
+
+
+def _fake_run(root, name, *, dataset="ptb", variant="gss", schedule="et", seed=141, test_ppl=57.0, rank=True, **hp):
+    run = root / name
+    run.mkdir(parents=True)
+    metrics = {
+        "dataset": dataset,
+        "variant": variant,
+        "schedule": schedule,
+        "seed": seed,
+        "hyperparameters": {"gss_c": -1.5, "gss_k": 2.5, "n_experts": None, "dropoutl": None, **hp},
+        "parameters": 24_221_600,
+        "trainable_parameters": 24_221_600,
+        "train_ppl": 33.5,
+        "valid_ppl": 59.5,
+        "test_ppl": test_ppl,
+        "test_loss": math.log(test_ppl),
+        "epochs_run": 12,
+        "best_epoch": 11,
+        "switch_epoch": None,
+        "seconds_per_epoch": 1.25,
+        "device": "cpu",
+        "versions": {"python": "3.11"},
+    }
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    record = {
+        "experiment": "main",
+        "dataset": dataset,
+        "variant": variant,
+        "schedule": schedule,
+        "seed": str(seed),
+        "seed_kind": "authors" if seed == 141 else "random",
+        "metrics": str(run / "metrics.json"),
+    }
+    if rank:
+        rank_json = {
+            "press_rank": 8989,
+            "effective_rank": {"1e-3": 100, "1e-4": 559, "1e-5": 3456},
+            "shape": [82429, 10000],
+            "sigma_max": 1.0,
+            "method": "svd",
+            "tolerance": 1e-5,
+        }
+        (run / "rank.json").write_text(json.dumps(rank_json))
+        record["rank"] = str(run / "rank.json")
+    return record
+
+
+def test_collect_runs_columns_values_and_order(tmp_path):
+    records = [
+        _fake_run(tmp_path, "b", seed=7, test_ppl=57.2),
+        _fake_run(tmp_path, "a", seed=141),
+        _fake_run(
+            tmp_path, "c", variant="mos", seed=3, rank=False, gss_c=None, gss_k=None, n_experts=15, dropoutl=0.29
+        ),
+    ]
+    frame = collect_runs(records)
+    assert list(frame.columns) == RUN_COLUMNS
+    assert frame["variant"].tolist() == ["gss", "gss", "mos"]
+    assert frame["seed_kind"].tolist() == ["authors", "random", "random"]  # authors first within a model
+    first = frame.iloc[0]
+    assert first["seed"] == 141 and first["test_ppl"] == 57.0 and first["press_rank"] == 8989
+    assert first["erank_1e-3"] == 100 and first["erank_1e-5"] == 3456
+    assert first["gss_c"] == -1.5 and first["gss_k"] == 2.5 and math.isnan(first["n_experts"])
+    assert first["parameters"] == 24_221_600 and first["epochs_run"] == 12 and math.isnan(first["switch_epoch"])
+    mos = frame.iloc[2]
+    assert mos["n_experts"] == 15 and mos["dropoutl"] == 0.29 and math.isnan(mos["press_rank"])
+    # order does not depend on the order of the records
+    again = collect_runs(list(reversed(records)))
+    pd.testing.assert_frame_equal(frame, again)
+
+
+def test_bad_records_are_named(tmp_path):
+    good = _fake_run(tmp_path, "a")
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        collect_runs([{**good, "metrics": str(tmp_path / "nope.json")}])
+    with pytest.raises(RecordError, match="variant"):
+        collect_runs([{**good, "variant": "ss"}])  # metrics.json says gss
+    with pytest.raises(RecordError, match="seed_kind"):
+        collect_runs([{**good, "seed_kind": "lucky"}])
+    with pytest.raises(RecordError, match="lacks schedule"):
+        collect_runs([{k: v for k, v in good.items() if k != "schedule"}])
+    with pytest.raises(RecordError, match="duplicate"):
+        collect_runs([good, good])
+    with pytest.raises(RecordError, match="not key=value"):
+        parse_record("dataset=ptb,oops")
+
+
+def test_parse_record_keeps_equals_in_values():
+    assert parse_record("a=1,path=x=y.json") == {"a": "1", "path": "x=y.json"}
+
+
+def test_collect_analyses(tmp_path):
+    pd.DataFrame({"index": [0, 1], "sigma": [2.0, 1.0], "sigma_normalised": [1.0, 0.5]}).to_csv(
+        tmp_path / "s.csv", index=False
+    )
+    spectra = summaries.collect_spectra([{"dataset": "ptb", "variant": "ss", "csv": str(tmp_path / "s.csv")}])
+    assert list(spectra.columns) == summaries.SPECTRA_COLUMNS and spectra["variant"].eq("ss").all()
+    pd.DataFrame({"benchmark": ["MC-30"], "pairs": [30], "found": [9], "not_found": [21], "spearman": [0.38]}).to_csv(
+        tmp_path / "w.csv", index=False
+    )
+    ws = summaries.collect_wordsim([{"dataset": "wt2", "variant": "moc", "csv": str(tmp_path / "w.csv")}])
+    assert ws.iloc[0].to_dict() == {
+        "dataset": "wt2",
+        "variant": "moc",
+        "benchmark": "MC-30",
+        "pairs": 30,
+        "found": 9,
+        "not_found": 21,
+        "spearman": 0.38,
+    }
+    top = {c: ["x"] for c in summaries.TOP5_COLUMNS if c != "model"}
+    top.update(
+        group=["Yang"],
+        number=[1],
+        token_index=[2700],
+        true_token=["N"],
+        hit=[True],
+        **{f"prob_{i}": [0.1] for i in range(1, 6)},
+    )
+    pd.DataFrame(top).to_csv(tmp_path / "t.csv", index=False)
+    t5 = summaries.collect_top5([{"model": "MoS*", "csv": str(tmp_path / "t.csv")}])
+    assert t5.loc[0, "model"] == "MoS*" and t5.loc[0, "true_token"] == "N"
+    with pytest.raises(RecordError, match="missing column"):
+        summaries.collect_wordsim([{"dataset": "ptb", "variant": "ss", "csv": str(tmp_path / "s.csv")}])
+
+
+def test_cli_writes_csv(tmp_path):
+    from softmax_bottleneck.cli import main
+
+    rec = _fake_run(tmp_path, "a")
+    arg = ",".join(f"{k}={v}" for k, v in rec.items())
+    out = tmp_path / "summary" / "main.csv"
+    assert main(["summarize", "--kind", "runs", "--out", str(out), "--record", arg]) == 0
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == RUN_COLUMNS and len(frame) == 1 and frame.loc[0, "press_rank"] == 8989
+    assert not list(out.parent.glob(".*.tmp"))
