@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-import torch
+# CI has 2 cores: one BLAS/OpenMP thread per process keeps the many tiny matrices fast and results stable.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-# CI has 2 cores: one intra-op thread keeps the many tiny CPU models fast and their results stable.
 torch.set_num_threads(1)
 
 

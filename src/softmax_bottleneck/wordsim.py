@@ -1,0 +1,199 @@
+"""Word-similarity evaluation of a model's (tied) embedding on the 13 wordvectors.org benchmarks (spec §12; E6).
+
+Protocol of the reference (KIT ``utils/analysis/word_similarity/{process,ranking}.py``, after Faruqui & Dyer's
+``all_wordsim.py``):
+
+* embedding = ``model.encoder.weight`` (the tied input/output embedding), every row L2-normalised;
+* vocabulary = the model's corpus dictionary, **case-sensitive** as stored. Benchmark lines are lower-cased, so a
+  benchmark word matches the vocabulary token equal to its lower-cased form (direct lookup; PTB and WT2 are
+  mostly lower-case, capitalised WT2 tokens such as ``Paris`` never match). With this rule the "not found" counts of
+  SM Table 13 are reproduced exactly for both corpora (see ``tests/test_wordsim.py``);
+* a pair is skipped ("not found") if either word is missing; nothing is backed off;
+* score = Spearman's ρ (average ranks for ties, ``scipy.stats.spearmanr``) between the gold scores and the
+  cosine similarities of the kept pairs; ρ = 0 if no pair is kept.
+
+The reference adds 1e-6 in place to both vectors before each cosine (a drift of 1e-6 per use); this is not
+replicated (it changes ρ at most in the 4th decimal; §12).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+#: SM name → file name in the benchmark folder, in SM Table 3 order
+BENCHMARKS: OrderedDict[str, str] = OrderedDict(
+    [
+        ("WS-353", "WS-353-ALL.txt"),
+        ("WS-353-SIM", "WS-353-SIM.txt"),
+        ("WS-353-REL", "WS-353-REL.txt"),
+        ("RG-65", "RG-65.txt"),
+        ("MC-30", "MC-30.txt"),
+        ("MTurk-287", "MTurk-287.txt"),
+        ("MTurk-771", "MTurk-771.txt"),
+        ("MEN", "MEN-TR-3k.txt"),
+        ("YP-130", "YP-130.txt"),
+        ("VERB-143", "VERB-143.txt"),
+        ("RW-STANFORD", "RW-STANFORD.txt"),
+        ("SimVerb-3500", "SimVerb-3500.txt"),
+        ("SimLex-999", "SimLex-999.txt"),
+    ]
+)
+
+Pair = tuple[str, str, float]
+
+
+def read_benchmark(path: str | Path) -> list[Pair]:
+    """Read ``word1 word2 score`` lines (``line.strip().lower().split()``), skipping blank lines.
+
+    Handles CRLF, mixed case and a missing final newline. A line that does not have exactly three fields or whose
+    score is not a finite number raises ``ValueError`` naming the file and the (1-based) line number.
+    """
+    path = Path(path)
+    pairs: list[Pair] = []
+    with open(path, encoding="utf-8", newline=None) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            fields = line.strip().lower().split()
+            if not fields:
+                continue
+            if len(fields) != 3:
+                raise ValueError(f"{path}:{lineno}: expected 'word1 word2 score', got {len(fields)} field(s)")
+            try:
+                score = float(fields[2])
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: score {fields[2]!r} is not a number") from None
+            if not math.isfinite(score):
+                raise ValueError(f"{path}:{lineno}: score {fields[2]!r} is not finite")
+            pairs.append((fields[0], fields[1], score))
+    return pairs
+
+
+def _index(vocab: Sequence[str]) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for i, w in enumerate(vocab):
+        index.setdefault(w, i)
+    return index
+
+
+def _normalised(embedding) -> np.ndarray:
+    if type(embedding).__module__.startswith("torch"):
+        embedding = embedding.detach().cpu().numpy()
+    emb = np.asarray(embedding, dtype=np.float64)
+    if emb.ndim != 2:
+        raise ValueError(f"embedding must be 2-D [V, d], got shape {emb.shape}")
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    return emb / norms
+
+
+def _evaluate(unit: np.ndarray, index: dict[str, int], pairs: Sequence[Pair]) -> dict:
+    from scipy import stats
+
+    gold, pred = [], []
+    for w1, w2, score in pairs:
+        i, j = index.get(w1.lower()), index.get(w2.lower())
+        if i is None or j is None:
+            continue
+        gold.append(score)
+        pred.append(float(unit[i] @ unit[j]))
+    found = len(gold)
+    rho = 0.0
+    if found:
+        rho = float(stats.spearmanr(gold, pred).statistic)
+        if not math.isfinite(rho):  # constant scores or similarities
+            rho = 0.0
+    return {"pairs": len(pairs), "found": found, "not_found": len(pairs) - found, "spearman": rho}
+
+
+def evaluate_embedding(embedding, vocab: Sequence[str], pairs: Sequence[Pair]) -> dict:
+    """Spearman ρ of cosine similarity vs gold score on one benchmark.
+
+    ``embedding``: ``[V, d]`` array (numpy or torch), row i is the vector of ``vocab[i]``. Returns
+    ``{"pairs", "found", "not_found", "spearman"}``.
+    """
+    unit = _normalised(embedding)
+    if unit.shape[0] != len(vocab):
+        raise ValueError(f"embedding has {unit.shape[0]} rows but the vocabulary {len(vocab)} words")
+    return _evaluate(unit, _index(vocab), pairs)
+
+
+def benchmark_files(benchmark_dir: str | Path) -> OrderedDict[str, Path]:
+    """SM name → path of every benchmark in ``benchmark_dir`` (``FileNotFoundError`` if one is missing)."""
+    d = Path(benchmark_dir)
+    out: OrderedDict[str, Path] = OrderedDict()
+    missing = []
+    for name, fname in BENCHMARKS.items():
+        p = d / fname
+        if not p.is_file():
+            missing.append(fname)
+        out[name] = p
+    if missing:
+        raise FileNotFoundError(f"{d}: missing benchmark file(s) {', '.join(missing)}")
+    return out
+
+
+def evaluate_all(embedding, vocab: Sequence[str], benchmark_dir: str | Path):
+    """All 13 benchmarks → ``pandas.DataFrame(benchmark, pairs, found, not_found, spearman)`` in SM Table 3 order."""
+    import pandas as pd
+
+    unit = _normalised(embedding)
+    if unit.shape[0] != len(vocab):
+        raise ValueError(f"embedding has {unit.shape[0]} rows but the vocabulary {len(vocab)} words")
+    index = _index(vocab)
+    rows = []
+    for name, path in benchmark_files(benchmark_dir).items():
+        rows.append({"benchmark": name, **_evaluate(unit, index, read_benchmark(path))})
+    return pd.DataFrame(rows, columns=["benchmark", "pairs", "found", "not_found", "spearman"])
+
+
+def coverage(vocab: Sequence[str] | set[str], benchmark_dir: str | Path) -> OrderedDict[str, int]:
+    """SM Table 13: number of pairs of each benchmark with at least one word missing from ``vocab``."""
+    words = set(vocab)
+    out: OrderedDict[str, int] = OrderedDict()
+    for name, path in benchmark_files(benchmark_dir).items():
+        out[name] = sum(1 for w1, w2, _ in read_benchmark(path) if w1 not in words or w2 not in words)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------------------------------
+
+
+def add_cli(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="model.pt (checkpoint.load_model)")
+    parser.add_argument("--benchmarks", required=True, help="folder with the 13 benchmark files")
+    parser.add_argument("--out", required=True, metavar="CSV", help="wordsim.csv")
+
+
+def run_cli(args) -> int:
+    import sys
+
+    from softmax_bottleneck.checkpoint import load_model
+
+    try:
+        files = benchmark_files(args.benchmarks)
+        for p in files.values():  # fail on a malformed file before loading the model
+            read_benchmark(p)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"wordsim: error: {exc}", file=sys.stderr)
+        return 2
+    model, meta = load_model(args.checkpoint, "cpu")
+    vocab = list(meta["vocab"])
+    table = evaluate_all(model.encoder.weight, vocab, args.benchmarks)
+    table.insert(0, "variant", meta.get("variant"))
+    table.insert(0, "dataset", meta.get("dataset"))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out, index=False, float_format="%.9g")
+    for row in table.itertuples():
+        log.info("%-13s %4d/%4d pairs  rho = %.4f", row.benchmark, row.found, row.pairs, row.spearman)
+    return 0

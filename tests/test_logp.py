@@ -1,0 +1,127 @@
+"""Spec §8 (log-P extraction streamed into the rank) and §13 (qualitative top-5)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import REPO, TINY
+
+from softmax_bottleneck.checkpoint import load_model
+from softmax_bottleneck.corpus import batchify, load_corpus
+from softmax_bottleneck.evaluation import evaluate
+from softmax_bottleneck.logp import analyze, iter_logp, row_count
+from softmax_bottleneck.qualitative import CONTEXTS, check_contexts, top5
+from softmax_bottleneck.training import train
+
+LIMITS = {"epochs": 1, "train_tokens": 4000, "valid_tokens": 500, "test_tokens": 600}
+
+
+def _spread(model):
+    """After one tiny epoch the logits barely vary, log Z(h) is then nearly affine in h and the rows' variation
+    lies below Press' tolerance; a larger tied matrix gives real trained models' spread of logits (the
+    algebra log P = H Wᵀ + 1 bᵀ − z 1ᵀ is unchanged)."""
+    with torch.no_grad():
+        model.encoder.weight.mul_(1000)
+        model.output_layer.bias.normal_()
+    return model
+
+
+@pytest.fixture(scope="module")
+def trained(ptb_cache, tmp_path_factory):
+    """A tiny Softmax and a tiny MoS model trained on the first PTB tokens."""
+    out = {}
+    for variant, extra in (("softmax", {}), ("mos", {"n_experts": 3, "nhidlast": 12})):
+        path = tmp_path_factory.mktemp(variant)
+        train(dataset="ptb", variant=variant, schedule="et", out_dir=path, corpus_cache=ptb_cache,
+              overrides={**TINY, **LIMITS, **extra})  # fmt: skip
+        out[variant] = path / "model.pt"
+    return out
+
+
+def test_reference_row_counts():
+    assert row_count("reference", "ptb", 82_430, 10_000, 70) == 82_429
+    assert row_count("reference", "wt2", 245_569, 33_278, 70) == 33_320
+    assert row_count("full", "wt2", 245_569, 33_278, 70) == 245_568
+    assert row_count(100, "wt2", 245_569, 33_278, 70) == 100
+
+
+def test_softmax_logp_rank_is_d_plus_2_and_rows_are_distributions(trained, ptb_cache):
+    corpus = load_corpus(cache=ptb_cache)
+    model, meta = load_model(trained["softmax"], corpus=corpus)
+    _, summary = analyze(_spread(model), corpus.test, "ptb", rows=400)
+    assert summary["shape"] == [400, 10_000]
+    assert summary["press_rank"] == meta["hyperparameters"]["nemb"] + 2
+    assert summary["max_abs_log_normaliser"] < 1e-4  # every row's probabilities sum to 1
+
+
+def test_mos_rank_exceeds_d_plus_2(trained, ptb_cache):
+    corpus = load_corpus(cache=ptb_cache)
+    model, meta = load_model(trained["mos"], corpus=corpus)
+    with torch.no_grad():  # the tiny model's latents barely vary yet: widen them too
+        model.output_layer.latent.weight.mul_(100)
+        model.output_layer.prior.weight.mul_(100)
+    _, summary = analyze(_spread(model), corpus.test, "ptb", rows=400)
+    assert summary["press_rank"] > meta["hyperparameters"]["nemb"] + 2
+
+
+def test_mean_nll_of_true_tokens_equals_the_evaluators_test_loss(trained, ptb_cache):
+    corpus = load_corpus(cache=ptb_cache).limited(test_tokens=LIMITS["test_tokens"])
+    model, _ = load_model(trained["softmax"], corpus=corpus)
+    _, summary = analyze(model, corpus.test, "ptb", rows="full")
+    t = len(corpus.test)
+    evaluator = evaluate(model, batchify(corpus.test, 1), model.hp["bptt"])  # divides by T, not T − 1 (§7)
+    assert summary["shape"][0] == t - 1
+    assert summary["logp_test_loss"] * (t - 1) / t == pytest.approx(evaluator, rel=1e-6)
+    metrics = json.loads((trained["softmax"].parent / "metrics.json").read_text())
+    assert metrics["test_loss"] == pytest.approx(evaluator, rel=1e-6)
+
+
+def test_analyze_cli_saves_matrix_and_rank_cli_agrees(trained, ptb_cache, tmp_path):
+    env = {"PYTHONPATH": str(REPO / "src")}
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "analyze", "--checkpoint", str(trained["mos"]),
+           "--corpus-cache", str(ptb_cache), "--rows", "300", "--out-json", str(tmp_path / "rank.json"),
+           "--out-spectrum", str(tmp_path / "spectrum.csv"), "--save-logp", str(tmp_path / "logp.npy")]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, env={**env, "PATH": "/usr/bin"})
+    summary = json.loads((tmp_path / "rank.json").read_text())
+    matrix = np.load(tmp_path / "logp.npy")
+    assert matrix.shape == (300, 10_000) and matrix.dtype == np.float32
+    assert np.allclose(np.exp(matrix.astype(np.float64)).sum(1), 1.0, atol=1e-4)
+    spectrum = pd.read_csv(tmp_path / "spectrum.csv")
+    assert len(spectrum) == 300 and spectrum["sigma_normalised"].iloc[0] == 1.0
+    rank_cmd = [sys.executable, "-m", "softmax_bottleneck", "rank", str(tmp_path / "logp.npy")]
+    out = subprocess.run(rank_cmd, check=True, capture_output=True, text=True, env={**env, "PATH": "/usr/bin"}).stdout
+    assert json.loads(out)["press_rank"] == summary["press_rank"]
+
+
+def test_checkpoint_of_another_vocabulary_is_rejected(trained, shared_data):
+    wt2 = load_corpus(shared_data / "wikitext-2")
+    with pytest.raises(ValueError, match="does not match the corpus vocabulary"):
+        load_model(trained["softmax"], corpus=wt2)
+
+
+def test_the_18_contexts_are_located_in_the_real_test_set(ptb_cache):
+    corpus = load_corpus(cache=ptb_cache)
+    check_contexts(corpus.test, corpus.dictionary.idx2word)  # raises on any misplaced context
+    with pytest.raises(ValueError, match="Yang #1"):
+        check_contexts(corpus.test, corpus.dictionary.idx2word, [("Yang", 1, "tons", 2701)])
+
+
+def test_top5_table(trained, ptb_cache):
+    corpus = load_corpus(cache=ptb_cache)
+    model, _ = load_model(trained["softmax"], corpus=corpus)
+    table = top5(model, corpus.test, corpus.dictionary.idx2word)
+    assert len(table) == 18 and list(table["token_index"]) == [c[3] for c in CONTEXTS]
+    words = table[[f"word_{k}" for k in range(1, 6)]].to_numpy()
+    assert list(table["hit"]) == [t in row for t, row in zip(table["true_token"], words, strict=True)]
+    probs = table[[f"prob_{k}" for k in range(1, 6)]].to_numpy()
+    assert (np.diff(probs, axis=1) <= 0).all() and (probs.sum(1) <= 1 + 1e-6).all()
+    # the probabilities are the model's: recompute Yang #1 (log-P row 2699) from the stream
+    rows = torch.cat([lp for lp, _ in iter_logp(model, corpus.test, 2700)])
+    expected = rows[2699].exp().topk(5).values.numpy()
+    assert np.allclose(probs[0], expected, atol=1e-6)

@@ -1,0 +1,163 @@
+"""Word-similarity benchmarks (spec §12) on the real files of ../shared/data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from softmax_bottleneck import wordsim
+
+SHARED_DATA = Path(
+    os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
+WORD_SIM = SHARED_DATA / "word-sim"
+needs_data = pytest.mark.skipif(not WORD_SIM.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
+
+# pairs per file (data README §3) and SM Table 13's "not in PTB" / "not in WT2" counts
+EXPECTED = {
+    "WS-353": (353, 116, 48),
+    "WS-353-SIM": (203, 66, 28),
+    "WS-353-REL": (252, 80, 28),
+    "RG-65": (65, 55, 20),
+    "MC-30": (30, 21, 4),
+    "MTurk-287": (287, 146, 106),
+    "MTurk-771": (771, 346, 99),
+    "MEN": (3000, 1952, 863),
+    "YP-130": (130, 65, 43),
+    "VERB-143": (144, 9, 0),
+    "RW-STANFORD": (2034, 1889, 1605),
+    "SimVerb-3500": (3500, 1746, 1080),
+    "SimLex-999": (999, 424, 106),
+}
+
+
+def _corpus_vocab(folder: Path) -> set[str]:
+    words = {"<eos>"}
+    for split in ("train", "valid", "test"):
+        words.update((folder / f"{split}.txt").read_text(encoding="utf-8").split())
+    return words
+
+
+def test_benchmark_names_in_sm_table3_order():
+    assert list(wordsim.BENCHMARKS) == list(EXPECTED)
+    assert wordsim.BENCHMARKS["WS-353"] == "WS-353-ALL.txt"
+    assert wordsim.BENCHMARKS["MEN"] == "MEN-TR-3k.txt"
+    assert wordsim.BENCHMARKS["SimLex-999"] == "SimLex-999.txt"
+
+
+@needs_data
+def test_every_file_parses_with_its_pair_count():
+    for name, path in wordsim.benchmark_files(WORD_SIM).items():
+        pairs = wordsim.read_benchmark(path)
+        assert len(pairs) == EXPECTED[name][0], name
+        assert all(w1 == w1.lower() and w2 == w2.lower() for w1, w2, _ in pairs)
+    ws = wordsim.read_benchmark(WORD_SIM / "WS-353-ALL.txt")  # CRLF, mixed case, duplicate pair
+    assert ("jerusalem", "israel") in {(a, b) for a, b, _ in ws}
+    assert sorted(s for a, b, s in ws if (a, b) == ("money", "cash")) == [9.08, 9.15]
+
+
+@needs_data
+@pytest.mark.parametrize("corpus,column", [("ptb", 1), ("wikitext-2", 2)])
+def test_sm_table13_not_found_counts(corpus, column):
+    folder = SHARED_DATA / corpus
+    if not folder.is_dir():
+        pytest.skip(f"{folder} missing")
+    vocab = _corpus_vocab(folder)
+    assert len(vocab) == {"ptb": 10000, "wikitext-2": 33278}[corpus]
+    got = wordsim.coverage(vocab, WORD_SIM)
+    assert dict(got) == {name: counts[column] for name, counts in EXPECTED.items()}
+
+
+def test_malformed_file_names_line(tmp_path):
+    f = tmp_path / "bad.txt"
+    f.write_text("a\tb\t1.0\n\nc\td\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:3:.*2 field"):
+        wordsim.read_benchmark(f)
+    f.write_text("a b 1\r\nc d high\r\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:2:.*'high'"):
+        wordsim.read_benchmark(f)
+    f.write_text("A\tB\t1.5\n\n  c d 2  ")  # blank line skipped, no final newline, lower-cased
+    assert wordsim.read_benchmark(f) == [("a", "b", 1.5), ("c", "d", 2.0)]
+
+
+def test_spearman_matches_scipy_and_skips_oov():
+    rng = np.random.default_rng(0)
+    vocab = [f"w{i}" for i in range(50)] + ["Paris"]
+    emb = rng.standard_normal((51, 8)) * rng.uniform(0.1, 10, (51, 1))  # row norms must not matter
+    pairs = [(f"w{rng.integers(50)}", f"w{rng.integers(50)}", float(rng.uniform(0, 10))) for _ in range(40)]
+    pairs += [("w1", "zebra", 5.0), ("paris", "w2", 3.0)]  # OOV; vocab is case-sensitive
+    res = wordsim.evaluate_embedding(emb, vocab, pairs)
+    assert res["pairs"] == 42 and res["found"] == 40 and res["not_found"] == 2
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    cos = [unit[int(a[1:])] @ unit[int(b[1:])] for a, b, _ in pairs[:40]]
+    expected = sps.spearmanr([s for _, _, s in pairs[:40]], cos).statistic
+    assert res["spearman"] == pytest.approx(expected, abs=1e-12)
+    empty = wordsim.evaluate_embedding(emb, vocab, [("x", "y", 1.0)])
+    assert empty == {"pairs": 1, "found": 0, "not_found": 1, "spearman": 0.0}
+
+
+def test_torch_embedding_accepted():
+    torch = pytest.importorskip("torch")
+    emb = torch.randn(3, 4, requires_grad=True)
+    res = wordsim.evaluate_embedding(emb, ["a", "b", "c"], [("a", "b", 1.0), ("a", "c", 2.0), ("b", "c", 3.0)])
+    assert res["found"] == 3 and -1.0 <= res["spearman"] <= 1.0
+
+
+@needs_data
+def test_evaluate_all_table(tmp_path):
+    vocab = ["love", "sex", "tiger", "cat", "money", "cash", "bank"]
+    emb = np.random.default_rng(1).standard_normal((len(vocab), 5))
+    t = wordsim.evaluate_all(emb, vocab, WORD_SIM)
+    assert list(t.columns) == ["benchmark", "pairs", "found", "not_found", "spearman"]
+    assert t["benchmark"].tolist() == list(EXPECTED)
+    assert t["pairs"].tolist() == [c[0] for c in EXPECTED.values()]
+    assert (t["found"] + t["not_found"] == t["pairs"]).all()
+    assert t.set_index("benchmark").loc["WS-353", "found"] > 0
+    with pytest.raises(FileNotFoundError, match="missing benchmark"):
+        wordsim.evaluate_all(emb, vocab, tmp_path)
+
+
+@needs_data
+def test_wordsim_cli_with_fake_checkpoint(tmp_path, monkeypatch):
+    """``wordsim`` CLI end to end; ``checkpoint.load_model`` replaced so the test does not need a trained model."""
+    import sys
+    import types
+
+    torch = pytest.importorskip("torch")
+    from softmax_bottleneck.cli import main as cli_main
+
+    vocab = ["<eos>", "love", "sex", "tiger", "cat", "money", "cash", "bank", "king", "queen"]
+    model = types.SimpleNamespace(encoder=torch.nn.Embedding(len(vocab), 6))
+    seen = {}
+
+    def load_model(path, device):
+        seen["args"] = (str(path), device)
+        return model, {"vocab": vocab, "dataset": "ptb", "variant": "softmax"}
+
+    fake = types.ModuleType("softmax_bottleneck.checkpoint")
+    fake.load_model = load_model
+    monkeypatch.setitem(sys.modules, "softmax_bottleneck.checkpoint", fake)
+    out = tmp_path / "res" / "wordsim.csv"
+    ckpt = tmp_path / "model.pt"
+    assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(WORD_SIM), "--out", str(out)]) == 0
+    assert seen["args"] == (str(ckpt), "cpu")
+    import pandas as pd
+
+    t = pd.read_csv(out)
+    assert list(t.columns) == ["dataset", "variant", "benchmark", "pairs", "found", "not_found", "spearman"]
+    assert t["benchmark"].tolist() == list(EXPECTED) and (t["dataset"] == "ptb").all()
+    expected = wordsim.evaluate_all(model.encoder.weight, vocab, WORD_SIM)
+    np.testing.assert_allclose(t["spearman"], expected["spearman"], rtol=1e-8)
+    # a malformed benchmark folder fails before the model is loaded, exit code 2
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in wordsim.BENCHMARKS.values():
+        (bad / name).write_text("a b 1\n")
+    (bad / "MC-30.txt").write_text("a b 1\nc d\n")
+    seen.clear()
+    assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(bad), "--out", str(out)]) == 2
+    assert "args" not in seen
