@@ -7,46 +7,18 @@ tensors and builtins (``torch.load(weights_only=True)`` reads it), never a pickl
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from contextlib import contextmanager
-from pathlib import Path
 
 import torch
 
+from softmax_bottleneck.atomic import atomic_path
+
 MODEL_FORMAT = 1
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def atomic_torch_save(obj, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
-
-
-def atomic_write_text(text: str, path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(text, encoding="utf-8")
-
-
-def atomic_write_json(obj, path: str | os.PathLike) -> None:
-    atomic_write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", path)
 
 
 def model_blob(model, *, dataset: str, variant: str, hyperparameters: dict, vocab: list[str]) -> dict:

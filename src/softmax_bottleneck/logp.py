@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck.checkpoint import atomic_path, atomic_write_json, load_model
+from softmax_bottleneck.atomic import atomic_path, atomic_write_json
+from softmax_bottleneck.checkpoint import load_model
 from softmax_bottleneck.corpus import DATASET_DIRS, batchify, get_batch, load_corpus
 from softmax_bottleneck.rank import DEFAULT_MEMORY_BUDGET, METHODS, RankStream, spectrum_table
 

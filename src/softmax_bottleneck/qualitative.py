@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from softmax_bottleneck.checkpoint import atomic_path, load_model
+from softmax_bottleneck.atomic import atomic_path
+from softmax_bottleneck.checkpoint import load_model
 from softmax_bottleneck.corpus import DATASET_DIRS, load_corpus
 from softmax_bottleneck.logp import iter_logp
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import tempfile
 from collections.abc import Iterable
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
+
+from softmax_bottleneck.atomic import atomic_write_csv
 
 log = logging.getLogger(__name__)
 
@@ -85,39 +84,6 @@ RECORD_KEYS: dict[str, list[str]] = {
 
 class RecordError(ValueError):
     """A bad ``--record`` / record dict (the message names it)."""
-
-
-# --------------------------------------------------------------------------------------------- atomic writes
-def _file_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside ``path``; on success rename it onto ``path`` (no partial outputs)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, _file_mode())  # mkstemp creates 0600; give the output the usual permissions
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def atomic_write_text(text: str, path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
-def atomic_write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write ``frame`` as CSV (no index, ``\\n`` line ends) atomically."""
-    atomic_write_text(frame.to_csv(index=False, lineterminator="\n"), path)
 
 
 # --------------------------------------------------------------------------------------------- helpers

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from softmax_bottleneck import reported
+from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.reported import DATASETS, DISPLAY, MAIN_VARIANTS
-from softmax_bottleneck.summaries import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,52 @@
+"""Atomic file writes: every output the package writes appears whole or not at all.
+
+A temporary file is written beside the target, flushed to disk and renamed onto it (``os.replace``),
+so a crash or a killed job never leaves a half-written file that Snakemake could take for finished.
+No torch import here: table and figure code uses it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.chmod(tmp, _file_mode())  # mkstemp creates 0600; give the output the usual permissions
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_text(text: str, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_json(obj, path: str | os.PathLike) -> None:
+    atomic_write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", path)
+
+
+def atomic_write_csv(frame, path: str | os.PathLike) -> None:
+    """Write a ``pandas.DataFrame`` as CSV (no index, ``\\n`` line ends)."""
+    atomic_write_text(frame.to_csv(index=False, lineterminator="\n"), path)
