@@ -1,0 +1,461 @@
+"""What the study costs: ``python -m softmax_bottleneck costs --benchmarks benchmarks``.
+
+Two tables:
+
+1. **Measured**, per rule, from the Snakemake ``benchmark:`` files of a run (``benchmarks/<rule>/...``;
+   TSV, or JSON lines for ``.jsonl``; ``--benchmark-extended`` columns are used when present): jobs,
+   total / mean / max wall time, peak resident memory (``max_rss``, MB) and CPU time.
+2. **Projected to paper scale** for training, which dominates the study: the paper's reported V100
+   seconds per epoch (Table 2, reference-spec §11.4) × epochs (1000; MoS on WT2 500, from the presets)
+   × the number of training runs of the paper-scale configuration, per experiment, dataset and variant.
+
+The runs come from ``--plan`` (the workflow's training plan, ``snakemake plan`` →
+``results/plan/training_jobs.csv``), else ``--config`` (a workflow config such as
+``config/config.yaml``: its ``experiments``, de-duplicated as the workflow does), else
+:data:`PAPER_RUNS`, the run counts of the paper's experiment map (reference-spec §1).
+
+``--out`` writes Markdown (``.md``) or CSV (``.csv``: the per-rule table; the projection goes next to
+it as ``<name>.projection.csv``); without ``--out`` the Markdown report goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+#: reference-spec §11.4 (Table 2): seconds per epoch on one V100
+PAPER_SECONDS_PER_EPOCH: dict[tuple[str, str], float] = {
+    ("ptb", "softmax"): 55.0,
+    ("ptb", "ss"): 57.0,
+    ("ptb", "gss"): 58.0,
+    ("ptb", "lms_plif"): 59.0,
+    ("ptb", "mos"): 100.0,
+    ("wt2", "softmax"): 72.0,
+    ("wt2", "ss"): 83.0,
+    ("wt2", "gss"): 87.0,
+    ("wt2", "lms_plif"): 93.0,
+    ("wt2", "mos"): 600.0,
+}
+#: variants whose time the paper does not report -> the reported variant assumed to cost the same
+TIME_PROXY: dict[str, str] = {
+    "lms_plif_frozen": "lms_plif",  # same layer, slopes not updated
+    "moc": "mos",  # mixture of contexts on the MoS network: an upper bound (one softmax, not K)
+    "mos_fair": "mos",
+    "softmax_fair": "softmax",  # a smaller LSTM than Softmax's (nhid 960), one softmax: upper bound
+    "softmax_fair_large": "softmax",
+}
+#: reference-spec §6.4: 1000 epochs, MoS on WT2 500 (used when the presets cannot be read)
+DEFAULT_EPOCHS = 1000
+
+_VARIANTS_E1 = ["softmax", "ss", "gss", "lms_plif", "mos"]
+_VARIANTS_E2 = [*_VARIANTS_E1, "moc"]
+
+
+def _paper_runs() -> list[dict]:
+    """Unique training runs of the paper (reference-spec §1); shared runs are counted once."""
+    rows: list[dict] = []
+
+    def add(experiment, dataset, variant, schedule, runs, note=""):
+        rows.append(dict(experiment=experiment, dataset=dataset, variant=variant, schedule=schedule, runs=runs))
+        if note:
+            rows[-1]["note"] = note
+
+    for d in ("ptb", "wt2"):
+        for v in _VARIANTS_E1:  # E1: 11 seeds (authors' + 10 random), ET
+            add("E1 main", d, v, "et", 11)
+        add("E7 frozen", d, "lms_plif_frozen", "et", 11)
+        for v in _VARIANTS_E2:  # E2: NT for all; ET only new for MoC (the others are E1's authors' run)
+            add("E2 nt-vs-et", d, v, "nt", 1)
+        add("E2 nt-vs-et", d, "moc", "et", 1)
+    # E4: GSS (c, k) grid, 9x8 PTB and 9x4 WT2; the preset (c, k) is E1's authors' run
+    add("E4 gss grid", "ptb", "gss", "et", 9 * 8 - 1)
+    add("E4 gss grid", "wt2", "gss", "et", 9 * 4 - 1)
+    # E8: MoS K (NT); K=15 is E2's NT run
+    add("E8 mos K", "ptb", "mos", "nt", 6 - 1)
+    add("E8 mos K", "wt2", "mos", "nt", 3 - 1)
+    # E9: MoS dropoutl in {0.29, 0.145, 0} (NT); 0.29 is E2's NT run
+    add("E9 mos dropoutl", "ptb", "mos", "nt", 2)
+    add("E9 mos dropoutl", "wt2", "mos", "nt", 2)
+    # E10: fair comparison, 10 random seeds each (the hyper-parameter search is not counted)
+    add("E10 fair", "ptb", "mos_fair", "et", 10)
+    add("E10 fair", "ptb", "softmax_fair_large", "et", 10)
+    return rows
+
+
+#: the paper's training runs (reference-spec §1), ~280 unique runs
+PAPER_RUNS: list[dict] = _paper_runs()
+
+
+# --------------------------------------------------------------------------------------------------
+# measured
+# --------------------------------------------------------------------------------------------------
+
+MEASURED_COLUMNS = [
+    "rule",
+    "jobs",
+    "records",
+    "total_wall_s",
+    "mean_wall_s",
+    "max_wall_s",
+    "max_rss_mb",
+    "mean_rss_mb",
+    "total_cpu_s",
+]
+
+
+def _read_benchmark(path: Path) -> pd.DataFrame:
+    if path.suffix == ".jsonl":
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        frame = pd.DataFrame.from_records(records)
+    else:
+        frame = pd.read_csv(path, sep="\t", na_values=["NA", "-"])
+    if "s" not in frame.columns:
+        raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column)")
+    return frame
+
+
+def _rule_of(path: Path, root: Path, frame: pd.DataFrame) -> str:
+    if "rule_name" in frame.columns and frame["rule_name"].notna().any():
+        return str(frame["rule_name"].dropna().iloc[0])
+    rel = path.relative_to(root)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.name.split(".")[0]
+
+
+def read_benchmarks(root: str | os.PathLike) -> pd.DataFrame:
+    """Every record of every benchmark file under ``root``: columns ``rule, file, s, max_rss, cpu_time``."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"benchmark directory {root} does not exist")
+    frames = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".tsv", ".txt", ".jsonl")):
+        try:
+            frame = _read_benchmark(path)
+        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, json.JSONDecodeError) as exc:
+            log.warning("skipping %s: %s", path, exc)
+            continue
+        if frame.empty:
+            continue
+        part = pd.DataFrame(
+            {
+                "rule": _rule_of(path, root, frame),
+                "file": str(path.relative_to(root)),
+                "s": pd.to_numeric(frame["s"], errors="coerce"),
+                "max_rss": pd.to_numeric(frame.get("max_rss"), errors="coerce"),
+                "cpu_time": pd.to_numeric(frame.get("cpu_time"), errors="coerce"),
+            }
+        )
+        frames.append(part)
+    if not frames:
+        return pd.DataFrame(columns=["rule", "file", "s", "max_rss", "cpu_time"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def summarize_rules(records: pd.DataFrame) -> pd.DataFrame:
+    """Per rule: jobs (files), records (rows; >1 per file with ``repeat()``), wall time and memory.
+
+    With ``repeat()``, a job's wall time is the mean of its repeats, so ``total_wall_s`` stays the
+    time the rule took once per job.
+    """
+    if records.empty:
+        return pd.DataFrame(columns=MEASURED_COLUMNS)
+    per_job = records.groupby(["rule", "file"], sort=True).agg(
+        s=("s", "mean"), max_rss=("max_rss", "max"), cpu_time=("cpu_time", "mean"), records=("s", "size")
+    )
+    grouped = per_job.groupby("rule", sort=True)
+    out = pd.DataFrame(
+        {
+            "jobs": grouped.size(),
+            "records": grouped["records"].sum(),
+            "total_wall_s": grouped["s"].sum(),
+            "mean_wall_s": grouped["s"].mean(),
+            "max_wall_s": grouped["s"].max(),
+            "max_rss_mb": grouped["max_rss"].max(),
+            "mean_rss_mb": grouped["max_rss"].mean(),
+            "total_cpu_s": grouped["cpu_time"].sum(min_count=1),
+        }
+    ).reset_index()
+    return out[MEASURED_COLUMNS].sort_values("total_wall_s", ascending=False, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# projection
+# --------------------------------------------------------------------------------------------------
+
+PROJECTION_COLUMNS = [
+    "experiment",
+    "dataset",
+    "variant",
+    "schedule",
+    "runs",
+    "epochs",
+    "v100_s_per_epoch",
+    "time_of",
+    "gpu_hours",
+]
+
+
+def epochs_for(dataset: str, variant: str) -> int:
+    """Epoch cap of a paper-scale run (the presets; 1000, MoS on WT2 500)."""
+    try:
+        from softmax_bottleneck import presets
+
+        return int(presets.resolve(dataset, variant)["epochs"])
+    except Exception:  # noqa: BLE001 - presets missing or variant unknown: the spec's rule
+        return 500 if (dataset, variant) == ("wt2", "mos") else DEFAULT_EPOCHS
+
+
+def seconds_per_epoch(dataset: str, variant: str) -> tuple[float, str]:
+    """The paper's V100 seconds per epoch for ``variant``, and which reported variant it is."""
+    if (dataset, variant) in PAPER_SECONDS_PER_EPOCH:
+        return PAPER_SECONDS_PER_EPOCH[dataset, variant], variant
+    proxy = TIME_PROXY.get(variant)
+    if proxy and (dataset, proxy) in PAPER_SECONDS_PER_EPOCH:
+        return PAPER_SECONDS_PER_EPOCH[dataset, proxy], proxy
+    return math.nan, ""
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return list(value)
+    if isinstance(value, list | tuple):
+        return list(value)
+    return [value]
+
+
+def _model_overrides(config: dict, variant: str) -> dict:
+    """``model_overrides``: ``all``, then the variant's family, then the variant (as the workflow)."""
+    from softmax_bottleneck import presets
+
+    block = config.get("model_overrides") or {}
+    family = presets._variant(variant).get("family")
+    merged = dict(block.get("all") or {})
+    merged.update((block.get("families") or {}).get(family) or {})
+    merged.update((block.get("variants") or {}).get(variant) or {})
+    return merged
+
+
+def _seed_count(config: dict, which) -> int:
+    """Seeds per run: ``authors`` 1, ``random`` len(seeds.random), ``all`` both; or a count / list."""
+    n_random = len((config.get("seeds") or {}).get("random") or [])
+    if isinstance(which, int):
+        return which
+    if isinstance(which, list | tuple):
+        return len(which)
+    return {"authors": 1, "random": n_random, "all": 1 + n_random}.get(str(which), 1)
+
+
+def _differs(a, b) -> bool:
+    if a is None or b is None:
+        return a is not b
+    try:
+        return not math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return a != b
+
+
+def runs_from_config(config: dict) -> list[dict] | None:
+    """Training runs of a workflow config (``config/config.yaml``'s ``experiments:``), de-duplicated.
+
+    Each experiment is datasets × variants × schedules × sweep points × seeds, where ``seeds`` is
+    ``authors`` | ``random`` | ``all`` (or a count / list) and ``sweep`` maps a dataset to
+    hyper-parameter lists whose Cartesian product is trained. As in the workflow, a run is identified
+    by dataset, variant, schedule, seed kind and the swept values that differ from the preset
+    (plus ``model_overrides``), so a run that several experiments share (the GSS grid's preset point,
+    MoS K = 15, the ET authors'-seed runs of E2) is counted once, in the first experiment that has
+    it. Returns ``None`` when the config has no ``experiments`` mapping.
+    """
+    from softmax_bottleneck import presets
+
+    experiments = config.get("experiments") if isinstance(config, dict) else None
+    if not isinstance(experiments, dict) or not experiments:
+        return None
+    seen: set = set()
+    counts: dict[tuple, int] = {}
+    for name, exp in experiments.items():
+        if not isinstance(exp, dict) or exp.get("enabled", True) is False:
+            continue
+        which = exp.get("seeds", "authors")
+        kinds = {"all": ("authors", "random")}.get(str(which), (str(which),))
+        for dataset in _as_list(exp.get("datasets")):
+            sweep = (exp.get("sweep") or {}).get(dataset) or {}
+            keys = sorted(sweep)
+            points = [tuple(zip(keys, values, strict=True)) for values in itertools.product(*(sweep[k] for k in keys))]
+            for variant in _as_list(exp.get("variants")):
+                for schedule in _as_list(exp.get("schedules", exp.get("schedule", "et"))):
+                    base = presets.resolve(dataset, variant, schedule, _model_overrides(config, variant))
+                    for point in points:
+                        tag = tuple((k, v) for k, v in point if _differs(base.get(k), v))
+                        for kind in kinds:
+                            key = (dataset, variant, schedule, kind, tag)
+                            if key in seen:
+                                continue
+                            seen.add(key)
+                            n = _seed_count(config, kind if which == "all" else which)
+                            row = (str(name), dataset, variant, schedule, int(base["epochs"]))
+                            counts[row] = counts.get(row, 0) + n
+    rows = [
+        dict(experiment=e, dataset=d, variant=v, schedule=s, runs=n, epochs=ep)
+        for (e, d, v, s, ep), n in counts.items()
+        if n > 0
+    ]
+    return rows or None
+
+
+def runs_from_plan(plan: pd.DataFrame) -> list[dict]:
+    """Training runs of the workflow's own plan (``snakemake plan``: results/plan/training_jobs.csv)."""
+    plan = plan.copy()
+    plan["experiment"] = plan["experiments"].astype(str).str.split().str[0]
+    grouped = plan.groupby(["experiment", "dataset", "variant", "schedule", "epochs"], sort=False).size()
+    return [
+        dict(experiment=e, dataset=d, variant=v, schedule=s, epochs=int(ep), runs=int(n))
+        for (e, d, v, s, ep), n in grouped.items()
+    ]
+
+
+def project_training(runs: Iterable[dict]) -> pd.DataFrame:
+    """V100 GPU-hours per (experiment, dataset, variant, schedule) row, plus a total row."""
+    rows = []
+    for run in runs:
+        sec, time_of = seconds_per_epoch(run["dataset"], run["variant"])
+        epochs = int(run.get("epochs") or epochs_for(run["dataset"], run["variant"]))
+        rows.append(
+            {
+                "experiment": run["experiment"],
+                "dataset": run["dataset"],
+                "variant": run["variant"],
+                "schedule": run["schedule"],
+                "runs": int(run["runs"]),
+                "epochs": epochs,
+                "v100_s_per_epoch": sec,
+                "time_of": time_of if time_of != run["variant"] else "",
+                "gpu_hours": int(run["runs"]) * epochs * sec / 3600.0,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
+    total = {c: "" for c in PROJECTION_COLUMNS}
+    total.update(experiment="total", runs=int(frame["runs"].sum()), gpu_hours=float(frame["gpu_hours"].sum()))
+    return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------
+
+
+def _fmt(frame: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
+    out = frame.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = out[col].map(lambda x: "" if pd.isna(x) else f"{x:,.{digits}f}")
+    return out
+
+
+def render_markdown(measured: pd.DataFrame, projection: pd.DataFrame, *, source: str, runs_source: str) -> str:
+    lines = [f"## Measured cost per rule ({source})", ""]
+    if measured.empty:
+        lines.append("_no benchmark files found_")
+    else:
+        lines.append(_fmt(measured).to_markdown(index=False))
+        total_s = float(measured["total_wall_s"].sum())
+        lines += [
+            "",
+            f"{int(measured['jobs'].sum())} jobs, {total_s:,.1f} s ({total_s / 3600:.2f} h) of wall time "
+            "summed over jobs (not the run's elapsed time: jobs run in parallel). "
+            "Memory is the peak resident set size (`max_rss`) in MB.",
+        ]
+    total_h = float(projection["gpu_hours"].iloc[-1]) if not projection.empty else 0.0
+    body = projection.iloc[:-1]
+    by_experiment = (
+        body.groupby("experiment", sort=False)
+        .agg(runs=("runs", "sum"), gpu_hours=("gpu_hours", "sum"))
+        .reset_index()
+        .astype({"gpu_hours": float})
+    )
+    lines += [
+        "",
+        f"## Projected training cost at paper scale ({runs_source})",
+        "",
+        _fmt(by_experiment, 0).to_markdown(index=False),
+        "",
+        _fmt(projection.assign(gpu_hours=projection["gpu_hours"].astype(float)), 0).to_markdown(index=False),
+        "",
+        f"Total: {total_h:,.0f} V100 GPU-hours ({total_h / 24:,.0f} GPU-days; "
+        f"{total_h / 24 / 4:,.0f} days on a 4-GPU workstation). Seconds per epoch are the paper's V100 times "
+        "(Table 2); `time_of` names the reported variant used for one whose time the paper does not give. "
+        "Log-P extraction, ranks, word similarity and figures are not projected: they are minutes per model "
+        "next to training's hours.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def load_runs(
+    config_path: str | os.PathLike | None, plan_path: str | os.PathLike | None = None
+) -> tuple[list[dict], str]:
+    """The training runs to project: the workflow's plan, else a config's experiments, else the paper's."""
+    if plan_path:
+        return runs_from_plan(pd.read_csv(plan_path)), f"runs of {plan_path}"
+    if config_path:
+        import yaml
+
+        with open(config_path) as fh:
+            config = yaml.safe_load(fh) or {}
+        runs = runs_from_config(config)
+        if runs:
+            return runs, f"runs of {config_path}"
+        log.info("%s has no experiments block; using the paper's run counts", config_path)
+    return PAPER_RUNS, "the paper's runs, reference-spec §1"
+
+
+def add_cli(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Wall time and memory per rule from benchmark files, and the paper-scale projection."
+    parser.add_argument("--benchmarks", default="benchmarks", help="benchmark files, benchmarks/<rule>/...")
+    parser.add_argument("--config", default=None, help="workflow config whose training runs to project (paper scale)")
+    parser.add_argument(
+        "--plan", default=None, help="the workflow's training plan (snakemake plan: results/plan/training_jobs.csv)"
+    )
+    parser.add_argument("--out", default=None, help="report file: .md (Markdown) or .csv (default: Markdown to stdout)")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    try:
+        records = read_benchmarks(args.benchmarks)
+    except FileNotFoundError as exc:
+        log.error("%s", exc)
+        return 1
+    measured = summarize_rules(records)
+    runs, runs_source = load_runs(args.config, args.plan)
+    projection = project_training(runs)
+    if args.out and str(args.out).endswith(".csv"):
+        out = Path(args.out)
+        _write_atomic(out, measured.to_csv(index=False))
+        _write_atomic(out.with_suffix(".projection.csv"), projection.to_csv(index=False))
+        log.info("wrote %s and %s", out, out.with_suffix(".projection.csv"))
+        return 0
+    text = render_markdown(measured, projection, source=str(args.benchmarks), runs_source=runs_source)
+    if args.out:
+        _write_atomic(Path(args.out), text)
+        log.info("wrote %s", args.out)
+    else:
+        print(text, end="")
+    return 0

@@ -1,0 +1,202 @@
+"""``costs``: per-rule wall time and memory from Snakemake benchmark files, and the paper-scale projection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from softmax_bottleneck import costs
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
+EXTENDED = HEADER + "\tjobid\trule_name\twildcards\tparams\tthreads\tcpu_usage\tresources\tinput_size_mb"
+
+
+def _tsv(path, rows, header=HEADER):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([header, *rows]) + "\n")
+
+
+@pytest.fixture
+def bench(tmp_path):
+    root = tmp_path / "benchmarks"
+    # train: two jobs, one measured twice (repeat(..., 2))
+    _tsv(root / "train/ptb/softmax/et/seed141.tsv", ["100.0\t0:01:40\t500.5\t900\t480\t490\t1\t2\t98\t95.0"])
+    _tsv(
+        root / "train/ptb/ss/et/seed141.tsv",
+        [
+            "200.0\t0:03:20\t700.0\t900\t480\t490\t1\t2\t98\t190.0",
+            "300.0\t0:05:00\t650.0\t900\t480\t490\t1\t2\t98\t290.0",
+        ],
+    )
+    # analyze: a job too short to be sampled (NA memory)
+    _tsv(root / "analyze/ptb_softmax.tsv", ["0.4\t0:00:00\tNA\tNA\tNA\tNA\tNA\tNA\tNA\tNA"])
+    # extended format names its rule itself, wherever the file lies
+    _tsv(
+        root / "misc/figure7.tsv",
+        ["3.0\t0:00:03\t120.0\t300\t100\t110\t0\t1\t50\t1.5\t7\tfigure\tname=figure7\t-\t1\t50\t{}\t0.1"],
+        header=EXTENDED,
+    )
+    # JSON lines (snakemake >= 8.11 writes these for a .jsonl benchmark path)
+    (root / "table").mkdir()
+    (root / "table/table2.jsonl").write_text(json.dumps({"s": 2.0, "h:m:s": "0:00:02", "max_rss": 90.0}) + "\n")
+    # not a benchmark file: skipped with a warning
+    (root / "notes.txt").write_text("hello\n")
+    return root
+
+
+def test_per_rule_summary(bench):
+    records = costs.read_benchmarks(bench)
+    table = costs.summarize_rules(records).set_index("rule")
+    assert list(costs.summarize_rules(records).columns) == costs.MEASURED_COLUMNS
+    assert set(table.index) == {"train", "analyze", "figure", "table"}
+    train = table.loc["train"]
+    assert train["jobs"] == 2 and train["records"] == 3
+    # repeats are averaged per job: 100 + mean(200, 300)
+    assert train["total_wall_s"] == pytest.approx(350.0)
+    assert train["mean_wall_s"] == pytest.approx(175.0)
+    assert train["max_wall_s"] == pytest.approx(250.0)
+    assert train["max_rss_mb"] == pytest.approx(700.0)
+    assert train["total_cpu_s"] == pytest.approx(95.0 + 240.0)
+    assert table.loc["analyze", "total_wall_s"] == pytest.approx(0.4)
+    assert pd.isna(table.loc["analyze", "max_rss_mb"])
+    assert table.loc["figure", "max_rss_mb"] == pytest.approx(120.0)
+    assert table.loc["table", "total_wall_s"] == pytest.approx(2.0)
+    # sorted by cost, most expensive first
+    assert costs.summarize_rules(records)["rule"].iloc[0] == "train"
+
+
+def test_empty_and_missing(tmp_path):
+    assert costs.summarize_rules(costs.read_benchmarks(tmp_path)).empty
+    with pytest.raises(FileNotFoundError):
+        costs.read_benchmarks(tmp_path / "absent")
+
+
+def test_paper_rates_and_epochs():
+    assert costs.seconds_per_epoch("ptb", "softmax") == (55.0, "softmax")
+    assert costs.seconds_per_epoch("wt2", "mos") == (600.0, "mos")
+    assert costs.seconds_per_epoch("ptb", "lms_plif_frozen") == (59.0, "lms_plif")
+    assert costs.epochs_for("wt2", "mos") == 500
+    assert costs.epochs_for("ptb", "mos") == 1000
+    assert costs.epochs_for("wt2", "softmax") == 1000
+
+
+def test_projection_arithmetic():
+    runs = [
+        {"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "et", "runs": 11},
+        {"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "et", "runs": 2},
+    ]
+    proj = costs.project_training(runs)
+    assert list(proj.columns) == costs.PROJECTION_COLUMNS
+    assert proj["gpu_hours"].iloc[0] == pytest.approx(11 * 1000 * 55 / 3600)
+    assert proj["gpu_hours"].iloc[1] == pytest.approx(2 * 500 * 600 / 3600)
+    assert proj["experiment"].iloc[-1] == "total"
+    assert proj["gpu_hours"].iloc[-1] == pytest.approx(11 * 1000 * 55 / 3600 + 2 * 500 * 600 / 3600)
+
+
+def test_paper_runs_match_the_spec():
+    """~300 training runs (reference-spec §1 compute note); E1 alone ~2,900 V100-hours."""
+    proj = costs.project_training(costs.PAPER_RUNS)
+    body = proj.iloc[:-1]
+    assert 250 <= int(proj["runs"].iloc[-1]) <= 320
+    e1 = body[body["experiment"].str.startswith("E1 ")]
+    assert int(e1["runs"].sum()) == 110
+    assert float(e1["gpu_hours"].sum()) == pytest.approx(2900, rel=0.05)
+    assert body["v100_s_per_epoch"].notna().all()
+
+
+def test_runs_from_config_deduplicates_like_the_workflow():
+    config = {
+        "seeds": {"authors": {"ptb": {"softmax": 141, "mixture": 28}}, "random": [1, 2, 3]},
+        "experiments": {
+            "main": {"datasets": ["ptb"], "variants": ["softmax", "gss"], "schedules": ["et"], "seeds": "all"},
+            # 2 x 2 grid that contains the preset point (-1.5, 2.5): that run is main's authors' run
+            "gss_grid": {
+                "datasets": ["ptb"],
+                "variants": ["gss"],
+                "schedules": ["et"],
+                "seeds": "authors",
+                "sweep": {"ptb": {"gss_c": [-1.5, 0.0], "gss_k": [2.5, 3.0]}},
+            },
+            # the ET run is main's authors' run again; NT is new
+            "ntet": {"datasets": ["ptb"], "variants": ["softmax"], "schedules": ["nt", "et"], "seeds": "authors"},
+            "fair": {"datasets": ["ptb"], "variants": ["mos_fair"], "schedules": ["et"], "seeds": "random"},
+            "off": {"datasets": ["ptb"], "variants": ["ss"], "schedules": ["et"], "enabled": False},
+        },
+    }
+    runs = costs.runs_from_config(config)
+    by = {(r["experiment"], r["variant"], r["schedule"]): r["runs"] for r in runs}
+    assert by == {
+        ("main", "softmax", "et"): 4,
+        ("main", "gss", "et"): 4,
+        ("gss_grid", "gss", "et"): 3,
+        ("ntet", "softmax", "nt"): 1,
+        ("fair", "mos_fair", "et"): 3,
+    }
+    assert all(r["epochs"] == 1000 for r in runs)
+    assert costs.runs_from_config({"datasets": ["ptb"]}) is None
+
+
+def test_paper_config_matches_the_paper_runs():
+    """config/config.yaml, counted as the workflow counts it, is the paper's ~283 runs / ~7,000 GPU-hours."""
+    yaml = pytest.importorskip("yaml")
+    path = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
+    if not path.exists():
+        pytest.skip("no config/config.yaml")
+    runs = costs.runs_from_config(yaml.safe_load(path.read_text()))
+    from_config = costs.project_training(runs).iloc[-1]
+    paper = costs.project_training(costs.PAPER_RUNS).iloc[-1]
+    assert from_config["runs"] == paper["runs"]
+    assert from_config["gpu_hours"] == pytest.approx(paper["gpu_hours"])
+
+
+def test_runs_from_plan(tmp_path):
+    plan = pd.DataFrame(
+        {
+            "run": ["a", "b", "c"],
+            "experiments": ["main ntet analysis", "main", "fair"],
+            "dataset": ["ptb", "ptb", "ptb"],
+            "variant": ["softmax", "softmax", "mos_fair"],
+            "schedule": ["et", "et", "et"],
+            "epochs": [1000, 1000, 1000],
+        }
+    )
+    runs = costs.runs_from_plan(plan)
+    assert {(r["experiment"], r["variant"]): r["runs"] for r in runs} == {
+        ("main", "softmax"): 2,
+        ("fair", "mos_fair"): 1,
+    }
+    plan.to_csv(tmp_path / "plan.csv", index=False)
+    loaded, source = costs.load_runs(None, tmp_path / "plan.csv")
+    assert loaded == runs and "plan.csv" in source
+
+
+def test_cli_markdown_and_csv(bench, tmp_path):
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(bench)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert "## Measured cost per rule" in out and "| train" in out
+    assert "## Projected training cost at paper scale" in out and "V100 GPU-hours" in out
+
+    md = tmp_path / "reports" / "costs.md"
+    subprocess.run([*cmd, "--out", str(md)], check=True)
+    assert md.read_text().startswith("## Measured cost per rule")
+
+    csv = tmp_path / "reports" / "costs.csv"
+    subprocess.run([*cmd, "--out", str(csv)], check=True)
+    measured = pd.read_csv(csv)
+    assert list(measured.columns) == costs.MEASURED_COLUMNS
+    projection = pd.read_csv(tmp_path / "reports" / "costs.projection.csv")
+    assert projection["experiment"].iloc[-1] == "total"
+
+    config = tmp_path / "config.yaml"
+    config.write_text("experiments:\n  main: {datasets: [ptb], variants: [softmax], schedules: [et], seeds: 3}\n")
+    out = subprocess.run([*cmd, "--config", str(config)], capture_output=True, text=True, check=True).stdout
+    assert f"runs of {config}" in out
+    assert "| total" in out
+
+    missing = subprocess.run([*cmd[:-1], str(tmp_path / "absent")], capture_output=True, text=True)
+    assert missing.returncode == 1
