@@ -1,0 +1,45 @@
+# softmax-bottleneck: end-to-end reproduction of Parthiban, Mao & Inkpen, "On the Softmax Bottleneck
+# of Recurrent Language Models" (AAAI 2021). Rules call the package's CLI (python -m softmax_bottleneck).
+#
+#   snakemake -n                                   plan the full study (config/config.yaml)
+#   snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data
+#   snakemake table2 | figure2 | reports/tables/table2.md   build one item and only what it needs
+#   snakemake --report reports/report.html         bundle every table and figure
+#
+# See config/README.md for every config key and docs/workflow.md for usage.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    dataset="|".join(DATASETS),
+    corpus="|".join(CORPUS_DIRS.values()),
+    benchmark="|".join(WORDSIM_BENCHMARKS),
+    variant="|".join(presets.variants()),
+    schedule="|".join(presets.SCHEDULES),
+    seed=r"\d+",
+    tag="|".join(re.escape(tag) for tag in TAGS),
+    experiment="|".join(RUN_EXPERIMENTS),
+
+
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/reports.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_reports(),

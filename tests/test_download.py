@@ -1,0 +1,162 @@
+"""Tests of softmax_bottleneck.download: verified, atomic fetching from URLs, zips and mirrors."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import urllib.error
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from softmax_bottleneck import download
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+needs_mirror = pytest.mark.skipif(not (SHARED_DATA / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _leftovers(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and (p.name.endswith(".tmp") or ".fetch-" in str(p))]
+
+
+@pytest.fixture
+def fake_files(monkeypatch):
+    """Replace FILES by three small files: two plain URLs and one zip member."""
+    plain = b"a b c\n"
+    member = b" = Title = \n \n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("wikitext-2/wiki.test.tokens", member)
+        zf.writestr("wikitext-2/wiki.valid.tokens", plain)
+    archive = buf.getvalue()
+    files = {
+        "ptb/test.txt": download.DataFile(
+            "ptb/test.txt", _sha(plain), (download.Source("https://dead.example/x"), download.Source("https://ok/x"))
+        ),
+        "wikitext-2/test.txt": download.DataFile(
+            "wikitext-2/test.txt", _sha(member), (download.Source("https://ok/wt2.zip", "wikitext-2/wiki.test.tokens"),)
+        ),
+        "wikitext-2/valid.txt": download.DataFile(
+            "wikitext-2/valid.txt",
+            _sha(plain),
+            (download.Source("https://ok/wt2.zip", "wikitext-2/wiki.valid.tokens"),),
+        ),
+    }
+    served = {"https://ok/x": plain, "https://ok/wt2.zip": archive}
+    calls: list[str] = []
+
+    def fake_open(url, timeout):
+        calls.append(url)
+        if url not in served:
+            raise urllib.error.URLError("403 Forbidden")
+        return io.BytesIO(served[url])
+
+    monkeypatch.setattr(download, "FILES", files)
+    monkeypatch.setattr(download, "_open_url", fake_open)
+    return files, served, calls
+
+
+def test_registry_covers_the_study():
+    assert len(download.FILES) == 6 + 13
+    assert len(download.WORDSIM_BENCHMARKS) == 13
+    for spec in download.FILES.values():
+        assert len(spec.sha256) == 64 and spec.sources
+        assert all(s.url.startswith("https://") for s in spec.sources)
+    wt2 = download.FILES["wikitext-2/train.txt"]
+    assert wt2.sources[0].url == "https://wikitext.smerity.com/wikitext-2-v1.zip"
+    assert wt2.sources[0].member == "wikitext-2/wiki.train.tokens"
+    assert download.FILES["word-sim/SimLex-999.txt"].sources[0].url.endswith("/EN-SIMLEX-999.txt")
+
+
+@needs_mirror
+def test_registry_matches_the_mirror_checksums():
+    listed = {}
+    for line in (SHARED_DATA / "SHA256SUMS").read_text().splitlines():
+        sha, path = line.split()
+        listed[path] = sha
+    assert listed == {p: f.sha256 for p, f in download.FILES.items()}
+
+
+def test_download_plain_url_with_fallback_and_zip_once(tmp_path, fake_files):
+    files, served, calls = fake_files
+    out = download.fetch(list(files), tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in out] == list(files)
+    assert (tmp_path / "ptb/test.txt").read_bytes() == served["https://ok/x"]
+    assert (tmp_path / "wikitext-2/test.txt").read_bytes() == b" = Title = \n \n"
+    assert calls.count("https://ok/wt2.zip") == 1  # one archive download for both members
+    assert calls[0] == "https://dead.example/x"  # the dead source was tried, then the next one
+    assert _leftovers(tmp_path) == []
+
+
+def test_checksum_mismatch_names_file_and_both_checksums(tmp_path, fake_files):
+    files, served, _ = fake_files
+    served["https://ok/x"] = b"tampered\n"
+    with pytest.raises(download.ChecksumError) as err:
+        download.fetch(["ptb/test.txt"], tmp_path)
+    message = str(err.value)
+    assert "ptb/test.txt" in message
+    assert files["ptb/test.txt"].sha256 in message and _sha(b"tampered\n") in message
+    assert not (tmp_path / "ptb/test.txt").exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_every_source_failing_leaves_nothing(tmp_path, fake_files):
+    files, served, _ = fake_files
+    del served["https://ok/wt2.zip"]
+    with pytest.raises(download.FetchError, match="wikitext-2/test.txt"):
+        download.fetch(["wikitext-2/test.txt"], tmp_path)
+    assert not (tmp_path / "wikitext-2/test.txt").exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_mirror_copy_and_mismatch(tmp_path, fake_files):
+    files, served, calls = fake_files
+    mirror = tmp_path / "mirror"
+    (mirror / "ptb").mkdir(parents=True)
+    (mirror / "ptb/test.txt").write_bytes(served["https://ok/x"])
+    out = tmp_path / "out"
+    download.fetch(["ptb/test.txt"], out, mirror=mirror)
+    assert (out / "ptb/test.txt").read_bytes() == served["https://ok/x"]
+    assert calls == []  # no network with a mirror
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (out / "ptb/test.txt").stat().st_mode & 0o777 == 0o666 & ~mask  # not mkstemp's 0600
+
+    (mirror / "ptb/test.txt").write_bytes(b"corrupt")
+    (out / "ptb/test.txt").unlink()
+    with pytest.raises(download.ChecksumError, match=r"ptb/test\.txt.*expected [0-9a-f]{64}, got [0-9a-f]{64}"):
+        download.fetch(["ptb/test.txt"], out, mirror=mirror)
+    assert not (out / "ptb/test.txt").exists()
+    with pytest.raises(download.FetchError, match="not found in the data mirror"):
+        download.fetch(["wikitext-2/test.txt"], out, mirror=mirror)
+    assert _leftovers(tmp_path) == []
+
+
+def test_unknown_file(tmp_path):
+    with pytest.raises(KeyError, match="unknown data file"):
+        download.fetch(["ptb/nope.txt"], tmp_path)
+
+
+def test_cli_mismatch_exit_message(tmp_path, fake_files, capsys):
+    _, served, _ = fake_files
+    mirror = tmp_path / "mirror"
+    (mirror / "ptb").mkdir(parents=True)
+    (mirror / "ptb/test.txt").write_bytes(b"corrupt")
+    with pytest.raises(SystemExit, match="ptb/test.txt: SHA-256 mismatch"):
+        download.main(["--out-dir", str(tmp_path / "out"), "--mirror", str(mirror), "ptb/test.txt"])
+    assert download.main(["--list"]) == 0
+    assert "ptb/test.txt" in capsys.readouterr().out
+
+
+@needs_mirror
+def test_real_mirror_copy(tmp_path):
+    paths = ["ptb/valid.txt", "word-sim/MC-30.txt", "word-sim/SimLex-999.txt"]
+    out = download.fetch(paths, tmp_path, mirror=SHARED_DATA)
+    for path, dest in zip(paths, out, strict=True):
+        assert download.sha256_file(dest) == download.FILES[path].sha256
