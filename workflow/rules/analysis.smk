@@ -49,6 +49,8 @@ rule wordsim:
         f"{RUN_DIR}/wordsim.csv",
     log:
         f"logs/wordsim/{RUN_LOG}.log",
+    benchmark:
+        f"benchmarks/wordsim/{RUN_LOG}.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -67,6 +69,8 @@ rule qualitative:
         f"{RUN_DIR}/top5.csv",
     log:
         f"logs/qualitative/{RUN_LOG}.log",
+    benchmark:
+        f"benchmarks/qualitative/{RUN_LOG}.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     resources:
@@ -91,6 +95,8 @@ rule robustness_logp:
         spectrum="results/analysis/robustness/spectrum.csv",
     log:
         "logs/robustness_logp.log",
+    benchmark:
+        "benchmarks/robustness_logp.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: 4
@@ -115,6 +121,8 @@ rule robustness:
         "results/summary/robustness.csv",
     log:
         "logs/robustness.log",
+    benchmark:
+        "benchmarks/robustness.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: 8

@@ -44,6 +44,8 @@ rule corpus_cache:
         "resources/corpus/{dataset}.pt",
     log:
         "logs/corpus_cache/{dataset}.log",
+    benchmark:
+        "benchmarks/corpus_cache/{dataset}.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
