@@ -83,7 +83,7 @@ def test_slurm_profile_settings():
     assert profile["slurm-status-command"] == "squeue"
     assert profile["rerun-incomplete"] is True and profile["keep-going"] is True
     assert profile["latency-wait"] >= 30 and profile["retries"] >= 1
-    # never a global GPU cap on a cluster (see docs/slurm.md)
+    # never a global GPU cap on a cluster (see the README, "Submitting the study to SLURM")
     assert "resources" not in profile
     text = (PROFILE / "config.yaml").read_text()
     assert "slurm_partition" in text and "slurm_account" in text  # documented site settings

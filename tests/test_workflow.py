@@ -33,7 +33,7 @@ SMALL_CONFIG = ROOT / "config" / "small.yaml"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 MIRROR = ROOT.parent / "shared" / "data"
 
-#: training jobs of the paper config (docs/workflow.md states this number)
+#: training jobs of the paper config (the README states this number)
 PAPER_TRAIN_JOBS = 283
 SMALL_TRAIN_JOBS = 65
 
