@@ -76,7 +76,7 @@ def expected_training_runs(config: dict) -> set[tuple]:
     overrides_cfg = config.get("model_overrides") or {}
 
     def base_overrides(variant):
-        family = presets._variant(variant)["family"]
+        family = presets.family(variant)
         merged = dict(overrides_cfg.get("all") or {})
         merged.update((overrides_cfg.get("families") or {}).get(families[family]) or {})
         merged.update((overrides_cfg.get("variants") or {}).get(variant) or {})

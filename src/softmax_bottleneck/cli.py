@@ -14,6 +14,7 @@ import sys
 
 #: command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "fetch": ("softmax_bottleneck.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
     "train": ("softmax_bottleneck.training", "train one model (resumable)"),
     "analyze": ("softmax_bottleneck.logp", "stream a model's test log-P matrix into its rank"),

@@ -39,6 +39,11 @@ def variant_datasets(variant: str) -> tuple[str, ...]:
     return tuple(_variant(variant).get("datasets", DATASETS))
 
 
+def family(variant: str) -> str:
+    """The preset family of a variant (``softmax`` or ``mixture``): it decides the authors' seed (§5)."""
+    return _variant(variant)["family"]
+
+
 def _variant(variant: str) -> dict:
     table = _presets()["variants"]
     if variant not in table:

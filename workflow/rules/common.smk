@@ -80,7 +80,7 @@ class Run:
 
 def variant_family(variant):
     """``softmax`` or ``mixture`` (the presets' family: it decides the authors' seed)."""
-    return presets._variant(variant)["family"]
+    return presets.family(variant)
 
 
 def model_overrides(variant):
