@@ -459,33 +459,30 @@ def _robustness(summary_dir) -> pd.DataFrame:
     return frame
 
 
-def _sm_table14(summary_dir) -> pd.DataFrame:
+def _robustness_pair(summary_dir, algorithm: int, table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Our rows of one robustness algorithm and the paper's rows of ``table``, keyed by ``key`` (§9.4)."""
+
+    def keyed(frame):
+        frame = frame.rename(columns={"iteration_or_c": key})
+        return frame.assign(**{key: frame[key].map(_fkey)})
+
     ours = _robustness(summary_dir)
-    ours = ours[ours["algorithm"] == 1].rename(columns={"iteration_or_c": "iteration"})
-    ours = ours.assign(iteration=ours["iteration"].map(_fkey))
     paper = reported.load("robustness")
-    paper = paper[paper["table"] == "sm_table14"].rename(columns={"iteration_or_c": "iteration"})
-    paper = paper.assign(iteration=paper["iteration"].map(_fkey))
+    return keyed(ours[ours["algorithm"] == algorithm]), keyed(paper[paper["table"] == table])
+
+
+def _sm_table14(summary_dir) -> pd.DataFrame:
+    ours, paper = _robustness_pair(summary_dir, 1, "sm_table14", "iteration")
     return compare(ours, paper, ["iteration"], ["press_rank", "error"])
 
 
 def _sm_table15(summary_dir) -> pd.DataFrame:
-    ours = _robustness(summary_dir)
-    ours = ours[ours["algorithm"] == 2].rename(columns={"iteration_or_c": "c"})
-    ours = ours.assign(c=ours["c"].map(_fkey))
-    paper = reported.load("robustness")
-    paper = paper[paper["table"] == "sm_table15"].rename(columns={"iteration_or_c": "c"})
-    paper = paper.assign(c=paper["c"].map(_fkey))
+    ours, paper = _robustness_pair(summary_dir, 2, "sm_table15", "c")
     return compare(ours, paper, ["c"], ["press_rank"], extra_paper=["subtable"])
 
 
 def _sm_table16(summary_dir) -> pd.DataFrame:
-    ours = _robustness(summary_dir)
-    ours = ours[ours["algorithm"] == 2].rename(columns={"iteration_or_c": "c"})
-    ours = ours.assign(c=ours["c"].map(_fkey))
-    paper = reported.load("robustness")
-    paper = paper[paper["table"] == "sm_table16"].rename(columns={"iteration_or_c": "c"})
-    paper = paper.assign(c=paper["c"].map(_fkey))
+    ours, paper = _robustness_pair(summary_dir, 2, "sm_table16", "c")
     return compare(ours, paper, ["c"], ["press_rank", *_EPS], keep_ours_only=False)
 
 
