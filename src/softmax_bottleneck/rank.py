@@ -243,6 +243,17 @@ def _to_f64(chunk, device):
     return chunk.to(device=device, dtype=torch.float64)
 
 
+def _drain_to_f64(chunks: list, rows: int, n_cols: int) -> np.ndarray:
+    """Stack ``chunks`` into one Fortran-ordered float64 array, releasing each chunk as it is copied."""
+    out = np.empty((rows, n_cols), dtype=np.float64, order="F")
+    r = 0
+    while chunks:
+        c = chunks.pop(0)
+        out[r : r + c.shape[0]] = c
+        r += c.shape[0]
+    return out
+
+
 class GramAccumulator:
     """Streamed ``G = AᵀA`` in float64; singular values ``sqrt(clip(eigvalsh(G), 0))``.
 
@@ -333,12 +344,7 @@ class QRAccumulator:
             return
         from scipy.linalg import lapack
 
-        block = np.empty((self._buf_rows, self.n_cols), dtype=np.float64, order="F")
-        r = 0
-        while self._buf:
-            c = self._buf.pop(0)
-            block[r : r + c.shape[0]] = c
-            r += c.shape[0]
+        block = _drain_to_f64(self._buf, self._buf_rows, self.n_cols)
         self._buf_rows = 0
         if self.r is None:
             self.r = np.zeros((self.n_cols, self.n_cols), dtype=np.float64, order="F")
@@ -397,13 +403,7 @@ class _ExactBuffer:
             return singular_values_exact(a, self.device)
         import scipy.linalg
 
-        # fill one Fortran-ordered float64 array, releasing the float32 chunks as we go
-        a64 = np.empty((self.rows, self.n_cols), dtype=np.float64, order="F")
-        r = 0
-        while self.chunks:
-            c = self.chunks.pop(0)
-            a64[r : r + c.shape[0]] = c
-            r += c.shape[0]
+        a64 = _drain_to_f64(self.chunks, self.rows, self.n_cols)
         sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
         return np.sort(sv)[::-1].copy()
 
