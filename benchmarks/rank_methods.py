@@ -1,4 +1,4 @@
-"""Benchmark the singular-value methods of ``softmax_bottleneck.rank`` on a PTB-size log-P-like matrix.
+"""Benchmark the singular-value methods of ``softmax_bottleneck.analysis.rank`` on a PTB-size log-P-like matrix.
 
 Builds an ``--rows × --cols`` float32 matrix (default 82,429 × 10,000, the PTB test log-P matrix of §8) as the
 log-softmax of low-rank-plus-noise logits::
@@ -13,9 +13,9 @@ method's alone:
 
 * ``numpy``: ``numpy.linalg.svd(A, compute_uv=False)`` on the float32 matrix, what the reference code does
   (float64 inside, float32 singular values out); the reference of the error column;
-* ``exact``, ``gram``, ``tsqr``: :class:`softmax_bottleneck.rank.RankStream`, fed ``--chunk-rows`` rows at a time
-  read from the file (not memory-mapped, so RSS counts only what the method holds), on CPU and, when available,
-  CUDA.
+* ``exact``, ``gram``, ``tsqr``: :class:`softmax_bottleneck.analysis.rank.RankStream`, fed ``--chunk-rows`` rows
+  at a time read from the file (not memory-mapped, so RSS counts only what the method holds), on CPU and,
+  when available, CUDA.
 
 Seconds (wall and CPU = user + system of the worker) include reading the matrix from the (page-cached) file;
 on a shared or oversubscribed machine the CPU seconds are the more stable figure (``--threads 1`` avoids
@@ -90,7 +90,7 @@ def worker(method: str, device: str, matrix: Path, chunk_rows: int, out_sv: Path
     if method != "numpy":
         import torch  # noqa: F401  (imported before timing)
 
-        from softmax_bottleneck.rank import RankStream
+        from softmax_bottleneck.analysis.rank import RankStream
 
         if cuda:
             torch.cuda.init()

@@ -32,7 +32,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def ptb_cache(shared_data, tmp_path_factory) -> Path:
     """The PTB corpus read once and cached as tensors for the whole session."""
-    from softmax_bottleneck.corpus import load_corpus
+    from softmax_bottleneck.corpora.corpus import load_corpus
 
     cache = tmp_path_factory.mktemp("corpus") / "ptb.pt"
     load_corpus(shared_data / "ptb", cache)
@@ -41,7 +41,7 @@ def ptb_cache(shared_data, tmp_path_factory) -> Path:
 
 def tiny_corpus(vocab: int = 12, tokens: int = 3000, seed: int = 0):
     """A synthetic corpus with learnable structure: each token mostly determines the next."""
-    from softmax_bottleneck.corpus import Corpus, Dictionary
+    from softmax_bottleneck.corpora.corpus import Corpus, Dictionary
 
     gen = torch.Generator().manual_seed(seed)
     nxt = torch.randperm(vocab, generator=gen)

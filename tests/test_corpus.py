@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from softmax_bottleneck.corpus import EOS, batchify, get_batch, load_corpus, read_corpus
+from softmax_bottleneck.corpora.corpus import EOS, batchify, get_batch, load_corpus, read_corpus
 
 
 def test_ptb_counts(shared_data, ptb_cache):

@@ -1,4 +1,4 @@
-"""Tests of softmax_bottleneck.download: verified, atomic fetching from URLs, zips and mirrors."""
+"""Tests of softmax_bottleneck.corpora.download: verified, atomic fetching from URLs, zips and mirrors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from softmax_bottleneck import download
+from softmax_bottleneck.corpora import download
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_mirror = pytest.mark.skipif(not (SHARED_DATA / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")

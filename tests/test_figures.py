@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from test_tables import make_summaries
 
-from softmax_bottleneck import figures
-from softmax_bottleneck.summaries import RUN_COLUMNS
+from softmax_bottleneck.report import figures
+from softmax_bottleneck.report.summaries import RUN_COLUMNS
 
 
 def _draw(fig) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from softmax_bottleneck import gpu_lease
+from softmax_bottleneck.cluster import gpu_lease
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the lease uses fcntl.flock and prctl (Linux)")
 

@@ -12,12 +12,12 @@ import pytest
 import torch
 from conftest import REPO, TINY
 
-from softmax_bottleneck.checkpoint import load_model
-from softmax_bottleneck.corpus import batchify, load_corpus
-from softmax_bottleneck.evaluation import evaluate
-from softmax_bottleneck.logp import analyze, iter_logp, row_count
-from softmax_bottleneck.qualitative import CONTEXTS, check_contexts, top5
-from softmax_bottleneck.training import train
+from softmax_bottleneck.analysis.logp import analyze, iter_logp, row_count
+from softmax_bottleneck.analysis.qualitative import CONTEXTS, check_contexts, top5
+from softmax_bottleneck.corpora.corpus import batchify, load_corpus
+from softmax_bottleneck.training.checkpoint import load_model
+from softmax_bottleneck.training.evaluation import evaluate
+from softmax_bottleneck.training.trainer import train
 
 LIMITS = {"epochs": 1, "train_tokens": 4000, "valid_tokens": 500, "test_tokens": 600}
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from softmax_bottleneck.output_layers import (
+from softmax_bottleneck.models.output_layers import (
     OUTPUT_LAYERS,
     PLIF,
     MixtureOfContexts,
@@ -19,7 +19,7 @@ from softmax_bottleneck.output_layers import (
     build_output_layer,
     extra_parameter_count,
 )
-from softmax_bottleneck.output_layers.plif import UNIT_SLOPE_RAW
+from softmax_bottleneck.models.output_layers.plif import UNIT_SLOPE_RAW
 
 V, D, DL = 50, 8, 12  # vocabulary, nemb, nhidlast of the mixtures
 SMALL_HP = {"plif_knots": 1000, "plif_t": 20.0, "n_experts": 3, "dropoutl": 0.3, "gss_c": -1.5, "gss_k": 2.5}
@@ -141,7 +141,7 @@ def test_gss_zero_two_is_ss():
 
 
 def test_gss_transform_limits():
-    from softmax_bottleneck.output_layers.gss import smooth_piecewise_linear
+    from softmax_bottleneck.models.output_layers.gss import smooth_piecewise_linear
 
     x = torch.tensor([-200.0, -60.0, 60.0, 200.0, 1e4], dtype=torch.float64)
     y = smooth_piecewise_linear(x, -1.5, 2.5)
@@ -151,7 +151,7 @@ def test_gss_transform_limits():
 
 # ------------------------------------------------------------------------------------------ SS numerics ---
 def test_ss_equals_literal_reference_formula():
-    from softmax_bottleneck.output_layers import SigSoftmax
+    from softmax_bottleneck.models.output_layers import SigSoftmax
 
     torch.manual_seed(1)
     for dtype, atol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
@@ -163,7 +163,7 @@ def test_ss_equals_literal_reference_formula():
 
 
 def test_ss_is_finite_for_huge_logits():
-    from softmax_bottleneck.output_layers import SigSoftmax
+    from softmax_bottleneck.models.output_layers import SigSoftmax
 
     logits = torch.tensor([[1000.0, -1000.0, 0.0, 5.0], [-1000.0, -999.0, -1e4, 1e4], [-1e4] * 4])
     layer, eye = _identity_logits_layer(SigSoftmax, logits)

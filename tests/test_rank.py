@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from softmax_bottleneck import rank as R
+from softmax_bottleneck.analysis import rank as R
 from softmax_bottleneck.cli import main as cli_main
 
 STREAMED = ("gram", "tsqr")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from softmax_bottleneck.regularization import LockedDropout, embedded_dropout, embedding_noise, locked_dropout
+from softmax_bottleneck.models.regularization import LockedDropout, embedded_dropout, embedding_noise, locked_dropout
 
 
 def test_locked_dropout_mask_is_shared_over_time_and_scaled():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from softmax_bottleneck import reported
+from softmax_bottleneck.report import reported
 
 
 def test_every_file_loads_without_gaps_in_keys():

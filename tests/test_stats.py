@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from softmax_bottleneck import stats
+from softmax_bottleneck.analysis import stats
 
 # Inputs from the spec (§14): SM Table 1 (test ppl over the 10 random seeds, p vs Softmax) and paper Table 4
 # (LMS-PLIF vs LMS-PLIF†). (label, mean1, sd1, mean2, sd2, published p)

@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from softmax_bottleneck import summaries
-from softmax_bottleneck.summaries import RUN_COLUMNS, RecordError, collect_runs, parse_record
+from softmax_bottleneck.report import summaries
+from softmax_bottleneck.report.summaries import RUN_COLUMNS, RecordError, collect_runs, parse_record
 
 
 def _fake_run(root, name, *, dataset="ptb", variant="gss", schedule="et", seed=141, test_ppl=57.0, rank=True, **hp):

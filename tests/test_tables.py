@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from softmax_bottleneck import reported, tables
-from softmax_bottleneck.summaries import RUN_COLUMNS, TOP5_COLUMNS
+from softmax_bottleneck.report import reported, tables
+from softmax_bottleneck.report.summaries import RUN_COLUMNS, TOP5_COLUMNS
 
 VARIANTS = ["softmax", "ss", "gss", "lms_plif", "mos"]
 AUTHORS_SEED = {"ptb": 141, "wt2": 1881}

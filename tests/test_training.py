@@ -16,8 +16,8 @@ import torch
 from conftest import REPO, TINY, tiny_corpus
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.checkpoint import load_model
-from softmax_bottleneck.training import AveragedWeights, Trainer, asgd_trigger, train
+from softmax_bottleneck.training.checkpoint import load_model
+from softmax_bottleneck.training.trainer import AveragedWeights, Trainer, asgd_trigger, train
 
 PPL_KEYS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from softmax_bottleneck.weight_drop import WeightDropLSTM
+from softmax_bottleneck.models.weight_drop import WeightDropLSTM
 
 
 def _inputs(seq=6, batch=3, n_in=4, n_out=5):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from softmax_bottleneck import wordsim
+from softmax_bottleneck.analysis import wordsim
 
 SHARED_DATA = Path(
     os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -138,9 +138,9 @@ def test_wordsim_cli_with_fake_checkpoint(tmp_path, monkeypatch):
         seen["args"] = (str(path), device)
         return model, {"vocab": vocab, "dataset": "ptb", "variant": "softmax"}
 
-    fake = types.ModuleType("softmax_bottleneck.checkpoint")
+    fake = types.ModuleType("softmax_bottleneck.training.checkpoint")
     fake.load_model = load_model
-    monkeypatch.setitem(sys.modules, "softmax_bottleneck.checkpoint", fake)
+    monkeypatch.setitem(sys.modules, "softmax_bottleneck.training.checkpoint", fake)
     out = tmp_path / "res" / "wordsim.csv"
     ckpt = tmp_path / "model.pt"
     assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(WORD_SIM), "--out", str(out)]) == 0

@@ -23,7 +23,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from softmax_bottleneck import figures, presets, tables
+from softmax_bottleneck import presets
+from softmax_bottleneck.report import figures, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

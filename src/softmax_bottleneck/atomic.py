@@ -2,7 +2,7 @@
 
 A temporary file is written beside the target, flushed to disk and renamed onto it (``os.replace``),
 so a crash or a killed job never leaves a half-written file that Snakemake could take for finished.
-No torch import here: table and figure code uses it too.
+torch is imported only by :func:`atomic_torch_save`: table and figure code uses this module too.
 """
 
 from __future__ import annotations
@@ -50,3 +50,11 @@ def atomic_write_json(obj, path: str | os.PathLike) -> None:
 def atomic_write_csv(frame, path: str | os.PathLike) -> None:
     """Write a ``pandas.DataFrame`` as CSV (no index, ``\\n`` line ends)."""
     atomic_write_text(frame.to_csv(index=False, lineterminator="\n"), path)
+
+
+def atomic_torch_save(obj, path: str | os.PathLike) -> None:
+    """``torch.save`` ``obj`` to ``path`` atomically (checkpoints, resume states, corpus caches)."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)

@@ -14,19 +14,19 @@ import sys
 
 #: command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "fetch": ("softmax_bottleneck.download", "download or copy the data files, verified by SHA-256"),
+    "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
-    "train": ("softmax_bottleneck.training", "train one model (resumable)"),
-    "analyze": ("softmax_bottleneck.logp", "stream a model's test log-P matrix into its rank"),
-    "rank": ("softmax_bottleneck.rank", "Press' and ε-effective rank of a .npy matrix"),
-    "robustness": ("softmax_bottleneck.rank", "SM §5 robustness of Press' rank (E12)"),
-    "wordsim": ("softmax_bottleneck.wordsim", "word-similarity benchmarks of a model's embedding"),
-    "qualitative": ("softmax_bottleneck.qualitative", "top-5 predictions at the 18 contexts"),
-    "summarize": ("softmax_bottleneck.summaries", "collect run metrics into a summary table"),
-    "table": ("softmax_bottleneck.tables", "render one table of the paper"),
-    "figure": ("softmax_bottleneck.figures", "render one figure of the paper"),
-    "gpu-lease": ("softmax_bottleneck.gpu_lease", "run a command holding one free local GPU"),
-    "costs": ("softmax_bottleneck.costs", "wall time and memory per rule, projected to paper scale"),
+    "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
+    "analyze": ("softmax_bottleneck.analysis.logp", "stream a model's test log-P matrix into its rank"),
+    "rank": ("softmax_bottleneck.analysis.rank", "Press' and ε-effective rank of a .npy matrix"),
+    "robustness": ("softmax_bottleneck.analysis.rank", "SM §5 robustness of Press' rank (E12)"),
+    "wordsim": ("softmax_bottleneck.analysis.wordsim", "word-similarity benchmarks of a model's embedding"),
+    "qualitative": ("softmax_bottleneck.analysis.qualitative", "top-5 predictions at the 18 contexts"),
+    "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics into a summary table"),
+    "table": ("softmax_bottleneck.report.tables", "render one table of the paper"),
+    "figure": ("softmax_bottleneck.report.figures", "render one figure of the paper"),
+    "gpu-lease": ("softmax_bottleneck.cluster.gpu_lease", "run a command holding one free local GPU"),
+    "costs": ("softmax_bottleneck.report.costs", "wall time and memory per rule, projected to paper scale"),
 }
 
 

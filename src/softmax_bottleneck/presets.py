@@ -164,7 +164,7 @@ def built_parameter_counts(hp: dict, vocab_size: int) -> tuple[int, int]:
     """(all, trainable) parameters of the model actually built, on the meta device (no memory)."""
     import torch
 
-    from softmax_bottleneck.awd_lstm import AWDLSTM
+    from softmax_bottleneck.models.awd_lstm import AWDLSTM
 
     with torch.device("meta"):
         model = AWDLSTM(vocab_size, hp)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from softmax_bottleneck import costs, presets
-from softmax_bottleneck import figures as paper_figures
-from softmax_bottleneck import tables as paper_tables
-from softmax_bottleneck.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
+from softmax_bottleneck import presets
+from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
+from softmax_bottleneck.report import costs
+from softmax_bottleneck.report import figures as paper_figures
+from softmax_bottleneck.report import tables as paper_tables
 
 validate(config, schema="../schemas/config.schema.yaml")
 

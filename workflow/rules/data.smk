@@ -1,5 +1,5 @@
 # Data: PTB, WikiText-2 and the 13 word-similarity benchmarks (spec §2.1, §12), each file verified
-# by SHA-256 (softmax_bottleneck.download). `data_mirror: DIR` copies from a local folder instead.
+# by SHA-256 (softmax_bottleneck.corpora.download). `data_mirror: DIR` copies from a local folder instead.
 
 
 localrules:
@@ -19,7 +19,7 @@ rule fetch_corpus:
         files=corpus_fetch_paths,
         mirror=mirror_arg,
     shell:
-        "python -m softmax_bottleneck.download --out-dir resources/data {params.mirror} {params.files} > {log} 2>&1"
+        "python -m softmax_bottleneck.corpora.download --out-dir resources/data {params.mirror} {params.files} > {log} 2>&1"
 
 
 rule fetch_wordsim:
@@ -33,7 +33,7 @@ rule fetch_wordsim:
     params:
         mirror=mirror_arg,
     shell:
-        "python -m softmax_bottleneck.download --out-dir resources/data {params.mirror} "
+        "python -m softmax_bottleneck.corpora.download --out-dir resources/data {params.mirror} "
         "word-sim/{wildcards.benchmark}.txt > {log} 2>&1"
 
 

@@ -2,7 +2,7 @@
 
 import logging
 
-from softmax_bottleneck.corpus import read_corpus, save_corpus
+from softmax_bottleneck.corpora.corpus import read_corpus, save_corpus
 
 snakemake = globals()["snakemake"]  # injected by Snakemake's script: directive
 

@@ -115,7 +115,7 @@ def _read_json(path, record: dict) -> dict:
 
 
 def _read_csv(path, record: dict, needed: Iterable[str]) -> pd.DataFrame:
-    from softmax_bottleneck.reported import read_csv
+    from softmax_bottleneck.report.reported import read_csv
 
     path = Path(path)
     if not path.is_file():

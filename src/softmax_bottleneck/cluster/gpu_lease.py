@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger("softmax_bottleneck.gpu_lease")
+log = logging.getLogger("softmax_bottleneck.cluster.gpu_lease")
 
 ENV_GPUS = "SOFTMAX_BOTTLENECK_GPUS"
 ENV_LOCK_DIR = "SOFTMAX_BOTTLENECK_GPU_LOCK_DIR"

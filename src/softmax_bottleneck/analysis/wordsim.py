@@ -177,7 +177,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
 def run_cli(args) -> int:
     import sys
 
-    from softmax_bottleneck.checkpoint import load_model
+    from softmax_bottleneck.training.checkpoint import load_model
 
     try:
         files = benchmark_files(args.benchmarks)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from softmax_bottleneck.output_layers import build_output_layer
-from softmax_bottleneck.regularization import LockedDropout, embedded_dropout, embedding_noise
-from softmax_bottleneck.weight_drop import WeightDropLSTM
+from softmax_bottleneck.models.output_layers import build_output_layer
+from softmax_bottleneck.models.regularization import LockedDropout, embedded_dropout, embedding_noise
+from softmax_bottleneck.models.weight_drop import WeightDropLSTM
 
 Hidden = list[tuple[torch.Tensor, torch.Tensor]]
 

@@ -1,8 +1,8 @@
 """Every number the paper and its supplementary material report, as data (spec §13, §14, App. A/B).
 
 The numbers live in ``data/reported/*.csv`` (see the README there for each file's source); this module only
-loads them and holds the naming conventions shared by :mod:`softmax_bottleneck.tables` and
-:mod:`softmax_bottleneck.figures`.
+loads them and holds the naming conventions shared by :mod:`softmax_bottleneck.report.tables` and
+:mod:`softmax_bottleneck.report.figures`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The test split is batchified with batch size 1 and read in chunks of ``bptt`` (7
 hidden state carried from the start (the same pass as the test evaluation); row r is the model's
 full vector log P(· | test tokens 0…r). Rows: PTB all T − 1 = 82,429; WT2 by the reference's rule
 "stop after the chunk that makes rows > columns" = 33,320 (``rows="reference"``), or every row
-(``"full"``, 245,568), or the first N. Chunks go straight into :class:`softmax_bottleneck.rank.RankStream`,
+(``"full"``, 245,568), or the first N. Chunks go straight into :class:`softmax_bottleneck.analysis.rank.RankStream`,
 so the matrix is never needed in memory; ``save_logp`` optionally writes it as ``.npy``.
 """
 
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from softmax_bottleneck.analysis.rank import DEFAULT_MEMORY_BUDGET, METHODS, RankStream, spectrum_table
 from softmax_bottleneck.atomic import atomic_path, atomic_write_json
-from softmax_bottleneck.checkpoint import load_model
-from softmax_bottleneck.corpus import DATASET_DIRS, batchify, get_batch, load_corpus
-from softmax_bottleneck.rank import DEFAULT_MEMORY_BUDGET, METHODS, RankStream, spectrum_table
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, batchify, get_batch, load_corpus
+from softmax_bottleneck.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def analyze(
 ):
     """Stream the test log-P matrix into its rank; returns ``(singular values, summary dict)``.
 
-    The summary has the keys of :func:`softmax_bottleneck.rank.rank_summary` plus ``rows_rule``,
+    The summary has the keys of :func:`softmax_bottleneck.analysis.rank.rank_summary` plus ``rows_rule``,
     ``logp_test_loss`` (mean NLL of the true next tokens over the rows) and ``max_abs_log_normaliser``
     (max over rows of |logsumexp(row)|, 0 up to rounding: every row is a distribution).
     """
@@ -142,7 +142,7 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
-    from softmax_bottleneck.training import resolve_device
+    from softmax_bottleneck.training.trainer import resolve_device
 
     device = resolve_device(args.device)
     rows = args.rows if args.rows in ("reference", "full") else int(args.rows)

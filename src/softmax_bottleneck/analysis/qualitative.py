@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from softmax_bottleneck.analysis.logp import iter_logp
 from softmax_bottleneck.atomic import atomic_path
-from softmax_bottleneck.checkpoint import load_model
-from softmax_bottleneck.corpus import DATASET_DIRS, load_corpus
-from softmax_bottleneck.logp import iter_logp
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, load_corpus
+from softmax_bottleneck.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
-    from softmax_bottleneck.training import resolve_device
+    from softmax_bottleneck.training.trainer import resolve_device
 
     try:
         corpus = load_corpus(args.data or Path("resources/data") / DATASET_DIRS["ptb"], args.corpus_cache)

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from softmax_bottleneck import reported
 from softmax_bottleneck.atomic import atomic_write_text
-from softmax_bottleneck.reported import DATASETS, DISPLAY, MAIN_VARIANTS
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.reported import DATASETS, DISPLAY, MAIN_VARIANTS
 
 log = logging.getLogger(__name__)
 
@@ -96,37 +96,37 @@ def _clean(values) -> list[float]:
 
 
 def mean_sd(values) -> tuple[float, float]:
-    """Mean and sample sd via :func:`softmax_bottleneck.stats.mean_sd`; NaN where the sample is too small."""
+    """Mean and sample sd via :func:`softmax_bottleneck.analysis.stats.mean_sd`; NaN where the sample is too small."""
     vals = _clean(values)
     if not vals:
         return math.nan, math.nan
     if len(vals) == 1:
         return vals[0], math.nan
-    from softmax_bottleneck import stats
+    from softmax_bottleneck.analysis import stats
 
     mean, sd = stats.mean_sd(vals)
     return float(mean), float(sd)
 
 
 def t_test(a, b) -> float:
-    """Two-sided pooled-variance Student t-test p (:func:`softmax_bottleneck.stats.student_t`); NaN if n < 2."""
+    """Two-sided pooled-variance Student t-test p (:func:`..analysis.stats.student_t`); NaN if n < 2."""
     a, b = _clean(a), _clean(b)
     if len(a) < 2 or len(b) < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
         return math.nan
-    from softmax_bottleneck import stats
+    from softmax_bottleneck.analysis import stats
 
     return float(stats.student_t(a, b))
 
 
 def pearson(x, y) -> tuple[float, float]:
-    """Pearson r and p (:func:`softmax_bottleneck.stats.pearson`); NaN for < 3 points or a constant input."""
+    """Pearson r and p (:func:`softmax_bottleneck.analysis.stats.pearson`); NaN for < 3 points or a constant input."""
     pairs = [(float(a), float(b)) for a, b in zip(x, y, strict=True) if pd.notna(a) and pd.notna(b)]
     if len(pairs) < 3:
         return math.nan, math.nan
     xs, ys = zip(*pairs, strict=True)
     if np.ptp(xs) == 0 or np.ptp(ys) == 0:
         return math.nan, math.nan
-    from softmax_bottleneck import stats
+    from softmax_bottleneck.analysis import stats
 
     r, p = stats.pearson(list(xs), list(ys))
     return float(r), float(p)
@@ -513,7 +513,7 @@ def _as_hit(value) -> float:
 
 def _sm_table2(summary_dir) -> pd.DataFrame:
     ours = read_summary(summary_dir, "top5.csv")
-    from softmax_bottleneck.summaries import TOP5_COLUMNS
+    from softmax_bottleneck.report.summaries import TOP5_COLUMNS
 
     for col in TOP5_COLUMNS:
         if col not in ours.columns:

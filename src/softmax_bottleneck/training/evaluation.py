@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from softmax_bottleneck.corpus import get_batch
+from softmax_bottleneck.corpora.corpus import get_batch
 
 
 def chunk_nll(log_prob: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -46,11 +46,11 @@ import torch
 from torch import nn
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.atomic import atomic_write_json, atomic_write_text
-from softmax_bottleneck.awd_lstm import AWDLSTM, detach_hidden
-from softmax_bottleneck.checkpoint import atomic_torch_save, save_model
-from softmax_bottleneck.corpus import DATASET_DIRS, Corpus, batchify, get_batch, load_corpus
-from softmax_bottleneck.evaluation import chunk_nll, evaluate, perplexity
+from softmax_bottleneck.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, get_batch, load_corpus
+from softmax_bottleneck.models.awd_lstm import AWDLSTM, detach_hidden
+from softmax_bottleneck.training.checkpoint import save_model
+from softmax_bottleneck.training.evaluation import chunk_nll, evaluate, perplexity
 
 log = logging.getLogger("softmax_bottleneck.train")
 

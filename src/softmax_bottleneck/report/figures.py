@@ -26,10 +26,10 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from softmax_bottleneck import reported
 from softmax_bottleneck.atomic import atomic_path
-from softmax_bottleneck.reported import DATASETS, DISPLAY, FIGURE3_GROUPS, FIGURE3_MODELS, MAIN_VARIANTS
-from softmax_bottleneck.tables import pearson, read_summary
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.reported import DATASETS, DISPLAY, FIGURE3_GROUPS, FIGURE3_MODELS, MAIN_VARIANTS
+from softmax_bottleneck.report.tables import pearson, read_summary
 
 log = logging.getLogger(__name__)
 

@@ -11,19 +11,13 @@ import os
 
 import torch
 
-from softmax_bottleneck.atomic import atomic_path
+from softmax_bottleneck.atomic import atomic_torch_save
+from softmax_bottleneck.corpora.corpus import vocab_sha256
 
 MODEL_FORMAT = 1
 
 
-def atomic_torch_save(obj, path: str | os.PathLike) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
-
-
 def model_blob(model, *, dataset: str, variant: str, hyperparameters: dict, vocab: list[str]) -> dict:
-    from softmax_bottleneck.corpus import vocab_sha256
-
     return {
         "format": MODEL_FORMAT,
         "dataset": dataset,
@@ -46,7 +40,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", corp
     When ``corpus`` is given, the checkpoint's vocabulary must be the corpus's, or a ``ValueError``
     names both sizes.
     """
-    from softmax_bottleneck.awd_lstm import AWDLSTM
+    from softmax_bottleneck.models.awd_lstm import AWDLSTM
 
     blob = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(blob, dict) or blob.get("format") != MODEL_FORMAT:

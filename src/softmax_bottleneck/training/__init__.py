@@ -1,0 +1,5 @@
+"""Training: SGD → averaged SGD with the ET or NT switch, evaluation, checkpoints (paper §4, SM §2).
+
+``trainer`` runs one model from its preset to ``model.pt``/``metrics.json``/``curve.csv``, resumably;
+``evaluation`` is the reference's loss and perplexity; ``checkpoint`` writes and reads ``model.pt``.
+"""
