@@ -1,24 +1,34 @@
-"""Hyper-parameter presets (spec §5, §10.4) and the paper's parameter count (spec §3.1).
+"""Hyper-parameter presets (paper §4, SM Tables 6 and 9) and the paper's parameter count (Table 2 #Param).
 
-The presets are data (``data/presets.yaml``); this module resolves one of them for a dataset,
-variant and schedule, applies ``key=value`` overrides, and counts parameters::
+The presets are data (``data/presets.yaml``); this module resolves one of them for a dataset, variant and
+schedule, applies ``key=value`` overrides, and counts parameters::
 
-    P = V·d (tied) + V (bias) + Σ_layers [4·o·(i+o) + 8·o] + K_knots (PLIF) + [d'·K + d'·K·d + K·d] (MoS/MoC)
+    P = V·d (tied embedding) + Σ_layers [4·o·(i+o) + 8·o] + extra(output layer)
+
+where ``extra`` is the output layer's registered :meth:`~.models.output_layers.OutputLayer.extra_parameter_count`
+(the bias V, plus the PLIF knots or the MoS/MoC projections).
+
+The variants are every registered output layer (:func:`~.models.output_layers.output_layers`: the paper's, then
+any installed plug-in), each under its own name, plus the variants of ``presets.yaml`` that are not output layers
+of their own (E10's MoS†, Softmax†, Softmax‡). :func:`variant_info` gives each one's display name, family,
+colour and cost proxy: every list of variants in the study is derived from here.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 import yaml
 
+from softmax_bottleneck.models.output_layers.registry import output_layer, output_layers
+
 DATASETS = ("ptb", "wt2")
-#: vocabulary sizes including <eos> (spec §2.2)
+#: vocabulary sizes including <eos> (paper §4; SM §1)
 VOCAB_SIZES = {"ptb": 10_000, "wt2": 33_278}
 SCHEDULES = ("et", "nt")
-MIXTURE_LAYERS = ("mos", "moc")
 
 
 @cache
@@ -27,8 +37,83 @@ def _presets() -> dict:
     return yaml.safe_load(text)
 
 
+@dataclass(frozen=True)
+class VariantInfo:
+    """What the study shows of one variant: its output layer, family, datasets, display name, colour, cost proxy.
+
+    ``paper`` is true for the variants of the paper (built-in layers and E10's variants), false for plug-ins.
+    ``cost_proxy`` is the variant whose reported V100 time stands in for this one's (None: none declared).
+    """
+
+    name: str
+    output_layer: str
+    family: str
+    datasets: tuple[str, ...]
+    display: str
+    color: str | None
+    cost_proxy: str | None
+    paper: bool
+
+
+@cache
+def _variant_table() -> dict[str, VariantInfo]:
+    blocks = _presets()["variants"]
+    table: dict[str, VariantInfo] = {}
+    layers = output_layers()
+    for spec in layers.values():
+        if not spec.builtin:
+            continue
+        table[spec.name] = _layer_variant(spec, blocks.get(spec.name, {}))
+    for name, block in blocks.items():
+        if name in layers:
+            continue
+        if "output_layer" not in block or "family" not in block:
+            raise ValueError(f"presets.yaml: variant {name!r} is no registered output layer and names no output_layer")
+        layer = output_layer(block["output_layer"])
+        table[name] = VariantInfo(
+            name=name,
+            output_layer=layer.name,
+            family=block["family"],
+            datasets=tuple(block.get("datasets", DATASETS)),
+            display=block.get("display", name),
+            color=block.get("color"),
+            cost_proxy=block.get("cost_proxy", layer.name),
+            paper=True,
+        )
+    for spec in layers.values():
+        if not spec.builtin:
+            table[spec.name] = _layer_variant(spec, blocks.get(spec.name, {}))
+    return table
+
+
+def _layer_variant(spec, block: dict) -> VariantInfo:
+    return VariantInfo(
+        name=spec.name,
+        output_layer=spec.name,
+        family=spec.family,
+        datasets=tuple(block.get("datasets", DATASETS)),
+        display=spec.display,
+        color=spec.color,
+        cost_proxy=spec.cost_proxy,
+        paper=spec.builtin,
+    )
+
+
 def variants() -> tuple[str, ...]:
-    return tuple(_presets()["variants"])
+    """Every variant: the paper's layers in the paper's order, E10's variants, then plug-in layers by name."""
+    return tuple(_variant_table())
+
+
+def variant_info(variant: str) -> VariantInfo:
+    table = _variant_table()
+    if variant not in table:
+        raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(table)}")
+    return table[variant]
+
+
+def display_name(variant: str) -> str:
+    """The variant's name in tables and figures (``lms_plif_frozen`` → ``LMS-PLIF†``)."""
+    return variant_info(variant).display
 
 
 def defaults() -> dict:
@@ -36,26 +121,32 @@ def defaults() -> dict:
 
 
 def variant_datasets(variant: str) -> tuple[str, ...]:
-    return tuple(_variant(variant).get("datasets", DATASETS))
+    return variant_info(variant).datasets
 
 
 def family(variant: str) -> str:
-    """The preset family of a variant (``softmax`` or ``mixture``): it decides the authors' seed (§5)."""
-    return _variant(variant)["family"]
+    """The preset family of a variant (``softmax`` or ``mixture``): it decides the authors' seed (SM Table 6)."""
+    return variant_info(variant).family
 
 
-def _variant(variant: str) -> dict:
-    table = _presets()["variants"]
-    if variant not in table:
-        raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(table)}")
-    return table[variant]
+def _variant_block(variant: str, dataset: str) -> dict:
+    return dict((_presets()["variants"].get(variant) or {}).get(dataset) or {})
+
+
+@cache
+def layer_keys() -> frozenset[str]:
+    """Every hyper-parameter that some registered output layer declares."""
+    return frozenset(key for spec in output_layers().values() for key in spec.hyperparameters)
 
 
 def known_keys() -> set[str]:
-    keys = set(defaults()) | {"output_layer", "schedule"}
-    for family in _presets()["families"].values():
-        for block in family.values():
+    keys = set(defaults()) | {"output_layer", "schedule"} | set(layer_keys())
+    for fam in _presets()["families"].values():
+        for block in fam.values():
             keys |= set(block)
+    for name in variants():
+        for dataset in DATASETS:
+            keys |= set(_variant_block(name, dataset))
     return keys
 
 
@@ -63,27 +154,32 @@ def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | 
     """The full hyper-parameter dict of one run.
 
     ``schedule`` ``et`` keeps ``switch_epoch`` (ASGD after epoch E); ``nt`` sets it to −1 so the
-    non-monotone trigger decides (spec §6.3). Overrides win over everything, except that for
-    non-mixture output layers d' is tied to d as in the reference (spec §3).
+    non-monotone trigger decides (paper §4). Overrides win over everything, except that for layers that
+    apply the tied weight to the context directly d' is tied to d, as in the reference. The output layer's own
+    hyper-parameters appear with their registered defaults; hyper-parameters of other layers are dropped.
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; valid schedules: {', '.join(SCHEDULES)}")
-    spec = _variant(variant)
-    if dataset not in variant_datasets(variant):
-        raise ValueError(f"variant {variant!r} is defined for {', '.join(variant_datasets(variant))} only")
-    hp = defaults()
-    hp.update(_presets()["families"][spec["family"]][dataset])
-    hp.update(spec.get(dataset, {}))
-    hp["output_layer"] = spec["output_layer"]
-    hp["schedule"] = schedule
+    info = variant_info(variant)
+    if dataset not in info.datasets:
+        raise ValueError(f"variant {variant!r} is defined for {', '.join(info.datasets)} only")
+    layer = output_layer(info.output_layer)
     overrides = dict(overrides or {})
     unknown = sorted(set(overrides) - known_keys())
     if unknown:
         raise ValueError(f"unknown hyper-parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known_keys()))}")
+    hp = defaults()
+    hp.update(_presets()["families"][info.family][dataset])
+    hp.update(_variant_block(variant, dataset))
+    hp["output_layer"] = layer.name
+    hp["schedule"] = schedule
     hp.update(overrides)
-    if hp["output_layer"] not in MIXTURE_LAYERS:
+    for key in layer_keys() - set(layer.hyperparameters):
+        hp.pop(key, None)
+    hp.update(layer.layer_hp(hp))
+    if not layer.cls.projects_context:
         if "nhidlast" in overrides and overrides["nhidlast"] != hp["nemb"]:
             raise ValueError(f"nhidlast must equal nemb for output layer {hp['output_layer']!r}")
         hp["nhidlast"] = hp["nemb"]
@@ -104,10 +200,6 @@ def _check(hp: dict) -> None:
     for key in ("dropoute", "dropouti", "dropouth", "dropout", "wdrop"):
         if not 0 <= hp[key] < 1:
             raise ValueError(f"{key} must lie in [0, 1), got {hp[key]!r}")
-    if hp["output_layer"] == "gss" and (hp["gss_c"] is None or hp["gss_k"] is None):
-        raise ValueError("gss needs gss_c and gss_k")
-    if hp["output_layer"] in MIXTURE_LAYERS and (not hp["n_experts"] or hp["dropoutl"] is None):
-        raise ValueError(f"{hp['output_layer']} needs n_experts and dropoutl")
 
 
 def parse_value(text: str):
@@ -120,11 +212,13 @@ def parse_value(text: str):
 
 @cache
 def float_keys() -> frozenset[str]:
-    """Keys that hold a float somewhere in the presets (an int given for them becomes a float)."""
+    """Keys that hold a float somewhere in the presets or in a layer's registration (an int becomes a float)."""
     blocks = [defaults()]
-    blocks += [block for family in _presets()["families"].values() for block in family.values()]
-    blocks += [v.get(ds, {}) for v in _presets()["variants"].values() for ds in DATASETS]
-    return frozenset(k for block in blocks for k, v in block.items() if isinstance(v, float))
+    blocks += [block for fam in _presets()["families"].values() for block in fam.values()]
+    blocks += [_variant_block(v, ds) for v in variants() for ds in DATASETS]
+    keys = {k for block in blocks for k, v in block.items() if isinstance(v, float)}
+    keys |= {k for spec in output_layers().values() for k, h in spec.hyperparameters.items() if h.type is float}
+    return frozenset(keys)
 
 
 def parse_overrides(items: list[str] | None) -> dict:
@@ -147,17 +241,12 @@ def lstm_parameters(n_in: int, n_out: int) -> int:
 
 
 def parameter_count(hp: dict, vocab_size: int) -> int:
-    """The paper's #Param (spec §3.1), counting frozen PLIF slopes too."""
+    """The paper's #Param (Table 2): tied embedding, the LSTMs, and the output layer's registered extra count."""
     d, h, dl = hp["nemb"], hp["nhid"], hp["nhidlast"]
     sizes = [d] + [h] * (hp["nlayers"] - 1) + [dl]
-    total = vocab_size * d + vocab_size
+    total = vocab_size * d
     total += sum(lstm_parameters(i, o) for i, o in zip(sizes[:-1], sizes[1:], strict=True))
-    if hp["output_layer"] in ("lms_plif", "lms_plif_frozen"):
-        total += hp["plif_knots"]
-    if hp["output_layer"] in MIXTURE_LAYERS:
-        k = hp["n_experts"]
-        total += dl * k + dl * k * d + k * d
-    return total
+    return total + output_layer(hp["output_layer"]).extra_parameter_count(vocab_size, d, dl, hp)
 
 
 def built_parameter_counts(hp: dict, vocab_size: int) -> tuple[int, int]:
@@ -178,7 +267,7 @@ def describe(dataset: str, variant: str, schedule: str = "et", overrides: dict |
     built, trainable = built_parameter_counts(hp, vocab)
     formula = parameter_count(hp, vocab)
     if built != formula:
-        raise AssertionError(f"built model has {built} parameters, the §3.1 formula {formula}")
+        raise AssertionError(f"built model has {built} parameters, the #Param formula {formula}")
     return {
         "dataset": dataset,
         "variant": variant,

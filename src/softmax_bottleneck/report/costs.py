@@ -47,14 +47,9 @@ PAPER_SECONDS_PER_EPOCH: dict[tuple[str, str], float] = {
     ("wt2", "lms_plif"): 93.0,
     ("wt2", "mos"): 600.0,
 }
-#: variants whose time the paper does not report -> the reported variant assumed to cost the same
-TIME_PROXY: dict[str, str] = {
-    "lms_plif_frozen": "lms_plif",  # same layer, slopes not updated
-    "moc": "mos",  # mixture of contexts on the MoS network: an upper bound (one softmax, not K)
-    "mos_fair": "mos",
-    "softmax_fair": "softmax",  # a smaller LSTM than Softmax's (nhid 960), one softmax: upper bound
-    "softmax_fair_large": "softmax",
-}
+#: a family's stand-in for variants whose time the paper does not report and that declare no cost proxy
+#: (the registration's ``cost_proxy``, or a presets.yaml variant's output layer, comes first)
+FAMILY_COST_PROXY: dict[str, str] = {"softmax": "softmax", "mixture": "mos"}
 #: reference-spec §6.4: 1000 epochs, MoS on WT2 500 (used when the presets cannot be read)
 DEFAULT_EPOCHS = 1000
 
@@ -219,9 +214,15 @@ def seconds_per_epoch(dataset: str, variant: str) -> tuple[float, str]:
     """The paper's V100 seconds per epoch for ``variant``, and which reported variant it is."""
     if (dataset, variant) in PAPER_SECONDS_PER_EPOCH:
         return PAPER_SECONDS_PER_EPOCH[dataset, variant], variant
-    proxy = TIME_PROXY.get(variant)
-    if proxy and (dataset, proxy) in PAPER_SECONDS_PER_EPOCH:
-        return PAPER_SECONDS_PER_EPOCH[dataset, proxy], proxy
+    from softmax_bottleneck import presets
+
+    try:
+        info = presets.variant_info(variant)
+    except ValueError:
+        return math.nan, ""
+    for proxy in (info.cost_proxy, FAMILY_COST_PROXY[info.family]):
+        if proxy and (dataset, proxy) in PAPER_SECONDS_PER_EPOCH:
+            return PAPER_SECONDS_PER_EPOCH[dataset, proxy], proxy
     return math.nan, ""
 
 
@@ -240,7 +241,7 @@ def _model_overrides(config: dict, variant: str) -> dict:
     from softmax_bottleneck import presets
 
     block = config.get("model_overrides") or {}
-    family = presets._variant(variant).get("family")
+    family = presets.family(variant)
     merged = dict(block.get("all") or {})
     merged.update((block.get("families") or {}).get(family) or {})
     merged.update((block.get("variants") or {}).get(variant) or {})

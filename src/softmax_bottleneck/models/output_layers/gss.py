@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from .softmax import OutputLayer
+from .base import OutputLayer
+from .registry import Hyperparameter, register_output_layer
 
 __all__ = ["GeneralizedSigSoftmax", "smooth_piecewise_linear"]
 
@@ -26,6 +27,16 @@ def smooth_piecewise_linear(x: Tensor, c: float, k: float) -> Tensor:
     return k * y + c - (k - 1.0) * F.softplus(y)
 
 
+@register_output_layer(
+    "gss",
+    display="GSS",
+    family="softmax",
+    color="#2ca02c",
+    hyperparameters={
+        "gss_c": Hyperparameter(0.0, float, "GSS knee c of the smooth two-piece linear map"),
+        "gss_k": Hyperparameter(2.0, float, "GSS slope k of the map below the knee"),
+    },
+)
 class GeneralizedSigSoftmax(OutputLayer):
     """GSS: ``log p = log_softmax(P̃L(W h + b; c, k))`` (spec §4.3). Defaults c = 0, k = 2 as in the KIT."""
 

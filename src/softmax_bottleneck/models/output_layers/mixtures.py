@@ -18,9 +18,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..regularization import locked_dropout
-from .softmax import OutputLayer
+from .base import OutputLayer
+from .registry import Hyperparameter, register_output_layer
 
 __all__ = ["MixtureOfContexts", "MixtureOfSoftmaxes"]
+
+
+MIXTURE_HYPERPARAMETERS = {
+    "n_experts": Hyperparameter(15, int, "number of mixture components K"),
+    "dropoutl": Hyperparameter(0.29, float, "locked dropout on the K latent contexts"),
+}
 
 
 class _Mixture(OutputLayer):
@@ -45,6 +52,12 @@ class _Mixture(OutputLayer):
         self.latent = nn.Linear(self.nhidlast, self.n_experts * self.nemb)
         self.prior = nn.Linear(self.nhidlast, self.n_experts, bias=False)
 
+    @classmethod
+    def extra_parameter_count(cls, vocab_size: int, nemb: int, nhidlast: int, **hp) -> int:
+        """Output bias ``V`` + prior ``d'·K`` + latent weights ``d'·K·d`` and bias ``K·d`` (paper §3)."""
+        k, d, dl = int(hp["n_experts"]), int(nemb), int(nhidlast)
+        return int(vocab_size) + dl * k + dl * k * d + k * d
+
     def _latents_and_log_prior(self, context: Tensor) -> tuple[Tensor, Tensor]:
         """Return ``z`` ``[L, B, K, d]`` (dropped in training) and ``log π`` ``[L, B, K]`` for 3-D ``context``."""
         latent = torch.tanh(self.latent(context))  # [L, B, K*d]
@@ -66,6 +79,7 @@ class _Mixture(OutputLayer):
         return f"{super().extra_repr()}, n_experts={self.n_experts}, dropoutl={self.dropoutl}"
 
 
+@register_output_layer("mos", display="MoS", family="mixture", color="#9467bd", hyperparameters=MIXTURE_HYPERPARAMETERS)
 class MixtureOfSoftmaxes(_Mixture):
     """MoS: ``p = Σ_k π_k softmax(U z_k + b)``, returned as ``log p`` (spec §4.6).
 
@@ -81,6 +95,14 @@ class MixtureOfSoftmaxes(_Mixture):
         return torch.logsumexp(log_comp + log_prior.unsqueeze(-1), dim=-2)
 
 
+@register_output_layer(
+    "moc",
+    display="MoC",
+    family="mixture",
+    color="#8c564b",
+    cost_proxy="mos",  # the MoS network with one softmax instead of K: an upper bound
+    hyperparameters=MIXTURE_HYPERPARAMETERS,
+)
 class MixtureOfContexts(_Mixture):
     """MoC: ``c = Σ_k π_k z_k``, ``log p = log_softmax(U c + b)`` (spec §4.7); rank of log P ≤ d + 2."""
 

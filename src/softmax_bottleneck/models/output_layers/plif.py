@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .softmax import OutputLayer
+from .base import OutputLayer
+from .registry import Hyperparameter, register_output_layer
 
 __all__ = ["PLIF", "FrozenPLIF", "UNIT_SLOPE_RAW"]
 
@@ -34,6 +35,17 @@ __all__ = ["PLIF", "FrozenPLIF", "UNIT_SLOPE_RAW"]
 UNIT_SLOPE_RAW = math.log(math.e - 1.0)
 
 
+PLIF_HYPERPARAMETERS = {
+    "plif_knots": Hyperparameter(100_000, int, "number of PLIF knots K on [-T, T]"),
+    "plif_t": Hyperparameter(20.0, float, "PLIF range T: knots on [-T, T]"),
+    "plif_init_std": Hyperparameter(1.0, float, "std of the raw slopes' normal initialisation"),
+    "plif_lr": Hyperparameter(0.02, float, "learning rate of the PLIF slopes"),
+}
+
+
+@register_output_layer(
+    "lms_plif", display="LMS-PLIF", family="softmax", color="#d62728", hyperparameters=PLIF_HYPERPARAMETERS
+)
 class PLIF(OutputLayer):
     """LMS-PLIF: ``log p = log_softmax(f(W h + b))`` with the learnable monotone piecewise-linear f (spec §4.4).
 
@@ -64,6 +76,11 @@ class PLIF(OutputLayer):
         self.plif_lr = float(plif_lr)
         init = torch.randn(self.knots) * self.init_std + UNIT_SLOPE_RAW
         self.slope_raw = nn.Parameter(init, requires_grad=not self.frozen)
+
+    @classmethod
+    def extra_parameter_count(cls, vocab_size: int, nemb: int, nhidlast: int, **hp) -> int:
+        """Output bias ``V`` plus one raw slope per knot (frozen slopes are counted too, paper Table 3)."""
+        return int(vocab_size) + int(hp["plif_knots"])
 
     def slopes(self) -> Tensor:
         """Positive slopes ``s = softplus(slope_raw)``."""
@@ -97,6 +114,14 @@ class PLIF(OutputLayer):
         return f"{super().extra_repr()}, knots={self.knots}, t={self.t}, frozen={not self.slope_raw.requires_grad}"
 
 
+@register_output_layer(
+    "lms_plif_frozen",
+    display="LMS-PLIF†",
+    family="softmax",
+    color="#e377c2",
+    cost_proxy="lms_plif",  # same layer, slopes not updated
+    hyperparameters=PLIF_HYPERPARAMETERS,
+)
 class FrozenPLIF(PLIF):
     """LMS-PLIF† (spec §4.5): PLIF whose random initial slopes are kept fixed (``slope_raw.requires_grad=False``).
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from .softmax import OutputLayer
+from .base import OutputLayer
+from .registry import register_output_layer
 
 __all__ = ["SigSoftmax"]
 
@@ -23,6 +24,7 @@ def log_sigsoftmax(logits: Tensor, dim: int = -1) -> Tensor:
     return F.log_softmax(logits + F.logsigmoid(logits), dim=dim)
 
 
+@register_output_layer("ss", display="SS", family="softmax", color="#ff7f0e")
 class SigSoftmax(OutputLayer):
     """SS: ``log p = log_softmax(l + log σ(l))``, ``l = W h + b`` (spec §4.2)."""
 

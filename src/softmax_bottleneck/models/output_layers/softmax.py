@@ -1,81 +1,17 @@
-"""Plain softmax output layer (spec §4.1; AWD-LSTM, Merity et al. 2018) and the shared base class.
-
-Every output layer of the study follows the contract of ``docs/architecture.md``:
-
-* ``__init__(vocab_size, nemb, nhidlast, **hp)``; unrelated hyper-parameters in ``hp`` are ignored so that
-  a whole preset dictionary can be passed;
-* ``forward(context, weight) -> log_probs`` with ``context`` ``[L, B, nhidlast]`` (or ``[N, nhidlast]``),
-  ``weight`` the tied embedding matrix ``[V, nemb]`` (passed at every call, never stored), and the result
-  the log-probabilities ``[..., V]`` (float32 for float32/half/bfloat16 inputs; float64 inputs stay float64);
-* the output bias ``self.bias`` (V zeros at init) belongs to the layer;
-* ``own_lr_parameters()`` lists ``(parameter, lr_hyper_parameter_key)`` pairs that need their own optimiser
-  group (only LMS-PLIF: ``[(slope_raw, "plif_lr")]``), ``param_groups_hint()`` the same as
-  ``{parameter_name: lr}``.
-"""
+"""Plain softmax output layer (paper §3; AWD-LSTM, Merity et al. 2018): ``log p = log_softmax(W h + b)``."""
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
+
+from .base import OutputLayer
+from .registry import register_output_layer
 
 __all__ = ["OutputLayer", "Softmax"]
 
 
-class OutputLayer(nn.Module):
-    """Base class: owns the output bias ``b ∈ R^V`` and computes the logits ``l = W h + b``.
-
-    Sub-classes implement :meth:`forward`. Softmax-family layers act directly on the context vector, so they
-    require ``nhidlast == nemb`` (the reference forces d' = d for non-mixture models, spec §3).
-    """
-
-    #: whether the layer maps the nhidlast-dim context to nemb-dim latents itself (MoS/MoC)
-    projects_context = False
-
-    def __init__(self, vocab_size: int, nemb: int, nhidlast: int, **hp):
-        super().__init__()
-        if vocab_size < 1 or nemb < 1 or nhidlast < 1:
-            raise ValueError(f"sizes must be positive: vocab_size={vocab_size}, nemb={nemb}, nhidlast={nhidlast}")
-        if not self.projects_context and nhidlast != nemb:
-            raise ValueError(
-                f"{type(self).__name__} applies the tied weight to the context directly, so nhidlast must equal "
-                f"nemb (spec §3); got nhidlast={nhidlast}, nemb={nemb}"
-            )
-        self.vocab_size = int(vocab_size)
-        self.nemb = int(nemb)
-        self.nhidlast = int(nhidlast)
-        self.bias = nn.Parameter(torch.zeros(self.vocab_size))
-
-    # -- helpers -------------------------------------------------------------------------------------------
-    def _check(self, context: Tensor, weight: Tensor) -> None:
-        if context.dim() not in (2, 3) or context.size(-1) != self.nhidlast:
-            raise ValueError(
-                f"context must be [L, B, {self.nhidlast}] or [N, {self.nhidlast}], got {tuple(context.shape)}"
-            )
-        if tuple(weight.shape) != (self.vocab_size, self.nemb):
-            raise ValueError(f"weight must be [{self.vocab_size}, {self.nemb}], got {tuple(weight.shape)}")
-
-    @staticmethod
-    def _at_least_float32(x: Tensor) -> Tensor:
-        return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-
-    def logits(self, hidden: Tensor, weight: Tensor) -> Tensor:
-        """``l = hidden · Wᵀ + b`` for ``hidden`` ``[..., nemb]``, returned in at least float32."""
-        return self._at_least_float32(F.linear(hidden, weight, self.bias))
-
-    # -- optimiser hints ---------------------------------------------------------------------------------------
-    def own_lr_parameters(self) -> list[tuple[nn.Parameter, str]]:
-        """Trainable parameters that need their own learning rate, as ``(parameter, lr_hp_key)`` pairs."""
-        return []
-
-    def param_groups_hint(self) -> dict[str, float]:
-        """``{parameter_name: lr}`` for parameters that need their own learning rate (none by default)."""
-        return {}
-
-    def extra_repr(self) -> str:
-        return f"vocab_size={self.vocab_size}, nemb={self.nemb}, nhidlast={self.nhidlast}"
-
-
+@register_output_layer("softmax", display="Softmax", family="softmax", color="#1f77b4", softmax_equivalent=True)
 class Softmax(OutputLayer):
     """Softmax output layer (spec §4.1, KIT ``top_model=smax``): ``log p = log_softmax(W h + b)``."""
 
