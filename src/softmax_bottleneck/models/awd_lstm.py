@@ -9,6 +9,7 @@ dropout ``dropouti`` → LSTM d→h (+ locked ``dropouth``) → LSTM h→h (+ ``
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from softmax_bottleneck.models.output_layers import build_output_layer
@@ -42,11 +43,8 @@ class AWDLSTM(nn.Module):
             for rnn in self.rnns
         ]
 
-    def forward(self, tokens: torch.Tensor, hidden: Hidden):
-        """``tokens`` [L, B] → (log-probabilities [L, B, V], new hidden, raw h³, dropped h³).
-
-        The last two feed AR (on the dropped h³) and TAR (on the raw h³) of spec §6.1.
-        """
+    def _context(self, tokens: torch.Tensor, hidden: Hidden):
+        """The body shared by :meth:`forward` and :meth:`nll`: (new hidden, raw h³, dropped h³)."""
         emb = embedded_dropout(self.encoder, tokens, self.hp["dropoute"], self.training)
         emb = embedding_noise(emb, self.hp.get("emb_noise", 0.0), self.training)
         output = self.input_drop(emb)
@@ -59,8 +57,37 @@ class AWDLSTM(nn.Module):
                 output = self.hidden_drop(output)
         raw_last = output
         dropped_last = self.output_drop(raw_last)
+        return new_hidden, raw_last, dropped_last
+
+    def forward(self, tokens: torch.Tensor, hidden: Hidden):
+        """``tokens`` [L, B] → (log-probabilities [L, B, V], new hidden, raw h³, dropped h³).
+
+        The last two feed AR (on the dropped h³) and TAR (on the raw h³) of paper §3 / SM §2.1.
+        """
+        new_hidden, raw_last, dropped_last = self._context(tokens, hidden)
         log_prob = self.output_layer(dropped_last, self.encoder.weight)
         return log_prob, new_hidden, raw_last, dropped_last
+
+    def nll(self, tokens: torch.Tensor, hidden: Hidden, targets: torch.Tensor):
+        """The loss path: ``tokens``, ``targets`` [L, B] → (−log p(targets) [L, B], new hidden, raw h³, dropped h³).
+
+        Same body, dropout masks and random draws as :meth:`forward`; only the output layer's
+        :meth:`~.output_layers.OutputLayer.nll` replaces the full log-probability matrix.
+        :func:`mean_nll` of it is the training loss ``F.nll_loss(forward(...)[0], targets)``, bit for bit.
+        """
+        new_hidden, raw_last, dropped_last = self._context(tokens, hidden)
+        nll = self.output_layer.nll(dropped_last, self.encoder.weight, targets)
+        return nll, new_hidden, raw_last, dropped_last
+
+
+def mean_nll(nll: torch.Tensor) -> torch.Tensor:
+    """Mean of per-token NLLs, reduced exactly as ``F.nll_loss(log_prob, targets)`` (mean) reduces them.
+
+    ``nll.mean()`` is the same number up to summation order; this keeps losses, perplexities and (for the softmax
+    family, whose ``nll`` is bit-identical) the whole training trajectory bit-identical to the full-matrix path.
+    """
+    flat = nll.reshape(-1, 1)
+    return F.nll_loss(-flat, torch.zeros(flat.size(0), dtype=torch.long, device=flat.device))
 
 
 def detach_hidden(hidden: Hidden) -> Hidden:

@@ -2,7 +2,8 @@
 
 :mod:`.registry` holds the registrations (:func:`register_output_layer`, :func:`output_layers`); every list of
 layers in the package and the workflow (presets, config checks, costs, display names, colours, tables, figures)
-is derived from it. :mod:`.base` states the contract. ``build_output_layer(name, vocab_size, nemb, nhidlast,
+is derived from it. :mod:`.base` states the contract (``forward``: the full log-probabilities; ``nll``: the
+loss path). ``build_output_layer(name, vocab_size, nemb, nhidlast,
 hp)`` builds one; ``extra_parameter_count`` gives the parameters it adds to the base network.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import builtin  # noqa: F401  (first: registers the paper's layers in the paper's order)
-from .base import OutputLayer
+from .base import OutputLayer, SoftmaxOfScores
 from .gss import GeneralizedSigSoftmax
 from .mixtures import MixtureOfContexts, MixtureOfSoftmaxes
 from .plif import PLIF, FrozenPLIF
@@ -41,6 +42,7 @@ __all__ = [
     "RegistryError",
     "SigSoftmax",
     "Softmax",
+    "SoftmaxOfScores",
     "build_output_layer",
     "extra_parameter_count",
     "output_layer",

@@ -4,12 +4,20 @@
 * ``forward(context, weight) -> log_probs`` with ``context`` ``[L, B, nhidlast]`` (or ``[N, nhidlast]``),
   ``weight`` the tied embedding matrix ``[V, nemb]`` (owned by the model's encoder, passed at every call, never
   stored), and the result the log-probabilities ``[..., V]`` (float32 for float32/half/bfloat16 inputs;
-  float64 inputs stay float64); every row's logsumexp is 0;
+  float64 inputs stay float64); every row's logsumexp is 0. This full matrix feeds the log-P extraction,
+  word similarity and the qualitative top-5;
+* ``nll(context, weight, targets) -> [L, B]`` (or ``[N]``): the per-token negative log-likelihood
+  ``−log p(targets)``, the *loss path* of training and evaluation. The default gathers from ``forward``, so
+  a layer that only implements ``forward`` works unchanged; layers override it where a target-only formula
+  is cheaper (``F.cross_entropy`` for the softmax family, the fused MoS formula);
 * the output bias ``self.bias`` (V zeros at init) belongs to the layer;
 * ``extra_parameter_count(vocab_size, nemb, nhidlast, **hp)`` (classmethod) counts the parameters the layer
   adds to the base network;
 * ``own_lr_parameters()`` lists ``(parameter, lr_hyper_parameter_key)`` pairs that need their own optimiser
   group (only LMS-PLIF: ``[(slope_raw, "plif_lr")]``), ``param_groups_hint()`` the same as ``{name: lr}``.
+
+A layer of the form ``log p = log_softmax(g(context, weight))`` subclasses :class:`SoftmaxOfScores` and
+implements only ``scores`` (= g); it gets ``forward`` and the fused ``nll`` from there.
 """
 
 from __future__ import annotations
@@ -18,14 +26,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["OutputLayer"]
+__all__ = ["OutputLayer", "SoftmaxOfScores"]
 
 
 class OutputLayer(nn.Module):
     """Base class: owns the output bias ``b ∈ R^V`` and computes the logits ``l = W h + b``.
 
     Sub-classes implement :meth:`forward`. Softmax-family layers act directly on the context vector, so they
-    require ``nhidlast == nemb`` (the reference forces d' = d for non-mixture models, spec §3).
+    require ``nhidlast == nemb`` (the reference forces d' = d for non-mixture models, paper §3).
     """
 
     #: whether the layer maps the nhidlast-dim context to nemb-dim latents itself (MoS/MoC)
@@ -40,7 +48,7 @@ class OutputLayer(nn.Module):
         if not self.projects_context and nhidlast != nemb:
             raise ValueError(
                 f"{type(self).__name__} applies the tied weight to the context directly, so nhidlast must equal "
-                f"nemb (spec §3); got nhidlast={nhidlast}, nemb={nemb}"
+                f"nemb (paper §3); got nhidlast={nhidlast}, nemb={nemb}"
             )
         self.vocab_size = int(vocab_size)
         self.nemb = int(nemb)
@@ -56,6 +64,11 @@ class OutputLayer(nn.Module):
         if tuple(weight.shape) != (self.vocab_size, self.nemb):
             raise ValueError(f"weight must be [{self.vocab_size}, {self.nemb}], got {tuple(weight.shape)}")
 
+    def _check_targets(self, context: Tensor, targets: Tensor) -> None:
+        if tuple(targets.shape) != tuple(context.shape[:-1]):
+            raise ValueError(f"targets must be {list(context.shape[:-1])} (context without its last dimension), "
+                             f"got {list(targets.shape)}")  # fmt: skip
+
     @staticmethod
     def _at_least_float32(x: Tensor) -> Tensor:
         return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
@@ -63,6 +76,17 @@ class OutputLayer(nn.Module):
     def logits(self, hidden: Tensor, weight: Tensor) -> Tensor:
         """``l = hidden · Wᵀ + b`` for ``hidden`` ``[..., nemb]``, returned in at least float32."""
         return self._at_least_float32(F.linear(hidden, weight, self.bias))
+
+    # -- the contract ----------------------------------------------------------------------------------------
+    def forward(self, context: Tensor, weight: Tensor) -> Tensor:  # pragma: no cover - abstract
+        """Log-probabilities ``[..., V]`` of the next word (see the module docstring)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward(context, weight)")
+
+    def nll(self, context: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+        """Per-token ``−log p(targets)``, shape ``context.shape[:-1]``; by default gathered from :meth:`forward`."""
+        self._check_targets(context, targets)
+        log_prob = self(context, weight)
+        return -log_prob.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
     @classmethod
     def extra_parameter_count(cls, vocab_size: int, nemb: int, nhidlast: int, **hp) -> int:
@@ -84,3 +108,27 @@ class OutputLayer(nn.Module):
 
     def extra_repr(self) -> str:
         return f"vocab_size={self.vocab_size}, nemb={self.nemb}, nhidlast={self.nhidlast}"
+
+
+class SoftmaxOfScores(OutputLayer):
+    """A layer with ``log p = log_softmax(s)`` for scores ``s = scores(context, weight)`` ``[..., V]``.
+
+    Sub-classes implement :meth:`scores` (e.g. ``l + log σ(l)`` for SS). ``forward`` is ``log_softmax(s)``;
+    ``nll`` is ``F.cross_entropy(s, targets, reduction="none")``, which equals ``−log_softmax(s)[targets]``
+    bit for bit (values and gradients).
+    """
+
+    def scores(self, context: Tensor, weight: Tensor) -> Tensor:  # pragma: no cover - abstract
+        """The pre-softmax scores ``[..., V]`` (at least float32)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement scores(context, weight)")
+
+    def forward(self, context: Tensor, weight: Tensor) -> Tensor:
+        self._check(context, weight)
+        return F.log_softmax(self.scores(context, weight), dim=-1)
+
+    def nll(self, context: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+        self._check(context, weight)
+        self._check_targets(context, targets)
+        scores = self.scores(context, weight)
+        flat = F.cross_entropy(scores.reshape(-1, scores.size(-1)), targets.reshape(-1), reduction="none")
+        return flat.view(targets.shape)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import OutputLayer
+from .base import SoftmaxOfScores
 from .registry import Hyperparameter, register_output_layer
 
 __all__ = ["GeneralizedSigSoftmax", "smooth_piecewise_linear"]
@@ -37,7 +37,7 @@ def smooth_piecewise_linear(x: Tensor, c: float, k: float) -> Tensor:
         "gss_k": Hyperparameter(2.0, float, "GSS slope k of the map below the knee"),
     },
 )
-class GeneralizedSigSoftmax(OutputLayer):
+class GeneralizedSigSoftmax(SoftmaxOfScores):
     """GSS: ``log p = log_softmax(P̃L(W h + b; c, k))`` (spec §4.3). Defaults c = 0, k = 2 as in the KIT."""
 
     def __init__(self, vocab_size: int, nemb: int, nhidlast: int, gss_c: float = 0.0, gss_k: float = 2.0, **hp):
@@ -45,9 +45,8 @@ class GeneralizedSigSoftmax(OutputLayer):
         self.c = float(gss_c)
         self.k = float(gss_k)
 
-    def forward(self, context: Tensor, weight: Tensor) -> Tensor:
-        self._check(context, weight)
-        return F.log_softmax(smooth_piecewise_linear(self.logits(context, weight), self.c, self.k), dim=-1)
+    def scores(self, context: Tensor, weight: Tensor) -> Tensor:
+        return smooth_piecewise_linear(self.logits(context, weight), self.c, self.k)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, c={self.c}, k={self.k}"

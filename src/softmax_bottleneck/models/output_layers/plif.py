@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import OutputLayer
+from .base import SoftmaxOfScores
 from .registry import Hyperparameter, register_output_layer
 
 __all__ = ["PLIF", "FrozenPLIF", "UNIT_SLOPE_RAW"]
@@ -46,7 +46,7 @@ PLIF_HYPERPARAMETERS = {
 @register_output_layer(
     "lms_plif", display="LMS-PLIF", family="softmax", color="#d62728", hyperparameters=PLIF_HYPERPARAMETERS
 )
-class PLIF(OutputLayer):
+class PLIF(SoftmaxOfScores):
     """LMS-PLIF: ``log p = log_softmax(f(W h + b))`` with the learnable monotone piecewise-linear f (spec §4.4).
 
     The raw slopes are the parameter ``slope_raw`` (shape ``[plif_knots]``), drawn from torch's global RNG at
@@ -100,9 +100,8 @@ class PLIF(OutputLayer):
         knot = idx.to(x.dtype).mul_(self.delta).sub_(self.t)
         return (x - knot) * s_i + self.delta * c_i
 
-    def forward(self, context: Tensor, weight: Tensor) -> Tensor:
-        self._check(context, weight)
-        return F.log_softmax(self.transform(self.logits(context, weight)), dim=-1)
+    def scores(self, context: Tensor, weight: Tensor) -> Tensor:
+        return self.transform(self.logits(context, weight))
 
     def own_lr_parameters(self) -> list[tuple[nn.Parameter, str]]:
         return [(self.slope_raw, "plif_lr")] if self.slope_raw.requires_grad else []

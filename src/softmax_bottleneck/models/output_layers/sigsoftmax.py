@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import OutputLayer
+from .base import SoftmaxOfScores
 from .registry import register_output_layer
 
 __all__ = ["SigSoftmax"]
@@ -25,9 +25,9 @@ def log_sigsoftmax(logits: Tensor, dim: int = -1) -> Tensor:
 
 
 @register_output_layer("ss", display="SS", family="softmax", color="#ff7f0e")
-class SigSoftmax(OutputLayer):
-    """SS: ``log p = log_softmax(l + log σ(l))``, ``l = W h + b`` (spec §4.2)."""
+class SigSoftmax(SoftmaxOfScores):
+    """SS: ``log p = log_softmax(l + log σ(l))``, ``l = W h + b`` (paper §3)."""
 
-    def forward(self, context: Tensor, weight: Tensor) -> Tensor:
-        self._check(context, weight)
-        return log_sigsoftmax(self.logits(context, weight))
+    def scores(self, context: Tensor, weight: Tensor) -> Tensor:
+        logits = self.logits(context, weight)
+        return logits + F.logsigmoid(logits)
