@@ -17,19 +17,20 @@ from softmax_bottleneck.models.output_layers import (
     Softmax,
     build_output_layer,
     extra_parameter_count,
+    output_layer,
     output_layers,
 )
 from softmax_bottleneck.models.output_layers.plif import UNIT_SLOPE_RAW
 
-#: the paper's output layers (built-in registrations), in registration order
-OUTPUT_LAYERS = tuple(name for name, spec in output_layers().items() if spec.builtin)
+#: every registered output layer (the paper's, then installed plug-ins): the contract tests run on each
+OUTPUT_LAYERS = tuple(output_layers())
 
 V, D, DL = 50, 8, 12  # vocabulary, nemb, nhidlast of the mixtures
 SMALL_HP = {"plif_knots": 1000, "plif_t": 20.0, "n_experts": 3, "dropoutl": 0.3, "gss_c": -1.5, "gss_k": 2.5}
 
 
 def _nhidlast(name: str) -> int:
-    return DL if name in ("mos", "moc") else D
+    return DL if output_layer(name).cls.projects_context else D
 
 
 def _layer(name: str, **hp):
@@ -48,9 +49,8 @@ def _identity_logits_layer(cls, logits: torch.Tensor, **hp):
 
 
 # --------------------------------------------------------------------------------------------- registry ---
-def test_registry_names_and_unknown_name():
-    assert OUTPUT_LAYERS == ("softmax", "ss", "gss", "lms_plif", "lms_plif_frozen", "mos", "moc")
-    with pytest.raises(ValueError, match="softmax, ss, gss, lms_plif, lms_plif_frozen, mos, moc"):
+def test_unknown_name_lists_the_registered_layers():
+    with pytest.raises(ValueError, match="unknown output layer 'sigmoid'; registered: " + ", ".join(OUTPUT_LAYERS)):
         build_output_layer("sigmoid", V, D, D, {})
     with pytest.raises(ValueError, match="registered: softmax"):
         extra_parameter_count("nope", V, D, D, {})
@@ -266,8 +266,16 @@ def test_frozen_plif_has_no_trainable_slope():
     out.sum().backward()
     assert layer.slope_raw.grad is None and torch.equal(layer.slope_raw, before)
     assert [n for n, p in layer.named_parameters() if p.requires_grad] == ["bias"]
-    for name in ("softmax", "ss", "gss", "mos", "moc"):
-        assert _layer(name).own_lr_parameters() == []
+
+
+@pytest.mark.parametrize("name", OUTPUT_LAYERS)
+def test_own_lr_parameters_are_trainable_and_name_a_registered_key(name):
+    layer = _layer(name)
+    own = layer.own_lr_parameters()
+    trainable = {id(p) for p in layer.parameters() if p.requires_grad}
+    assert all(id(p) in trainable and key in output_layer(name).hyperparameters for p, key in own)
+    if output_layer(name).builtin:  # of the paper's layers only LMS-PLIF has its own lr
+        assert (len(own) == 1) == (name == "lms_plif")
 
 
 # --------------------------------------------------------------------------------------------- mixtures ---

@@ -68,9 +68,9 @@ def test_schedules_and_paper_values():
 def test_bad_inputs_name_the_problem():
     with pytest.raises(ValueError, match="unknown variant 'sofmax'"):
         presets.resolve("ptb", "sofmax")
-    with pytest.raises(ValueError, match="unknown hyper-parameter.*nembb"):
+    with pytest.raises(ValueError, match="unknown hyper-parameter 'nembb'; did you mean nemb"):
         presets.resolve("ptb", "softmax", overrides={"nembb": 3})
-    with pytest.raises(ValueError, match="epochs must be a positive integer"):
+    with pytest.raises(ValueError, match=r"epochs must be >= 1, got -1"):
         presets.resolve("ptb", "softmax", overrides={"epochs": -1})
     with pytest.raises(ValueError, match="ptb only"):
         presets.resolve("wt2", "mos_fair")
@@ -78,9 +78,116 @@ def test_bad_inputs_name_the_problem():
         presets.resolve("ptb", "ss", overrides={"nhidlast": 100})
 
 
-def test_parse_overrides_types():
-    parsed = presets.parse_overrides(["gss_c=-1", "epochs=3", "n_experts=null", "lr=20"])
-    assert parsed == {"gss_c": -1.0, "epochs": 3, "n_experts": None, "lr": 20}
-    assert isinstance(parsed["gss_c"], float)
-    with pytest.raises(ValueError, match="key=value"):
-        presets.parse_overrides(["epochs"])
+# ------------------------------------------------------------------------------- typed overrides (#8.4) ---
+def test_set_values_are_parsed_by_their_declared_type():
+    parsed = presets.parse_overrides(
+        ["lr=1e-3", "clip=1", "gss_c=-1", "epochs=3", "n_experts=null", "train_tokens=null", "dropout=.5", "bptt=3.0"]
+    )
+    assert parsed == {"lr": 0.001, "clip": 1.0, "gss_c": -1.0, "epochs": 3, "n_experts": None,
+                      "train_tokens": None, "dropout": 0.5, "bptt": 3}  # fmt: skip
+    assert [type(parsed[k]) for k in ("lr", "clip", "gss_c", "epochs", "bptt")] == [float, float, float, int, int]
+    hp = presets.resolve("ptb", "mos", overrides=parsed)
+    assert hp["lr"] == 0.001 and hp["n_experts"] == 15  # null: the layer's registered default
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("lr=abc", r"lr must be a float, got 'abc'"),
+        ("clip=abc", r"clip must be a float"),
+        ("lr=0", r"lr must be > 0, got 0\.0"),
+        ("lr=-1", r"lr must be > 0"),
+        ("lr=nan", r"lr must be a finite number"),
+        ("lr=inf", r"lr must be a finite number"),
+        ("lr=null", r"lr cannot be null"),
+        ("clip=0", r"clip must be > 0"),
+        ("epochs=0", r"epochs must be >= 1, got 0"),
+        ("epochs=2.5", r"epochs must be an int, got '2.5'"),
+        ("epochs=1e3x", r"epochs must be an int"),
+        ("dropout=1", r"dropout must be in \[0, 1\), got 1\.0"),
+        ("wdrop=-0.1", r"wdrop must be in \[0, 1\)"),
+        ("dropoutl=1.0", r"dropoutl must be in \[0, 1\)"),
+        ("batch_size=0", r"batch_size must be >= 1"),
+        ("small_batch_size=-2", r"small_batch_size must be >= 1"),
+        ("n_experts=0", r"n_experts must be >= 1"),
+        ("plif_knots=0", r"plif_knots must be >= 1"),
+        ("gss_k=0", r"gss_k must be > 0"),
+        ("seed=-1", r"seed must be in \[0, 4.29497e\+09\]"),
+        ("train_tokens=1", r"train_tokens must be >= 2"),
+        ("nembb=3", r"unknown hyper-parameter 'nembb'; did you mean nemb"),
+        ("output_layer=mos", r"output_layer cannot be overridden"),
+        ("schedule=nt", r"schedule cannot be overridden: use --schedule"),
+        ("epochs", r"--set expects KEY=VALUE, got 'epochs'"),
+        ("=3", r"--set expects KEY=VALUE"),
+    ],
+)
+def test_bad_set_values_are_rejected_naming_the_key(item, message):
+    with pytest.raises(ValueError, match=message):
+        presets.parse_overrides([item])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"lr": "1e-3"}, r"lr must be of type float, got '1e-3' \(YAML 1\.1 reads 1e-3 as a string"),
+        ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
+        ({"epochs": 0}, r"epochs must be >= 1"),
+        ({"epochs": True}, r"epochs must be of type int, got True"),
+        ({"n_experts": 0}, r"n_experts must be >= 1"),
+        ({"clip": -0.25}, r"clip must be > 0"),
+        ({"small_batch_size": 5}, r"batch_size 12 is not a multiple of small_batch_size 5"),
+        ({"output_layer": "softmax"}, r"output_layer cannot be overridden"),
+    ],
+)
+def test_resolve_checks_every_value(overrides, message):
+    """Overrides from a workflow config (already YAML-parsed) get the same checks as --set."""
+    with pytest.raises(ValueError, match=message):
+        presets.resolve("ptb", "mos", overrides=overrides)
+
+
+def test_every_preset_value_is_declared_and_valid():
+    declared = presets.base_hyperparameters()
+    data = presets._presets()
+    blocks = [data["defaults"]] + [b for fam in data["families"].values() for b in fam.values()]
+    blocks += [presets._variant_block(v, ds) for v in presets.variants() for ds in presets.DATASETS]
+    for block in blocks:
+        for key in block:
+            assert key in declared or key in presets.layer_keys(), key
+    for variant in presets.variants():
+        for dataset in presets.variant_datasets(variant):
+            for schedule in presets.SCHEDULES:
+                hp = presets.resolve(dataset, variant, schedule)  # every value passes its declared check
+                for key, decl in declared.items():
+                    assert decl.check(hp[key], key) == hp[key]
+
+
+def test_hyperparameter_schema_agrees_with_the_checks():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = presets.hyperparameter_schema()
+    assert set(schema) == presets.known_keys()
+    for key, value, ok in [("lr", 0.0, False), ("lr", 1e-3, True), ("dropout", 1.0, False), ("dropout", 0.0, True),
+                           ("train_tokens", None, True), ("epochs", 0, False), ("n_experts", 2, True)]:  # fmt: skip
+        valid = jsonschema.Draft202012Validator(schema[key]).is_valid(value)
+        assert valid is ok, (key, value)
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "softmax_bottleneck", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_describe_rejects_a_bad_set_value_in_one_line():
+    done = _cli("describe", "--dataset", "ptb", "--variant", "softmax", "--set", "lr=abc")
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == ["describe: lr must be a float, got 'abc'"]
+    assert done.stdout == ""
+
+
+def test_train_rejects_a_bad_set_value_before_any_work(tmp_path):
+    out = tmp_path / "run"
+    done = _cli("train", "--dataset", "ptb", "--variant", "softmax", "--out", str(out),
+                "--data", str(tmp_path / "no-data"), "--set", "clip=abc")  # fmt: skip
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == ["train: clip must be a float, got 'abc'"]
+    assert not out.exists()

@@ -15,7 +15,8 @@ from softmax_bottleneck.models.output_layers import (
 )
 from softmax_bottleneck.models.output_layers import registry as registry_module
 
-PAPER_ORDER = ("softmax", "ss", "gss", "lms_plif", "lms_plif_frozen", "mos", "moc")  # paper Table 2 / §3
+#: the paper's layers in the paper's order (Table 2 rows, §3): a fact of the paper, not a list to extend with a layer
+PAPER_ORDER = ("softmax", "ss", "gss", "lms_plif", "lms_plif_frozen", "mos", "moc")
 
 
 @pytest.fixture
@@ -78,9 +79,7 @@ def test_a_new_layer_is_one_registration(scratch_registry, monkeypatch):
             super().__init__(vocab_size, nemb, nhidlast)
             self.scale = scale
 
-    monkeypatch.setattr(presets, "_variant_table", presets._variant_table.__wrapped__)
-    monkeypatch.setattr(presets, "layer_keys", presets.layer_keys.__wrapped__)
-    assert "scaled_softmax" in presets.variants()
+    assert "scaled_softmax" in presets.variants()  # no cache to clear: derived lists follow the registry
     hp = presets.resolve("ptb", "scaled_softmax", overrides={"scale": 3})
     assert hp["scale"] == 3.0 and isinstance(hp["scale"], float)  # declared type
     assert presets.display_name("scaled_softmax") == "Scaled"
@@ -114,3 +113,57 @@ def test_hyper_parameter_types_are_enforced():
         spec.coerce("abc", "k")
     with pytest.raises(ValueError, match="k must be of type int"):
         spec.coerce(True, "k")
+
+
+def test_a_registered_layer_is_in_every_derived_list(scratch_registry):
+    """variants(), known_keys(), float_keys(), the hyper-parameter schema and variant_info() follow the registry."""
+    before = presets.variants()
+
+    @register_output_layer(
+        "late_layer",
+        display="Late",
+        family="mixture",
+        color="#123456",
+        cost_proxy="mos",
+        hyperparameters={
+            "late_scale": Hyperparameter(1.5, float, "a float", exclusive_minimum=0.0),
+            "late_order": Hyperparameter(2, int, "an int", minimum=1),
+        },
+    )
+    class Late(OutputLayer):
+        projects_context = True
+
+    assert presets.variants() == (*before, "late_layer")  # after every paper variant
+    assert {"late_scale", "late_order"} <= presets.known_keys()
+    assert "late_scale" in presets.float_keys() and "late_order" not in presets.float_keys()
+    assert presets.hyperparameter_schema()["late_scale"] == {
+        "type": "number",
+        "exclusiveMinimum": 0.0,
+        "description": "a float",
+    }
+    info = presets.variant_info("late_layer")
+    assert (info.family, info.display, info.color, info.cost_proxy, info.paper) == (
+        "mixture",
+        "Late",
+        "#123456",
+        "mos",
+        False,
+    )
+    assert presets.parse_overrides(["late_scale=2"]) == {"late_scale": 2.0}
+    with pytest.raises(ValueError, match="late_order must be >= 1"):
+        presets.parse_overrides(["late_order=0"])
+    hp = presets.resolve("wt2", "late_layer")
+    assert (hp["late_scale"], hp["late_order"], hp["seed"], hp["nhidlast"]) == (1.5, 2, 1881, 650)  # mixture family
+    for spec in output_layers().values():  # every registered layer, in every derived list
+        assert spec.name in presets.variants()
+        assert set(spec.hyperparameters) <= presets.known_keys()
+        assert {k for k, h in spec.hyperparameters.items() if h.type is float} <= presets.float_keys()
+
+
+def test_a_layer_key_may_not_shadow_a_base_hyper_parameter(scratch_registry):
+    @register_output_layer("shadow", display="Shadow", family="softmax", hyperparameters={"lr": Hyperparameter(1.0)})
+    class Shadow(OutputLayer):
+        pass
+
+    with pytest.raises(RegistryError, match="output layer 'shadow'.*lr belong to the base network"):
+        presets.variants()

@@ -16,6 +16,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
+    "check-layer": (
+        "softmax_bottleneck.models.output_layers.conformance",
+        "run the conformance checks on a registered output layer (yours too)",
+    ),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
     "analyze": ("softmax_bottleneck.analysis.logp", "stream a model's test log-P matrix into its rank"),
     "rank": ("softmax_bottleneck.analysis.rank", "Press' and ε-effective rank of a .npy matrix"),

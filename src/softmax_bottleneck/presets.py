@@ -12,10 +12,17 @@ The variants are every registered output layer (:func:`~.models.output_layers.ou
 any installed plug-in), each under its own name, plus the variants of ``presets.yaml`` that are not output layers
 of their own (E10's MoS†, Softmax†, Softmax‡). :func:`variant_info` gives each one's display name, family,
 colour and cost proxy: every list of variants in the study is derived from here.
+
+Every hyper-parameter has a declared type and range: the base network's in ``presets.yaml``
+(``hyperparameters:``), each output layer's in its registration. :func:`resolve` checks every value of a run
+(preset, workflow override, ``--set``) against them, and :func:`parse_overrides` parses ``--set KEY=VALUE`` text
+by the declared type (never as YAML: ``lr=1e-3`` is the float 0.001), so a bad key or value fails before any work
+with one message naming the key.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -23,7 +30,12 @@ from importlib import resources
 
 import yaml
 
-from softmax_bottleneck.models.output_layers.registry import output_layer, output_layers
+from softmax_bottleneck.models.output_layers.registry import (
+    Hyperparameter,
+    RegistryError,
+    output_layer,
+    output_layers,
+)
 
 DATASETS = ("ptb", "wt2")
 #: vocabulary sizes including <eos> (paper §4; SM §1)
@@ -55,11 +67,29 @@ class VariantInfo:
     paper: bool
 
 
-@cache
+def _registry_key() -> tuple:
+    """Identifies the registry's current content: derived tables are cached per content, so a layer registered
+    later (a plug-in, or a class decorated in a notebook) is never missing from them."""
+    return tuple((name, spec.cls) for name, spec in output_layers().items())
+
+
 def _variant_table() -> dict[str, VariantInfo]:
+    return _variant_table_for(_registry_key())
+
+
+@cache
+def _variant_table_for(_key: tuple) -> dict[str, VariantInfo]:
     blocks = _presets()["variants"]
     table: dict[str, VariantInfo] = {}
     layers = output_layers()
+    base = base_hyperparameters()
+    for spec in layers.values():
+        clash = sorted(set(spec.hyperparameters) & (set(base) | {"output_layer", "schedule"}))
+        if clash:
+            raise RegistryError(
+                f"output layer {spec.name!r} ({spec.cls.__module__}.{spec.cls.__qualname__}): hyper-parameter "
+                f"name(s) {', '.join(clash)} belong to the base network; rename them (e.g. {spec.name}_{clash[0]})"
+            )
     for spec in layers.values():
         if not spec.builtin:
             continue
@@ -134,29 +164,73 @@ def _variant_block(variant: str, dataset: str) -> dict:
 
 
 @cache
+def base_hyperparameters() -> dict[str, Hyperparameter]:
+    """Type, range and help of every base-network hyper-parameter (``presets.yaml``, ``hyperparameters:``).
+
+    A key of ``defaults`` that is not declared there takes the type of its default value, with no range.
+    """
+    types = {"int": int, "float": float, "bool": bool, "str": str}
+    values = defaults()
+    out: dict[str, Hyperparameter] = {}
+    for key, decl in _presets()["hyperparameters"].items():
+        decl = dict(decl)
+        kind = types[decl.pop("type")]
+        out[key] = Hyperparameter(values.get(key), kind, **decl)
+    for key, value in values.items():
+        if key not in out:
+            out[key] = Hyperparameter(value, type(value) if type(value) in types.values() else str, nullable=True)
+    return out
+
+
 def layer_keys() -> frozenset[str]:
     """Every hyper-parameter that some registered output layer declares."""
     return frozenset(key for spec in output_layers().values() for key in spec.hyperparameters)
 
 
+def hyperparameters() -> dict[str, Hyperparameter]:
+    """Every hyper-parameter a run may set: the base network's, then each output layer's (first registration wins)."""
+    out = dict(base_hyperparameters())
+    for spec in output_layers().values():
+        for key, decl in spec.hyperparameters.items():
+            out.setdefault(key, decl)
+    return out
+
+
 def known_keys() -> set[str]:
-    keys = set(defaults()) | {"output_layer", "schedule"} | set(layer_keys())
-    for fam in _presets()["families"].values():
-        for block in fam.values():
-            keys |= set(block)
-    for name in variants():
-        for dataset in DATASETS:
-            keys |= set(_variant_block(name, dataset))
-    return keys
+    """The keys ``--set`` and the workflow's ``model_overrides`` accept."""
+    return set(hyperparameters())
+
+
+def float_keys() -> frozenset[str]:
+    """Keys declared as floats (an int given for one becomes a float)."""
+    return frozenset(key for key, decl in hyperparameters().items() if decl.type is float)
+
+
+def hyperparameter_schema() -> dict[str, dict]:
+    """``{key: JSON Schema}`` of every hyper-parameter (for validating a workflow config's overrides)."""
+    return {key: decl.json_schema() for key, decl in hyperparameters().items()}
+
+
+#: keys set by the variant and the schedule, never by an override
+FIXED_KEYS = {"output_layer": "the output layer is the variant's (choose --variant)", "schedule": "use --schedule"}
+
+
+def _unknown_key(key: str) -> ValueError:
+    if key in FIXED_KEYS:
+        return ValueError(f"{key} cannot be overridden: {FIXED_KEYS[key]}")
+    close = difflib.get_close_matches(key, sorted(known_keys()), n=3)
+    hint = f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(sorted(known_keys()))}"
+    return ValueError(f"unknown hyper-parameter {key!r}{hint}")
 
 
 def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | None = None) -> dict:
-    """The full hyper-parameter dict of one run.
+    """The full hyper-parameter dict of one run, every value checked against its declared type and range.
 
     ``schedule`` ``et`` keeps ``switch_epoch`` (ASGD after epoch E); ``nt`` sets it to −1 so the
     non-monotone trigger decides (paper §4). Overrides win over everything, except that for layers that
     apply the tied weight to the context directly d' is tied to d, as in the reference. The output layer's own
     hyper-parameters appear with their registered defaults; hyper-parameters of other layers are dropped.
+    Raises ValueError naming the first bad key.
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASETS)}")
@@ -167,9 +241,9 @@ def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | 
         raise ValueError(f"variant {variant!r} is defined for {', '.join(info.datasets)} only")
     layer = output_layer(info.output_layer)
     overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - known_keys())
-    if unknown:
-        raise ValueError(f"unknown hyper-parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known_keys()))}")
+    for key in overrides:
+        if key not in known_keys():
+            raise _unknown_key(key)
     hp = defaults()
     hp.update(_presets()["families"][info.family][dataset])
     hp.update(_variant_block(variant, dataset))
@@ -178,6 +252,12 @@ def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | 
     hp.update(overrides)
     for key in layer_keys() - set(layer.hyperparameters):
         hp.pop(key, None)
+    base = base_hyperparameters()
+    for key, value in hp.items():
+        if key in base:
+            hp[key] = base[key].check(value, key)
+        elif key not in layer.hyperparameters and key not in FIXED_KEYS:
+            raise ValueError(f"presets.yaml: {variant}/{dataset}: undeclared hyper-parameter {key!r}")
     hp.update(layer.layer_hp(hp))
     if not layer.cls.projects_context:
         if "nhidlast" in overrides and overrides["nhidlast"] != hp["nemb"]:
@@ -185,53 +265,32 @@ def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | 
         hp["nhidlast"] = hp["nemb"]
     if schedule == "nt":
         hp["switch_epoch"] = -1
-    _check(hp)
-    return hp
-
-
-def _check(hp: dict) -> None:
-    for key in ("nemb", "nhid", "nhidlast", "nlayers", "batch_size", "small_batch_size", "bptt", "epochs"):
-        if not isinstance(hp[key], int) or hp[key] < 1:
-            raise ValueError(f"{key} must be a positive integer, got {hp[key]!r}")
     if hp["batch_size"] % hp["small_batch_size"]:
         raise ValueError(
             f"batch_size {hp['batch_size']} is not a multiple of small_batch_size {hp['small_batch_size']}"
         )
-    for key in ("dropoute", "dropouti", "dropouth", "dropout", "wdrop"):
-        if not 0 <= hp[key] < 1:
-            raise ValueError(f"{key} must lie in [0, 1), got {hp[key]!r}")
-
-
-def parse_value(text: str):
-    """``key=value`` values are YAML scalars: ``3`` int, ``0.5`` float, ``null``, ``true``, ``abc``."""
-    value = yaml.safe_load(text)
-    if isinstance(value, (dict, list)):
-        raise ValueError(f"value {text!r} must be a scalar")
-    return value
-
-
-@cache
-def float_keys() -> frozenset[str]:
-    """Keys that hold a float somewhere in the presets or in a layer's registration (an int becomes a float)."""
-    blocks = [defaults()]
-    blocks += [block for fam in _presets()["families"].values() for block in fam.values()]
-    blocks += [_variant_block(v, ds) for v in variants() for ds in DATASETS]
-    keys = {k for block in blocks for k, v in block.items() if isinstance(v, float)}
-    keys |= {k for spec in output_layers().values() for k, h in spec.hyperparameters.items() if h.type is float}
-    return frozenset(keys)
+    return hp
 
 
 def parse_overrides(items: list[str] | None) -> dict:
-    """Parse ``["gss_c=-1", "epochs=3"]`` into a dict, coercing ints given for float keys."""
+    """Parse ``["gss_c=-1", "lr=1e-3"]`` into typed values, checked against the declared types and ranges.
+
+    ValueError naming the item for a malformed item, an unknown key, a value of the wrong type or out of range,
+    or null for a key that has no null (an output layer's key may be null: its registered default).
+    """
+    declared = hyperparameters()
     out: dict = {}
     for item in items or []:
         key, sep, text = item.partition("=")
+        key = key.strip()
         if not sep or not key:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        value = parse_value(text)
-        if key in float_keys() and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        out[key.strip()] = value
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        if key not in declared:
+            raise _unknown_key(key)
+        value = declared[key].parse(text, key)
+        if value is None and not (declared[key].nullable or key in layer_keys()):
+            raise ValueError(f"{key} cannot be null, got {item!r}")
+        out[key] = value
     return out
 
 
@@ -279,10 +338,21 @@ def describe(dataset: str, variant: str, schedule: str = "et", overrides: dict |
 
 
 def add_cli(parser) -> None:
-    parser.add_argument("--dataset", required=True, choices=DATASETS)
-    parser.add_argument("--variant", required=True, help=f"one of: {', '.join(variants())}")
-    parser.add_argument("--schedule", default="et", choices=SCHEDULES)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    try:
+        names = ", ".join(variants())
+    except RegistryError as err:  # a broken plug-in: one line naming its entry point
+        raise SystemExit(f"{parser.prog}: {err}") from None
+    parser.add_argument("--dataset", required=True, choices=DATASETS, help="ptb or wt2")
+    parser.add_argument("--variant", required=True, help=f"one of: {names}")
+    parser.add_argument("--schedule", default="et", choices=SCHEDULES, help="ET-ASGD or NT-ASGD (paper §4)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one hyper-parameter, parsed by its declared type and checked against its range (repeatable)",
+    )
 
 
 def run_cli(args) -> int:

@@ -34,7 +34,7 @@ def smooth_piecewise_linear(x: Tensor, c: float, k: float) -> Tensor:
     color="#2ca02c",
     hyperparameters={
         "gss_c": Hyperparameter(0.0, float, "GSS knee c of the smooth two-piece linear map"),
-        "gss_k": Hyperparameter(2.0, float, "GSS slope k of the map below the knee"),
+        "gss_k": Hyperparameter(2.0, float, "GSS slope k of the map below the knee", exclusive_minimum=0.0),
     },
 )
 class GeneralizedSigSoftmax(SoftmaxOfScores):

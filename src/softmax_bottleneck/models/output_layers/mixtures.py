@@ -25,8 +25,10 @@ __all__ = ["MixtureOfContexts", "MixtureOfSoftmaxes"]
 
 
 MIXTURE_HYPERPARAMETERS = {
-    "n_experts": Hyperparameter(15, int, "number of mixture components K"),
-    "dropoutl": Hyperparameter(0.29, float, "locked dropout on the K latent contexts"),
+    "n_experts": Hyperparameter(15, int, "number of mixture components K", minimum=1),
+    "dropoutl": Hyperparameter(
+        0.29, float, "locked dropout on the K latent contexts", minimum=0.0, exclusive_maximum=1.0
+    ),
 }
 
 

@@ -36,10 +36,10 @@ UNIT_SLOPE_RAW = math.log(math.e - 1.0)
 
 
 PLIF_HYPERPARAMETERS = {
-    "plif_knots": Hyperparameter(100_000, int, "number of PLIF knots K on [-T, T]"),
-    "plif_t": Hyperparameter(20.0, float, "PLIF range T: knots on [-T, T]"),
-    "plif_init_std": Hyperparameter(1.0, float, "std of the raw slopes' normal initialisation"),
-    "plif_lr": Hyperparameter(0.02, float, "learning rate of the PLIF slopes"),
+    "plif_knots": Hyperparameter(100_000, int, "number of PLIF knots K on [-T, T]", minimum=1),
+    "plif_t": Hyperparameter(20.0, float, "PLIF range T: knots on [-T, T]", exclusive_minimum=0.0),
+    "plif_init_std": Hyperparameter(1.0, float, "std of the raw slopes' normal initialisation", minimum=0.0),
+    "plif_lr": Hyperparameter(0.02, float, "learning rate of the PLIF slopes", exclusive_minimum=0.0),
 }
 
 

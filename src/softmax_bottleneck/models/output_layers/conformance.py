@@ -1,0 +1,355 @@
+"""Conformance checks of an output layer: what a layer must satisfy to take part in the study (issue #14).
+
+``python -m softmax_bottleneck check-layer NAME`` runs them on a registered layer (built with its registered
+default hyper-parameters, at a small vocabulary); the test suite runs the same checks on every registered
+layer. Each check passes, fails (naming the check, the layer and what is wrong) or is skipped (saying why):
+
+* ``build``: the layer builds and ``forward`` gives ``[L, B, V]`` float32 log-probabilities for float32 input;
+* ``parameters``: the built module's parameter count equals the registration's ``extra_parameter_count``
+  (the #Param of paper Table 2), at two sizes;
+* ``normalise``: every row sums to 1 within 1e-5, in float32, at logits of ±5, ±50 and ±500, with finite
+  log-probabilities, in training and evaluation mode;
+* ``not-softmax``: the output is not the plain ``log_softmax`` of the layer's logits ``W h + b`` unless the
+  registration declares ``softmax_equivalent`` (then it must be); skipped for layers that project the context;
+* ``loss-path``: ``nll`` equals ``−forward[targets]`` in float64 to 1e-12 and so do its gradients (to 1e-10);
+* ``gradients``: the training loss (mean ``nll``) sends finite, non-zero gradients to the tied weight, the bias
+  and every trainable parameter of the layer;
+* ``eval-deterministic``: in evaluation mode two calls give identical outputs whatever the random state;
+* ``reload``: a tiny AWD-LSTM with the layer, trained for a few steps, saved with the checkpoint code and
+  loaded again, gives identical log-probabilities.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .base import OutputLayer
+from .registry import OutputLayerSpec, output_layer, output_layers
+
+__all__ = ["CHECKS", "CheckFailed", "CheckResult", "check_layer"]
+
+#: vocabulary and sizes of the checks: nemb = V lets the weight be X·I, so the logits are X·context exactly
+V = 32
+NEMB = V
+PROJECTED = 48  # nhidlast of layers that project the context (MoS/MoC)
+SCALES = (5.0, 50.0, 500.0)
+NORM_TOL = 1e-5
+
+
+class CheckFailed(Exception):
+    """A check failed; the message says what is wrong."""
+
+
+class CheckSkipped(Exception):
+    """A check does not apply to this layer; the message says why."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    layer: str
+    check: str
+    status: str  # "pass", "fail" or "skip"
+    detail: str = ""
+
+
+class _Subject:
+    """The layer under test: its registration, default hyper-parameters and sizes."""
+
+    def __init__(self, spec: OutputLayerSpec, device: torch.device):
+        self.spec, self.device = spec, device
+        self.hp = spec.layer_hp(None)
+        self.nhidlast = PROJECTED if spec.cls.projects_context else NEMB
+
+    def build(self, dtype=torch.float32, seed: int = 0, vocab: int = V, nemb: int = NEMB, nhidlast: int | None = None):
+        torch.manual_seed(seed)
+        layer = self.spec.build(vocab, nemb, nhidlast or self.nhidlast, self.hp)
+        return layer.to(device=self.device, dtype=dtype)
+
+    def inputs(self, scale: float, dtype=torch.float32, shape=(6, 4), seed: int = 1):
+        """(context, weight) whose logits ``W h + b`` span about ±scale (exactly, for non-projecting layers)."""
+        gen = torch.Generator().manual_seed(seed)
+        weight = torch.eye(V, dtype=torch.float64) * scale
+        if self.spec.cls.projects_context:  # latents tanh(·) ∈ (−1, 1), saturated by a large context
+            context = torch.randn(*shape, self.nhidlast, generator=gen, dtype=torch.float64) * 3
+        else:  # logits = scale · context, with every row reaching ±scale
+            context = torch.rand(*shape, self.nhidlast, generator=gen, dtype=torch.float64) * 2 - 1
+            context[..., 0], context[..., 1] = 1.0, -1.0
+        return context.to(self.device, dtype), weight.to(self.device, dtype)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max())
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def _check_build(s: _Subject) -> str:
+    layer = s.build()
+    context, weight = s.inputs(5.0)
+    out = layer.eval()(context, weight)
+    if tuple(out.shape) != (*context.shape[:-1], V):
+        raise CheckFailed(f"forward gave shape {list(out.shape)}, expected {[*context.shape[:-1], V]}")
+    if out.dtype != torch.float32:
+        raise CheckFailed(f"forward gave {out.dtype} for float32 input, expected torch.float32")
+    if tuple(layer.bias.shape) != (V,):
+        raise CheckFailed(f"the layer's bias has shape {list(layer.bias.shape)}, expected [{V}]")
+    return f"V={V}, nemb={NEMB}, nhidlast={s.nhidlast}, hyper-parameters {s.hp or 'none'}"
+
+
+def _check_parameters(s: _Subject) -> str:
+    sizes = [(V, NEMB, s.nhidlast), (50, 8, 12 if s.spec.cls.projects_context else 8)]
+    for vocab, nemb, nhidlast in sizes:
+        built = sum(p.numel() for p in s.build(vocab=vocab, nemb=nemb, nhidlast=nhidlast).parameters())
+        declared = s.spec.extra_parameter_count(vocab, nemb, nhidlast, s.hp)
+        if built != declared:
+            raise CheckFailed(
+                f"at V={vocab}, nemb={nemb}, nhidlast={nhidlast} the built layer has {built} parameters but "
+                f"{s.spec.cls.__qualname__}.extra_parameter_count says {declared}: override extra_parameter_count "
+                "to count every parameter the layer owns (it is the layer's #Param in Table 2)"
+            )
+    return f"{declared} at V={vocab}, nemb={nemb}, nhidlast={nhidlast}"
+
+
+def _check_normalise(s: _Subject) -> str:
+    layer = s.build()
+    worst = 0.0
+    for scale in SCALES:
+        context, weight = s.inputs(scale)
+        for training in (False, True):
+            torch.manual_seed(2)
+            with torch.no_grad():
+                out = layer.train(training)(context, weight)
+            mode = "training" if training else "evaluation"
+            if not torch.isfinite(out).all():
+                bad = (~torch.isfinite(out)).sum().item()
+                raise CheckFailed(f"at logits of ±{scale:g} ({mode} mode) {bad} log-probabilities are not finite")
+            deviation = float((out.double().exp().sum(-1) - 1).abs().max())
+            worst = max(worst, deviation)
+            if deviation > NORM_TOL:
+                raise CheckFailed(
+                    f"at logits of ±{scale:g} ({mode} mode) rows sum to 1 ± {deviation:.3g} (tolerance {NORM_TOL:g})"
+                )
+    return f"max |row sum − 1| = {worst:.2g} at logits of ±5, ±50, ±500"
+
+
+def _check_not_softmax(s: _Subject) -> str:
+    if s.spec.cls.projects_context:
+        raise CheckSkipped("the layer projects the context: there is no single logit vector W h + b to compare with")
+    layer = s.build(torch.float64).eval()
+    context, weight = s.inputs(5.0, torch.float64)
+    with torch.no_grad():
+        diff = _close(layer(context, weight), F.log_softmax(layer.logits(context, weight), dim=-1))
+    if s.spec.softmax_equivalent:
+        if diff > 1e-9:
+            raise CheckFailed(f"declared softmax_equivalent but differs from log_softmax(W h + b) by {diff:.3g}")
+        return "declared softmax_equivalent, and equal to log_softmax(W h + b)"
+    if diff < 1e-6:
+        raise CheckFailed(
+            f"the output equals log_softmax(W h + b) (max difference {diff:.2g}); if that is intended, register "
+            "the layer with softmax_equivalent=True"
+        )
+    return f"differs from log_softmax(W h + b) by up to {diff:.3g} at logits of ±5"
+
+
+def _paths(layer, context, weight, targets, upstream):
+    results = []
+    for path in ("forward", "nll"):
+        ctx, w = context.clone().requires_grad_(), weight.clone().requires_grad_()
+        layer.zero_grad(set_to_none=True)
+        torch.manual_seed(3)
+        if path == "forward":
+            nll = -layer(ctx, w).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        else:
+            nll = layer.nll(ctx, w, targets)
+        (nll * upstream).sum().backward()
+        grads = {"context": ctx.grad, "weight": w.grad}
+        grads.update({f"parameter {n}": p.grad for n, p in layer.named_parameters() if p.requires_grad})
+        results.append((nll.detach(), grads))
+    return results
+
+
+def _check_loss_path(s: _Subject) -> str:
+    layer = s.build(torch.float64).train()
+    gen = torch.Generator().manual_seed(4)
+    context = torch.randn(5, 3, s.nhidlast, generator=gen, dtype=torch.float64).to(s.device)
+    weight = (torch.randn(V, NEMB, generator=gen, dtype=torch.float64) * 2).to(s.device)
+    targets = torch.randint(V, (5, 3), generator=gen).to(s.device)
+    upstream = torch.rand(5, 3, generator=gen, dtype=torch.float64).to(s.device)
+    (ref, ref_grads), (nll, grads) = _paths(layer, context, weight, targets, upstream)
+    if tuple(nll.shape) != tuple(targets.shape):
+        raise CheckFailed(f"nll gave shape {list(nll.shape)}, expected {list(targets.shape)}")
+    diff = _close(nll, ref)
+    if diff > 1e-12:
+        raise CheckFailed(f"nll differs from −forward[targets] by {diff:.3g} in float64 (tolerance 1e-12)")
+    for key, grad in grads.items():
+        ref_grad = ref_grads[key]
+        if (grad is None) != (ref_grad is None):
+            raise CheckFailed(f"the gradient of {key} exists on one path only")
+        if grad is not None and _close(grad, ref_grad) > 1e-10:
+            raise CheckFailed(f"the gradient of {key} differs between nll and forward by {_close(grad, ref_grad):.3g}")
+    overridden = type(layer).nll is not OutputLayer.nll
+    return ("own nll" if overridden else "default nll (gathered from forward)") + ", equal to 1e-12 / 1e-10"
+
+
+def _check_gradients(s: _Subject) -> str:
+    layer = s.build().train()
+    gen = torch.Generator().manual_seed(5)
+    context = torch.randn(8, 4, s.nhidlast, generator=gen).to(s.device)
+    weight = (torch.randn(V, NEMB, generator=gen) * 0.5).to(s.device).requires_grad_()
+    targets = torch.randint(V, (8, 4), generator=gen).to(s.device)
+    layer.nll(context, weight, targets).mean().backward()
+    named = {"the tied weight": weight, "the bias": layer.bias}
+    named.update({f"parameter {n}": p for n, p in layer.named_parameters() if p.requires_grad and n != "bias"})
+    if not layer.bias.requires_grad:
+        raise CheckFailed("the bias does not require a gradient")
+    for what, tensor in named.items():
+        if tensor.grad is None:
+            raise CheckFailed(f"no gradient reaches {what}")
+        if not torch.isfinite(tensor.grad).all():
+            raise CheckFailed(f"the gradient of {what} is not finite")
+        if not tensor.grad.abs().sum() > 0:
+            raise CheckFailed(f"the gradient of {what} is zero")
+    return f"finite, non-zero gradients for {', '.join(named)}"
+
+
+def _check_eval_deterministic(s: _Subject) -> str:
+    layer = s.build().eval()
+    context, weight = s.inputs(5.0)
+    targets = torch.randint(V, context.shape[:-1], generator=torch.Generator().manual_seed(6)).to(s.device)
+    outputs = []
+    for seed in (7, 8):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            outputs.append((layer(context, weight), layer.nll(context, weight, targets)))
+    (out_a, nll_a), (out_b, nll_b) = outputs
+    if not torch.equal(out_a, out_b):
+        raise CheckFailed(f"two evaluation-mode calls differ by up to {_close(out_a, out_b):.3g} (random state?)")
+    if not torch.equal(nll_a, nll_b):
+        raise CheckFailed("two evaluation-mode nll calls differ")
+    return "forward and nll identical across calls and random states"
+
+
+def _check_reload(s: _Subject) -> str:
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.models.awd_lstm import AWDLSTM
+    from softmax_bottleneck.training.checkpoint import load_model, save_model
+
+    size = {"nemb": 16, "nhid": 16, "nhidlast": 24 if s.spec.cls.projects_context else 16}
+    hp = presets.resolve("ptb", s.spec.name, "et", {**size, "bptt": 8, "small_batch_size": 4, "batch_size": 4})
+    torch.manual_seed(9)
+    model = AWDLSTM(V, hp).to(s.device)
+    gen = torch.Generator().manual_seed(10)
+    tokens = torch.randint(V, (9, 4), generator=gen).to(s.device)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+    model.train()
+    for _ in range(3):
+        optimizer.zero_grad()
+        nll, *_ = model.nll(tokens[:-1], model.init_hidden(4), tokens[1:])
+        nll.mean().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        before = model(tokens[:-1], model.init_hidden(4))[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.pt"
+        save_model(model, path, dataset="ptb", variant=s.spec.name, hyperparameters=hp,
+                   vocab=[f"w{i}" for i in range(V)])  # fmt: skip
+        loaded, _ = load_model(path, s.device)
+    with torch.no_grad():
+        after = loaded(tokens[:-1], loaded.init_hidden(4))[0]
+    if not torch.equal(before, after):
+        raise CheckFailed(
+            f"log-probabilities after save → load differ by up to {_close(before, after):.3g}: keep every tensor the "
+            "layer needs in its state_dict (parameters or persistent buffers), and draw nothing at load time"
+        )
+    return "3 training steps, save_model → load_model: identical log-probabilities"
+
+
+CHECKS: dict[str, Callable[[_Subject], str]] = {
+    "build": _check_build,
+    "parameters": _check_parameters,
+    "normalise": _check_normalise,
+    "not-softmax": _check_not_softmax,
+    "loss-path": _check_loss_path,
+    "gradients": _check_gradients,
+    "eval-deterministic": _check_eval_deterministic,
+    "reload": _check_reload,
+}
+
+
+def check_layer(name: str, device: str | torch.device = "cpu", checks: list[str] | None = None) -> list[CheckResult]:
+    """Run the conformance ``checks`` (default: all) on the registered layer ``name``; one result per check.
+
+    A check that raises anything other than :class:`CheckSkipped` fails with that error's message; when the layer
+    does not build, the other checks are skipped. The global torch random state is restored afterwards.
+    """
+    spec = output_layer(name)
+    subject = _Subject(spec, torch.device(device))
+    results: list[CheckResult] = []
+    rng = torch.get_rng_state()
+    try:
+        for check in checks or list(CHECKS):
+            if results and results[0].check == "build" and results[0].status == "fail":
+                results.append(CheckResult(name, check, "skip", "the layer does not build"))
+                continue
+            try:
+                results.append(CheckResult(name, check, "pass", CHECKS[check](subject)))
+            except CheckSkipped as skip:
+                results.append(CheckResult(name, check, "skip", str(skip)))
+            except CheckFailed as failure:
+                results.append(CheckResult(name, check, "fail", str(failure)))
+            except Exception as err:  # a crash in the layer is a failed check, not a traceback
+                results.append(CheckResult(name, check, "fail", f"{type(err).__name__}: {err}"))
+    finally:
+        torch.set_rng_state(rng)
+    return results
+
+
+# --------------------------------------------------------------------------------------------------- CLI
+def add_check_layer_cli(parser) -> None:
+    parser.add_argument("names", nargs="*", metavar="NAME", help="registered output layer(s) to check")
+    parser.add_argument("--all", action="store_true", help="check every registered output layer")
+    parser.add_argument("--list", action="store_true", help="list the registered output layers and exit")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+
+
+def run_check_layer_cli(args) -> int:
+    from .registry import RegistryError
+
+    try:
+        layers = output_layers()
+    except RegistryError as err:
+        raise SystemExit(f"check-layer: {err}") from None
+    if args.list:
+        for spec in layers.values():
+            origin = "built-in" if spec.builtin else f"plug-in {spec.cls.__module__}.{spec.cls.__qualname__}"
+            print(f"{spec.name:20s} {spec.display:12s} family {spec.family:8s} {origin}")
+        return 0
+    names = list(layers) if args.all else args.names
+    if not names:
+        raise SystemExit("check-layer: name an output layer (or --all, --list)")
+    unknown = [n for n in names if n not in layers]
+    if unknown:
+        raise SystemExit(f"check-layer: unknown output layer {unknown[0]!r}; registered: {', '.join(layers)}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("check-layer: --device cuda was asked for but CUDA is not available")
+    logging.getLogger("softmax_bottleneck").setLevel(logging.WARNING)
+    failures = []
+    for name in names:
+        spec = layers[name]
+        print(f"{name} ({spec.cls.__module__}.{spec.cls.__qualname__}) on {args.device}:")
+        for result in check_layer(name, args.device):
+            print(f"  {result.status.upper():4s}  {result.check:18s} {result.detail}")
+            if result.status == "fail":
+                failures.append(result)
+    for failure in failures:
+        print(f"check-layer: {failure.layer}: {failure.check}: {failure.detail}", file=sys.stderr)
+    return 1 if failures else 0

@@ -1,0 +1,194 @@
+"""``check-layer`` (issue #14.4): every registered layer passes; broken layers are rejected by the right check."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from softmax_bottleneck.models.output_layers import OutputLayer, output_layers, register_output_layer
+from softmax_bottleneck.models.output_layers import registry as registry_module
+from softmax_bottleneck.models.output_layers.conformance import CHECKS, check_layer
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """Registrations made inside a test are dropped afterwards."""
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+
+
+@pytest.mark.parametrize("name", list(output_layers()))
+def test_every_registered_layer_conforms(name):
+    results = check_layer(name)
+    assert [r.check for r in results] == list(CHECKS)
+    failed = [f"{r.check}: {r.detail}" for r in results if r.status == "fail"]
+    assert not failed, failed
+    skipped = {r.check for r in results if r.status == "skip"}
+    # only the comparison with log_softmax(W h + b) may be skipped, and only for layers that project the context
+    assert skipped <= ({"not-softmax"} if output_layers()[name].cls.projects_context else set())
+
+
+def _register(name, cls, **kwargs):
+    register_output_layer(name, display=name, family="softmax", **kwargs)(cls)
+    return {r.check: r for r in check_layer(name)}
+
+
+def _failures(results, check, also=()):
+    """The detail of ``check``'s failure; no other check fails except those in ``also``."""
+    failed = {c: r.detail for c, r in results.items() if r.status == "fail"}
+    assert check in failed and set(failed) <= {check, *also}, failed
+    return failed[check]
+
+
+class _Unnormalised(OutputLayer):
+    def forward(self, context, weight):
+        return self.logits(context, weight)  # forgot the log_softmax
+
+
+class _Overflowing(OutputLayer):
+    def forward(self, context, weight):  # softmax(l / 2) by its literal formula: exp overflows in float32 beyond ~88
+        e = torch.exp(self.logits(context, weight) / 2)
+        return torch.log(e / e.sum(-1, keepdim=True))
+
+
+class _Temperature(OutputLayer):
+    """A learned temperature the registration does not count."""
+
+    def __init__(self, vocab_size, nemb, nhidlast, **hp):
+        super().__init__(vocab_size, nemb, nhidlast, **hp)
+        self.log_temperature = nn.Parameter(torch.zeros(1))
+
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight) * self.log_temperature.exp() * 0.5, dim=-1)
+
+
+class _PlainSoftmax(OutputLayer):
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight), dim=-1)
+
+
+class _NoBias(OutputLayer):
+    def forward(self, context, weight):
+        return F.log_softmax(F.linear(context, weight) * 0.5, dim=-1)
+
+
+class _NoisyEval(OutputLayer):
+    def forward(self, context, weight):
+        logits = self.logits(context, weight) * 0.5
+        return F.log_softmax(logits + 1e-3 * torch.randn_like(logits), dim=-1)  # noise even in eval mode
+
+
+class _Crashing(OutputLayer):
+    def forward(self, context, weight):
+        raise RuntimeError("boom")
+
+
+class _RandomBuffer(OutputLayer):
+    """Draws a fixed random map at construction but does not save it: reloading gives another model."""
+
+    def __init__(self, vocab_size, nemb, nhidlast, **hp):
+        super().__init__(vocab_size, nemb, nhidlast, **hp)
+        self.register_buffer("shift", torch.randn(vocab_size), persistent=False)
+
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight) * 0.5 + self.shift, dim=-1)
+
+
+class _WrongNll(OutputLayer):
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight) * 0.5, dim=-1)
+
+    def nll(self, context, weight, targets):
+        return F.cross_entropy(self.logits(context, weight).flatten(0, -2), targets.flatten(), reduction="none").view(
+            targets.shape
+        )  # forgot the 0.5
+
+
+BROKEN = [  # (layer, the check that must reject it, its message, other checks it may fail as well)
+    (_Unnormalised, "normalise", r"at logits of ±5 \(evaluation mode\) rows sum to 1 ±", {"loss-path"}),
+    (_Overflowing, "normalise", r"at logits of ±500 \(evaluation mode\) \d+ log-probabilities are not finite", ()),
+    (_Temperature, "parameters", r"built layer has 33 parameters but _Temperature.extra_parameter_count says 32", ()),
+    (_PlainSoftmax, "not-softmax", r"equals log_softmax\(W h \+ b\).*softmax_equivalent=True", ()),
+    (_NoBias, "gradients", r"no gradient reaches the bias", ()),
+    (_NoisyEval, "eval-deterministic", r"two evaluation-mode calls differ", {"reload"}),
+    (_RandomBuffer, "reload", r"log-probabilities after save → load differ", ()),
+    (_WrongNll, "loss-path", r"nll differs from −forward\[targets\]", ()),
+]
+
+
+@pytest.mark.parametrize(("cls", "check", "message", "also"), BROKEN, ids=[b[0].__name__ for b in BROKEN])
+def test_a_broken_layer_fails_the_right_check(scratch_registry, cls, check, message, also):
+    detail = _failures(_register(f"bad_{check.replace('-', '_')}", cls), check, also)
+    assert re.search(message, detail), detail
+
+
+def test_overflow_is_caught_only_at_large_logits(scratch_registry):
+    from softmax_bottleneck.models.output_layers.conformance import SCALES
+
+    assert SCALES == (5.0, 50.0, 500.0)
+    results = _register("bad_overflow", _Overflowing)
+    assert "±500" in results["normalise"].detail and "±50 " not in results["normalise"].detail
+
+
+def test_a_crashing_layer_fails_without_a_traceback(scratch_registry):
+    results = _register("bad_crash", _Crashing)
+    assert results["build"].status == "fail" and results["build"].detail == "RuntimeError: boom"
+    assert all(r.status == "skip" for c, r in results.items() if c != "build")
+
+
+def test_declared_softmax_equivalence_is_verified(scratch_registry):
+    results = _register("bad_equivalent", _NoBias, softmax_equivalent=True)  # declares softmax, is not
+    assert results["not-softmax"].status == "fail"
+    assert "declared softmax_equivalent but differs" in results["not-softmax"].detail
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    check_layer("mos", checks=["normalise", "eval-deterministic"])
+    assert torch.equal(torch.rand(3), expected)
+
+
+def _cli(*args, code: str | None = None):
+    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "softmax_bottleneck", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_passes_a_good_layer_and_rejects_an_unknown_name():
+    done = _cli("check-layer", "ss")
+    assert done.returncode == 0, done.stderr
+    assert "PASS  normalise" in done.stdout and "FAIL" not in done.stdout
+    done = _cli("check-layer", "sofmax")
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        f"check-layer: unknown output layer 'sofmax'; registered: {', '.join(output_layers())}"
+    ]
+
+
+def test_cli_names_layer_and_check_of_each_failure(tmp_path):
+    code = textwrap.dedent(
+        """
+        import sys, torch
+        from softmax_bottleneck.cli import main
+        from softmax_bottleneck.models.output_layers import OutputLayer, register_output_layer
+
+        @register_output_layer("raw_logits", display="Raw", family="softmax")
+        class Raw(OutputLayer):
+            def forward(self, context, weight):
+                return self.logits(context, weight)
+
+        sys.exit(main(sys.argv[1:]))
+        """
+    )
+    done = _cli("check-layer", "raw_logits", code=code)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines and all(line.startswith("check-layer: raw_logits: ") for line in lines), lines
+    assert any(line.startswith("check-layer: raw_logits: normalise: at logits of ±5") for line in lines)
