@@ -192,3 +192,11 @@ def test_cli_names_layer_and_check_of_each_failure(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert lines and all(line.startswith("check-layer: raw_logits: ") for line in lines), lines
     assert any(line.startswith("check-layer: raw_logits: normalise: at logits of ±5") for line in lines)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", list(output_layers()))
+def test_every_registered_layer_conforms_on_cuda(name):
+    failed = [f"{r.check}: {r.detail}" for r in check_layer(name, "cuda") if r.status == "fail"]
+    assert not failed, failed

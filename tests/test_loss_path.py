@@ -194,3 +194,24 @@ def test_mean_nll_reduces_exactly_like_nll_loss(variant):
             assert all(torch.equal(x, y) for x, y in zip(ga, gb, strict=True))
         else:
             torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------- CUDA ---
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", LAYERS)
+def test_loss_path_on_cuda_equals_forward_and_cpu(name):
+    layer, nhidlast = _build(name)
+    gen = torch.Generator().manual_seed(8)
+    weight = torch.randn(V, D, generator=gen, dtype=torch.float64) * 2
+    context = torch.randn(7, 3, nhidlast, generator=gen, dtype=torch.float64)
+    targets = torch.randint(V, (7, 3), generator=gen)
+    upstream = torch.rand(7, 3, generator=gen, dtype=torch.float64)
+    layer.eval()
+    cpu_nll, _ = _both_paths(layer, context, weight, targets, upstream)[1]
+    layer.cuda()
+    (ref, ref_grads), (nll, grads) = _both_paths(layer, context.cuda(), weight.cuda(), targets.cuda(), upstream.cuda())
+    torch.testing.assert_close(nll, ref, atol=1e-12, rtol=0)
+    for key in grads:
+        torch.testing.assert_close(grads[key], ref_grads[key], atol=1e-10, rtol=0, msg=key)
+    torch.testing.assert_close(nll.cpu(), cpu_nll, atol=1e-10, rtol=0)
