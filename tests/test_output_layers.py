@@ -1,4 +1,4 @@
-"""Output layers (spec §3.1, §4, §15 item 6): normalisation, special cases, numerics, rank, parameter counts."""
+"""Output layers : normalisation, special cases, numerics, rank, parameter counts."""
 
 from __future__ import annotations
 

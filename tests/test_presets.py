@@ -10,7 +10,7 @@ import pytest
 
 from softmax_bottleneck import presets
 
-PAPER_COUNTS = [  # spec §3.1
+PAPER_COUNTS = [  # #Param of paper Table 2 and SM Tables 4, 5, 9
     ("ptb", "softmax", {}, 24_221_600),
     ("ptb", "lms_plif", {}, 24_321_600),
     ("wt2", "softmax", {}, 33_556_078),

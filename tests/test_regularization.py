@@ -1,4 +1,4 @@
-"""Regularisers of the base network (spec §3 steps 1–3)."""
+"""Regularisers of the base network (AWD-LSTM's embedding dropout, noise, locked dropout)."""
 
 from __future__ import annotations
 

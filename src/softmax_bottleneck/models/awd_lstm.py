@@ -1,4 +1,5 @@
-"""The AWD-LSTM language model with an exchangeable output layer (spec §3, §4).
+"""The AWD-LSTM language model with an exchangeable output layer (Merity et al. 2018; the reference code's
+``base_models/dai.py``; output layers: :mod:`.output_layers`).
 
 Embedding E ∈ R^{V×d} → embedding dropout (whole words) → optional embedding noise → locked
 dropout ``dropouti`` → LSTM d→h (+ locked ``dropouth``) → LSTM h→h (+ ``dropouth``) → LSTM h→d'
@@ -32,7 +33,7 @@ class AWDLSTM(nn.Module):
         self.hidden_drop = LockedDropout(hp["dropouth"])
         self.output_drop = LockedDropout(hp["dropout"])
         self.output_layer = build_output_layer(hp["output_layer"], vocab_size, d, dl, hp)
-        # §3: the tied matrix is drawn U(-0.1, 0.1); LSTM and mixture layers keep PyTorch's defaults.
+        # the tied matrix is drawn U(-0.1, 0.1); LSTM and mixture layers keep PyTorch's defaults.
         if self.encoder.weight.device.type != "meta":
             nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
 

@@ -1,4 +1,5 @@
-"""Regularisers of the AWD-LSTM base network (spec §3, steps 1–3 of the training-mode forward pass).
+"""Regularisers of the AWD-LSTM base network (Merity et al. 2018): the first steps of the training-mode forward
+pass.
 
 * :func:`embedded_dropout` — embedding dropout ``dropoute``: whole vocabulary rows of the embedding
   matrix are dropped with one Bernoulli(1−p) mask per row, the kept rows rescaled by 1/(1−p), then the
@@ -46,7 +47,7 @@ def locked_dropout(x: Tensor, p: float | None, training: bool = True) -> Tensor:
 
 
 class LockedDropout(nn.Module):
-    """Locked (variational) dropout as a module (spec §3 step 3).
+    """Locked (variational) dropout as a module (Gal & Ghahramani 2016).
 
     ``LockedDropout(p)(x)`` applies :func:`locked_dropout` with the module's ``p``; ``forward(x, p)``
     overrides it for one call (AWD-LSTM style: a single instance serves dropouti, dropouth and dropout).
@@ -65,7 +66,7 @@ class LockedDropout(nn.Module):
 
 
 def embedded_dropout(embed: nn.Embedding, words: Tensor, p: float | None = 0.1, training: bool = True) -> Tensor:
-    """Embedding lookup with word-level dropout (spec §3 step 1).
+    """Embedding lookup with word-level dropout (AWD-LSTM's embedding dropout ``dropoute``).
 
     In training with p > 0, a mask ``m ∈ {0, 1/(1−p)}^{V×1}`` (one Bernoulli(1−p) draw per vocabulary row) is
     multiplied into the embedding matrix, so every occurrence of a dropped word in the batch gets the zero
@@ -84,7 +85,7 @@ def embedded_dropout(embed: nn.Embedding, words: Tensor, p: float | None = 0.1, 
 
 
 def embedding_noise(x: Tensor, std: float | None, training: bool = True) -> Tensor:
-    """Add i.i.d. N(0, std²) noise to every element of the looked-up embeddings (spec §3 step 2, E10).
+    """Add i.i.d. N(0, std²) noise to every element of the looked-up embeddings (fair comparison, SM Table 9).
 
     Applied after embedding dropout and before the ``dropouti`` locked dropout; identity when not training
     or when std = 0.

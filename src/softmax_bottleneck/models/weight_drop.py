@@ -1,4 +1,4 @@
-"""DropConnect on the hidden-to-hidden weights of an LSTM (spec §3 step 6, §15.1).
+"""DropConnect on the hidden-to-hidden weights of an LSTM (AWD-LSTM, Merity et al. 2018).
 
 The reference ``WeightDrop`` deletes ``weight_hh_l0`` from ``nn.LSTM`` and re-assigns a dropped
 tensor before every call; that breaks on current PyTorch. Here ``weight_hh_l0`` stays the LSTM's

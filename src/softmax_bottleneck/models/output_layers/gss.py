@@ -1,4 +1,4 @@
-"""Generalized SigSoftmax output layer (spec §4.3; the paper's GSS, KIT ``top_model=gs_smax``).
+"""Generalized SigSoftmax output layer (the paper's GSS, KIT ``top_model=gs_smax``).
 
 Smooth two-piece linear map applied element-wise to the logits ``l = W h + b``:
 
@@ -7,7 +7,7 @@ Smooth two-piece linear map applied element-wise to the logits ``l = W h + b``:
 It tends to x for x → +∞ and to k(x − c) + c for x → −∞; k = 1 gives Softmax and (c, k) = (0, 2) gives SS.
 c and k are fixed hyper-parameters (``gss_c``, ``gss_k``), not learned. The reference writes softplus as
 ``log(exp(x − c) + 1)``, which overflows for x − c ≳ 88; ``F.softplus`` is the same function computed safely
-(spec §15 item 6).
+(a numerical pitfall of the reference code).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def smooth_piecewise_linear(x: Tensor, c: float, k: float) -> Tensor:
     },
 )
 class GeneralizedSigSoftmax(SoftmaxOfScores):
-    """GSS: ``log p = log_softmax(P̃L(W h + b; c, k))`` (spec §4.3). Defaults c = 0, k = 2 as in the KIT."""
+    """GSS: ``log p = log_softmax(P̃L(W h + b; c, k))``; defaults c = 0, k = 2 as in the KIT."""
 
     def __init__(self, vocab_size: int, nemb: int, nhidlast: int, gss_c: float = 0.0, gss_k: float = 2.0, **hp):
         super().__init__(vocab_size, nemb, nhidlast, **hp)

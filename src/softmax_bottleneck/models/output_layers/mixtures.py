@@ -1,5 +1,5 @@
-"""Mixture output layers: MoS (spec §4.6; Yang et al. 2018, "Breaking the Softmax Bottleneck: A High-Rank RNN
-Language Model", KIT ``top_model=mos``) and MoC (spec §4.7, KIT ``top_model=moc``).
+"""Mixture output layers: MoS (Yang et al. 2018, "Breaking the Softmax Bottleneck: A High-Rank RNN
+Language Model", KIT ``top_model=mos``) and MoC (the paper's mixture of contexts, KIT ``top_model=moc``).
 
 Shared parameters, from the context g = h³_t ∈ R^{d'} (d' = ``nhidlast``, d = ``nemb``, K = ``n_experts``):
 
@@ -8,7 +8,7 @@ Shared parameters, from the context g = h³_t ∈ R^{d'} (d' = ``nhidlast``, d =
 * mixture weights ``π = softmax(W_π g)``, ``W_π ∈ R^{K×d'}``, no bias (``self.prior``);
 * the tied decoder ``U = weight ∈ R^{V×d}`` and the layer's own bias ``b ∈ R^V``.
 
-Both linear layers keep PyTorch's default initialisation (spec §3).
+Both linear layers keep PyTorch's default initialisation, as in the reference code.
 """
 
 from __future__ import annotations

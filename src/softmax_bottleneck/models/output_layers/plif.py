@@ -1,5 +1,5 @@
-"""LMS-PLIF output layer (spec §4.4; Ganea et al. 2019, "Breaking the Softmax Bottleneck via Learnable
-Monotonic Pointwise Non-linearities", KIT ``top_model=plif_smax``) and its frozen variant LMS-PLIF† (§4.5).
+"""LMS-PLIF output layer (Ganea et al. 2019, "Breaking the Softmax Bottleneck via Learnable
+Monotonic Pointwise Non-linearities", KIT ``top_model=plif_smax``) and its frozen variant LMS-PLIF†.
 
 A learnable, strictly increasing, piecewise-linear function f with K knots evenly spaced on [−T, T]
 (Δ = 2T/K) is applied element-wise to the logits ``l = W h + b``, then ``log p = log_softmax(f(l))``:
@@ -47,7 +47,7 @@ PLIF_HYPERPARAMETERS = {
     "lms_plif", display="LMS-PLIF", family="softmax", color="#d62728", hyperparameters=PLIF_HYPERPARAMETERS
 )
 class PLIF(SoftmaxOfScores):
-    """LMS-PLIF: ``log p = log_softmax(f(W h + b))`` with the learnable monotone piecewise-linear f (spec §4.4).
+    """LMS-PLIF: ``log p = log_softmax(f(W h + b))`` with the learnable monotone piecewise-linear f.
 
     The raw slopes are the parameter ``slope_raw`` (shape ``[plif_knots]``), drawn from torch's global RNG at
     construction; they train with their own learning rate ``plif_lr`` (see :meth:`own_lr_parameters`).
@@ -122,7 +122,7 @@ class PLIF(SoftmaxOfScores):
     hyperparameters=PLIF_HYPERPARAMETERS,
 )
 class FrozenPLIF(PLIF):
-    """LMS-PLIF† (spec §4.5): PLIF whose random initial slopes are kept fixed (``slope_raw.requires_grad=False``).
+    """LMS-PLIF† (the paper's frozen PLIF): random initial slopes kept fixed (``slope_raw.requires_grad=False``).
 
     The parameter stays in the state dict and in the parameter count, but is not trainable and is left out of
     the optimiser groups (:meth:`own_lr_parameters` is empty).

@@ -1,11 +1,11 @@
-"""SigSoftmax output layer (spec §4.2; Kanai et al. 2018, KIT ``top_model=s_smax``).
+"""SigSoftmax output layer (Kanai et al. 2018, KIT ``top_model=s_smax``).
 
 ``SS(l)_z = exp(l_z) σ(l_z) / Σ_i exp(l_i) σ(l_i)`` with ``l = W h + b``.
 
 The reference computes the quotient literally and then takes the log, which overflows for l ≳ 88 and
-gives −inf for l ≲ −52 in float32 (spec §15 item 6). Here the same quantity is computed stably as
-``log SS(l) = log_softmax(l + logsigmoid(l))`` (= ``log_softmax(2l − softplus(l))``), finite for any finite
-logits.
+gives −inf for l ≲ −52 in float32 (a numerical pitfall of the reference code). Here the same quantity is
+computed stably as ``log SS(l) = log_softmax(l + logsigmoid(l))`` (= ``log_softmax(2l − softplus(l))``), finite
+for any finite logits.
 """
 
 from __future__ import annotations
