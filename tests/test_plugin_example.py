@@ -148,7 +148,13 @@ def _fake_plugin(root: Path, entry: str, modules: dict[str, str]) -> Path:
     ids=["import-error", "unregistered-class"],
 )  # fmt: skip
 @pytest.mark.parametrize(
-    "command", [["describe", "--dataset", "ptb", "--variant", "softmax"], ["check-layer", "--all"]]
+    "command",
+    [
+        ["describe", "--dataset", "ptb", "--variant", "softmax"],
+        ["check-layer", "--all"],
+        ["train", "--dataset", "ptb", "--variant", "softmax", "--out", "never-created"],
+    ],
+    ids=["describe", "check-layer", "train"],
 )
 def test_a_broken_plugin_fails_in_one_line_naming_the_entry_point(tmp_path, entry, modules, message, command):
     done = run(*command, pythonpath=_fake_plugin(tmp_path / "site", entry, modules))

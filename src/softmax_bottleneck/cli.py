@@ -1,4 +1,4 @@
-"""Command-line interface: ``python -m softmax_bottleneck <command> ...``.
+"""Command-line interface: ``python -m softmax_bottleneck <command> ...`` (``--help`` lists the commands).
 
 Each command lives in the module that implements its science. Such a module defines
 ``add_cli(parser)`` (adds its arguments to an ``argparse`` sub-parser) and ``run_cli(args) -> int``.
@@ -56,22 +56,50 @@ class _CommandModule:
         return self._attr("run")(args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m softmax_bottleneck", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+DESCRIPTION = """\
+Reproduce "On the Softmax Bottleneck of Recurrent Language Models" (Parthiban, Mao & Inkpen, AAAI 2021):
+train AWD-LSTM language models with different output layers, measure the rank of their test log-probability
+matrices, and render the paper's tables and figures. The Snakemake workflow calls these commands; each one
+also works on its own."""
+
+EPILOG = """\
+typical order: fetch -> describe -> train -> analyze / wordsim / qualitative -> summarize -> table / figure.
+Run 'python -m softmax_bottleneck COMMAND --help' for a command's options; 'describe' lists the
+hyper-parameters that 'train --set KEY=VALUE' accepts."""
+
+
+def _parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m softmax_bottleneck",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text)
+        command = sub.add_parser(name, help=help_text, description=help_text[:1].upper() + help_text[1:] + ".")
         if name == chosen:
             _load(module, name).add_cli(command)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%Y-%m-%d %H:%M:%S",
-        stream=sys.stderr,
-    )
-    module, _ = COMMANDS[args.command]
-    return int(_load(module, args.command).run_cli(args) or 0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        args = _parser(chosen).parse_args(argv)
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            datefmt="%Y-%m-%d %H:%M:%S",
+            stream=sys.stderr,
+        )
+        module, _ = COMMANDS[args.command]
+        return int(_load(module, args.command).run_cli(args) or 0)
+    except ValueError as err:
+        if type(err).__name__ != "RegistryError":
+            raise
+        # a broken plug-in output layer: one line naming its entry point (the registry imports torch, so
+        # it is not imported here up front)
+        raise SystemExit(f"{chosen or 'softmax_bottleneck'}: {err}") from None
