@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from softmax_bottleneck.analysis import rank as R
+from softmax_bottleneck.analysis import robustness as RB
+from softmax_bottleneck.analysis import svd_stream as S
 from softmax_bottleneck.cli import main as cli_main
 
 STREAMED = ("gram", "tsqr")
@@ -45,7 +47,7 @@ def _decaying(m=300, n=120, lo=1e-9, seed=1) -> tuple[np.ndarray, np.ndarray]:
 
 def _stream(a, method, chunk=37, **kw):
     st = R.RankStream(a.shape[1], method, **kw)
-    for c in R.iter_row_chunks(a, chunk):
+    for c in S.iter_row_chunks(a, chunk):
         st.update(c)
     return st.finish()
 
@@ -114,13 +116,13 @@ def test_methods_agree_on_known_rank(shape_rank):
         sv, summary = _stream(a, method)
         assert summary["press_rank"] == expected, method
         assert summary["shape"] == [m, n] and summary["method"] == method
-    assert R.press_rank(R.singular_values_exact(a), a.shape) == expected
+    assert R.press_rank(S.singular_values_exact(a), a.shape) == expected
 
 
 def test_exact_is_float64_svd_of_float32_input():
     a, _ = _decaying()
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
-    sv = R.singular_values_exact(a)
+    sv = S.singular_values_exact(a)
     assert sv.dtype == np.float64
     np.testing.assert_allclose(sv, ref, rtol=1e-10, atol=1e-14 * ref[0])
     # the numpy call of the reference (float32 in, float64 inside, float32 out) agrees to float32 rounding
@@ -147,8 +149,8 @@ def test_methods_agree_on_decaying_spectrum():
 
 def test_gram_and_qr_accumulators_directly():
     a = _known_rank(200, 50, 20)
-    g, q = R.GramAccumulator(50), R.QRAccumulator(50, block_rows=64)
-    for c in R.iter_row_chunks(a, 30):
+    g, q = S.GramAccumulator(50), S.QRAccumulator(50, block_rows=64)
+    for c in S.iter_row_chunks(a, 30):
         g.update(c)
         q.update(c)
     g.update(np.zeros((0, 50), np.float32))
@@ -174,12 +176,12 @@ def test_auto_switches_to_streamed_without_losing_rows():
     a = _known_rank(300, 120, 37)
     budget = 100 * 120 * 8  # exact for the first 100 rows only
     st = R.RankStream(120, "auto", memory_budget_bytes=budget)
-    for c in R.iter_row_chunks(a, 40):
+    for c in S.iter_row_chunks(a, 40):
         st.update(c)
     assert st.method == "tsqr"
     sv, s = st.finish()
     assert s["shape"] == [300, 120] and s["press_rank"] == 37 and s["method"] == "tsqr"
-    np.testing.assert_allclose(sv, R.singular_values_exact(a), rtol=1e-8, atol=1e-10 * sv[0])
+    np.testing.assert_allclose(sv, S.singular_values_exact(a), rtol=1e-8, atol=1e-10 * sv[0])
     assert R.RankStream(120, "auto", memory_budget_bytes=budget, fallback="gram", expected_rows=300).method == "gram"
     assert R.RankStream(120, "auto", expected_rows=300).method == "exact"
 
@@ -218,7 +220,7 @@ def test_bad_chunks_and_method():
 def test_robustness_reconstruction_keeps_rank_k():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((80, 60))
-    out = R.robustness_reconstruction(a, k=10, iterations=3)
+    out = RB.robustness_reconstruction(a, k=10, iterations=3)
     assert [i for i, _, _ in out] == [1, 2, 3]
     assert all(pr == 10 for _, pr, _ in out)
     assert all(0.0 <= err < 1e-10 for _, _, err in out)
@@ -227,7 +229,7 @@ def test_robustness_reconstruction_keeps_rank_k():
 def test_robustness_noise_transition():
     rng = np.random.default_rng(4)
     a = rng.standard_normal((80, 60))
-    out = R.robustness_noise(a, k=10, cs=(1e2, 1e-30), seed=0)
+    out = RB.robustness_noise(a, k=10, cs=(1e2, 1e-30), seed=0)
     big, tiny = out
     assert big["press_rank"] == 60  # noise std 1e2/3600 dominates the rounding → full rank
     assert tiny["press_rank"] == 10 and tiny["error"] == 0.0  # noise rounded away entirely
@@ -237,7 +239,7 @@ def test_robustness_noise_transition():
 
 
 def test_sm_table15_cs_union():
-    assert len(R.SM_TABLE15_CS) == 13 and 1e-32 in R.SM_TABLE15_CS and 1e-2 in R.SM_TABLE15_CS
+    assert len(RB.SM_TABLE15_CS) == 13 and 1e-32 in RB.SM_TABLE15_CS and 1e-2 in RB.SM_TABLE15_CS
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -322,7 +324,7 @@ def test_robustness_cli(tmp_path):
 def test_torch_code_paths_of_cuda_run_on_cpu(monkeypatch):
     """The CUDA branches (torch SVD/QR, tensor buffering) exercised on CPU tensors by pretending 'cpu' is CUDA."""
     pytest.importorskip("torch")
-    monkeypatch.setattr(R, "_is_cuda", lambda device: True)
+    monkeypatch.setattr(S, "is_cuda", lambda device: True)
     a, _ = _decaying(200, 60)
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
     for method in ALL:
@@ -333,16 +335,16 @@ def test_torch_code_paths_of_cuda_run_on_cpu(monkeypatch):
         np.testing.assert_allclose(sv[above], ref[above], rtol=rtol, err_msg=method)
     rng = np.random.default_rng(6)
     b = rng.standard_normal((40, 30))
-    assert [pr for _, pr, _ in R.robustness_reconstruction(b, k=5, iterations=2, device="cpu")] == [5, 5]
-    noisy = R.robustness_noise(b, k=5, cs=(1e2, 1e-30), device="cpu")
+    assert [pr for _, pr, _ in RB.robustness_reconstruction(b, k=5, iterations=2, device="cpu")] == [5, 5]
+    noisy = RB.robustness_noise(b, k=5, cs=(1e2, 1e-30), device="cpu")
     assert [r["press_rank"] for r in noisy] == [30, 5]
 
 
 @pytest.mark.parametrize("shape", [(300, 60), (60, 300), (70, 60)])
 def test_exact_torch_path_tall_wide_square(monkeypatch, shape):
     pytest.importorskip("torch")
-    monkeypatch.setattr(R, "_is_cuda", lambda device: True)
+    monkeypatch.setattr(S, "is_cuda", lambda device: True)
     a = _known_rank(*shape, r=25)
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
-    sv = R.singular_values_exact(a, "cpu")
+    sv = S.singular_values_exact(a, "cpu")
     np.testing.assert_allclose(sv, ref, rtol=1e-9, atol=1e-12 * ref[0])

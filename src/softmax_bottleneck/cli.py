@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
     "analyze": ("softmax_bottleneck.analysis.logp", "stream a model's test log-P matrix into its rank"),
     "rank": ("softmax_bottleneck.analysis.rank", "Press' and ε-effective rank of a .npy matrix"),
-    "robustness": ("softmax_bottleneck.analysis.rank", "SM §5 robustness of Press' rank (E12)"),
+    "robustness": ("softmax_bottleneck.analysis.robustness", "SM §5 robustness of Press' rank (E12)"),
     "wordsim": ("softmax_bottleneck.analysis.wordsim", "word-similarity benchmarks of a model's embedding"),
     "qualitative": ("softmax_bottleneck.analysis.qualitative", "top-5 predictions at the 18 contexts"),
     "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics into a summary table"),

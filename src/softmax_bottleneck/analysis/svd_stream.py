@@ -1,0 +1,302 @@
+"""Singular values of a matrix whose rows arrive in chunks: exact, streamed Gram, streamed TSQR (spec §9, §15.7).
+
+All methods work in float64, even for a float32 matrix: a float32 SVD has errors of the order of the Press
+threshold itself (§15 item 7). Note that ``numpy.linalg.svd`` upcasts float32 input to float64 internally (this is
+what the reference relied on) but ``scipy.linalg.svdvals`` does *not* (it calls ``sgesdd``), hence the explicit
+cast in :func:`singular_values_exact`.
+
+what the reference relied on) but ``scipy.linalg.svdvals`` does *not* (it calls ``sgesdd``), hence the explicit
+cast in :func:`singular_values_exact`.
+
+``"exact"``
+    Float64 SVD of the whole matrix (:func:`singular_values_exact`; LAPACK ``gesdd`` on CPU, ``torch.linalg.svdvals``
+    on CUDA). Needs the whole matrix in memory: ``m·n·8`` bytes plus workspace.
+``"gram"``
+    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated chunk by chunk in float64, then
+    ``σ = sqrt(clip(eigvalsh(G), 0))``. Memory ``n²·8`` bytes, cost ``m·n²`` flops (one GEMM per chunk), the
+    fastest method. Squaring loses precision for small singular values: the eigenvalues carry absolute errors
+    ``δ ≈ (1e-16 … 1e-14)·σ_max²``, so singular values below ``≈ sqrt(δ) ≈ 1e-8…1e-7 · σ_max`` are noise (they come
+    out as tiny numbers or 0) and a singular value σ near the threshold is perturbed by about ``δ / (2σ)``, i.e. a
+    *relative* error ``≈ δ / (2 tol²) ≈ 1e-5`` at ``tol ≈ 1.8e-5·σ_max`` (PTB). The Press rank is therefore the
+    same as the exact one unless some singular value lies within that float64 noise band of the tolerance; the
+    tail of the spectrum below ``~1e-8·σ_max`` (SM Figures 2 and 4) is not reproduced.
+``"tsqr"``
+    Streamed :class:`QRAccumulator` (a sequential TSQR): the triangular factor ``R`` (n×n) of the rows seen so far
+    is updated with each block of new rows by a float64 Householder QR of ``[R; block]`` (LAPACK ``dtpqrt`` on
+    CPU); at the end ``σ = svdvals(R)``. Since ``AᵀA = RᵀR`` with orthogonal transformations only, this is
+    backward stable, i.e. as accurate as the exact SVD (including the tail), with ``O(n²)`` memory. It costs
+    ``≈ 2·m·n²`` flops (the QR phase of the exact SVD, twice ``gram``); timings in ``benchmarks/rank_methods.py``.
+
+:class:`softmax_bottleneck.analysis.rank.RankStream` chooses among these accumulators (``method="auto"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def is_cuda(device) -> bool:
+    return str(device).startswith("cuda")
+
+
+def singular_values_exact(A, device: str = "cpu") -> np.ndarray:
+    """Singular values of ``A`` by a float64 SVD, sorted descending (float64 numpy array).
+
+    CPU: ``scipy.linalg.svdvals`` (LAPACK ``gesdd``) on a float64 copy (overwritten in place, so no second copy).
+    CUDA (``device="cuda[:i]"``): ``torch.linalg.svdvals`` on a float64 CUDA tensor; a clearly tall matrix
+    (m ≥ 1.5·n, e.g. PTB's 82,429 × 10,000) is first reduced to its n×n R factor by a float64 Householder QR, as
+    LAPACK's ``gesdd`` does on CPU (orthogonal, so no loss of accuracy; much faster than cuSOLVER's SVD of the tall
+    matrix). ``A`` may be a numpy array or a torch tensor (any floating dtype).
+    """
+    if is_cuda(device):
+        torch = _torch()
+        if not is_tensor(A):
+            A = torch.from_numpy(np.ascontiguousarray(A))
+        t = A.to(device=device, dtype=torch.float64)
+        if t.ndim != 2:
+            raise ValueError(f"expected a 2-D matrix, got shape {tuple(t.shape)}")
+        if t.shape[0] < t.shape[1]:
+            t = t.T
+        if t.shape[0] >= 1.5 * t.shape[1]:
+            t = torch.linalg.qr(t, mode="r").R
+        sv = torch.linalg.svdvals(t).cpu().numpy()
+        del t
+        return np.sort(sv)[::-1].copy()
+    import scipy.linalg
+
+    if is_tensor(A):
+        A = A.detach().cpu().numpy()
+    a64 = np.array(A, dtype=np.float64, order="F", copy=True)
+    if a64.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix, got shape {a64.shape}")
+    sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
+    return np.sort(sv)[::-1].copy()
+
+
+def _check_chunk(chunk, n_cols: int, first_row: int):
+    """Validate a chunk of rows (2-D ``[r, n_cols]`` or one 1-D row); return it 2-D. Raise on NaN/inf."""
+    if is_tensor(chunk):
+        torch = _torch()
+        if chunk.ndim == 1:
+            chunk = chunk.unsqueeze(0)
+        if chunk.ndim != 2 or chunk.shape[1] != n_cols:
+            raise ValueError(f"chunk of shape {tuple(chunk.shape)} does not have {n_cols} columns")
+        if not chunk.is_floating_point():
+            raise ValueError(f"chunk dtype {chunk.dtype} is not floating point")
+        finite = torch.isfinite(chunk).all(dim=1)
+        if not bool(finite.all()):
+            bad = int(torch.nonzero(~finite)[0, 0])
+            raise ValueError(f"non-finite value (NaN or inf) in row {first_row + bad} of the matrix")
+        return chunk
+    chunk = np.asarray(chunk)
+    if chunk.ndim == 1:
+        chunk = chunk[None, :]
+    if chunk.ndim != 2 or chunk.shape[1] != n_cols:
+        raise ValueError(f"chunk of shape {chunk.shape} does not have {n_cols} columns")
+    if not np.issubdtype(chunk.dtype, np.floating):
+        raise ValueError(f"chunk dtype {chunk.dtype} is not floating point")
+    finite = np.isfinite(chunk).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"non-finite value (NaN or inf) in row {first_row + bad} of the matrix")
+    return chunk
+
+
+def _to_f64(chunk, device):
+    torch = _torch()
+    if not is_tensor(chunk):  # numpy (possibly a read-only memmap slice): one float64 copy
+        chunk = torch.from_numpy(np.array(chunk, dtype=np.float64))
+    return chunk.to(device=device, dtype=torch.float64)
+
+
+def _drain_to_f64(chunks: list, rows: int, n_cols: int) -> np.ndarray:
+    """Stack ``chunks`` into one Fortran-ordered float64 array, releasing each chunk as it is copied."""
+    out = np.empty((rows, n_cols), dtype=np.float64, order="F")
+    r = 0
+    while chunks:
+        c = chunks.pop(0)
+        out[r : r + c.shape[0]] = c
+        r += c.shape[0]
+    return out
+
+
+class GramAccumulator:
+    """Streamed ``G = AᵀA`` in float64; singular values ``sqrt(clip(eigvalsh(G), 0))``.
+
+    Rows arrive in chunks (:meth:`update`); the full matrix is never held, only the ``n×n`` float64 Gram matrix
+    (on ``device``, CPU or CUDA). :attr:`rows` counts the rows seen (m, needed for the Press threshold).
+
+    Precision: exact for Press' rank except within float64 noise of the threshold, but singular values below
+    ``≈1e-8·σ_max`` are lost (see the module docstring for the error analysis; spec §15 item 7).
+    """
+
+    method = "gram"
+
+    def __init__(self, n_cols: int, device: str = "cpu"):
+        torch = _torch()
+        self.n_cols = int(n_cols)
+        self.device = torch.device(device)
+        self.rows = 0
+        self.gram = torch.zeros((self.n_cols, self.n_cols), dtype=torch.float64, device=self.device)
+
+    def update(self, rows_chunk) -> None:
+        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        if chunk.shape[0] == 0:
+            return
+        c = _to_f64(chunk, self.device)
+        self.gram.addmm_(c.T, c)
+        self.rows += int(c.shape[0])
+
+    def singular_values(self) -> np.ndarray:
+        torch = _torch()
+        # eigvalsh reads only the lower triangle (no n×n symmetrised copy needed)
+        ev = torch.linalg.eigvalsh(self.gram).clamp_min(0.0).sqrt()
+        # a matrix with m < n rows has only m singular values (the other eigenvalues are rounding noise)
+        return np.sort(ev.cpu().numpy())[::-1][: min(self.rows, self.n_cols)].copy()
+
+
+class QRAccumulator:
+    """Streamed TSQR: keep the ``n×n`` triangular factor R of the rows seen so far, in float64.
+
+    Incoming rows are buffered until ``block_rows`` are available, then R is updated with the block by an
+    orthogonal (Householder) QR of ``[R; block]``; only the new R is kept. At the end the singular values of A
+    are those of R (``svdvals(R)``, float64). Orthogonal transformations only, so the result is backward stable:
+    as accurate as a float64 SVD of the whole matrix, tiny singular values included.
+
+    * CPU: LAPACK ``dtpqrt`` (triangular-pentagonal QR, via ``scipy.linalg.lapack``), which exploits the triangle
+      of R: ``≈ 2·b·n²`` flops per block of b rows, ``≈ 2·m·n²`` in all (the QR phase of a full ``gesdd``; twice
+      the flops of :class:`GramAccumulator`). Default ``block_rows`` 4096. Memory ``(n + block_rows)·n·8`` bytes.
+    * CUDA: ``torch.linalg.qr(torch.cat([R, block]), mode="r")`` (no ``tpqrt`` in torch), default
+      ``block_rows = max(n, 4096)``; memory ``≈ (2n + block_rows)·n·8`` bytes.
+    """
+
+    method = "tsqr"
+
+    def __init__(self, n_cols: int, device: str = "cpu", block_rows: int | None = None):
+        self.n_cols = int(n_cols)
+        self.device = str(device)
+        self.cuda = is_cuda(self.device)
+        default = max(self.n_cols, 4096) if self.cuda else 4096
+        self.block_rows = int(block_rows) if block_rows else default
+        self.rows = 0
+        self.r = None  # CPU: [n, n] Fortran-ordered numpy array; CUDA: tensor [min(rows, n), n]
+        self._buf: list = []
+        self._buf_rows = 0
+
+    def update(self, rows_chunk) -> None:
+        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        if chunk.shape[0] == 0:
+            return
+        if self.cuda:
+            chunk = _to_f64(chunk, self.device)
+        elif is_tensor(chunk):
+            chunk = chunk.detach().cpu().numpy()
+        self._buf.append(chunk)
+        self._buf_rows += int(chunk.shape[0])
+        self.rows += int(chunk.shape[0])
+        if self._buf_rows >= self.block_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        if self.cuda:
+            torch = _torch()
+            parts = ([self.r] if self.r is not None else []) + self._buf
+            self._buf, self._buf_rows = [], 0
+            stacked = torch.cat(parts, dim=0)
+            del parts
+            self.r = torch.linalg.qr(stacked, mode="r").R
+            return
+        from scipy.linalg import lapack
+
+        block = _drain_to_f64(self._buf, self._buf_rows, self.n_cols)
+        self._buf_rows = 0
+        if self.r is None:
+            self.r = np.zeros((self.n_cols, self.n_cols), dtype=np.float64, order="F")
+        nb = max(1, min(64, self.n_cols))
+        self.r, _, _, info = lapack.dtpqrt(0, nb, self.r, block, overwrite_a=1, overwrite_b=1)
+        if info != 0:
+            raise RuntimeError(f"LAPACK dtpqrt failed (info={info})")
+
+    def singular_values(self) -> np.ndarray:
+        self._flush()
+        if self.r is None:
+            return np.zeros(0)
+        if self.cuda:
+            torch = _torch()
+            sv = torch.linalg.svdvals(self.r).cpu().numpy()
+        else:
+            import scipy.linalg
+
+            sv = scipy.linalg.svdvals(np.triu(self.r), overwrite_a=True, check_finite=False)
+        # a matrix with m < n rows has only m singular values (R then has zero rows)
+        return np.sort(sv)[::-1][: min(self.rows, self.n_cols)].copy()
+
+
+class _ExactBuffer:
+    """Buffers float32 chunks (numpy on CPU, tensors on CUDA) for one float64 SVD at the end."""
+
+    method = "exact"
+
+    def __init__(self, n_cols: int, device: str = "cpu"):
+        self.n_cols = int(n_cols)
+        self.device = str(device)
+        self.rows = 0
+        self.chunks: list = []
+
+    def update(self, rows_chunk) -> None:
+        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        if chunk.shape[0] == 0:
+            return
+        if is_cuda(self.device):
+            torch = _torch()
+            chunk = torch.as_tensor(chunk).to(device=self.device, dtype=torch.float32)
+        else:
+            if is_tensor(chunk):
+                chunk = chunk.detach().cpu().numpy()
+            chunk = np.array(chunk, dtype=np.float32, copy=True)
+        self.chunks.append(chunk)
+        self.rows += int(chunk.shape[0])
+
+    def singular_values(self) -> np.ndarray:
+        if self.rows == 0:
+            return np.zeros(0)
+        if is_cuda(self.device):
+            torch = _torch()
+            a = torch.cat(self.chunks, dim=0)
+            self.chunks = []
+            return singular_values_exact(a, self.device)
+        import scipy.linalg
+
+        a64 = _drain_to_f64(self.chunks, self.rows, self.n_cols)
+        sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
+        return np.sort(sv)[::-1].copy()
+
+
+def accumulator(method: str, n_cols: int, device: str):
+    if method == "exact":
+        return _ExactBuffer(n_cols, device)
+    if method == "gram":
+        return GramAccumulator(n_cols, device)
+    if method == "tsqr":
+        return QRAccumulator(n_cols, device)
+    raise ValueError(f"unknown rank method {method!r}; choose one of exact, gram, tsqr")
+
+
+def iter_row_chunks(A, chunk_rows: int = 4096) -> Iterable:
+    """Yield consecutive row blocks of a 2-D array (works on ``np.memmap`` without loading it)."""
+    for start in range(0, A.shape[0], chunk_rows):
+        yield A[start : start + chunk_rows]
