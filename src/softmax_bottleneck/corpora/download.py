@@ -123,6 +123,15 @@ CORPUS_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}
 WORDSIM_BENCHMARKS = tuple(sorted(Path(p).stem for p in FILES if p.startswith("word-sim/")))
 
 
+def corpus_checksums(dataset: str) -> dict[str, str]:
+    """``{split: SHA-256}`` of the study's text files of ``dataset`` (``"ptb"`` or ``"wt2"``)."""
+    try:
+        folder = CORPUS_DIRS[dataset]
+    except KeyError:
+        raise KeyError(f"unknown dataset {dataset!r}; known: {', '.join(CORPUS_DIRS)}") from None
+    return {split: FILES[f"{folder}/{split}.txt"].sha256 for split in ("train", "valid", "test")}
+
+
 # --------------------------------------------------------------------------------------------- helpers
 def sha256_file(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
