@@ -348,3 +348,51 @@ def test_exact_torch_path_tall_wide_square(monkeypatch, shape):
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
     sv = S.singular_values_exact(a, "cpu")
     np.testing.assert_allclose(sv, ref, rtol=1e-9, atol=1e-12 * ref[0])
+
+
+def test_tsqr_singular_values_twice_and_no_rows_after():
+    a = _known_rank(200, 50, 20)
+    q = S.QRAccumulator(50, block_rows=64)
+    q.update(a)
+    first = q.singular_values()
+    np.testing.assert_array_equal(q.singular_values(), first)  # R is consumed, the result kept
+    with pytest.raises(ValueError, match="after the singular values"):
+        q.update(a[:3])
+
+
+def test_tsqr_torch_path_keeps_only_r(monkeypatch):
+    """Between blocks the torch (CUDA) path holds R alone: a compact n×n tensor, not a view into the factorisation
+    of [R; block] (which is (n + b)×n), and no buffered rows; memory stays O(n²) however many rows stream by."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(S, "is_cuda", lambda device: True)
+    n, b = 40, 64
+    a = _known_rank(500, n, 30)
+    q = S.QRAccumulator(n, device="cpu", block_rows=b)
+    for chunk in S.iter_row_chunks(a, 16):
+        q.update(torch.from_numpy(chunk))
+        if q._buf_rows == 0:  # just flushed
+            assert q.r.shape == (n, n) and q.r.is_contiguous()
+            assert q.r.untyped_storage().nbytes() == n * n * 8
+    ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    np.testing.assert_allclose(q.singular_values(), ref, rtol=1e-9, atol=1e-12 * ref[0])
+
+
+@pytest.mark.gpu
+def test_tsqr_cuda_peak_memory_is_bounded_by_2_n_plus_b_n_doubles():
+    """GPU: streaming m rows through TSQR peaks at ≈ 2·(n + b)·n·8 bytes, independent of m (the docstring's bound)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    n, b, m = 2048, 1024, 40_000
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q = S.QRAccumulator(n, device="cuda", block_rows=b)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    for _ in range(0, m, 256):
+        q.update(torch.randn(256, n, device="cuda", generator=gen))
+    sv = q.singular_values()
+    peak = torch.cuda.max_memory_allocated() - base
+    bound = 2 * (n + b) * n * 8
+    assert peak <= 1.25 * bound, (peak, bound)
+    assert sv.shape == (n,) and sv[-1] > 0

@@ -5,9 +5,6 @@ threshold itself (§15 item 7). Note that ``numpy.linalg.svd`` upcasts float32 i
 what the reference relied on) but ``scipy.linalg.svdvals`` does *not* (it calls ``sgesdd``), hence the explicit
 cast in :func:`singular_values_exact`.
 
-what the reference relied on) but ``scipy.linalg.svdvals`` does *not* (it calls ``sgesdd``), hence the explicit
-cast in :func:`singular_values_exact`.
-
 ``"exact"``
     Float64 SVD of the whole matrix (:func:`singular_values_exact`; LAPACK ``gesdd`` on CPU, ``torch.linalg.svdvals``
     on CUDA). Needs the whole matrix in memory: ``m·n·8`` bytes plus workspace.
@@ -114,6 +111,14 @@ def _check_chunk(chunk, n_cols: int, first_row: int):
     return chunk
 
 
+def _to_device(chunk, device):
+    """A torch tensor on ``device`` in the chunk's own floating dtype (numpy input is copied once)."""
+    torch = _torch()
+    if not is_tensor(chunk):
+        chunk = torch.from_numpy(np.array(chunk))
+    return chunk.detach().to(device=device)
+
+
 def _to_f64(chunk, device):
     torch = _torch()
     if not is_tensor(chunk):  # numpy (possibly a read-only memmap slice): one float64 copy
@@ -175,11 +180,16 @@ class QRAccumulator:
     are those of R (``svdvals(R)``, float64). Orthogonal transformations only, so the result is backward stable:
     as accurate as a float64 SVD of the whole matrix, tiny singular values included.
 
+    Memory does not depend on the number of rows m (b = ``block_rows``, default 4096 on both devices):
+
     * CPU: LAPACK ``dtpqrt`` (triangular-pentagonal QR, via ``scipy.linalg.lapack``), which exploits the triangle
       of R: ``≈ 2·b·n²`` flops per block of b rows, ``≈ 2·m·n²`` in all (the QR phase of a full ``gesdd``; twice
-      the flops of :class:`GramAccumulator`). Default ``block_rows`` 4096. Memory ``(n + block_rows)·n·8`` bytes.
-    * CUDA: ``torch.linalg.qr(torch.cat([R, block]), mode="r")`` (no ``tpqrt`` in torch), default
-      ``block_rows = max(n, 4096)``; memory ``≈ (2n + block_rows)·n·8`` bytes.
+      the flops of :class:`GramAccumulator`). Peak memory ``≈ (n² + 1.5·b·n)·8`` bytes (R, the buffered float32
+      rows and their float64 block); the final SVD works on R in place. WT2, n = 33,278: ≈ 10.5 GB.
+    * CUDA: ``torch.linalg.qr([R; block], mode="r")`` (no ``tpqrt`` in torch): ``[R; block]`` is assembled in one
+      float64 tensor while R and the buffered rows are released, and only a compact copy of the new R is kept.
+      Peak GPU memory ``≈ 2·(n + b)·n·8`` bytes (the stacked matrix and the copy QR factorises) plus the solver's
+      workspace. WT2: ≈ 20 GB; PTB (n = 10,000): ≈ 2.3 GB.
     """
 
     method = "tsqr"
@@ -188,19 +198,21 @@ class QRAccumulator:
         self.n_cols = int(n_cols)
         self.device = str(device)
         self.cuda = is_cuda(self.device)
-        default = max(self.n_cols, 4096) if self.cuda else 4096
-        self.block_rows = int(block_rows) if block_rows else default
+        self.block_rows = int(block_rows) if block_rows else 4096
         self.rows = 0
         self.r = None  # CPU: [n, n] Fortran-ordered numpy array; CUDA: tensor [min(rows, n), n]
         self._buf: list = []
         self._buf_rows = 0
+        self._sv: np.ndarray | None = None
 
     def update(self, rows_chunk) -> None:
+        if self._sv is not None:
+            raise ValueError("rows added after the singular values were computed")
         chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
         if chunk.shape[0] == 0:
             return
-        if self.cuda:
-            chunk = _to_f64(chunk, self.device)
+        if self.cuda:  # kept in its own dtype (float32 log-P rows: half the memory of float64) until the QR
+            chunk = _to_device(chunk, self.device)
         elif is_tensor(chunk):
             chunk = chunk.detach().cpu().numpy()
         self._buf.append(chunk)
@@ -213,12 +225,7 @@ class QRAccumulator:
         if not self._buf:
             return
         if self.cuda:
-            torch = _torch()
-            parts = ([self.r] if self.r is not None else []) + self._buf
-            self._buf, self._buf_rows = [], 0
-            stacked = torch.cat(parts, dim=0)
-            del parts
-            self.r = torch.linalg.qr(stacked, mode="r").R
+            self._flush_cuda()
             return
         from scipy.linalg import lapack
 
@@ -231,7 +238,27 @@ class QRAccumulator:
         if info != 0:
             raise RuntimeError(f"LAPACK dtpqrt failed (info={info})")
 
+    def _flush_cuda(self) -> None:
+        torch = _torch()
+        r_rows = 0 if self.r is None else int(self.r.shape[0])
+        stacked = torch.empty((r_rows + self._buf_rows, self.n_cols), dtype=torch.float64, device=self.device)
+        if self.r is not None:
+            stacked[:r_rows] = self.r
+            self.r = None
+        pos = r_rows
+        while self._buf:
+            chunk = self._buf.pop(0)
+            stacked[pos : pos + chunk.shape[0]] = chunk
+            pos += int(chunk.shape[0])
+        self._buf_rows = 0
+        r = torch.linalg.qr(stacked, mode="r").R  # a view into QR's own copy of ``stacked``
+        del stacked
+        self.r = r.clone(memory_format=torch.contiguous_format)  # keep R alone, not the whole factorisation
+
     def singular_values(self) -> np.ndarray:
+        """Flush the buffered rows and return σ (descending); R is consumed, later calls return the same σ."""
+        if self._sv is not None:
+            return self._sv.copy()
         self._flush()
         if self.r is None:
             return np.zeros(0)
@@ -241,9 +268,14 @@ class QRAccumulator:
         else:
             import scipy.linalg
 
-            sv = scipy.linalg.svdvals(np.triu(self.r), overwrite_a=True, check_finite=False)
+            r = self.r  # Fortran order: zero the strict lower triangle column by column, in place
+            for j in range(r.shape[1] - 1):
+                r[j + 1 :, j] = 0.0
+            sv = scipy.linalg.svdvals(r, overwrite_a=True, check_finite=False)
+        self.r = None
         # a matrix with m < n rows has only m singular values (R then has zero rows)
-        return np.sort(sv)[::-1][: min(self.rows, self.n_cols)].copy()
+        self._sv = np.sort(sv)[::-1][: min(self.rows, self.n_cols)].copy()
+        return self._sv.copy()
 
 
 class _ExactBuffer:
