@@ -396,3 +396,16 @@ def test_tsqr_cuda_peak_memory_is_bounded_by_2_n_plus_b_n_doubles():
     bound = 2 * (n + b) * n * 8
     assert peak <= 1.25 * bound, (peak, bound)
     assert sv.shape == (n,) and sv[-1] > 0
+
+
+def test_tsqr_with_fewer_rows_than_columns_in_one_block():
+    """m < n rows that never filled a block: the SVD of those rows (m×n), not of an n×n R, gives the same σ."""
+    a = _known_rank(30, 200, 25)
+    q = S.QRAccumulator(200, block_rows=64)
+    for chunk in S.iter_row_chunks(a, 7):
+        q.update(chunk)
+    assert q.r is None  # never flushed
+    ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    sv = q.singular_values()
+    assert sv.shape == (30,)
+    np.testing.assert_allclose(sv, ref, rtol=1e-10, atol=1e-13 * ref[0])

@@ -171,6 +171,7 @@ def test_wordsim_cli_with_fake_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "softmax_bottleneck.training.checkpoint", fake)
     out = tmp_path / "res" / "wordsim.csv"
     ckpt = tmp_path / "model.pt"
+    torch.save({"stand-in": torch.zeros(1)}, ckpt)  # an existing torch file; the fake load_model reads it
     assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(WORD_SIM), "--out", str(out)]) == 0
     assert seen["args"] == (str(ckpt), "cpu")
     import pandas as pd

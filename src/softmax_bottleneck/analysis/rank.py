@@ -23,10 +23,8 @@ import argparse
 import json
 import logging
 import math
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -193,72 +191,79 @@ class RankStream:
 # --------------------------------------------------------------------------------------------------------------
 
 
-class InputError(ValueError):
-    """A matrix file that cannot be analysed (message names the file and the problem)."""
-
-
-def load_matrix(path: str | Path) -> np.ndarray:
-    """Open a 2-D floating-point ``.npy`` read-only (memory-mapped); :class:`InputError` explains a bad file."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1."""
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except Exception as exc:  # numpy raises ValueError/OSError/EOFError/UnpicklingError for non-.npy content
-        raise InputError(f"{path}: not a .npy file ({exc})") from None
-    if not isinstance(arr, np.ndarray):
-        raise InputError(f"{path}: not a .npy file holding one array (a .npz archive?)")
-    if arr.ndim != 2:
-        raise InputError(f"{path}: expected a 2-D matrix, got {arr.ndim}-D array of shape {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.floating):
-        raise InputError(f"{path}: expected a floating-point matrix, got dtype {arr.dtype}")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise InputError(f"{path}: empty matrix of shape {arr.shape}")
-    return arr
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return value
 
 
-def _error(prog: str, message: str) -> int:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    return 2
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+    return value
 
 
-def add_rank_cli(parser: argparse.ArgumentParser) -> None:
+def add_cli(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Press' rank (Numerical Recipes' threshold, as the paper), ε-effective ranks and singular values of a "
+        "matrix saved as .npy (e.g. by analyze --save-logp), streamed from disk."
+    )
     parser.add_argument("matrix", metavar="FILE.npy", help="2-D floating-point matrix (e.g. a saved log-P matrix)")
     parser.add_argument("--method", choices=METHODS, default="auto", help="singular-value method (default: auto)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default: cpu)")
-    parser.add_argument("--spectrum-out", metavar="CSV", help="write index, sigma, sigma_normalised")
-    parser.add_argument("--chunk-rows", type=int, default=4096, help="rows streamed per chunk (default: 4096)")
+    parser.add_argument("--device", default="cpu", help="where the SVD runs: cpu, cuda or cuda:N (default: cpu)")
+    parser.add_argument("--spectrum-out", metavar="CSV", help="also write index, sigma, sigma_normalised")
+    parser.add_argument(
+        "--chunk-rows", type=positive_int, default=4096, help="rows read from disk per chunk (default: 4096)"
+    )
     parser.add_argument(
         "--memory-budget-gb",
-        type=float,
+        type=positive_float,
         default=DEFAULT_MEMORY_BUDGET / 2**30,
-        help="auto: largest float64 matrix (GiB) for the exact SVD (default: %(default)s)",
+        metavar="GB",
+        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
     )
-    parser.add_argument("--fallback", choices=("gram", "tsqr"), default="tsqr", help="auto's streamed method")
+    parser.add_argument(
+        "--fallback", choices=("gram", "tsqr"), default="tsqr", help="auto's streamed method (default: tsqr)"
+    )
 
 
-def run_rank_cli(args) -> int:
-    try:
-        arr = load_matrix(args.matrix)
-    except InputError as exc:
-        return _error("rank", str(exc))
-    stream = RankStream(
-        arr.shape[1],
-        method=args.method,
-        device=args.device,
-        memory_budget_bytes=int(args.memory_budget_gb * 2**30),
-        fallback=args.fallback,
-        expected_rows=arr.shape[0],
-    )
-    try:
-        for chunk in iter_row_chunks(arr, max(1, args.chunk_rows)):
-            stream.update(np.asarray(chunk))
-    except ValueError as exc:
-        return _error("rank", f"{args.matrix}: {exc}")
-    sv, summary = stream.finish()
-    if args.spectrum_out:
-        out = Path(args.spectrum_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        spectrum_table(sv).to_csv(out, index=False, float_format="%.9g")
+def run_cli(args) -> int:
+    from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device
+    from softmax_bottleneck.analysis.signals import stop_on_signals
+    from softmax_bottleneck.atomic import atomic_path
+
+    with stop_on_signals("rank"):
+        try:
+            device = resolve_device(args.device)
+            arr = load_matrix(args.matrix)
+        except InputError as err:
+            return report("rank", err)
+        stream = RankStream(
+            arr.shape[1],
+            method=args.method,
+            device=device,
+            memory_budget_bytes=int(args.memory_budget_gb * 2**30),
+            fallback=args.fallback,
+            expected_rows=arr.shape[0],
+        )
+        try:
+            for chunk in iter_row_chunks(arr, args.chunk_rows):
+                stream.update(np.asarray(chunk))
+        except ValueError as exc:  # a non-finite row (named by its index)
+            return report("rank", f"{args.matrix}: {exc}")
+        sv, summary = stream.finish()
+        if args.spectrum_out:
+            with atomic_path(args.spectrum_out) as tmp:
+                spectrum_table(sv).to_csv(tmp, index=False, float_format="%.9g")
     print(json.dumps(summary, indent=2))
     return 0

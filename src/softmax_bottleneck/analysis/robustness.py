@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 
 from softmax_bottleneck.analysis import svd_stream
-from softmax_bottleneck.analysis.rank import EPSILONS, InputError, _error, effective_ranks, load_matrix, press_rank
+from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device
+from softmax_bottleneck.analysis.rank import EPSILONS, effective_ranks, positive_float, positive_int, press_rank
+from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.analysis.svd_stream import singular_values_exact
+from softmax_bottleneck.atomic import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -148,20 +150,27 @@ def robustness_noise(
 
 
 def add_cli(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("matrix", metavar="FILE.npy", help="log-P matrix (MoS, PTB in the paper)")
-    parser.add_argument("--rows", type=int, default=10000, help="use the first ROWS rows (default: 10000)")
-    parser.add_argument("--out", required=True, metavar="CSV", help="robustness.csv")
-    parser.add_argument("--k", type=int, default=10, help="rank of the reconstruction (default: 10)")
-    parser.add_argument("--iterations", type=int, default=10, help="Algorithm 1 iterations (default: 10)")
+    parser.description = (
+        "Robustness of Press' rank (SM §5, Tables 14-16): Algorithm 1 (repeated SVD and reconstruction of a rank-k "
+        "matrix) and Algorithm 2 (rank-k matrix plus Gaussian noise of scale c/n²) on the first rows of a .npy matrix."
+    )
+    parser.add_argument("matrix", metavar="FILE.npy", help="log-P matrix (the paper: PTB MoS, analyze --save-logp)")
+    parser.add_argument("--rows", type=positive_int, default=10000, help="use the first ROWS rows (default: 10000)")
+    parser.add_argument("--out", required=True, metavar="CSV", help="where to write robustness.csv")
+    parser.add_argument("--k", type=positive_int, default=10, help="rank of the reconstruction (default: 10)")
+    parser.add_argument("--iterations", type=positive_int, default=10, help="Algorithm 1 iterations (default: 10)")
     parser.add_argument(
         "--cs",
-        type=float,
+        type=positive_float,
         nargs="+",
         default=list(SM_TABLE15_CS),
+        metavar="C",
         help="Algorithm 2 noise scales c (default: every c of SM Table 15)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the Gaussian noise (default: 0)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]: where the float64 SVDs run (default: cpu)")
+    parser.add_argument(
+        "--device", default="cpu", help="where the float64 SVDs run: cpu, cuda or cuda:N (default: cpu)"
+    )
 
 
 ROBUSTNESS_COLUMNS = ["algorithm", "iteration_or_c", "press_rank", "error"] + [f"erank_{e}" for e in EPSILONS]
@@ -188,17 +197,20 @@ def robustness_table(
 
 
 def run_cli(args) -> int:
-    try:
-        arr = load_matrix(args.matrix)
-    except InputError as exc:
-        return _error("robustness", str(exc))
-    a = np.array(arr[: args.rows], dtype=np.float64)
-    if not np.all(np.isfinite(a)):
-        bad = int(np.flatnonzero(~np.isfinite(a).all(axis=1))[0])
-        return _error("robustness", f"{args.matrix}: non-finite value (NaN or inf) in row {bad} of the matrix")
-    log.info("robustness: %d×%d matrix, k=%d", a.shape[0], a.shape[1], args.k)
-    table = robustness_table(a, args.k, args.iterations, args.cs, args.seed, args.device)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False)
+    with stop_on_signals("robustness"):
+        try:
+            device = resolve_device(args.device)
+            arr = load_matrix(args.matrix)
+        except InputError as err:
+            return report("robustness", err)
+        a = np.array(arr[: args.rows], dtype=np.float64)
+        if not np.all(np.isfinite(a)):
+            bad = int(np.flatnonzero(~np.isfinite(a).all(axis=1))[0])
+            return report("robustness", f"{args.matrix}: non-finite value (NaN or inf) in row {bad} of the matrix")
+        if args.k > min(a.shape):
+            return report("robustness", f"--k {args.k} exceeds the {a.shape[0]}×{a.shape[1]} matrix's possible rank")
+        log.info("robustness: %d×%d matrix, k=%d", a.shape[0], a.shape[1], args.k)
+        table = robustness_table(a, args.k, args.iterations, args.cs, args.seed, device)
+        with atomic_path(args.out) as tmp:
+            table.to_csv(tmp, index=False)
     return 0

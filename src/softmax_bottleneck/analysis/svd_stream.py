@@ -259,6 +259,10 @@ class QRAccumulator:
         """Flush the buffered rows and return σ (descending); R is consumed, later calls return the same σ."""
         if self._sv is not None:
             return self._sv.copy()
+        if not self.cuda and self.r is None and 0 < self._buf_rows < self.n_cols:
+            # fewer rows than columns, all still buffered: their own SVD (m×n) is far cheaper than R's (n×n)
+            self._sv = _svdvals_of_rows(self._buf, self._buf_rows, self.n_cols)
+            return self._sv.copy()
         self._flush()
         if self.r is None:
             return np.zeros(0)
@@ -276,6 +280,15 @@ class QRAccumulator:
         # a matrix with m < n rows has only m singular values (R then has zero rows)
         self._sv = np.sort(sv)[::-1][: min(self.rows, self.n_cols)].copy()
         return self._sv.copy()
+
+
+def _svdvals_of_rows(chunks: list, rows: int, n_cols: int) -> np.ndarray:
+    """Float64 singular values (descending) of the stacked CPU ``chunks``, which are consumed."""
+    import scipy.linalg
+
+    a64 = _drain_to_f64(chunks, rows, n_cols)
+    sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
+    return np.sort(sv)[::-1].copy()
 
 
 class _ExactBuffer:
@@ -311,11 +324,7 @@ class _ExactBuffer:
             a = torch.cat(self.chunks, dim=0)
             self.chunks = []
             return singular_values_exact(a, self.device)
-        import scipy.linalg
-
-        a64 = _drain_to_f64(self.chunks, self.rows, self.n_cols)
-        sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
-        return np.sort(sv)[::-1].copy()
+        return _svdvals_of_rows(self.chunks, self.rows, self.n_cols)
 
 
 def accumulator(method: str, n_cols: int, device: str):

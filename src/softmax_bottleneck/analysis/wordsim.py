@@ -183,31 +183,37 @@ def coverage(vocab: Sequence[str] | set[str], benchmark_dir: str | Path) -> Orde
 
 
 def add_cli(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="model.pt (checkpoint.load_model)")
-    parser.add_argument("--benchmarks", required=True, help="folder with the 13 benchmark files")
-    parser.add_argument("--out", required=True, metavar="CSV", help="wordsim.csv")
+    parser.description = (
+        "Spearman's rho between the cosine similarities of a model's (tied) word embedding and the human scores of "
+        "the 13 word-similarity benchmarks of SM Table 3, with the pairs the vocabulary misses (SM Table 13)."
+    )
+    parser.add_argument("--checkpoint", required=True, metavar="MODEL.pt", help="model.pt of a trained run")
+    parser.add_argument("--benchmarks", required=True, metavar="DIR", help="folder with the 13 benchmark files")
+    parser.add_argument("--out", required=True, metavar="CSV", help="where to write one row per benchmark")
 
 
 def run_cli(args) -> int:
-    import sys
+    from softmax_bottleneck.analysis.inputs import InputError, load_checkpoint, report
+    from softmax_bottleneck.analysis.signals import stop_on_signals
+    from softmax_bottleneck.atomic import atomic_path
 
-    from softmax_bottleneck.training.checkpoint import load_model
-
-    try:
-        files = benchmark_files(args.benchmarks)
-        for p in files.values():  # fail on a malformed file before loading the model
-            read_benchmark(p)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"wordsim: error: {exc}", file=sys.stderr)
-        return 2
-    model, meta = load_model(args.checkpoint, "cpu")
-    vocab = list(meta["vocab"])
-    table = evaluate_all(model.encoder.weight, vocab, args.benchmarks)
-    table.insert(0, "variant", meta.get("variant"))
-    table.insert(0, "dataset", meta.get("dataset"))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False, float_format="%.9g")
+    with stop_on_signals("wordsim"):
+        try:
+            files = benchmark_files(args.benchmarks)
+            for p in files.values():  # fail on a malformed file before loading the model
+                read_benchmark(p)
+        except (FileNotFoundError, ValueError) as exc:
+            return report("wordsim", exc)
+        try:
+            model, meta = load_checkpoint(args.checkpoint, "cpu")
+        except InputError as err:
+            return report("wordsim", err)
+        vocab = list(meta["vocab"])
+        table = evaluate_all(model.encoder.weight, vocab, args.benchmarks)
+        table.insert(0, "variant", meta.get("variant"))
+        table.insert(0, "dataset", meta.get("dataset"))
+        with atomic_path(args.out) as tmp:
+            table.to_csv(tmp, index=False, float_format="%.9g")
     for row in table.itertuples():
         log.info("%-13s %4d/%4d pairs  rho = %.4f", row.benchmark, row.found, row.pairs, row.spearman)
     return 0

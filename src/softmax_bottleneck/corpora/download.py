@@ -224,16 +224,26 @@ def _download(spec: DataFile, dest: Path, timeout: float, archives: dict, scratc
         except (OSError, zipfile.BadZipFile, KeyError) as err:  # URLError is an OSError
             log.warning("%s: %s failed: %s", spec.path, origin, err)
             errors.append(f"{origin}: {err}")
-    raise FetchError(f"{spec.path}: every source failed:\n  " + "\n  ".join(errors))
+    raise FetchError(f"{spec.path}: every source failed ({'; '.join(errors)})")
 
 
 # --------------------------------------------------------------------------------------------- CLI
 def add_cli(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Download (or copy from a local mirror) the study's data files: PTB, WikiText-2 and the 13 word-similarity "
+        "benchmarks. Each file is checked against its SHA-256 before it is put in place."
+    )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="data files, e.g. ptb/train.txt (see --list)")
-    parser.add_argument("--out-dir", default="resources/data", help="destination root (default: resources/data)")
-    parser.add_argument("--mirror", default=None, metavar="DIR", help="copy from this local folder instead")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per network read (default: 60)")
-    parser.add_argument("--list", action="store_true", help="print every known file with its sha256 and exit")
+    parser.add_argument(
+        "--out-dir", default="resources/data", metavar="DIR", help="destination root (default: resources/data)"
+    )
+    parser.add_argument(
+        "--mirror", default=None, metavar="DIR", help="copy from this folder (laid out like --out-dir) instead"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="seconds per network read (default: 60)"
+    )
+    parser.add_argument("--list", action="store_true", help="print every known file with its SHA-256 and exit")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -246,17 +256,14 @@ def run_cli(args: argparse.Namespace) -> int:
     mirror = None if args.mirror in (None, "", "None", "null") else args.mirror
     try:
         fetch(args.paths, args.out_dir, mirror=mirror, timeout=args.timeout)
-    except (ChecksumError, FetchError, KeyError) as err:
-        raise SystemExit(f"fetch: {err}") from None
+    except (ChecksumError, FetchError, KeyError, OSError) as err:
+        message = err.args[0] if isinstance(err, KeyError) else str(err)
+        raise SystemExit(f"fetch: {message}") from None
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m softmax_bottleneck.corpora.download",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = argparse.ArgumentParser(prog="python -m softmax_bottleneck.corpora.download")
     add_cli(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)

@@ -51,6 +51,8 @@ def describe_load_error(exc: BaseException) -> str:
         return f"not a PyTorch tensor file ({type(exc).__name__}: {_first_line(message) or 'unreadable'})"
     if "PytorchStreamReader" in message or isinstance(exc, zipfile.BadZipFile):
         return f"truncated or corrupt archive ({_first_line(message)})"
+    if "mmap length is greater than file size" in message or message.startswith("EOF:"):
+        return "truncated file (shorter than its header announces)"
     if "pickled (object) data" in message:
         return "not a .npy array file (it holds pickled data, which is never loaded)"
     return f"{type(exc).__name__}: {_first_line(message) or 'unreadable'}"
