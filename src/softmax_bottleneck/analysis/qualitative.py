@@ -1,7 +1,7 @@
-"""Top-5 predictions at the 18 located contexts of the PTB test stream (spec §13, Appendix A; E5).
+"""Top-5 predictions at the 18 located contexts of the PTB test stream (Figure 3, SM Table 2).
 
 The PTB test set is read at batch size 1 with the hidden state carried from its beginning (the log-P
-pass of §8); at each context the model's five most probable next words and their probabilities are
+pass of ``analyze``); at each context the model's five most probable next words and their probabilities are
 reported, and whether the true next token is among them. ``token_index`` is the 0-based position of
 the true token in the test stream (``<eos>`` included), so the prediction is log-P row index − 1.
 """
@@ -20,7 +20,7 @@ from softmax_bottleneck.atomic import atomic_path
 
 log = logging.getLogger(__name__)
 
-#: (group, number, true next token, token index in the PTB test stream), spec §13
+#: (group, number, true next token, token index in the PTB test stream) of the contexts of SM Table 2
 CONTEXTS = [
     ("Yang", 1, "tons", 2700), ("Yang", 2, "a", 21300), ("Yang", 3, "african", 82040),
     ("Yang", 4, "ual", 478), ("Yang", 5, "conspiracy", 82205), ("Yang", 6, "subsidies", 63609),
@@ -34,7 +34,7 @@ COLUMNS += [f"word_{k}" for k in range(1, 6)] + [f"prob_{k}" for k in range(1, 6
 
 
 def check_contexts(test: torch.Tensor, idx2word: list[str], contexts=CONTEXTS) -> None:
-    """The located tokens must be where §13 says; otherwise the test file is not the canonical one."""
+    """The located tokens must be where SM Table 2 has them; otherwise the test file is not the canonical one."""
     for group, number, word, index in contexts:
         found = idx2word[int(test[index])] if index < len(test) else None
         if found != word:

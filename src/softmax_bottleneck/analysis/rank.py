@@ -1,12 +1,12 @@
-"""Press' rank, ε-effective rank and the rank summary of (log-probability) matrices (spec §9, §15 item 7).
+"""Press' rank, ε-effective rank and the rank summary of (log-probability) matrices (Tables 2 and 6, SM Tables 16-18).
 
 Definitions
 -----------
-* **Press' rank** (§9.1, Numerical Recipes' default threshold, as the reference code computes it): with
+* **Press' rank** (Numerical Recipes 3rd ed.'s default SVD threshold, as the paper's code computes it): with
   ``tol = 0.5 · sqrt(m + n + 1) · σ_max · eps32`` where ``eps32 = np.finfo(np.float32).eps`` (the dtype of the
   reference's stored singular values), the rank is the number of singular values **strictly greater** than
   ``tol``.
-* **ε-effective rank** (§9.2): the smallest k with ``Σ_{i≤k} σ_i² ≥ (1 − ε) Σ_i σ_i²``, cumulative sums in
+* **ε-effective rank** (Table 6, SM §5.4): the smallest k with ``Σ_{i≤k} σ_i² ≥ (1 − ε) Σ_i σ_i²``, cumulative sums in
   float64, for ε ∈ :data:`EPSILONS`.
 
 The singular values come from :mod:`softmax_bottleneck.analysis.svd_stream` (methods ``"exact"``, ``"gram"``,
@@ -52,7 +52,7 @@ DEFAULT_MEMORY_BUDGET = 8 * 2**30
 
 
 def press_tolerance(sigma_max: float, m: int, n: int) -> float:
-    """Numerical Recipes' threshold ``0.5 · sqrt(m + n + 1) · σ_max · eps32`` (§9.1)."""
+    """Numerical Recipes' threshold ``0.5 · sqrt(m + n + 1) · σ_max · eps32`` (Numerical Recipes)."""
     return 0.5 * math.sqrt(m + n + 1) * float(sigma_max) * EPS32
 
 
@@ -89,7 +89,10 @@ def effective_ranks(singular_values) -> dict[str, int]:
 
 
 def rank_summary(singular_values, shape: Sequence[int], method: str) -> dict:
-    """The rank JSON of §9: ``press_rank, effective_rank{ε: k}, shape [m, n], sigma_max, tolerance, method``."""
+    """The rank JSON of ``analyze`` and ``rank``.
+
+    Keys: ``press_rank, effective_rank{ε: k}, shape [m, n], sigma_max, tolerance, method``.
+    """
     sv = _as_sv(singular_values)
     m, n = int(shape[0]), int(shape[1])
     sigma_max = float(sv[0]) if sv.size else 0.0
@@ -104,7 +107,7 @@ def rank_summary(singular_values, shape: Sequence[int], method: str) -> dict:
 
 
 def spectrum_table(singular_values):
-    """``pandas.DataFrame`` with columns ``index`` (0-based), ``sigma`` and ``sigma_normalised`` = σ/σ_max (§9.3)."""
+    """``pandas.DataFrame`` with columns ``index`` (0-based), ``sigma``, ``sigma_normalised`` = σ/σ_max (Figure 7)."""
     import pandas as pd
 
     sv = _as_sv(singular_values)

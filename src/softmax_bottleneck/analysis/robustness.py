@@ -1,4 +1,4 @@
-"""Robustness of Press' rank (E12; SM §5, Algorithms 1 and 2; spec §9.4): SM Tables 14-16.
+"""Robustness of Press' rank (SM §5, Algorithms 1 and 2): SM Tables 14-16.
 
 :func:`robustness_reconstruction` (Algorithm 1) and :func:`robustness_noise` (Algorithm 2) on the first rows of a
 saved log-P matrix, and the ``robustness`` command that writes both as one CSV.
@@ -101,7 +101,7 @@ def robustness_reconstruction(
     Frobenius norm of the difference between successive reconstructions (our choice). The paper states neither
     its error metric nor its precision: float64 round-off alone makes this norm of order ``1e-16·‖A‖_F`` times a
     modest factor, far above the paper's ~1e-28, so only the constant rank (k at every iteration) and a slowly
-    growing error are comparable (spec §9.4, §16 U15).
+    growing error are comparable.
     """
     prev = rank_k_reconstruction(A, k, device)
     shape = tuple(prev.shape)
@@ -126,7 +126,7 @@ def robustness_noise(
     only in the scale. For each c returns ``{"c", "press_rank", "effective_rank": {ε: k}, "error"}`` with
     ``error = ‖(B + sZ) − B‖_F`` as realised in float64 (0 when the noise is rounded away entirely).
 
-    Qualitative only (spec §16 U15): the paper does not say whether c/n² is the std or the variance, nor the
+    Qualitative only: the paper does not say whether c/n² is the std or the variance, nor the
     precision, and its threshold c between rank 10 and full rank cannot be reconciled with a float64 matrix with
     the σ_max of a real log-P matrix. What carries over: full rank for large c, exactly k once the noise is
     rounded away against the entries, a steep transition in between, and ε-effective ranks that stay ≤ k while the

@@ -1,4 +1,4 @@
-"""Word-similarity evaluation of a model's (tied) embedding on the 13 wordvectors.org benchmarks (spec §12; E6).
+"""Word similarity of a model's (tied) embedding on the 13 wordvectors.org benchmarks (SM Tables 3, 13; Figure 4).
 
 Protocol of the reference (KIT ``utils/analysis/word_similarity/{process,ranking}.py``, after Faruqui & Dyer's
 ``all_wordsim.py``):
@@ -17,7 +17,7 @@ Protocol of the reference (KIT ``utils/analysis/word_similarity/{process,ranking
   cosine similarities of the kept pairs; ρ = 0 if no pair is kept.
 
 The reference adds 1e-6 in place to both vectors before each cosine (a drift of 1e-6 per use); this is not
-replicated (it changes ρ at most in the 4th decimal; §12).
+replicated (it changes ρ at most in the 4th decimal).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Corpora exactly as the reference reads them (spec §2), checked against the study's checksums.
+"""Corpora exactly as the paper's code (AWD-LSTM's ``data.py``) reads them, checked against the study's checksums.
 
-* Tokenisation (§2.2): every line is split on whitespace and one ``<eos>`` is appended, blank lines
+* Tokenisation: every line is split on whitespace and one ``<eos>`` is appended, blank lines
   included; no other processing.
 * One dictionary over train, then valid, then test, ids in order of first appearance.
-* Batching (§2.3): :func:`batchify` drops the remainder and lays the stream out as ``[T, B]``;
+* Batching: :func:`batchify` drops the remainder and lays the stream out as ``[T, B]``;
   :func:`get_batch` returns inputs rows ``i … i+L−1`` and targets rows ``i+1 … i+L`` with
   ``L = min(seq_len, T − 1 − i)``.
 
@@ -107,7 +107,7 @@ def _head(stream: torch.Tensor, n, key: str) -> torch.Tensor:
 
 
 def tokenize_lines(path: Path) -> list[list[str]]:
-    """Split every line of ``path`` on whitespace and append ``<eos>`` (spec §2.2)."""
+    """Split every line of ``path`` on whitespace and append ``<eos>``."""
     return _tokenize(Path(path).read_bytes())
 
 
@@ -136,7 +136,7 @@ def expected_checksums(dataset: str) -> dict[str, str]:
 
 
 def read_corpus(data_dir: str | os.PathLike, dataset: str | None = None) -> Corpus:
-    """Read ``train.txt``, ``valid.txt`` and ``test.txt`` from ``data_dir`` (spec §2.2).
+    """Read ``train.txt``, ``valid.txt`` and ``test.txt`` from ``data_dir`` (tokenised as :func:`tokenize_lines`).
 
     With ``dataset`` (``"ptb"``/``"wt2"``) each file must be the study's (SHA-256 of
     :func:`expected_checksums`), or :class:`CorpusError` names the file and both checksums.
@@ -277,7 +277,7 @@ def load_corpus(
 
 
 def batchify(data: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Lay a 1-D stream out as ``[T, B]`` columns, dropping the remainder (spec §2.3)."""
+    """Lay a 1-D stream out as ``[T, B]`` columns, dropping the remainder (AWD-LSTM's ``batchify``)."""
     if batch_size < 1:
         raise ValueError(f"batch size must be positive, got {batch_size}")
     nbatch = data.size(0) // batch_size

