@@ -239,6 +239,27 @@ def test_wt2_full_rows_never_buffer_the_matrix(model_pt, ptb_cache, monkeypatch)
     assert summary["method"] == "tsqr" and summary["shape"] == [300, model.vocab_size]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["exact", "tsqr"])
+def test_analyze_on_cuda_agrees_with_cpu(method, model_pt, ptb_cache):
+    """GPU: the same log-P rows give the same Press' rank and singular values on CUDA, with the peak memory."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from softmax_bottleneck.analysis.inputs import exact_float32
+
+    exact_float32()  # what analyze does: no TF32 on Ampere and later
+    corpus = load_corpus(cache=ptb_cache)
+    results = {}
+    for device in ("cpu", "cuda"):
+        model, _ = load_model(model_pt, device, corpus=corpus)
+        results[device] = analyze(model, corpus.test, "ptb", rows=700, method=method)
+    (sv_cpu, cpu), (sv_cuda, gpu) = results["cpu"], results["cuda"]
+    assert gpu["press_rank"] == cpu["press_rank"] and gpu["method"] == method
+    above = sv_cpu > cpu["tolerance"]
+    np.testing.assert_allclose(sv_cuda[above], sv_cpu[above], rtol=1e-4)
+    assert 0 < gpu["peak_cuda_memory_gib"] < 4 and "peak_cuda_memory_gib" not in cpu
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # SIGTERM / SIGINT: no partial output (issue #8.9)
 # ---------------------------------------------------------------------------------------------------------------

@@ -47,6 +47,19 @@ def resolve_device(name: str) -> str:
         raise InputError(f"--device {name}: not a device; use auto, cpu, cuda or cuda:N") from None
 
 
+def exact_float32() -> None:
+    """Full-precision float32 on CUDA, as the paper's V100s (no TF32 in cuDNN's LSTMs or in matmuls).
+
+    PyTorch lets cuDNN use TF32 by default on Ampere and later GPUs, which changes the log-P matrix by ~1e-3
+    relative and with it the noise floor that Press' threshold sits on.
+    """
+    import torch
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
 def _existing_file(path: Path) -> None:
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a file")

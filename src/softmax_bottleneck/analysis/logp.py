@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck.analysis.inputs import InputError, checkpoint_and_corpus, report, resolve_device
+from softmax_bottleneck.analysis.inputs import InputError, checkpoint_and_corpus, exact_float32, report, resolve_device
 from softmax_bottleneck.analysis.rank import DEFAULT_MEMORY_BUDGET, METHODS, RankStream, spectrum_table
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.atomic import atomic_path, atomic_write_json
@@ -81,8 +81,10 @@ def analyze(
     """Stream the test log-P matrix into its rank; returns ``(singular values, summary dict)``.
 
     The summary has the keys of :func:`softmax_bottleneck.analysis.rank.rank_summary` plus ``rows_rule``,
-    ``logp_test_loss`` (mean NLL of the true next tokens over the rows) and ``max_abs_log_normaliser``
-    (max over rows of |logsumexp(row)|, 0 up to rounding: every row is a distribution).
+    ``logp_test_loss`` (mean NLL of the true next tokens over the rows), ``max_abs_log_normaliser``
+    (max over rows of |logsumexp(row)|, 0 up to rounding: every row is a distribution), ``seconds`` (in all),
+    ``seconds_rows`` (the forward passes and the streamed updates), ``device`` and, on CUDA,
+    ``peak_cuda_memory_gib`` (``torch.cuda.max_memory_allocated`` during the analysis, model included).
     """
     vocab = model.vocab_size
     n_rows = row_count(rows, dataset, len(test), vocab, model.hp["bptt"])
@@ -90,6 +92,9 @@ def analyze(
     stream = RankStream(vocab, method, device=str(device), memory_budget_bytes=memory_budget_bytes,
                         expected_rows=n_rows)  # fmt: skip
     nll_sum, worst_norm, done = 0.0, 0.0, 0
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
     started = time.monotonic()
     with _npy_writer(save_logp, (n_rows, vocab)) as out:
         for log_prob, targets in iter_logp(model, test, n_rows, model.hp["bptt"]):
@@ -104,14 +109,19 @@ def analyze(
             done += len(log_prob)
             if done % (70 * 200) < len(log_prob):
                 log.info("log-P: %d/%d rows (%.0fs)", done, n_rows, time.monotonic() - started)
-    log.info("log-P: %d rows; computing singular values (%s)", done, stream.method)
+    seconds_rows = time.monotonic() - started
+    log.info("log-P: %d rows in %.0fs; computing singular values (%s)", done, seconds_rows, stream.method)
     sv, summary = stream.finish()
     summary.update(
         rows_rule=str(rows),
         logp_test_loss=nll_sum / done,
         max_abs_log_normaliser=worst_norm,
         seconds=time.monotonic() - started,
+        seconds_rows=seconds_rows,
+        device=str(device),
     )
+    if cuda:
+        summary["peak_cuda_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return sv, summary
 
 
@@ -203,6 +213,7 @@ def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         try:
             device = resolve_device(args.device)
+            exact_float32()
             model, meta, corpus = checkpoint_and_corpus(args.checkpoint, device, args.data, args.corpus_cache)
         except InputError as err:
             return report("analyze", err)
@@ -214,8 +225,8 @@ def run_cli(args) -> int:
                 spectrum_table(sv).to_csv(tmp, index=False)
         atomic_write_json(summary, args.out_json)
     log.info(
-        "Press' rank %d of %s; ε-ranks %s; log-P test loss %.4f (ppl %.2f)",
+        "Press' rank %d of %s; ε-ranks %s; log-P test loss %.4f (ppl %.2f); %.0fs (%s)",
         summary["press_rank"], summary["shape"], json.dumps(summary["effective_rank"]),
-        summary["logp_test_loss"], math.exp(summary["logp_test_loss"]),
+        summary["logp_test_loss"], math.exp(summary["logp_test_loss"]), summary["seconds"], summary["method"],
     )  # fmt: skip
     return 0
