@@ -409,3 +409,23 @@ def test_tsqr_with_fewer_rows_than_columns_in_one_block():
     sv = q.singular_values()
     assert sv.shape == (30,)
     np.testing.assert_allclose(sv, ref, rtol=1e-10, atol=1e-13 * ref[0])
+
+
+@pytest.mark.gpu
+def test_exact_cuda_peak_memory_is_about_2_m_n_doubles():
+    """GPU: the exact path assembles the float64 matrix while it frees the float32 rows; peak ≈ 2·m·n·8 bytes."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    m, n = 30_000, 2_000
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    st = R.RankStream(n, "exact", device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    for _ in range(0, m, 500):
+        st.update(torch.randn(500, n, device="cuda", generator=gen))
+    sv, summary = st.finish()
+    peak = torch.cuda.max_memory_allocated() - base
+    assert peak <= 1.15 * 2 * m * n * 8, (peak, 2 * m * n * 8)
+    assert summary["press_rank"] == n and sv.shape == (n,)
