@@ -9,9 +9,14 @@ so the matrix is never held in memory, on any device, unless the exact SVD is ch
 only while the float64 matrix, m·n·8 bytes, fits ``memory_budget_bytes``, default 8 GiB: PTB's 6.6 GB does, WT2
 full's 65 GB does not). ``save_logp`` optionally writes the matrix to disk as ``.npy`` (memory-mapped).
 
-Memory of ``rows="full"`` on WT2 (m = 245,568, n = 33,278), streamed TSQR, independent of m
-(:class:`softmax_bottleneck.analysis.svd_stream.QRAccumulator`, b = 4096 rows per block): CPU
-``≈ (n² + 1.5·b·n)·8`` bytes ≈ 10.5 GB; CUDA ``≈ 2·(n + b)·n·8`` bytes ≈ 20 GB of GPU memory (plus the model).
+Memory (besides the model), from :mod:`softmax_bottleneck.analysis.svd_stream`:
+
+* ``rows="full"`` on WT2 (m = 245,568, n = 33,278) takes the streamed TSQR
+  (:class:`~softmax_bottleneck.analysis.svd_stream.QRAccumulator`, b = 4096 rows per block), bounded
+  independently of m: CPU ``≈ (n² + 1.5·b·n)·8`` bytes ≈ 10.5 GB; CUDA ``≈ 2·(n + b)·n·8`` bytes ≈ 20 GB.
+  The reference rows of WT2 (33,320: 8.9 GB in float64, over the default budget) take the same path.
+* PTB (82,429 × 10,000) takes the exact SVD: ``≈ m·n·12`` bytes on CPU (float32 rows, then float64) ≈ 10 GB;
+  CUDA ``≈ 2·m·n·8`` bytes ≈ 13 GB. ``--method tsqr`` bounds it to ≈ 1.3 GB (CPU) / 2.3 GB (CUDA).
 """
 
 from __future__ import annotations
