@@ -1,6 +1,6 @@
-"""Benchmark the singular-value methods of ``softmax_bottleneck.analysis.rank`` on a PTB-size log-P-like matrix.
+"""Benchmark the singular-value methods of ``softmax_bottleneck.analysis.svd_stream`` on a PTB-size log-P-like matrix.
 
-Builds an ``--rows × --cols`` float32 matrix (default 82,429 × 10,000, the PTB test log-P matrix of §8) as the
+Builds an ``--rows × --cols`` float32 matrix (default 82,429 × 10,000, the PTB test log-P matrix) as the
 log-softmax of low-rank-plus-noise logits::
 
     L = H Wᵀ + E D,   A = L − logsumexp(L) 1ᵀ,    H ~ N(0, 1)^{m×r}, W ~ N(0, s²/r)^{n×r}, E ~ N(0, 1)^{m×n},

