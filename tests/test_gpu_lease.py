@@ -42,6 +42,7 @@ def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES")}
     env.pop(gpu_lease.ENV_GPUS, None)
     env.pop(gpu_lease.ENV_LOCK_DIR, None)
+    env.pop(gpu_lease.ENV_SLOTS, None)
     env.update(extra)
     return env
 
@@ -115,6 +116,11 @@ def _wait_gone(pid: int, timeout: float = 15) -> None:
     raise AssertionError(f"process {pid} still alive")
 
 
+def _status(lock_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(lock_dir), "--status", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, env=env or _env()).stdout
+
+
 # ----------------------------------------------------------------------------------------------- units
 
 
@@ -148,6 +154,28 @@ def test_gpu_count_sources(tmp_path, monkeypatch):
     assert gpu_lease.resolve_gpus(None, {}) == ([], "nvidia-smi -L")
 
 
+def test_slots_per_gpu_sources():
+    assert gpu_lease.resolve_slots(None, {}) == (1, "default")
+    assert gpu_lease.resolve_slots(None, {gpu_lease.ENV_SLOTS: " 4 "}) == (4, gpu_lease.ENV_SLOTS)
+    assert gpu_lease.resolve_slots(2, {gpu_lease.ENV_SLOTS: "4"}) == (2, "--per-gpu")
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "named"), [(0, {}, "--per-gpu"), (None, {"x": "abc"}, "SLOTS"), (-2, {}, "--per")]
+)
+def test_slots_per_gpu_rejects(cli, env, named):
+    environ = {gpu_lease.ENV_SLOTS: env["x"]} if env else {}
+    with pytest.raises(ValueError, match=named):
+        gpu_lease.resolve_slots(cli, environ)
+
+
+def test_bad_gpu_spec_names_its_source():
+    with pytest.raises(ValueError, match="--gpus='0,0'"):
+        gpu_lease.resolve_gpus("0,0", {})
+    with pytest.raises(ValueError, match=f"{gpu_lease.ENV_GPUS}='x'"):
+        gpu_lease.resolve_gpus(None, {gpu_lease.ENV_GPUS: "x"})
+
+
 def test_step_aside_reasons():
     assert "SLURM" in gpu_lease.step_aside_reason([0, 1], {"SLURM_JOB_ID": "17"})
     assert "CUDA_VISIBLE_DEVICES" in gpu_lease.step_aside_reason([0, 1], {"CUDA_VISIBLE_DEVICES": "1"})
@@ -168,11 +196,37 @@ def test_in_process_lease_is_exclusive(tmp_path):
     assert gpu_lease.try_acquire(tmp_path, [0, 1]) is None
     with pytest.raises(TimeoutError):
         gpu_lease.acquire(tmp_path, [0, 1], poll=0.01, timeout=0.1)
-    assert [r["held"] for r in gpu_lease.lease_table(tmp_path, [0, 1])] == [True, True]
-    assert gpu_lease.lease_table(tmp_path, [0])[0]["pid"] == os.getpid()
+    assert [r["held"] for r in gpu_lease.lease_table(tmp_path, [0, 1])] == [1, 1]
+    assert gpu_lease.lease_table(tmp_path, [0])[0]["holders"][0]["pid"] == os.getpid()
     second.release()
     assert gpu_lease.try_acquire(tmp_path, [0, 1]).gpu == 1
     first.release()
+
+
+def test_slots_spread_over_gpus_then_share(tmp_path):
+    """K slots per GPU: a new lease goes to the least-loaded GPU; K leases per GPU at most."""
+    leases = [gpu_lease.try_acquire(tmp_path, [0, 1], slots=2) for _ in range(4)]
+    assert [lease.gpu for lease in leases] == [0, 1, 0, 1]
+    assert len({(lease.gpu, lease.slot) for lease in leases}) == 4
+    assert gpu_lease.try_acquire(tmp_path, [0, 1], slots=2) is None
+    assert [r["held"] for r in gpu_lease.lease_table(tmp_path, [0, 1], slots=2)] == [2, 2]
+    leases[3].release()
+    again = gpu_lease.try_acquire(tmp_path, [0, 1], slots=2)
+    assert again.gpu == 1
+    for lease in [*leases, again]:
+        lease.release()
+
+
+def test_least_loaded_gpu_wins_over_the_lowest_free_slot(tmp_path):
+    """GPU 0 holds slots 1 and 2, GPU 1 holds slot 0: the next lease goes to GPU 1 (load 1 < 2)."""
+    a, b, c, d, e = (gpu_lease.try_acquire(tmp_path, [0, 1], slots=3) for _ in range(5))
+    assert [(x.gpu, x.slot) for x in (a, b, c, d, e)] == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]
+    a.release()
+    d.release()
+    nxt = gpu_lease.try_acquire(tmp_path, [0, 1], slots=3)
+    assert nxt.gpu == 1
+    for lease in (b, c, e, nxt):
+        lease.release()
 
 
 # ------------------------------------------------------------------------------------------ processes
@@ -191,17 +245,9 @@ def test_four_gpus_five_jobs(jobs):
     assert jobs.record("job4") is None, "a 5th job started although all 4 GPUs were leased"
     assert fifth.poll() is None
 
-    status = subprocess.run(
-        [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(jobs.lock_dir), "--gpus", "4"]
-        + ["--status"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=_env(),
-    )
-    rows = [json.loads(line) for line in status.stdout.splitlines()]
-    assert [r["held"] for r in rows] == [True] * 4
-    assert all("job.py" in r["cmd"] for r in rows)
+    rows = [json.loads(line) for line in _status(jobs.lock_dir, "--gpus", "4", "--json").splitlines()]
+    assert [r["held"] for r in rows] == [1] * 4
+    assert all("job.py" in h["cmd"] for r in rows for h in r["holders"])
 
     freed = records["job2"]["cuda"]
     assert jobs.release("job2") == 0
@@ -312,3 +358,91 @@ def test_exit_status_of_a_signalled_command(tmp_path):
     assert r.returncode == 128 + signal.SIGKILL
     r = subprocess.run(cmd + ["--", "sh", "-c", "exit 7"], env=_env())
     assert r.returncode == 7
+
+
+def test_per_gpu_two_holders_share_a_gpu_and_a_third_gets_another(jobs):
+    """``--per-gpu 2`` on 2 GPUs: four holders, two per GPU; a fifth waits until a SIGKILLed holder's slot frees."""
+    for name in ("a", "b", "c", "d"):
+        jobs.start(name, "--gpus", "2", "--per-gpu", "2")
+        jobs.wait_record(name)  # one after the other: the spreading order is deterministic
+    cuda = {name: jobs.record(name)["cuda"] for name in "abcd"}
+    assert cuda == {"a": "0", "b": "1", "c": "0", "d": "1"}, cuda
+
+    text = _status(jobs.lock_dir, "--gpus", "2", "--per-gpu", "2")
+    assert "gpu 0: 2/2 slots held" in text and "gpu 1: 2/2 slots held" in text, text
+    for name in "abcd":
+        assert f"pid {jobs.procs[name].pid}" in text, text  # the wrapper holds the slot
+    rows = [json.loads(line) for line in _status(jobs.lock_dir, "--gpus", "2", "--per-gpu", "2", "--json").splitlines()]
+    assert [(r["gpu"], r["slots"], r["held"], sorted(h["slot"] for h in r["holders"])) for r in rows] == [
+        (0, 2, 2, [0, 1]),
+        (1, 2, 2, [0, 1]),
+    ]
+
+    fifth = jobs.start("e", "--gpus", "2", "--per-gpu", "2")
+    time.sleep(1.0)
+    assert jobs.record("e") is None, "a 5th job started although both slots of both GPUs were held"
+    os.killpg(jobs.procs["b"].pid, signal.SIGKILL)  # wrapper and job, as the OOM killer or scancel -s KILL would
+    assert jobs.wait_record("e")["cuda"] == "1"
+    assert fifth.poll() is None
+    for name in "acde":
+        assert jobs.release(name) == 0
+
+
+def test_slots_from_environment(jobs):
+    """The workflow's plain ``gpu-lease --`` prefix reads the slot count from the environment."""
+    env = _env(**{gpu_lease.ENV_SLOTS: "2", gpu_lease.ENV_GPUS: "1"})
+    jobs.start("a", env=env)
+    jobs.start("b", env=env)
+    assert jobs.wait_record("a")["cuda"] == jobs.wait_record("b")["cuda"] == "0"
+    jobs.start("c", env=env)
+    time.sleep(0.8)
+    assert jobs.record("c") is None, "a 3rd job started on a GPU with 2 slots"
+    jobs.release("a")
+    assert jobs.wait_record("c")["cuda"] == "0"
+    jobs.release("b")
+    jobs.release("c")
+
+
+def test_status_without_gpus_says_so(tmp_path):
+    env = _env(PATH=str(tmp_path / "no-nvidia-smi"))
+    text = _status(tmp_path / "locks", env=env)
+    assert text.strip() == (f"no GPUs found ({gpu_lease.ENV_GPUS} unset, nvidia-smi absent): jobs run on the CPU")
+    text = _status(tmp_path / "locks", "--gpus", "2", env=_env(SLURM_JOB_ID="17"))
+    assert "gpu 0: free" in text and "gpu 1: free" in text
+    assert "SLURM job 17" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["--per-gpu", "0"], {}, "--per-gpu='0'"),
+        ([], {gpu_lease.ENV_SLOTS: "two"}, f"{gpu_lease.ENV_SLOTS}='two'"),
+        (["--gpus", "1,1"], {}, "--gpus='1,1'"),
+    ],
+)
+def test_bad_options_fail_in_one_line(tmp_path, args, env, named):
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(tmp_path), *args, "--", "true"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(**env))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], r.stderr
+
+
+def test_unusable_lock_dir_fails_in_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(blocker / "locks")]
+    r = subprocess.run(cmd + ["--gpus", "1", "--", "true"], capture_output=True, text=True, env=_env())
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(blocker / "locks") in lines[0], r.stderr
+
+
+def test_every_option_has_help():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    gpu_lease.add_gpu_lease_cli(parser)
+    assert parser.description
+    for action in parser._actions:
+        assert action.help and "\n" not in action.help, action.dest

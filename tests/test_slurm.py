@@ -1,19 +1,25 @@
 """The study on a real SLURM cluster, through ``--profile profiles/slurm`` (``pytest -m slurm``).
 
-A one-node cluster (munged + slurmctld + slurmd, 4 fake GPUs as GRES) is started with
-``.ci/slurm/start_cluster.sh`` unless one is already running, and every daemon this module started
-is stopped by PID at the end (``.ci/slurm/stop_cluster.sh``). Needs ``slurm-wlm`` and ``munge``
-(``apt-get install -y --no-install-recommends slurm-wlm munge``) and root to start the daemons.
+A one-node cluster (munged + slurmctld + slurmd, 4 fake GPUs as GRES, 2 shards per GPU) is started
+with ``.ci/slurm/start_cluster.sh`` unless one is already running, and every daemon this module
+started is stopped by PID at the end (``.ci/slurm/stop_cluster.sh``). Needs ``slurm-wlm`` and
+``munge`` (``apt-get install -y --no-install-recommends slurm-wlm munge``) and root to start them.
 
 1. ``train → analyze (log-P, rank) → figure7`` of the small-scale workflow (2 models) runs through
    ``sbatch``; the GPU jobs ask SLURM for one GPU, the CPU jobs for none, and the two training jobs
    that ran at the same time held different GPUs (``CUDA_VISIBLE_DEVICES`` set by SLURM).
-2. Pre-emption: a training job ``scancel``-ed mid-run is resumed from its checkpoint when the
-   workflow is rerun, and its final metrics equal those of the uninterrupted run of step 1.
+2. Packing, pre-emption and time limits, in one workflow run with the profile's packing option
+   (each training asks for one GPU shard): two trainings run at the same time on the same GPU; one
+   is ``scancel``-ed, the other is stopped by SLURM's time limit (the test shortens the running
+   job's limit to "now" with ``scontrol update EndTime=now``: SLURM's smallest ``--time`` is one
+   minute); Snakemake resubmits both by itself (``preemptible-retries``), both resume from their
+   saved state and finish, and the cancelled one's final metrics equal those of step 1's
+   uninterrupted run.
 
 The cluster tests are opt-in (they start root daemons): ``pytest -m slurm`` or
 ``SOFTMAX_BOTTLENECK_SLURM_TESTS=1``; a plain ``pytest`` skips them. A lock file serialises test
-sessions on one machine. The profile tests at the top need no cluster.
+sessions on one machine. The profile tests at the top need no cluster. Run folders are never
+spelled out here: they are read from Snakemake's own job listing (``output:`` of each train job).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,19 +48,21 @@ CI_PROFILE = REPO / "profiles" / "slurm-ci"
 SLURM_CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 DAEMONS = ("munged", "slurmctld", "slurmd")
 GPU_RULES = {"train", "analyze", "qualitative", "robustness_logp"}
+PACK_MARKER = "# ---- K trainings per GPU (PACK) ----"
 
-#: on top of config/small.yaml: two PTB models feed figure7; short but cancellable training
+#: on top of config/small.yaml: two PTB models feed figure7; short but cancellable training. The
+#: GSS run is only trained by the packing test: long enough (1,440 batches, over 35 s on a fast
+#: 2-core machine) to outlast the up to 30 s that slurmctld takes to notice an expired time limit.
 TEST_CONFIG = {
     "model_overrides": {
-        "all": {"epochs": 6, "switch_epoch": 4, "train_tokens": 6000, "valid_tokens": 2000, "test_tokens": 2000}
+        "all": {"epochs": 6, "switch_epoch": 4, "train_tokens": 6000, "valid_tokens": 2000, "test_tokens": 2000},
+        "variants": {"gss": {"epochs": 16, "switch_epoch": 12, "train_tokens": 18000}},
     },
     "analysis": {
         "rank_rows": 100,
         "spectra": {"datasets": ["ptb"], "variants": ["softmax", "ss"], "schedule": "et"},
     },
 }
-RUN = "results/runs/ptb/{variant}/et/seed141/default"
-TRAIN_LOG = "logs/train/ptb/{variant}/et/seed141/default.log"
 SUBMITTED = re.compile(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 OPT_IN = "SOFTMAX_BOTTLENECK_SLURM_TESTS"
 LOCK = Path("/tmp/softmax-bottleneck-slurm-tests.lock")
@@ -76,6 +85,36 @@ def _workflow_rules() -> set[str]:
     return set(re.findall(r"^rule (\w+):", text, flags=re.M))
 
 
+def _pack_lines() -> dict:
+    """The commented packing option of profiles/slurm (train's set-resources), as the user uncomments it."""
+    text = (PROFILE / "config.yaml").read_text()
+    assert PACK_MARKER in text, "profiles/slurm lost its documented packing option"
+    block = text.split(PACK_MARKER, 1)[1].split("\n  # analyze", 1)[0]
+    lines = [m.group(1) for m in re.finditer(r"^\s+# ((?:gpu|gres): .*)$", block, flags=re.M)]
+    return yaml.safe_load("\n".join(lines)) or {}
+
+
+def _jobs_of(text: str, rule: str | None = None) -> list[dict]:
+    """Snakemake's job listing (dry run or real run) as dicts: rule, output, log, wildcards, resources, threads."""
+    jobs = []
+    for match in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n?)+)", text, flags=re.M):
+        if rule and match.group(1) != rule:
+            continue
+        fields = dict(re.findall(r"^    (\w+): (.*)$", match.group(2), flags=re.M))
+        job = {"rule": match.group(1), "output": [o.strip() for o in fields.get("output", "").split(",") if o.strip()]}
+        job["log"] = fields.get("log", "").split(",")[0].strip()
+        job["wildcards"] = dict(re.findall(r"(\w+)=([^,\s]+)", fields.get("wildcards", "")))
+        job["resources"] = dict(re.findall(r"(\w+)=([^,\s]+)", fields.get("resources", "")))
+        job["threads"] = int(fields.get("threads", 1))
+        jobs.append(job)
+    return jobs
+
+
+def _run_dir(job: dict) -> Path:
+    """The run folder of a train job: where its metrics.json goes."""
+    return Path(next(o for o in job["output"] if o.endswith("metrics.json"))).parent
+
+
 def test_slurm_profile_settings():
     profile = _profile(PROFILE)
     assert profile["executor"] == "slurm"
@@ -83,20 +122,81 @@ def test_slurm_profile_settings():
     assert profile["slurm-status-command"] == "squeue"
     assert profile["rerun-incomplete"] is True and profile["keep-going"] is True
     assert profile["latency-wait"] >= 30 and profile["retries"] >= 1
+    # long runs: train alone gets many attempts (each resumes), whatever the rule's own `retries:`
+    assert profile["preemptible-rules"] == ["train"] and profile["preemptible-retries"] >= 10
+    train = profile["set-resources"]["train"]
+    assert re.fullmatch(r"'--signal=TERM@\d+'", train["slurm_extra"]), train
+    # the memory of a time-limit retry stops growing after attempt 2
+    mem = {
+        (d, n): eval(train["mem_mb"], {"wildcards": SimpleNamespace(dataset=d), "attempt": n})
+        for d in ("ptb", "wt2")
+        for n in (1, 2, 30)
+    }
+    assert mem[("ptb", 30)] == mem[("ptb", 2)] == 2 * mem[("ptb", 1)] and mem[("wt2", 30)] == 2 * mem[("wt2", 1)]
+    row = _resource_table()["train"]
+    assert [mem[("ptb", 1)], mem[("wt2", 1)]] == [_table_mem(row, "ptb"), _table_mem(row, "wt2")], row
+    assert _pack_lines() == {"gpu": 0, "gres": "shard:1"}
     # never a global GPU cap on a cluster (see the README, "Submitting the study to SLURM")
     assert "resources" not in profile
     text = (PROFILE / "config.yaml").read_text()
     assert "slurm_partition" in text and "slurm_account" in text  # documented site settings
+    ci = _profile(CI_PROFILE)
+    assert 1 <= ci["preemptible-retries"] <= 3
     rules = _workflow_rules()
     if rules:
         assert set(profile["set-resources"]) <= rules, "set-resources names a rule the workflow does not have"
-        ci = _profile(CI_PROFILE)
         assert set(ci["set-resources"]) | set(ci["set-threads"]) <= rules
+        assert set(profile["preemptible-rules"]) <= rules
     # the workflow profile is applied to cluster runs too: it must not cap GPUs or pick an executor
     default = REPO / "profiles" / "default" / "config.yaml"
     if default.exists():
         auto = yaml.safe_load(default.read_text()) or {}
         assert "executor" not in auto and "gpu" not in str(auto.get("resources", ""))
+
+
+def _resource_table() -> dict[str, dict]:
+    """The per-rule table in the comments of profiles/slurm: rule -> {gpu, threads, mem, runtime}."""
+    text = (PROFILE / "config.yaml").read_text()
+    rows = {}
+    for line in text.split("#   rule ", 1)[1].split("(tests/test_slurm.py", 1)[0].splitlines()[1:]:
+        m = re.match(r"#\s+(\w+(?: else)?)\s+(\d|-)\s+(\d+)\s+(.*?)\s{2,}(.*)$", line)
+        if m:
+            name, gpu, threads, mem, runtime = m.groups()
+            rows[name] = {"gpu": int(gpu) if gpu != "-" else 0, "threads": int(threads), "mem": mem, "runtime": runtime}
+    return rows
+
+
+def _table_mem(row: dict, dataset: str | None) -> int:
+    """A table cell's mem_mb at attempt 1: ``4000``, or ``n x (8000 PTB, 16000 WT2)`` for one dataset."""
+    per_dataset = re.fullmatch(r"n x \((\d+) PTB, (\d+) WT2\)", row["mem"])
+    if per_dataset:
+        return int(per_dataset.group(1 if dataset == "ptb" else 2))
+    return int(row["mem"])
+
+
+def test_resource_table_matches_the_rules(tmp_path):
+    """The profile's table of per-rule resources says what the rules declare at paper scale (attempt 1)."""
+    if not (REPO / "Snakefile").exists():
+        pytest.skip("no Snakefile yet")
+    table = _resource_table()
+    assert {"train", "analyze", "qualitative", "robustness_logp", "robustness", "everything else"} <= set(table)
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+    cmd += ["--configfile", str(REPO / "config" / "config.yaml"), "--config", f"data_mirror={_data_mirror()}"]
+    # no profile: the rules' own values (profiles/slurm overrides train's runtime); --cores shows threads
+    cmd += ["--workflow-profile", "none", "--cores", "64", "--dry-run", "robustness", "summarize_top5", "figure7"]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = _jobs_of(proc.stdout)
+    assert {"train", "analyze", "qualitative", "robustness_logp", "robustness"} <= {j["rule"] for j in jobs}
+    defaults = _profile(PROFILE)["default-resources"]  # what a rule that declares nothing gets
+    for job in jobs:
+        row = table.get(job["rule"], table["everything else"])
+        res = job["resources"]
+        where = f"{job['rule']} {job['wildcards']}: {res}, threads {job['threads']}; table: {row}"
+        assert int(res.get("gpu", 0)) == row["gpu"] and job["threads"] == row["threads"], where
+        assert int(res.get("mem_mb", defaults["mem_mb"])) == _table_mem(row, job["wildcards"].get("dataset")), where
+        if row["runtime"].isdigit():
+            assert int(res.get("runtime", defaults["runtime"])) == int(row["runtime"]), where
 
 
 def test_slurm_profile_dry_run(tmp_path):
@@ -107,14 +207,16 @@ def test_slurm_profile_dry_run(tmp_path):
         [*_snakemake_cmd(tmp_path, ci=False), "--dry-run", "figure7"], env=_env(), capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    jobs = re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?:\n\n|\Z)", proc.stdout, flags=re.M | re.S)
+    jobs = _jobs_of(proc.stdout)
     assert jobs, proc.stdout[-2000:]
-    for rule, body in jobs:
-        gpus = re.search(r"\bgpu=(\d+)", body)
-        if rule in GPU_RULES:
-            assert gpus and gpus.group(1) == "1", f"{rule}: {body}"
+    for job in jobs:
+        gpus = job["resources"].get("gpu", "0")
+        if job["rule"] in GPU_RULES:
+            assert gpus == "1", job
         else:
-            assert not gpus or gpus.group(1) == "0", f"{rule} asks for a GPU: {body}"
+            assert gpus == "0", f"{job['rule']} asks for a GPU: {job}"
+        if job["rule"] == "train":
+            assert job["resources"]["slurm_extra"].startswith("--signal=TERM@"), job
 
 
 # ------------------------------------------------------------------------------------------------ cluster
@@ -216,7 +318,7 @@ class Run:
     jobs: dict[str, str] = field(default_factory=dict)  # SLURM job id -> rule
 
 
-def _snakemake_cmd(workdir: Path, *, ci: bool = True) -> list[str]:
+def _snakemake_cmd(workdir: Path, *, ci: bool = True, profiles: tuple[Path, ...] = ()) -> list[str]:
     config = workdir / "test_config.yaml"
     if not config.exists():
         workdir.mkdir(parents=True, exist_ok=True)
@@ -225,6 +327,8 @@ def _snakemake_cmd(workdir: Path, *, ci: bool = True) -> list[str]:
     cmd += ["--configfile", str(REPO / "config" / "small.yaml"), str(config), "--profile", str(PROFILE)]
     if ci:
         cmd += ["--profile", str(CI_PROFILE)]
+    for profile in profiles:  # later profiles replace whole top-level keys of earlier ones
+        cmd += ["--profile", str(profile)]
     return cmd
 
 
@@ -236,8 +340,11 @@ def _jobs_in(log: str) -> dict[str, str]:
     return jobs
 
 
-def _start(workdir: Path, targets: list[str], extra: list[str], log_path: Path, timeout: int) -> subprocess.Popen:
-    cmd = ["timeout", "-k", "30", str(timeout), *_snakemake_cmd(workdir), *extra, *targets]
+def _start(
+    workdir: Path, targets: list[str], extra: list[str], log_path: Path, timeout: int, profiles: tuple[Path, ...] = ()
+) -> subprocess.Popen:
+    # targets first: an option with several values (--set-resources ...) would swallow them
+    cmd = ["timeout", "-k", "30", str(timeout), *_snakemake_cmd(workdir, profiles=profiles), *targets, *extra]
     with open(log_path, "w") as fh:  # the child keeps its own descriptor
         return subprocess.Popen(cmd, env=_env(), stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -286,6 +393,13 @@ def _tail(run: Run, n: int = 6000) -> str:
     return run.log[-n:]
 
 
+def _train_runs(log: str) -> dict[str, dict]:
+    """variant -> {"run": run folder, "log": train log} of the train jobs listed in a Snakemake log."""
+    return {
+        job["wildcards"]["variant"]: {"run": _run_dir(job), "log": Path(job["log"])} for job in _jobs_of(log, "train")
+    }
+
+
 @pytest.fixture(scope="module")
 def small_study(cluster, tmp_path_factory):
     """``figure7`` of the small study (2 PTB models: train → analyze → summary → figure) under SLURM."""
@@ -308,8 +422,10 @@ def test_train_analyze_figure_through_sbatch(small_study):
     workdir, run, _ = small_study
     assert run.returncode == 0, _tail(run)
     assert (workdir / "reports/figures/figure7.png").stat().st_size > 0
+    runs = _train_runs(run.log)
+    assert sorted(runs) == ["softmax", "ss"], runs
     for variant in ("softmax", "ss"):
-        rank = json.loads((workdir / RUN.format(variant=variant) / "rank.json").read_text())
+        rank = json.loads((workdir / runs[variant]["run"] / "rank.json").read_text())
         assert rank["press_rank"] > 0
 
     # every non-local job went through sbatch; the local ones (downloads, summaries, plots) did not
@@ -328,7 +444,7 @@ def test_train_analyze_figure_through_sbatch(small_study):
     # each training job ran in its SLURM job with one GPU; jobs that overlapped in time held different GPUs
     trains = {}
     for variant in ("softmax", "ss"):
-        metrics = json.loads((workdir / RUN.format(variant=variant) / "metrics.json").read_text())
+        metrics = json.loads((workdir / runs[variant]["run"] / "metrics.json").read_text())
         jobid = str(_env_field(metrics, "slurm_job_id"))
         gpu = _env_field(metrics, "cuda_visible_devices")
         assert run.jobs.get(jobid) == "train", (variant, jobid, run.jobs)
@@ -341,64 +457,139 @@ def test_train_analyze_figure_through_sbatch(small_study):
     print(f"study: {run.seconds:.0f} s, {len(run.jobs)} SLURM jobs; training GPUs {trains}")
 
 
+def _pack_profile(tmp: Path) -> Path:
+    """The CI overlay plus what profiles/slurm says for train: its --signal and the packing lines."""
+    ci = _profile(CI_PROFILE)
+    train = {
+        **ci["set-resources"]["train"],
+        "slurm_extra": _profile(PROFILE)["set-resources"]["train"]["slurm_extra"],
+        **_pack_lines(),
+    }
+    path = tmp / "pack"
+    path.mkdir()
+    (path / "config.yaml").write_text(yaml.safe_dump({"set-resources": {**ci["set-resources"], "train": train}}))
+    return path
+
+
+def _gres_index(jobid: str) -> str | None:
+    """The GPU a running job's shard belongs to (``scontrol -d show job``: ``GRES=shard:1(IDX:0)``)."""
+    out = subprocess.run(["scontrol", "-d", "show", "job", jobid], capture_output=True, text=True).stdout
+    match = re.search(r"GRES=shard:\d+\(IDX:([\d,-]+)\)", out)
+    return match.group(1) if match else None
+
+
+def _wait_for(what: str, condition, deadline: float, proc: subprocess.Popen, log_path: Path):
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not seen (snakemake exit {proc.poll()})\n{log_path.read_text()[-4000:]}")
+
+
 @pytest.mark.slurm
-def test_cancelled_training_resumes_with_identical_metrics(small_study):
+def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(small_study, tmp_path):
     workdir, first, submitted = small_study
     if first.returncode != 0:
         pytest.fail("the uninterrupted run (test_train_analyze_figure_through_sbatch) failed; nothing to compare")
-    run_dir = workdir / RUN.format(variant="softmax")
+    softmax = _train_runs(first.log)["softmax"]
+    run_dir = workdir / softmax["run"]
     reference = json.loads((run_dir / "metrics.json").read_text())
     reference_curve = (run_dir / "curve.csv").read_text()
     shutil.rmtree(run_dir)  # train the same run again, from scratch
-    target = [str(run_dir.relative_to(workdir) / "metrics.json")]
 
-    # 1. start it, wait for its resume state, scancel the SLURM job mid-run.
-    # No automatic resubmission for this run (the rule may declare `retries:`): the rerun below resumes.
-    log_path = workdir / "preempted.log"
+    # the long GSS run (not trained in step 1): its folder, from the plan
+    plan = subprocess.run([*_snakemake_cmd(workdir), "--dry-run"], env=_env(), capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    wanted = {"dataset": "ptb", "variant": "gss", "schedule": "et", "seed": "141"}
+    gss_job = next(j for j in _jobs_of(plan.stdout, "train") if wanted.items() <= j["wildcards"].items())
+    gss = {"run": _run_dir(gss_job), "log": Path(gss_job["log"])}
+    runs = {"softmax": softmax, "gss": gss}
+    targets = [str(r["run"] / "metrics.json") for r in runs.values()]
+
+    # 1. both trainings as packed SLURM jobs: one GPU shard each, the same GPU, at the same time
+    log_path = workdir / "packed.log"
     t0 = time.monotonic()
-    proc = _start(workdir, target, ["--preemptible-rules", "train", "--preemptible-retries", "0"], log_path, 300)
-    state = run_dir / ".resume" / "state.pt"
-    jobid = None
+    proc = _start(workdir, targets, [], log_path, 480, profiles=(_pack_profile(tmp_path),))
+    first_jobs: dict[str, str] = {}
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            jobs = _jobs_in(log_path.read_text())
-            jobid = next((j for j, rule in jobs.items() if rule == "train"), None)
-            if jobid and state.exists():
-                break
-            time.sleep(0.1)
-        assert jobid and state.exists(), f"no resume state before the run ended:\n{log_path.read_text()[-4000:]}"
-        submitted.append(jobid)
-        subprocess.run(["scancel", jobid], check=True)
-        cancelled = _finish(proc, log_path, t0, 240)
+        deadline = time.monotonic() + 300
+
+        def train_jobs() -> dict[str, str]:
+            found = {}
+            for jobid, path in SUBMITTED.findall(log_path.read_text()):
+                for variant in runs:
+                    if "/rule_train/" in path and f"_{variant}_" in path and variant not in found:
+                        found[variant] = jobid
+            return found
+
+        def both_submitted() -> dict[str, str] | None:
+            found = train_jobs()
+            return found if len(found) == 2 else None
+
+        first_jobs = _wait_for("two train jobs submitted", both_submitted, deadline, proc, log_path)
+        submitted.extend(first_jobs.values())
+
+        def both_running() -> dict[str, str] | None:
+            states = {v: _job(j).get("JobState") for v, j in first_jobs.items()}
+            if all(s == "RUNNING" for s in states.values()):
+                return {v: _gres_index(j) for v, j in first_jobs.items()}
+            return None
+
+        gpus = _wait_for("both train jobs running at once", both_running, deadline, proc, log_path)
+        for jobid in first_jobs.values():
+            info = _job(jobid)
+            assert "shard:1" in info.get("TresPerNode", "") and "gpu" not in info.get("TresPerJob", ""), info
+        assert gpus["softmax"] is not None and gpus["softmax"] == gpus["gss"], f"packed trainings on GPUs {gpus}"
+
+        # 2. stop both mid-run: scancel one; let SLURM's time limit stop the other
+        def training(variant: str, pattern: str) -> bool:
+            path = workdir / runs[variant]["log"]
+            return path.exists() and re.search(pattern, path.read_text()) is not None
+
+        # slurmctld checks time limits every 30 s: stop the GSS run as soon as it trains (its
+        # SIGTERM handler is in place once it logs "training")
+        _wait_for("GSS training started", lambda: training("gss", r"training ptb/gss"), deadline, proc, log_path)
+        subprocess.run(["scontrol", "update", f"JobId={first_jobs['gss']}", "EndTime=now"], check=True)
+        _wait_for(
+            "Softmax training started", lambda: training("softmax", r"end of epoch +1 "), deadline, proc, log_path
+        )
+        subprocess.run(["scancel", first_jobs["softmax"]], check=True)
+        # 3. Snakemake resubmits both by itself; each resumes from its saved state and finishes
+        rerun = _finish(proc, log_path, t0, 480)
     finally:
         if proc.poll() is None:  # a failed assertion above: do not leave Snakemake submitting jobs
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         submitted.extend(_jobs_in(log_path.read_text()))
-    print(f"cancelled SLURM job {jobid} after {cancelled.seconds:.0f} s")
-    train_log = workdir / TRAIN_LOG.format(variant="softmax")
+    print(f"packed run with scancel and time limit: {rerun.seconds:.0f} s, SLURM jobs {rerun.jobs}")
 
     def diagnosis() -> str:
-        logs = [log_path, workdir / "resumed.log", train_log]
+        logs = [log_path, *(workdir / r["log"] for r in runs.values())]
         return "\n".join(f"--- {p.name}:\n{p.read_text()[-3000:]}" for p in logs if p.exists())
 
-    assert cancelled.returncode != 0, "the workflow reported success although its training job was cancelled"
-    assert _job(jobid).get("JobState") == "CANCELLED", (_job(jobid), diagnosis())
-    assert not (run_dir / "metrics.json").exists(), "training finished before it was cancelled; make it longer"
-    assert state.exists(), f"the cancelled job left no resume state\n{diagnosis()}"
-
-    # 2. rerun the workflow: the training job resumes from the checkpoint and finishes
-    rerun = _snakemake(workdir, target, "resumed", timeout=300)
-    submitted += rerun.jobs
     assert rerun.returncode == 0, diagnosis()
-    assert list(rerun.jobs.values()) == ["train"], (rerun.jobs, diagnosis())
-    assert "resumed from" in train_log.read_text(), diagnosis()
-    assert not state.parent.exists(), "the resume state was not removed after success"
+    assert _job(first_jobs["softmax"]).get("JobState") == "CANCELLED", (_job(first_jobs["softmax"]), diagnosis())
+    timed_out = _job(first_jobs["gss"])
+    assert timed_out.get("JobState") != "COMPLETED", "the GSS run finished before its time limit hit: make it longer"
+    assert (timed_out.get("JobState"), timed_out.get("Reason")) == ("TIMEOUT", "TimeLimit"), (timed_out, diagnosis())
+    trains = [jobid for jobid, rule in rerun.jobs.items() if rule == "train"]
+    assert len(trains) == 4, (rerun.jobs, diagnosis())  # two attempts each
+    for variant, r in runs.items():
+        metrics = json.loads((workdir / r["run"] / "metrics.json").read_text())
+        second = str(_env_field(metrics, "slurm_job_id"))
+        assert second in trains and second != first_jobs[variant], (variant, second, trains)
+        assert _job(second).get("JobState") == "COMPLETED", _job(second)
+        assert "resumed from" in (workdir / r["log"]).read_text(), diagnosis()
+        assert not (workdir / r["run"] / ".resume").exists(), "the resume state was not removed after success"
+        assert metrics["epochs_run"] == TEST_CONFIG["model_overrides"]["variants"].get(variant, {}).get(
+            "epochs", TEST_CONFIG["model_overrides"]["all"]["epochs"]
+        )
 
-    # 3. the final metrics equal the uninterrupted run's
+    # 4. the cancelled-and-resumed run's final metrics equal the uninterrupted run's
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert str(_env_field(metrics, "slurm_job_id")) in rerun.jobs
     for key in COMPARED_METRICS:
         assert metrics[key] == reference[key], (key, metrics[key], reference[key], diagnosis())
 
@@ -408,4 +599,4 @@ def test_cancelled_training_resumes_with_identical_metrics(small_study):
         return [row[:drop] + row[drop + 1 :] for row in rows]
 
     assert without_seconds((run_dir / "curve.csv").read_text()) == without_seconds(reference_curve)
-    print(f"resumed run: {rerun.seconds:.0f} s; metrics { ({k: metrics[k] for k in COMPARED_METRICS}) }")
+    print(f"resumed runs: GPU {gpus}; metrics { ({k: metrics[k] for k in COMPARED_METRICS}) }")

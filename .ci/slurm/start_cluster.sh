@@ -10,6 +10,8 @@
 # Environment:
 #   STATE=/tmp/slurm-ci/state  PID files and daemon output (stop_cluster.sh reads the same)
 #   NGPU=4                     fake GPUs: char devices /dev/nvidia0..NGPU-1 (mknod c 195 i)
+#   NSHARD=2                   GPU shards per GPU (gres/shard, Slurm >= 22.05): a job asking for
+#                              --gres=shard:1 shares its GPU with NSHARD - 1 others; 0: no shards
 #   GPU_FILES=/dev/tty[1-4]    existing char devices to use instead, where mknod is not allowed
 #   SLURM_CI_FORCE=1           overwrite an /etc/slurm/slurm.conf this script did not write
 #
@@ -20,6 +22,7 @@
 set -euo pipefail
 STATE=${STATE:-/tmp/slurm-ci/state}
 NGPU=${NGPU:-4}
+NSHARD=${NSHARD:-2}
 MARKER="# written by .ci/slurm/start_cluster.sh"
 mkdir -p "$STATE"
 
@@ -104,8 +107,8 @@ DefMemPerCPU=1024
 MailProg=/bin/true
 SchedulerParameters=sched_interval=2
 MessageTimeout=30
-GresTypes=gpu
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS SocketsPerBoard=$SOCK CoresPerSocket=$CORES ThreadsPerCore=$THREADS RealMemory=$MEM Gres=gpu:$NGPU State=UNKNOWN
+GresTypes=gpu$( [ "$NSHARD" -gt 0 ] && echo ,shard)
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS SocketsPerBoard=$SOCK CoresPerSocket=$CORES ThreadsPerCore=$THREADS RealMemory=$MEM Gres=gpu:$NGPU$( [ "$NSHARD" -gt 0 ] && echo ",shard:$((NGPU * NSHARD))") State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 cat >/etc/slurm/gres.conf <<CONF
@@ -113,6 +116,9 @@ $MARKER
 AutoDetect=off
 NodeName=localhost Name=gpu File=$GPU_FILES
 CONF
+if [ "$NSHARD" -gt 0 ]; then
+  echo "NodeName=localhost Name=shard Count=$((NGPU * NSHARD)) File=$GPU_FILES" >>/etc/slurm/gres.conf
+fi
 
 # ---------- daemons ----------
 /usr/sbin/slurmctld -D -c >"$STATE/slurmctld.out" 2>&1 &   # -c: drop old state (e.g. a stale DRAIN)

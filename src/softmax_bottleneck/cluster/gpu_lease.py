@@ -1,20 +1,23 @@
 """A file-lock GPU lease for local runs: ``python -m softmax_bottleneck gpu-lease -- CMD ...``.
 
 Snakemake's ``--resources gpu=N`` only *counts* GPU jobs; it never tells a job which device to use
-(snakemake/snakemake#281). This module gives each running GPU job its own device:
+(snakemake/snakemake#281). This module gives each running GPU job a device:
 
-* one lock file per GPU, ``gpu<id>.lock``, in a node-local directory (default: a per-user directory
-  under ``$XDG_RUNTIME_DIR``, else ``/tmp/softmax-bottleneck-gpu-<uid>``);
-* the wrapper takes a non-blocking ``fcntl.flock`` on the first free one, sets
-  ``CUDA_VISIBLE_DEVICES=<id>`` and runs the command as a child process; the lock is held as long as
-  the wrapper *or* the child lives. The kernel releases a ``flock`` when the last descriptor of the
-  open file is closed, so a lease is freed even when the job is SIGKILLed;
+* ``K`` slots per GPU (``--per-gpu K``, else ``$SOFTMAX_BOTTLENECK_GPU_SLOTS``, else 1), one lock
+  file per slot, ``gpu<id>.slot<k>.lock``, in a node-local directory (default: a per-user directory
+  under ``$XDG_RUNTIME_DIR``, else ``/tmp/softmax-bottleneck-gpu-<uid>``). With ``K > 1`` up to K
+  jobs share one device (an AWD-LSTM at paper scale uses a fraction of a modern GPU); a new job goes
+  to the least-loaded GPU, so the runs spread over the devices before they share one;
+* the wrapper takes a non-blocking ``fcntl.flock`` on a free slot, sets ``CUDA_VISIBLE_DEVICES=<id>``
+  and runs the command as a child process; the lock is held as long as the wrapper *or* the child
+  lives. The kernel releases a ``flock`` when the last descriptor of the open file is closed, so a
+  slot is freed even when the job is SIGKILLed;
 * the child is asked to die (SIGTERM, Linux ``PR_SET_PDEATHSIG``) if the wrapper is SIGKILLed, so a
   killed job never leaves a trainer running on a GPU that the lease table calls free;
 * SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to the child (SLURM-style pre-emption
   and ``snakemake`` cancellation reach the trainer, which saves its resume state); the child's exit
   status is propagated (``128 + signal`` if it died of a signal);
-* while every GPU is taken, the wrapper waits, polling every ``--poll`` seconds, and logs one line
+* while every slot is taken, the wrapper waits, polling every ``--poll`` seconds, and logs one line
   every ``--log-every`` seconds naming the holders (cluster-log friendly, no progress bars).
 
 It **steps aside** (``exec`` of the command, no lock) when
@@ -25,16 +28,15 @@ It **steps aside** (``exec`` of the command, no lock) when
 
 The GPU count comes from ``--gpus`` (a count ``4`` or a list of ids ``0,2,3``), else the environment
 variable ``SOFTMAX_BOTTLENECK_GPUS`` (same syntax), else the number of ``GPU n:`` lines printed by
-``nvidia-smi -L``, else 0.
+``nvidia-smi -L``, else 0. Snakemake's counter should match: ``--resources gpu=<GPUs x K>``.
 
-``--status`` prints the lease table (which GPU is held by which process) and exits.
+``--status`` prints the lease table (which slot of which GPU is held by which process) and exits.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import errno
 import fcntl
 import json
@@ -42,22 +44,23 @@ import logging
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from softmax_bottleneck.cluster.supervise import exec_command, run_supervised
+
 log = logging.getLogger("softmax_bottleneck.cluster.gpu_lease")
 
 ENV_GPUS = "SOFTMAX_BOTTLENECK_GPUS"
 ENV_LOCK_DIR = "SOFTMAX_BOTTLENECK_GPU_LOCK_DIR"
+#: jobs per GPU (``--per-gpu``); the workflow's plain ``gpu-lease --`` prefix reads it
+ENV_SLOTS = "SOFTMAX_BOTTLENECK_GPU_SLOTS"
 #: set in the child's environment: the leased GPU id (also in CUDA_VISIBLE_DEVICES)
 ENV_LEASED = "SOFTMAX_BOTTLENECK_GPU_LEASE"
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -104,10 +107,43 @@ def resolve_gpus(cli_value: str | None, environ: dict[str, str] | None = None) -
     """The GPU ids to lease among, and where they came from (``--gpus``, env, nvidia-smi)."""
     environ = os.environ if environ is None else environ
     if cli_value is not None:
-        return parse_gpus(cli_value) or [], "--gpus"
-    if environ.get(ENV_GPUS, "").strip():
-        return parse_gpus(environ[ENV_GPUS]) or [], ENV_GPUS
-    return detect_gpus(), "nvidia-smi -L"
+        source, spec = "--gpus", cli_value
+    elif environ.get(ENV_GPUS, "").strip():
+        source, spec = ENV_GPUS, environ[ENV_GPUS]
+    else:
+        return detect_gpus(), "nvidia-smi -L"
+    try:
+        return parse_gpus(spec) or [], source
+    except ValueError as exc:
+        raise ValueError(f"{source}={spec!r}: {exc} (a count such as 4, or ids such as 0,2,3)") from None
+
+
+def resolve_slots(cli_value: int | None, environ: dict[str, str] | None = None) -> tuple[int, str]:
+    """Jobs per GPU, and where the number came from (``--per-gpu``, env, default 1)."""
+    environ = os.environ if environ is None else environ
+    if cli_value is not None:
+        source, spec = "--per-gpu", str(cli_value)
+    elif environ.get(ENV_SLOTS, "").strip():
+        source, spec = ENV_SLOTS, environ[ENV_SLOTS].strip()
+    else:
+        return 1, "default"
+    try:
+        slots = int(spec)
+    except ValueError:
+        slots = 0
+    if slots < 1:
+        raise ValueError(f"{source}={spec!r}: expected a whole number of jobs per GPU, >= 1")
+    return slots, source
+
+
+def no_gpu_reason(source: str, environ: dict[str, str] | None = None) -> str:
+    """Why the GPU list is empty, for people: which sources were tried."""
+    environ = os.environ if environ is None else environ
+    if source != "nvidia-smi -L":
+        return f"{source} gives no GPUs"
+    env = f"{ENV_GPUS} unset" if not environ.get(ENV_GPUS, "").strip() else f"{ENV_GPUS}={environ[ENV_GPUS]!r}"
+    smi = "nvidia-smi -L lists none" if shutil.which("nvidia-smi") else "nvidia-smi absent"
+    return f"{env}, {smi}"
 
 
 def default_lock_dir(environ: dict[str, str] | None = None) -> Path:
@@ -141,6 +177,7 @@ def step_aside_reason(gpus: Sequence[int], environ: dict[str, str] | None = None
 @dataclass
 class Lease:
     gpu: int
+    slot: int
     path: Path
     fd: int
 
@@ -153,8 +190,8 @@ class Lease:
             self.fd = -1
 
 
-def _lock_path(lock_dir: Path, gpu: int) -> Path:
-    return lock_dir / f"gpu{gpu}.lock"
+def _lock_path(lock_dir: Path, gpu: int, slot: int) -> Path:
+    return lock_dir / f"gpu{gpu}.slot{slot}.lock"
 
 
 def _prepare_lock_dir(lock_dir: Path) -> None:
@@ -163,29 +200,49 @@ def _prepare_lock_dir(lock_dir: Path) -> None:
         raise PermissionError(f"GPU lock directory {lock_dir} is not writable")
 
 
-def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None) -> Lease | None:
-    """Take the first free GPU among ``gpus`` (non-blocking); ``None`` if all are held.
+def _lock_slot(path: Path) -> int | None:
+    """A descriptor holding an exclusive ``flock`` on ``path``; ``None`` if someone else holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return fd
 
+
+def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None, slots: int = 1) -> Lease | None:
+    """Take a free slot on the least-loaded GPU among ``gpus`` (non-blocking); ``None`` if all are held.
+
+    Ties go to the GPU listed first. Another wrapper may take the chosen slot between the look and
+    the lock: then the loads are read again, so that wrappers started together still spread out.
     The lock files are never deleted (deleting a lock file that another process is waiting on breaks
     ``flock`` mutual exclusion); the holder's pid and command are written into it for ``--status``.
     """
     _prepare_lock_dir(lock_dir)
-    for gpu in gpus:
-        path = _lock_path(lock_dir, gpu)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                continue
-            raise
-        info = {"gpu": gpu, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    for _ in range(4 * len(gpus) * slots + 1):
+        held = {gpu: [is_held(_lock_path(lock_dir, gpu, s)) for s in range(slots)] for gpu in gpus}
+        free = [
+            (sum(held[gpu]), position, slot, gpu)
+            for position, gpu in enumerate(gpus)
+            for slot in range(slots)
+            if not held[gpu][slot]
+        ]
+        if not free:
+            return None
+        *_, slot, gpu = min(free)
+        path = _lock_path(lock_dir, gpu, slot)
+        fd = _lock_slot(path)
+        if fd is None:  # raced: look again
+            continue
+        info = {"gpu": gpu, "slot": slot, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
         info.update(holder or {})
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        return Lease(gpu, path, fd)
+        return Lease(gpu, slot, path, fd)
     return None
 
 
@@ -204,16 +261,21 @@ def is_held(path: Path) -> bool:
     return False
 
 
-def lease_table(lock_dir: Path, gpus: Sequence[int]) -> list[dict]:
-    """One row per GPU: ``{"gpu", "held", "pid", "cmd", "since"}`` (holder info only while held)."""
+def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dict]:
+    """One row per GPU: ``{"gpu", "slots", "held", "holders"}``; a holder is ``{"slot", "pid", "cmd", ...}``."""
     rows = []
     for gpu in gpus:
-        path = _lock_path(lock_dir, gpu)
-        row: dict = {"gpu": gpu, "held": is_held(path)}
-        if row["held"]:
+        holders = []
+        for slot in range(slots):
+            path = _lock_path(lock_dir, gpu, slot)
+            if not is_held(path):
+                continue
+            holder: dict = {"slot": slot}
             with contextlib.suppress(OSError, ValueError):
-                row.update({k: v for k, v in json.loads(path.read_text() or "{}").items() if k != "gpu"})
-        rows.append(row)
+                info = json.loads(path.read_text() or "{}")
+                holder.update({k: v for k, v in info.items() if k not in ("gpu", "slot")})
+            holders.append(holder)
+        rows.append({"gpu": gpu, "slots": slots, "held": len(holders), "holders": holders})
     return rows
 
 
@@ -221,30 +283,34 @@ def acquire(
     lock_dir: Path,
     gpus: Sequence[int],
     *,
+    slots: int = 1,
     poll: float = 2.0,
     log_every: float = 60.0,
     timeout: float | None = None,
     holder: dict | None = None,
 ) -> Lease:
-    """Wait until one of ``gpus`` is free and lease it; logs a line every ``log_every`` seconds."""
+    """Wait until a slot on one of ``gpus`` is free and lease it; logs a line every ``log_every`` seconds."""
     start = last_log = time.monotonic()
     logged_once = False
     while True:
-        lease = try_acquire(lock_dir, gpus, holder)
+        lease = try_acquire(lock_dir, gpus, holder, slots)
         if lease is not None:
             if logged_once:
                 log.info("leased GPU %d after waiting %.0f s", lease.gpu, time.monotonic() - start)
             return lease
         now = time.monotonic()
         if timeout is not None and now - start >= timeout:
-            raise TimeoutError(f"no free GPU among {list(gpus)} in {lock_dir} after {timeout:g} s")
+            raise TimeoutError(f"no free slot on GPUs {list(gpus)} ({slots} per GPU) in {lock_dir} after {timeout:g} s")
         if not logged_once or now - last_log >= log_every:
             holders = ", ".join(
-                f"gpu{r['gpu']}=pid {r.get('pid', '?')}" for r in lease_table(lock_dir, gpus) if r["held"]
+                f"gpu{row['gpu']}.slot{h['slot']}=pid {h.get('pid', '?')}"
+                for row in lease_table(lock_dir, gpus, slots)
+                for h in row["holders"]
             )
             log.info(
-                "waiting for a free GPU: all %d leases in %s are held (%s); waited %.0f s",
-                len(gpus),
+                "waiting for a free GPU: all %d slots (%d per GPU) in %s are held (%s); waited %.0f s",
+                len(gpus) * slots,
+                slots,
                 lock_dir,
                 holders or "holders unknown",
                 now - start,
@@ -254,98 +320,21 @@ def acquire(
         time.sleep(poll * random.uniform(0.75, 1.25))
 
 
-# --------------------------------------------------------------------------------------------------
-# running the command
-# --------------------------------------------------------------------------------------------------
-
-
-def _set_parent_death_signal(sig: int = signal.SIGTERM) -> None:
-    """In the child (before exec): receive ``sig`` when the wrapper dies (Linux only, best effort)."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, int(sig), 0, 0, 0)
-
-
-def _in_terminal_foreground() -> bool:
-    try:
-        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
-    except OSError:
-        return False
-
-
 def run_with_lease(command: Sequence[str], lease: Lease) -> int:
-    """Run ``command`` with ``CUDA_VISIBLE_DEVICES=<leased id>``; returns its exit status."""
+    """Run ``command`` with ``CUDA_VISIBLE_DEVICES=<leased id>``; returns its exit status.
+
+    The child inherits the locked descriptor: the slot stays held while the child runs, even if the
+    wrapper itself is killed; it is freed when both are gone.
+    """
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = str(lease.gpu)
     env[ENV_LEASED] = str(lease.gpu)
-    parent = os.getpid()
-
-    def preexec() -> None:
-        _set_parent_death_signal(signal.SIGTERM)
-        if os.getppid() != parent:  # the wrapper died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    # the child inherits the locked descriptor: the lease stays held while the child runs, even if
-    # the wrapper itself is killed; it is freed when both are gone
-    os.set_inheritable(lease.fd, True)
-    terminal_sigint = _in_terminal_foreground()
-    received: list[int] = []
-    proc: subprocess.Popen | None = None
-
-    def forward(signum, _frame) -> None:
-        received.append(signum)
-        # a terminal's Ctrl-C already reached the child (same foreground process group)
-        if signum == signal.SIGINT and terminal_sigint:
-            return
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
     try:
-        try:
-            proc = subprocess.Popen(list(command), env=env, pass_fds=(lease.fd,), preexec_fn=preexec)
-        except FileNotFoundError:
-            log.error("command not found: %s", command[0])
-            return 127
-        except PermissionError:
-            log.error("command not executable: %s", command[0])
-            return 126
-        # a signal that arrived between installing the handlers and Popen returning
-        for signum in received:
-            if not (signum == signal.SIGINT and terminal_sigint):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signum)
-        while True:
-            try:
-                code = proc.wait()
-                break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-                continue
+        code = run_supervised(command, env, lease.fd)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         lease.release()
-    if code < 0:
-        log.info("command died of signal %d; released GPU %d", -code, lease.gpu)
-        return 128 - code
-    log.debug("command exited with %d; released GPU %d", code, lease.gpu)
+    log.debug("command exited with %d; released GPU %d, slot %d", code, lease.gpu, lease.slot)
     return code
-
-
-def _exec(command: Sequence[str]) -> int:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvp(command[0], list(command))
-    except FileNotFoundError:
-        log.error("command not found: %s", command[0])
-        return 127
-    except PermissionError:
-        log.error("command not executable: %s", command[0])
-        return 126
-    return 0  # pragma: no cover - exec does not return
 
 
 # --------------------------------------------------------------------------------------------------
@@ -355,14 +344,14 @@ def _exec(command: Sequence[str]) -> int:
 
 def add_gpu_lease_cli(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Run CMD holding a lease on one free local GPU (CUDA_VISIBLE_DEVICES=<id>); "
-        "a plain exec under SLURM, with CUDA_VISIBLE_DEVICES already set, or with no GPUs."
+        "Run CMD holding a slot on a free local GPU (CUDA_VISIBLE_DEVICES=<id>); up to --per-gpu jobs "
+        "share one GPU. A plain exec under SLURM, with CUDA_VISIBLE_DEVICES already set, or with no GPUs."
     )
     parser.add_argument(
         "--lock-dir",
         type=Path,
         default=None,
-        help=f"node-local directory of the gpu<id>.lock files (default: ${ENV_LOCK_DIR}, "
+        help=f"node-local directory of the lock files (default: ${ENV_LOCK_DIR}, "
         "else $XDG_RUNTIME_DIR/softmax-bottleneck-gpu, else /tmp/softmax-bottleneck-gpu-<uid>)",
     )
     parser.add_argument(
@@ -370,12 +359,47 @@ def add_gpu_lease_cli(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"GPU count (4) or ids (0,2,3) to lease among (default: ${ENV_GPUS}, else nvidia-smi -L, else 0)",
     )
+    parser.add_argument(
+        "--per-gpu",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"jobs that may share one GPU (default: ${ENV_SLOTS}, else 1); give Snakemake --resources gpu=<GPUs x K>",
+    )
     parser.add_argument("--poll", type=float, default=2.0, help="seconds between attempts while waiting")
     parser.add_argument("--log-every", type=float, default=60.0, help="seconds between 'waiting' log lines")
     parser.add_argument("--timeout", type=float, default=None, help="give up (exit 75) after this many seconds")
-    parser.add_argument("--status", action="store_true", help="print the lease table as JSON lines and exit")
+    parser.add_argument("--status", action="store_true", help="print which GPU slots are held, by whom, and exit")
+    parser.add_argument("--json", action="store_true", help="with --status: one JSON object per GPU instead of text")
     # dest is not "command": the dispatcher (cli.py) keeps the sub-command name there
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
+
+
+def _age(seconds: float) -> str:
+    minutes = int(max(seconds, 0) // 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def status_lines(
+    lock_dir: Path, gpus: Sequence[int], source: str, slots: int, environ: dict[str, str] | None = None
+) -> list[str]:
+    """The ``--status`` text: where the GPUs come from, whether a lease would be taken, who holds what."""
+    environ = os.environ if environ is None else environ
+    if not gpus:
+        return [f"no GPUs found ({no_gpu_reason(source, environ)}): jobs run on the CPU"]
+    ids = ",".join(map(str, gpus))
+    lines = [f"GPUs {ids} (from {source}), {slots} job(s) per GPU, lock files in {lock_dir}"]
+    reason = step_aside_reason(gpus, environ)
+    if reason is not None:
+        lines.append(f"here gpu-lease takes no lease: {reason}")
+    now = time.time()
+    for row in lease_table(lock_dir, gpus, slots):
+        state = "free" if not row["held"] else f"{row['held']}/{slots} slots held"
+        lines.append(f"gpu {row['gpu']}: {state}")
+        for h in row["holders"]:
+            since = f", for {_age(now - h['since'])}" if isinstance(h.get("since"), (int, float)) else ""
+            lines.append(f"  slot {h['slot']}: pid {h.get('pid', '?')}{since}: {h.get('cmd', '?')}")
+    return lines
 
 
 def run_gpu_lease_cli(args: argparse.Namespace) -> int:
@@ -384,29 +408,52 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
         command = command[1:]
     try:
         gpus, source = resolve_gpus(args.gpus)
+        slots, slots_source = resolve_slots(args.per_gpu)
     except ValueError as exc:
-        log.error("%s", exc)
+        log.error("gpu-lease: %s", exc)
         return 2
     lock_dir = args.lock_dir or default_lock_dir()
     if args.status:
-        for row in lease_table(lock_dir, gpus):
-            print(json.dumps(row))
+        if args.json:
+            for row in lease_table(lock_dir, gpus, slots):
+                print(json.dumps(row))
+        else:
+            print("\n".join(status_lines(lock_dir, gpus, source, slots)))
         return 0
     if not command:
-        log.error("no command given: gpu-lease [options] -- CMD [ARGS ...]")
+        log.error("gpu-lease: no command given: gpu-lease [options] -- CMD [ARGS ...]")
         return 2
     reason = step_aside_reason(gpus)
     if reason is not None:
         log.debug("gpu-lease steps aside: %s", reason)
-        return _exec(command)
+        return exec_command(command)
     holder = {"cmd": " ".join(command)[:500]}
-    log.debug("leasing one of GPUs %s (from %s) in %s", gpus, source, lock_dir)
+    log.debug("leasing one of GPUs %s (from %s), %d per GPU (%s), in %s", gpus, source, slots, slots_source, lock_dir)
     try:
-        lease = acquire(lock_dir, gpus, poll=args.poll, log_every=args.log_every, timeout=args.timeout, holder=holder)
+        lease = acquire(
+            lock_dir,
+            gpus,
+            slots=slots,
+            poll=args.poll,
+            log_every=args.log_every,
+            timeout=args.timeout,
+            holder=holder,
+        )
     except TimeoutError as exc:
-        log.error("%s", exc)
+        log.error("gpu-lease: %s", exc)
         return 75  # EX_TEMPFAIL
-    log.info("leased GPU %d (of %s, from %s): CUDA_VISIBLE_DEVICES=%d", lease.gpu, gpus, source, lease.gpu)
+    except OSError as exc:
+        log.error("gpu-lease: lock directory %s: %s (choose one with --lock-dir or $%s)", lock_dir, exc, ENV_LOCK_DIR)
+        return 2
+    log.info(
+        "leased GPU %d, slot %d of %d (GPUs %s from %s): CUDA_VISIBLE_DEVICES=%d",
+        lease.gpu,
+        lease.slot,
+        slots,
+        gpus,
+        source,
+        lease.gpu,
+    )
     return run_with_lease(command, lease)
 
 
