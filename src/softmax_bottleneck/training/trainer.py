@@ -1,23 +1,18 @@
-"""Training with SGD → averaged SGD, ET or NT switch, and crash-safe resume (spec §6, §7).
+"""The training loop: one model from its preset to ``model.pt``, ``metrics.json``, ``curve.csv`` (paper §4; SM §2).
 
-Per epoch (§6.1): variable-length BPTT (base ``bptt`` w.p. 0.95 else ``bptt/2``, length
-``max(5, int(N(base, 5)))`` capped at ``bptt + max_seq_len_delta``, drawn from numpy's global RNG);
-every group's lr is scaled by ``seq_len/bptt`` for that update; gradients accumulate over
-``small_batch_size`` column chunks, each with its own carried hidden state; loss = mean NLL +
-α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²); global grad-norm clip; SGD step.
+Per batch (:mod:`.schedule`): variable-length BPTT, lr scaled by ``seq_len/bptt``; gradients accumulate
+over ``small_batch_size`` column chunks, each with its own carried hidden state; loss = mean NLL +
+α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²); global grad-norm clip; SGD/ASGD step.
 
-End of epoch (§6.3, §7): validate (averaged weights swapped in once in the ASGD phase), keep the best
-checkpoint by validation loss, then, still in the SGD phase, switch to ``torch.optim.ASGD(t0=0,
-lambd=0)`` after epoch ``switch_epoch`` (ET) or when ``switch_epoch = −1`` and the validation loss
-exceeds the minimum of all but the last ``nonmono`` earlier SGD-phase losses (NT).
+End of epoch: validate (averaged weights swapped in during the ASGD phase), keep the best checkpoint
+by validation loss, then, still in the SGD phase, apply the ET or NT switch rule.
 
-Reported numbers (§7): valid ppl of the best checkpoint; test ppl of that checkpoint at batch 1;
+Reported numbers: valid ppl of the best checkpoint; test ppl of that checkpoint at batch 1;
 "train ppl" = exp of the mean of the 200-batch interval means logged during the best epoch (training
 mode, raw SGD iterates). An epoch too short to complete one logging interval (small scale) uses the
 mean over all its batches instead.
 
-Crash safety: the whole training state (weights, optimizer with ASGD averages, python/numpy/torch
-RNG states, epoch, position, hidden states, best, NT history, curve) is written atomically to
+Crash safety (:mod:`.state`): the whole training state is written atomically to
 ``<out>/.resume/state.pt`` after every epoch and on SIGTERM/SIGINT mid-epoch (then the process exits
 with status 143). Rerunning the same command resumes from it; after success it is removed. The
 declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are written only at the very end.
@@ -26,161 +21,52 @@ declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are written only 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 import logging
 import math
-import os
-import platform
-import random
 import shutil
 import signal
-import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, get_batch, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM, detach_hidden
 from softmax_bottleneck.training.checkpoint import save_model
+from softmax_bottleneck.training.environment import environment, resolve_device
 from softmax_bottleneck.training.evaluation import chunk_nll, evaluate, perplexity
+from softmax_bottleneck.training.schedule import (
+    AveragedWeights,
+    asgd_trigger,
+    make_optimizer,
+    restore_lr,
+    sample_seq_len,
+    scale_lr,
+)
+from softmax_bottleneck.training.state import (
+    RESUME_FORMAT,
+    Progress,
+    load_resume,
+    run_fingerprint,
+    save_resume,
+    seed_everything,
+    set_rng_state,
+)
+
+__all__ = ["AveragedWeights", "Preempted", "Trainer", "asgd_trigger", "resolve_device", "train"]
 
 log = logging.getLogger("softmax_bottleneck.train")
 
-RESUME_FORMAT = 1
 PREEMPTED_EXIT = 143  # 128 + SIGTERM
 CURVE_COLUMNS = ("epoch", "phase", "train_ppl", "valid_loss", "valid_ppl", "seconds", "is_best")
 
 
 class Preempted(Exception):
     """SIGTERM/SIGINT arrived; the state was saved and the run can be resumed."""
-
-
-@dataclass
-class Progress:
-    """Everything besides tensors that a resumed run needs to continue exactly."""
-
-    epoch: int = 0  # last completed epoch
-    position: int = 0  # row of the batchified train data where the current epoch continues
-    batch: int = 0  # batches done in the current epoch
-    phase: str = "sgd"
-    best_val_loss: float = math.inf
-    best_epoch: int = 0
-    switch_epoch: int | None = None
-    val_history: list = field(default_factory=list)  # SGD-phase validation losses (NT rule)
-    curve: list = field(default_factory=list)
-    interval_loss: float = 0.0
-    interval_means: list = field(default_factory=list)
-    epoch_losses: list = field(default_factory=list)
-    epoch_seconds: float = 0.0  # time spent so far in the current epoch (across attempts)
-
-
-def seed_everything(seed: int) -> None:
-    """Python, numpy, torch CPU and CUDA seeds; deterministic cuDNN (spec §6.5, §15.11)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.cuda.manual_seed_all(seed)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-
-
-def rng_state() -> dict:
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for but CUDA is not available")
-    return torch.device(name)
-
-
-def param_groups(model: AWDLSTM, hp: dict) -> list[dict]:
-    """One group for every trainable parameter at the common lr, one per parameter with its own lr (PLIF)."""
-    own = {id(p): hp[key] for p, key in model.output_layer.own_lr_parameters()}
-    common = [p for p in model.parameters() if p.requires_grad and id(p) not in own]
-    groups = [{"params": common, "lr": hp["lr"]}]
-    groups += [{"params": [p], "lr": lr} for p in model.parameters() if id(p) in own for lr in [own[id(p)]]]
-    return groups
-
-
-def make_optimizer(model: AWDLSTM, hp: dict, phase: str) -> torch.optim.Optimizer:
-    groups = param_groups(model, hp)
-    if phase == "sgd":
-        return torch.optim.SGD(groups, lr=hp["lr"], weight_decay=hp["wdecay"])
-    return torch.optim.ASGD(groups, lr=hp["lr"], t0=0, lambd=0.0, weight_decay=hp["wdecay"])
-
-
-class AveragedWeights:
-    """Swap the ASGD running averages ``ax`` into the model (and back), as the reference does for evaluation."""
-
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, active: bool):
-        self.model, self.optimizer, self.active = model, optimizer, active
-        self.saved: dict = {}
-
-    def __enter__(self):
-        if self.active:
-            for p in self.model.parameters():
-                state = self.optimizer.state.get(p, {})
-                if "ax" in state:
-                    self.saved[p] = p.data.clone()
-                    p.data.copy_(state["ax"])
-        return self
-
-    def __exit__(self, *exc):
-        for p, data in self.saved.items():
-            p.data.copy_(data)
-        self.saved = {}
-
-
-def asgd_trigger(epoch: int, val_loss: float, history: list[float], switch_epoch: int, nonmono: int) -> bool:
-    """Whether to switch SGD → ASGD at the end of ``epoch`` (spec §6.3).
-
-    ET (``switch_epoch`` ≠ −1): exactly after epoch ``switch_epoch``. NT (``switch_epoch`` = −1):
-    ``history`` holds the earlier SGD-phase validation losses; switch when it has more than ``nonmono``
-    entries and ``val_loss`` exceeds the minimum of all but its last ``nonmono`` (AWD's rule).
-    """
-    if switch_epoch != -1:
-        return epoch == switch_epoch
-    return len(history) > nonmono and val_loss > min(history[:-nonmono])
-
-
-def sample_seq_len(hp: dict) -> int:
-    """Variable-length BPTT (spec §6.1), from numpy's global RNG."""
-    base = hp["bptt"] if np.random.random() < 0.95 else hp["bptt"] / 2.0
-    seq_len = max(5, int(np.random.normal(base, 5)))
-    return min(seq_len, hp["bptt"] + hp["max_seq_len_delta"])
-
-
-def run_fingerprint(dataset: str, variant: str, hp: dict, corpus: Corpus) -> str:
-    """Identity of a run; a resume state of another run (changed config or data) is never resumed."""
-    blob = json.dumps({"dataset": dataset, "variant": variant, "hp": hp}, sort_keys=True)
-    blob += corpus.dictionary.sha256() + str(tuple(len(s) for s in (corpus.train, corpus.valid, corpus.test)))
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class _StopFlag:
@@ -233,26 +119,13 @@ class Trainer:
         return [self.model.init_hidden(self.hp["small_batch_size"]) for _ in range(chunks)]
 
     def _save_state(self) -> None:
-        hidden = [[(h.cpu(), c.cpu()) for h, c in chunk] for chunk in self.hidden]
-        atomic_torch_save(
-            {
-                "format": RESUME_FORMAT,
-                "fingerprint": self.fingerprint,
-                "progress": asdict(self.progress),
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "hidden": hidden,
-                "rng": rng_state(),
-            },
-            self.state_path,
-        )
+        save_resume(self.state_path, fingerprint=self.fingerprint, progress=self.progress, model=self.model,
+                    optimizer=self.optimizer, hidden=self.hidden)  # fmt: skip
 
     def _maybe_resume(self) -> bool:
         if not self.state_path.is_file():
             return False
-        # The state holds numpy/python RNG states (plain tuples), so it is not a weights-only file;
-        # it is written by this code into the run's own folder.
-        state = torch.load(self.state_path, map_location="cpu", weights_only=False)
+        state = load_resume(self.state_path)
         if state.get("format") != RESUME_FORMAT or state.get("fingerprint") != self.fingerprint:
             log.warning("resume state %s belongs to another configuration; starting afresh", self.state_path)
             shutil.rmtree(self.resume_dir)
@@ -279,9 +152,7 @@ class Trainer:
         interval_started = started
         while p.position < data.size(0) - 1 - 1:
             seq_len = sample_seq_len(hp)
-            base_lrs = [g["lr"] for g in self.optimizer.param_groups]
-            for g in self.optimizer.param_groups:
-                g["lr"] = g["lr"] * seq_len / hp["bptt"]
+            base_lrs = scale_lr(self.optimizer, seq_len, hp["bptt"])
             inputs, targets = get_batch(data, p.position, seq_len)
             inputs, targets = inputs.to(self.device), targets.to(self.device)
             self.optimizer.zero_grad()
@@ -304,8 +175,7 @@ class Trainer:
                 batch_raw += raw_loss.item() * chunk / hp["batch_size"]
             torch.nn.utils.clip_grad_norm_(params, hp["clip"])
             self.optimizer.step()
-            for g, lr in zip(self.optimizer.param_groups, base_lrs, strict=True):
-                g["lr"] = lr
+            restore_lr(self.optimizer, base_lrs)
             p.interval_loss += batch_raw
             p.epoch_losses.append(batch_raw)
             if p.batch % hp["log_interval"] == 0 and p.batch > 0:  # the reference's interval bookkeeping
@@ -437,23 +307,6 @@ def curve_csv(rows: list[dict]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
-
-
-def environment(device: torch.device) -> dict:
-    env = {
-        "hostname": platform.node(),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-        "versions": {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "numpy": np.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        },
-    }
-    return env
 
 
 def train(

@@ -1,0 +1,103 @@
+"""The resumable training state: progress counters, RNG states, the run's fingerprint, ``.resume/state.pt``.
+
+A run killed at any point resumes from its last saved state and ends bit-identical (on CPU) to an
+uninterrupted run: the state holds the weights, the optimizer (with the ASGD averages), the hidden
+states of the accumulation chunks, the python/numpy/torch RNG states and every counter of :class:`Progress`.
+The fingerprint ties a state to one configuration and corpus; a state of another run is never resumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from softmax_bottleneck.atomic import atomic_torch_save
+from softmax_bottleneck.corpora.corpus import Corpus
+
+RESUME_FORMAT = 1
+
+
+@dataclass
+class Progress:
+    """Everything besides tensors that a resumed run needs to continue exactly."""
+
+    epoch: int = 0  # last completed epoch
+    position: int = 0  # row of the batchified train data where the current epoch continues
+    batch: int = 0  # batches done in the current epoch
+    phase: str = "sgd"
+    best_val_loss: float = math.inf
+    best_epoch: int = 0
+    switch_epoch: int | None = None
+    val_history: list = field(default_factory=list)  # SGD-phase validation losses (NT rule)
+    curve: list = field(default_factory=list)
+    interval_loss: float = 0.0
+    interval_means: list = field(default_factory=list)
+    epoch_losses: list = field(default_factory=list)
+    epoch_seconds: float = 0.0  # time spent so far in the current epoch (across attempts)
+
+
+def seed_everything(seed: int) -> None:
+    """Python, numpy, torch CPU and CUDA seeds; deterministic cuDNN (as the KIT's ``init_random``)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def rng_state() -> dict:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def run_fingerprint(dataset: str, variant: str, hp: dict, corpus: Corpus) -> str:
+    """Identity of a run; a resume state of another run (changed config or data) is never resumed."""
+    blob = json.dumps({"dataset": dataset, "variant": variant, "hp": hp}, sort_keys=True)
+    blob += corpus.dictionary.sha256() + str(tuple(len(s) for s in (corpus.train, corpus.valid, corpus.test)))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def save_resume(path: Path, *, fingerprint: str, progress: Progress, model, optimizer, hidden) -> None:
+    """Write the whole training state atomically to ``path``."""
+    hidden = [[(h.cpu(), c.cpu()) for h, c in chunk] for chunk in hidden]
+    atomic_torch_save(
+        {
+            "format": RESUME_FORMAT,
+            "fingerprint": fingerprint,
+            "progress": asdict(progress),
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "hidden": hidden,
+            "rng": rng_state(),
+        },
+        path,
+    )
+
+
+def load_resume(path: Path) -> dict:
+    """Read a state written by :func:`save_resume` (the caller checks format and fingerprint)."""
+    # The state holds numpy/python RNG states (plain tuples), so it is not a weights-only file;
+    # it is written by this code into the run's own folder.
+    return torch.load(path, map_location="cpu", weights_only=False)
