@@ -210,7 +210,7 @@ def uninterrupted(ptb_cache, tmp_path_factory):
 
 @pytest.mark.parametrize(
     ("sig", "marker"),
-    [(signal.SIGKILL, "epoch   2 |   100/"), (signal.SIGTERM, "epoch   3 |    50/")],
+    [(signal.SIGKILL, "epoch   2 |   100 batches"), (signal.SIGTERM, "epoch   3 |    50 batches")],
     ids=["sigkill-mid-epoch", "sigterm-mid-asgd-epoch"],
 )
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, ptb_cache, uninterrupted, sig, marker):

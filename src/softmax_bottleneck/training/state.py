@@ -37,9 +37,8 @@ class Progress:
     switch_epoch: int | None = None
     val_history: list = field(default_factory=list)  # SGD-phase validation losses (NT rule)
     curve: list = field(default_factory=list)
-    interval_loss: float = 0.0
-    interval_means: list = field(default_factory=list)
-    epoch_losses: list = field(default_factory=list)
+    interval_loss: float = 0.0  # summed batch losses of the open logging interval
+    interval_means: list = field(default_factory=list)  # means of the intervals logged this epoch
     epoch_seconds: float = 0.0  # time spent so far in the current epoch (across attempts)
 
 

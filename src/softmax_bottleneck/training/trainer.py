@@ -8,9 +8,8 @@ End of epoch: validate (averaged weights swapped in during the ASGD phase), keep
 by validation loss, then, still in the SGD phase, apply the ET or NT switch rule.
 
 Reported numbers: valid ppl of the best checkpoint; test ppl of that checkpoint at batch 1;
-"train ppl" = exp of the mean of the 200-batch interval means logged during the best epoch (training
-mode, raw SGD iterates). An epoch too short to complete one logging interval (small scale) uses the
-mean over all its batches instead.
+"train ppl" = exp of the mean of the interval means logged during the best epoch (training mode, raw
+SGD iterates), with the authors' interval bookkeeping (:mod:`.intervals`).
 
 Crash safety (:mod:`.state`): the whole training state is written atomically to
 ``<out>/.resume/state.pt`` after every epoch and on SIGTERM/SIGINT mid-epoch (then the process exits
@@ -39,6 +38,7 @@ from softmax_bottleneck.models.awd_lstm import AWDLSTM, detach_hidden
 from softmax_bottleneck.training.checkpoint import save_model
 from softmax_bottleneck.training.environment import environment, resolve_device
 from softmax_bottleneck.training.evaluation import chunk_nll, evaluate, perplexity
+from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.schedule import (
     AveragedWeights,
     asgd_trigger,
@@ -145,7 +145,6 @@ class Trainer:
         hp, p, model = self.hp, self.progress, self.model
         model.train()
         data = self.train_data
-        n_batches_est = max(1, (data.size(0) - 2) // hp["bptt"])
         chunk = hp["small_batch_size"]
         params = [q for q in model.parameters() if q.requires_grad]
         started = time.monotonic()
@@ -177,19 +176,19 @@ class Trainer:
             self.optimizer.step()
             restore_lr(self.optimizer, base_lrs)
             p.interval_loss += batch_raw
-            p.epoch_losses.append(batch_raw)
-            if p.batch % hp["log_interval"] == 0 and p.batch > 0:  # the reference's interval bookkeeping
-                cur = p.interval_loss / hp["log_interval"]
-                ms = (time.monotonic() - interval_started) * 1000 / hp["log_interval"]
+            p.batch += 1
+            p.position += seq_len
+            n = interval_batches(p.batch, p.position, data.size(0), hp["log_interval"])
+            if n:
+                cur = p.interval_loss / n
+                ms = (time.monotonic() - interval_started) * 1000 / n
                 log.info(
-                    "epoch %3d | %5d/%5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
-                    epoch, p.batch, n_batches_est, self.optimizer.param_groups[0]["lr"], ms, cur, perplexity(cur),
+                    "epoch %3d | %5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
+                    epoch, p.batch, self.optimizer.param_groups[0]["lr"], ms, cur, perplexity(cur),
                 )  # fmt: skip
                 p.interval_means.append(cur)
                 p.interval_loss = 0.0
                 interval_started = time.monotonic()
-            p.batch += 1
-            p.position += seq_len
             if stop.signum is not None:
                 p.epoch_seconds += time.monotonic() - started
                 self._save_state()
@@ -198,8 +197,7 @@ class Trainer:
 
     def _epoch_train_loss(self) -> float:
         p = self.progress
-        values = p.interval_means or p.epoch_losses
-        return float(np.mean(values)) if values else math.nan
+        return epoch_train_loss(p.interval_means, p.interval_loss, p.batch % self.hp["log_interval"])
 
     # ----------------------------------------------------------------- main loop
     def fit(self) -> dict:
@@ -245,8 +243,8 @@ class Trainer:
             }
         )
         log.info(
-            "end of epoch %3d | time %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s",
-            epoch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
+            "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s",
+            epoch, p.batch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
             " | saved best" + (" (averaged)" if p.phase == "asgd" else "") if is_best else "",
         )  # fmt: skip
         if p.phase == "sgd":
@@ -258,7 +256,7 @@ class Trainer:
                 p.phase, p.switch_epoch = "asgd", epoch
                 self.optimizer = make_optimizer(self.model, hp, "asgd")
         p.epoch, p.position, p.batch = epoch, 0, 0
-        p.interval_loss, p.interval_means, p.epoch_losses, p.epoch_seconds = 0.0, [], [], 0.0
+        p.interval_loss, p.interval_means, p.epoch_seconds = 0.0, [], 0.0
         self.hidden = self._fresh_hidden()
 
     def _finish(self) -> dict:
