@@ -254,3 +254,21 @@ def test_train_function_writes_declared_outputs(tmp_path, ptb_cache):
     assert {p.name for p in tmp_path.iterdir()} == {"model.pt", "metrics.json", "curve.csv"}
     assert metrics["tokens"] == {"train": 3000, "valid": 500, "test": 500}
     assert np.isclose(metrics["test_ppl"], math.exp(metrics["test_loss"]))
+
+
+def test_exact_fp32_by_default_and_tf32_on_request(tmp_path):
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's own default for cuDNN
+    try:
+        metrics = _train(tmp_path / "fp32", epochs=1)
+        env = metrics["environment"]
+        assert env["tf32"] is False and env["float32_matmul_precision"] == "highest"
+        assert env["torch_threads"] == torch.get_num_threads() and "cudnn" in env["versions"]
+        assert json.loads((tmp_path / "fp32" / "metrics.json").read_text())["environment"]["tf32"] is False
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        hp = presets.resolve("ptb", "softmax", "et", {**TINY, "tf32": True})
+        Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path / "tf32")
+        assert torch.backends.cudnn.allow_tf32 and torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+        torch.set_float32_matmul_precision("highest")

@@ -36,7 +36,7 @@ from softmax_bottleneck.atomic import atomic_torch_save, atomic_write_json, atom
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, get_batch, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM, detach_hidden
 from softmax_bottleneck.training.checkpoint import save_model
-from softmax_bottleneck.training.environment import environment, resolve_device
+from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import chunk_nll, evaluate, perplexity
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.schedule import (
@@ -103,6 +103,7 @@ class Trainer:
         self.device = torch.device(device)
         self.fingerprint = run_fingerprint(dataset, variant, self.hp, corpus)
 
+        configure_precision(self.hp.get("tf32", False))
         seed_everything(self.hp["seed"])
         self.model = AWDLSTM(corpus.vocab_size, self.hp).to(self.device)
         self.train_data = batchify(corpus.train, self.hp["batch_size"])
