@@ -56,7 +56,7 @@ def test_interval_rules():
 @pytest.fixture
 def scripted(monkeypatch):
     """Script every batch's length and every chunk's raw NLL (the graph stays the model's)."""
-    from softmax_bottleneck.training import trainer as step  # where the step looks them up
+    from softmax_bottleneck.training import step
 
     lengths = iter(itertools.chain.from_iterable(EPOCHS + [[10] * 60]))
     values = iter(1.0 + 0.01 * (k % 97) for k in itertools.count())

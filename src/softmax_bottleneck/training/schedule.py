@@ -29,11 +29,17 @@ def param_groups(model: AWDLSTM, hp: dict) -> list[dict]:
 
 
 def make_optimizer(model: AWDLSTM, hp: dict, phase: str) -> torch.optim.Optimizer:
-    """SGD (phase ``sgd``) or ASGD with ``t0=0, lambd=0`` (phase ``asgd``) over :func:`param_groups`."""
+    """SGD (phase ``sgd``) or ASGD with ``t0=0, lambd=0`` (phase ``asgd``) over :func:`param_groups`.
+
+    On CUDA the ASGD is ``capturable``: its step counter, η and μ stay on the GPU (the default reads
+    the counter back once per parameter and step). With ``lambd=0`` both compute the same float32
+    η = lr and μ = 1/max(1, t) (a float64 quotient rounded to float32 is the float32 quotient).
+    """
     groups = param_groups(model, hp)
     if phase == "sgd":
         return torch.optim.SGD(groups, lr=hp["lr"], weight_decay=hp["wdecay"])
-    return torch.optim.ASGD(groups, lr=hp["lr"], t0=0, lambd=0.0, weight_decay=hp["wdecay"])
+    capturable = next(model.parameters()).is_cuda
+    return torch.optim.ASGD(groups, lr=hp["lr"], t0=0, lambd=0.0, weight_decay=hp["wdecay"], capturable=capturable)
 
 
 class AveragedWeights:

@@ -33,20 +33,13 @@ import torch
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, get_batch, load_corpus
-from softmax_bottleneck.models.awd_lstm import AWDLSTM, detach_hidden
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
+from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import save_model
 from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
-from softmax_bottleneck.training.evaluation import chunk_nll, evaluate, perplexity
+from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
-from softmax_bottleneck.training.schedule import (
-    AveragedWeights,
-    asgd_trigger,
-    make_optimizer,
-    restore_lr,
-    sample_seq_len,
-    scale_lr,
-)
+from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
 from softmax_bottleneck.training.state import (
     RESUME_FORMAT,
     Progress,
@@ -56,6 +49,7 @@ from softmax_bottleneck.training.state import (
     seed_everything,
     set_rng_state,
 )
+from softmax_bottleneck.training.step import LossSums, train_batch
 
 __all__ = ["AveragedWeights", "Preempted", "Trainer", "asgd_trigger", "resolve_device", "train"]
 
@@ -67,6 +61,10 @@ CURVE_COLUMNS = ("epoch", "phase", "train_ppl", "valid_loss", "valid_ppl", "seco
 
 class Preempted(Exception):
     """SIGTERM/SIGINT arrived; the state was saved and the run can be resumed."""
+
+
+class Diverged(FloatingPointError):
+    """The training loss became non-finite (or left the sane range); the message names epoch and batch."""
 
 
 class _StopFlag:
@@ -106,10 +104,11 @@ class Trainer:
         configure_precision(self.hp.get("tf32", False))
         seed_everything(self.hp["seed"])
         self.model = AWDLSTM(corpus.vocab_size, self.hp).to(self.device)
-        self.train_data = batchify(corpus.train, self.hp["batch_size"])
-        self.val_data = batchify(corpus.valid, self.hp["eval_batch_size"])
-        self.test_data = batchify(corpus.test, self.hp["test_batch_size"])
+        self.train_data = batchify(corpus.train, self.hp["batch_size"]).to(self.device)
+        self.val_data = batchify(corpus.valid, self.hp["eval_batch_size"]).to(self.device)
+        self.test_data = batchify(corpus.test, self.hp["test_batch_size"]).to(self.device)
         self.progress = Progress()
+        self.sums = LossSums(self.device)
         self.optimizer = make_optimizer(self.model, self.hp, "sgd")
         self.hidden = self._fresh_hidden()
         self.resumed = self._maybe_resume()
@@ -120,6 +119,8 @@ class Trainer:
         return [self.model.init_hidden(self.hp["small_batch_size"]) for _ in range(chunks)]
 
     def _save_state(self) -> None:
+        p = self.progress
+        p.interval_loss = self._read_sums(p.epoch + 1, p.batch - p.batch % self.hp["log_interval"])
         save_resume(self.state_path, fingerprint=self.fingerprint, progress=self.progress, model=self.model,
                     optimizer=self.optimizer, hidden=self.hidden)  # fmt: skip
 
@@ -137,58 +138,23 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.hidden = [[(h.to(self.device), c.to(self.device)) for h, c in chunk] for chunk in state["hidden"]]
         set_rng_state(state["rng"])
+        self.sums.reset(self.progress.interval_loss)
         p = self.progress
         log.info("resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1)
         return True
 
     # ----------------------------------------------------------------- epoch
     def _train_epoch(self, epoch: int, stop: _StopFlag) -> None:
-        hp, p, model = self.hp, self.progress, self.model
-        model.train()
-        data = self.train_data
-        chunk = hp["small_batch_size"]
-        params = [q for q in model.parameters() if q.requires_grad]
-        started = time.monotonic()
-        interval_started = started
-        while p.position < data.size(0) - 1 - 1:
-            seq_len = sample_seq_len(hp)
-            base_lrs = scale_lr(self.optimizer, seq_len, hp["bptt"])
-            inputs, targets = get_batch(data, p.position, seq_len)
-            inputs, targets = inputs.to(self.device), targets.to(self.device)
-            self.optimizer.zero_grad()
-            batch_raw = 0.0
-            for s_id, start in enumerate(range(0, hp["batch_size"], chunk)):
-                x, y = inputs[:, start : start + chunk], targets[:, start : start + chunk]
-                hidden = detach_hidden(self.hidden[s_id])
-                log_prob, hidden, raw_last, dropped_last = model(x, hidden)
-                self.hidden[s_id] = hidden
-                raw_loss = chunk_nll(log_prob, y)
-                loss = raw_loss + hp["alpha"] * dropped_last.pow(2).mean()
-                if raw_last.size(0) > 1:
-                    loss = loss + hp["beta"] * (raw_last[1:] - raw_last[:-1]).pow(2).mean()
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"non-finite training loss ({loss.item()}) at epoch {epoch}, batch {p.batch} "
-                        f"(chunk {s_id}); lower lr or check the data"
-                    )
-                (loss * chunk / hp["batch_size"]).backward()
-                batch_raw += raw_loss.item() * chunk / hp["batch_size"]
-            torch.nn.utils.clip_grad_norm_(params, hp["clip"])
-            self.optimizer.step()
-            restore_lr(self.optimizer, base_lrs)
-            p.interval_loss += batch_raw
+        hp, p = self.hp, self.progress
+        self.model.train()
+        data, rows = self.train_data, self.train_data.size(0)
+        started = interval_started = time.monotonic()
+        while p.position < rows - 1 - 1:
+            p.position += train_batch(self.model, self.optimizer, hp, data, p.position, self.hidden, self.sums)
             p.batch += 1
-            p.position += seq_len
-            n = interval_batches(p.batch, p.position, data.size(0), hp["log_interval"])
+            n = interval_batches(p.batch, p.position, rows, hp["log_interval"])
             if n:
-                cur = p.interval_loss / n
-                ms = (time.monotonic() - interval_started) * 1000 / n
-                log.info(
-                    "epoch %3d | %5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
-                    epoch, p.batch, self.optimizer.param_groups[0]["lr"], ms, cur, perplexity(cur),
-                )  # fmt: skip
-                p.interval_means.append(cur)
-                p.interval_loss = 0.0
+                self._close_interval(epoch, n, time.monotonic() - interval_started)
                 interval_started = time.monotonic()
             if stop.signum is not None:
                 p.epoch_seconds += time.monotonic() - started
@@ -196,9 +162,31 @@ class Trainer:
                 raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
         p.epoch_seconds += time.monotonic() - started
 
-    def _epoch_train_loss(self) -> float:
+    def _read_sums(self, epoch: int, first_batch: int) -> float:
+        """The open interval's raw-loss sum; stops the run at the first non-finite loss since ``first_batch``."""
+        raw, finite, finite_batches = self.sums.read()
+        if not finite:
+            raise Diverged(
+                f"training diverged: non-finite loss at epoch {epoch}, batch {first_batch + finite_batches + 1}; "
+                "lower lr or check the data"
+            )
+        return raw
+
+    def _close_interval(self, epoch: int, n: int, seconds: float) -> None:
         p = self.progress
-        return epoch_train_loss(p.interval_means, p.interval_loss, p.batch % self.hp["log_interval"])
+        cur = self._read_sums(epoch, p.batch - n) / n
+        log.info(
+            "epoch %3d | %5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
+            epoch, p.batch, self.optimizer.param_groups[0]["lr"], seconds * 1000 / n, cur, perplexity(cur),
+        )  # fmt: skip
+        p.interval_means.append(cur)
+        self.sums.reset()
+
+    def _epoch_train_loss(self, epoch: int) -> float:
+        p = self.progress
+        pending = p.batch % self.hp["log_interval"]
+        pending_sum = self._read_sums(epoch, p.batch - pending)  # also checks a dropped last interval
+        return epoch_train_loss(p.interval_means, pending_sum, pending)
 
     # ----------------------------------------------------------------- main loop
     def fit(self) -> dict:
@@ -231,7 +219,7 @@ class Trainer:
                 )
         if not math.isfinite(val_loss):
             raise FloatingPointError(f"non-finite validation loss at epoch {epoch}")
-        train_loss = self._epoch_train_loss()
+        train_loss = self._epoch_train_loss(epoch)
         p.curve.append(
             {
                 "epoch": epoch,
@@ -258,6 +246,7 @@ class Trainer:
                 self.optimizer = make_optimizer(self.model, hp, "asgd")
         p.epoch, p.position, p.batch = epoch, 0, 0
         p.interval_loss, p.interval_means, p.epoch_seconds = 0.0, [], 0.0
+        self.sums.reset()
         self.hidden = self._fresh_hidden()
 
     def _finish(self) -> dict:
