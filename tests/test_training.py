@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -152,7 +153,7 @@ KILL_SETTINGS = [
 ]  # fmt: skip
 
 
-def _cli(out, cache, variant="softmax"):
+def _cli(out, cache, variant="softmax", checkpoint_seconds=None):
     cmd = [
         sys.executable,
         "-m",
@@ -175,6 +176,8 @@ def _cli(out, cache, variant="softmax"):
     ]
     for item in KILL_SETTINGS:
         cmd += ["--set", item]
+    if checkpoint_seconds is not None:
+        cmd += ["--checkpoint-seconds", str(checkpoint_seconds)]
     return cmd
 
 
@@ -215,9 +218,11 @@ def uninterrupted(ptb_cache, tmp_path_factory):
 )
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, ptb_cache, uninterrupted, sig, marker):
     out = tmp_path / "run"
-    status = _run_until(_cli(out, ptb_cache), tmp_path / "first.log", marker, sig)
+    # SIGKILL loses what was not saved: a short cadence makes the rerun resume from mid-run, not from scratch
+    status = _run_until(_cli(out, ptb_cache, checkpoint_seconds=0.5), tmp_path / "first.log", marker, sig)
     assert status != 0 and not (out / "metrics.json").exists()
     state = torch.load(out / ".resume" / "state.pt", weights_only=False)
+    assert state["progress"]["epoch"] >= 1 or state["progress"]["batch"] > 0
     if sig == signal.SIGTERM:
         assert status == 143 and state["progress"]["batch"] > 0  # saved mid-epoch, ASGD averages included
         assert state["progress"]["phase"] == "asgd"
@@ -272,3 +277,34 @@ def test_exact_fp32_by_default_and_tf32_on_request(tmp_path):
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
         torch.set_float32_matmul_precision("highest")
+
+
+def test_resume_state_is_written_at_the_checkpoint_cadence_only(tmp_path, monkeypatch):
+    from softmax_bottleneck.training import trainer as loop
+
+    saved = []
+    real_save = loop.save_resume
+
+    def save(path, **kw):
+        saved.append(kw["progress"].batch)
+        real_save(path, **kw)
+
+    monkeypatch.setattr(loop, "save_resume", save)
+    hp = presets.resolve("ptb", "softmax", "et", {**TINY, "epochs": 2})
+    rare = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path / "a",
+                   checkpoint_seconds=1e9).fit()  # fmt: skip
+    assert saved == []  # a short run never reaches the cadence
+    often = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path / "b",
+                    checkpoint_seconds=0).fit()  # fmt: skip
+    batches = (len(tiny_corpus().train) // TINY["batch_size"]) // TINY["bptt"]
+    assert len(saved) > 2 * batches * 0.8 and saved.count(0) == 2  # every batch, and after each epoch
+    assert [rare[k] for k in PPL_KEYS] == [often[k] for k in PPL_KEYS]  # saving changes nothing
+
+
+def test_checkpoint_cadence_is_not_part_of_the_run_identity(tmp_path, caplog):
+    _run_partial_state(tmp_path)
+    hp = presets.resolve("ptb", "softmax", "et", {**TINY, "epochs": 2})
+    with caplog.at_level(logging.INFO, logger="softmax_bottleneck.train"):
+        Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path,
+                checkpoint_seconds=12345).fit()  # fmt: skip
+    assert any("resumed from" in r.getMessage() for r in caplog.records)

@@ -1,8 +1,9 @@
 """The resumable training state: progress counters, RNG states, the run's fingerprint, ``.resume/state.pt``.
 
 A run killed at any point resumes from its last saved state and ends bit-identical (on CPU) to an
-uninterrupted run: the state holds the weights, the optimizer (with the ASGD averages), the hidden
-states of the accumulation chunks, the python/numpy/torch RNG states and every counter of :class:`Progress`.
+uninterrupted run: the state holds the weights, the best weights so far, the optimizer (with the ASGD
+averages), the hidden states of the accumulation chunks, the python/numpy/torch RNG states and every
+counter of :class:`Progress`.
 The fingerprint ties a state to one configuration and corpus; a state of another run is never resumed.
 """
 
@@ -78,8 +79,8 @@ def run_fingerprint(dataset: str, variant: str, hp: dict, corpus: Corpus) -> str
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def save_resume(path: Path, *, fingerprint: str, progress: Progress, model, optimizer, hidden) -> None:
-    """Write the whole training state atomically to ``path``."""
+def save_resume(path: Path, *, fingerprint: str, progress: Progress, model, optimizer, hidden, best) -> None:
+    """Write the whole training state atomically to ``path`` (``best``: the best weights so far, or None)."""
     hidden = [[(h.cpu(), c.cpu()) for h, c in chunk] for chunk in hidden]
     atomic_torch_save(
         {
@@ -90,6 +91,7 @@ def save_resume(path: Path, *, fingerprint: str, progress: Progress, model, opti
             "optimizer": optimizer.state_dict(),
             "hidden": hidden,
             "rng": rng_state(),
+            "best": best,
         },
         path,
     )

@@ -1,8 +1,9 @@
 """The training loop: one model from its preset to ``model.pt``, ``metrics.json``, ``curve.csv`` (paper §4; SM §2).
 
-Per batch (:mod:`.schedule`): variable-length BPTT, lr scaled by ``seq_len/bptt``; gradients accumulate
-over ``small_batch_size`` column chunks, each with its own carried hidden state; loss = mean NLL +
-α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²); global grad-norm clip; SGD/ASGD step.
+Per batch (:mod:`.step`, :mod:`.schedule`): variable-length BPTT, lr scaled by ``seq_len/bptt``;
+gradients accumulate over ``small_batch_size`` column chunks, each with its own carried hidden state;
+loss = mean NLL + α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²); global grad-norm clip;
+SGD/ASGD step. Losses stay on the device until a logging interval closes.
 
 End of epoch: validate (averaged weights swapped in during the ASGD phase), keep the best checkpoint
 by validation loss, then, still in the SGD phase, apply the ET or NT switch rule.
@@ -12,9 +13,10 @@ Reported numbers: valid ppl of the best checkpoint; test ppl of that checkpoint 
 SGD iterates), with the authors' interval bookkeeping (:mod:`.intervals`).
 
 Crash safety (:mod:`.state`): the whole training state is written atomically to
-``<out>/.resume/state.pt`` after every epoch and on SIGTERM/SIGINT mid-epoch (then the process exits
-with status 143). Rerunning the same command resumes from it; after success it is removed. The
-declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are written only at the very end.
+``<out>/.resume/state.pt`` at most every ``checkpoint_seconds`` (between batches) and always on
+SIGTERM/SIGINT (then the process exits with status 143). Rerunning the same command resumes from it;
+after success it is removed. The declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are
+written only at the very end.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from softmax_bottleneck.atomic import atomic_write_json, atomic_write_text
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import save_model
@@ -91,13 +93,22 @@ class _StopFlag:
 
 
 class Trainer:
-    def __init__(self, *, dataset: str, variant: str, hp: dict, corpus: Corpus, out_dir, device="cpu"):
+    """One run: ``fit()`` trains (resuming from ``<out>/.resume/state.pt`` when there is one) and writes the outputs.
+
+    ``checkpoint_seconds`` is how often, at most, the resume state is written (and always on
+    SIGTERM/SIGINT); it is not a hyper-parameter: it changes neither the run's numbers nor its identity.
+    """
+
+    def __init__(
+        self, *, dataset: str, variant: str, hp: dict, corpus: Corpus, out_dir, device="cpu",
+        checkpoint_seconds: float = 600.0,
+    ):  # fmt: skip
         self.dataset, self.variant, self.hp = dataset, variant, dict(hp)
+        self.checkpoint_seconds = float(checkpoint_seconds)
         self.corpus = corpus
         self.out_dir = Path(out_dir)
         self.resume_dir = self.out_dir / ".resume"
         self.state_path = self.resume_dir / "state.pt"
-        self.best_path = self.resume_dir / "best.pt"
         self.device = torch.device(device)
         self.fingerprint = run_fingerprint(dataset, variant, self.hp, corpus)
 
@@ -111,7 +122,9 @@ class Trainer:
         self.sums = LossSums(self.device)
         self.optimizer = make_optimizer(self.model, self.hp, "sgd")
         self.hidden = self._fresh_hidden()
+        self.best_weights: dict | None = None  # CPU copy of the best checkpoint so far
         self.resumed = self._maybe_resume()
+        self._last_save = time.monotonic()
 
     # ----------------------------------------------------------------- state
     def _fresh_hidden(self):
@@ -122,7 +135,11 @@ class Trainer:
         p = self.progress
         p.interval_loss = self._read_sums(p.epoch + 1, p.batch - p.batch % self.hp["log_interval"])
         save_resume(self.state_path, fingerprint=self.fingerprint, progress=self.progress, model=self.model,
-                    optimizer=self.optimizer, hidden=self.hidden)  # fmt: skip
+                    optimizer=self.optimizer, hidden=self.hidden, best=self.best_weights)  # fmt: skip
+        self._last_save = time.monotonic()
+
+    def _checkpoint_due(self) -> bool:
+        return time.monotonic() - self._last_save >= self.checkpoint_seconds
 
     def _maybe_resume(self) -> bool:
         if not self.state_path.is_file():
@@ -138,6 +155,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.hidden = [[(h.to(self.device), c.to(self.device)) for h, c in chunk] for chunk in state["hidden"]]
         set_rng_state(state["rng"])
+        self.best_weights = state["best"]
         self.sums.reset(self.progress.interval_loss)
         p = self.progress
         log.info("resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1)
@@ -156,10 +174,12 @@ class Trainer:
             if n:
                 self._close_interval(epoch, n, time.monotonic() - interval_started)
                 interval_started = time.monotonic()
-            if stop.signum is not None:
+            if stop.signum is not None or self._checkpoint_due():
                 p.epoch_seconds += time.monotonic() - started
+                started = time.monotonic()
                 self._save_state()
-                raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
+                if stop.signum is not None:
+                    raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
         p.epoch_seconds += time.monotonic() - started
 
     def _read_sums(self, epoch: int, first_batch: int) -> float:
@@ -202,7 +222,8 @@ class Trainer:
                 epoch = p.epoch + 1
                 self._train_epoch(epoch, stop)
                 self._end_epoch(epoch)
-                self._save_state()
+                if stop.signum is not None or self._checkpoint_due():
+                    self._save_state()
                 if stop.signum is not None:
                     raise Preempted(f"signal {stop.signum} after epoch {epoch}")
         return self._finish()
@@ -214,9 +235,7 @@ class Trainer:
             is_best = val_loss < p.best_val_loss
             if is_best:
                 p.best_val_loss, p.best_epoch = val_loss, epoch
-                atomic_torch_save(
-                    {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}, self.best_path
-                )
+                self.best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
         if not math.isfinite(val_loss):
             raise FloatingPointError(f"non-finite validation loss at epoch {epoch}")
         train_loss = self._epoch_train_loss(epoch)
@@ -251,7 +270,7 @@ class Trainer:
 
     def _finish(self) -> dict:
         hp, p = self.hp, self.progress
-        self.model.load_state_dict(torch.load(self.best_path, map_location=self.device, weights_only=True))
+        self.model.load_state_dict(self.best_weights)
         test_loss = evaluate(self.model, self.test_data, hp["bptt"])
         best = next(row for row in p.curve if row["epoch"] == p.best_epoch)
         total = self.corpus
@@ -309,6 +328,7 @@ def train(
     corpus_cache=None,
     device: str = "auto",
     corpus: Corpus | None = None,
+    checkpoint_seconds: float = 600.0,
 ) -> dict:
     """Resolve the preset, load the corpus, train (resuming when possible) and write the outputs."""
     overrides = dict(overrides or {})
@@ -324,7 +344,7 @@ def train(
             )
     corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
     trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus, out_dir=out_dir,
-                      device=resolve_device(device))  # fmt: skip
+                      device=resolve_device(device), checkpoint_seconds=checkpoint_seconds)  # fmt: skip
     return trainer.fit()
 
 
@@ -338,8 +358,25 @@ def add_cli(parser) -> None:
         "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
     )
     parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--checkpoint-seconds", type=_seconds, default=600.0, metavar="S",
+        help="write the resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
+    )  # fmt: skip
+
+
+def _seconds(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def run_cli(args) -> int:
@@ -348,7 +385,7 @@ def run_cli(args) -> int:
         overrides = presets.parse_overrides(args.overrides)
         train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
               overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
-              device=args.device)  # fmt: skip
+              device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
     except Preempted as stop:
         log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
         return PREEMPTED_EXIT
