@@ -221,7 +221,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, ptb_cache, uninte
     # SIGKILL loses what was not saved: a short cadence makes the rerun resume from mid-run, not from scratch
     status = _run_until(_cli(out, ptb_cache, checkpoint_seconds=0.5), tmp_path / "first.log", marker, sig)
     assert status != 0 and not (out / "metrics.json").exists()
-    state = torch.load(out / ".resume" / "state.pt", weights_only=False)
+    state = torch.load(out / ".resume" / "state.pt", weights_only=True)  # plain data and tensors only
     assert state["progress"]["epoch"] >= 1 or state["progress"]["batch"] > 0
     if sig == signal.SIGTERM:
         assert status == 143 and state["progress"]["batch"] > 0  # saved mid-epoch, ASGD averages included

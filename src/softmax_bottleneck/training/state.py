@@ -22,7 +22,8 @@ import torch
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.corpus import Corpus
 
-RESUME_FORMAT = 1
+RESUME_FORMAT = 2  # 2: weights-only loadable (RNG states as tensors/lists), best weights inside
+RESUME_KEYS = {"format", "fingerprint", "progress", "model", "optimizer", "hidden", "rng", "best"}
 
 
 @dataclass
@@ -54,9 +55,12 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_state() -> dict:
+    """python/numpy/torch (and CUDA) generator states as tensors and plain lists (``weights_only`` loadable)."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
     state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "python": [version, list(internal), gauss],
+        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -65,8 +69,10 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -97,8 +103,29 @@ def save_resume(path: Path, *, fingerprint: str, progress: Progress, model, opti
     )
 
 
+class ResumeError(ValueError):
+    """A resume state that cannot be used; the message names the file and what to do."""
+
+
+def _restart_hint(path: Path) -> str:
+    return f"delete {path.parent} to restart this run from scratch (its progress is lost)"
+
+
 def load_resume(path: Path) -> dict:
-    """Read a state written by :func:`save_resume` (the caller checks format and fingerprint)."""
-    # The state holds numpy/python RNG states (plain tuples), so it is not a weights-only file;
-    # it is written by this code into the run's own folder.
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """Read a state written by :func:`save_resume`, never unpickling anything but tensors and plain data.
+
+    Raises :class:`ResumeError` (one line) for a truncated, corrupt or foreign file and for another format.
+    """
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated zip, plain text, a pickle with code in it, ...
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise ResumeError(f"{path}: not a readable resume state ({reason}); {_restart_hint(path)}") from None
+    if not isinstance(blob, dict) or not RESUME_KEYS <= set(blob):
+        raise ResumeError(f"{path}: not a resume state of this package; {_restart_hint(path)}")
+    if blob["format"] != RESUME_FORMAT:
+        raise ResumeError(
+            f"{path}: resume state format {blob['format']!r}, this version reads {RESUME_FORMAT}; finish the run "
+            f"with the version that started it, or {_restart_hint(path)}"
+        )
+    return blob

@@ -43,8 +43,8 @@ from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
 from softmax_bottleneck.training.state import (
-    RESUME_FORMAT,
     Progress,
+    ResumeError,
     load_resume,
     run_fingerprint,
     save_resume,
@@ -145,18 +145,25 @@ class Trainer:
         if not self.state_path.is_file():
             return False
         state = load_resume(self.state_path)
-        if state.get("format") != RESUME_FORMAT or state.get("fingerprint") != self.fingerprint:
+        if state["fingerprint"] != self.fingerprint:
             log.warning("resume state %s belongs to another configuration; starting afresh", self.state_path)
-            shutil.rmtree(self.resume_dir)
+            self.state_path.unlink()
             return False
-        self.progress = Progress(**state["progress"])
-        self.model.load_state_dict(state["model"])
-        self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.hidden = [[(h.to(self.device), c.to(self.device)) for h, c in chunk] for chunk in state["hidden"]]
-        set_rng_state(state["rng"])
-        self.best_weights = state["best"]
-        self.sums.reset(self.progress.interval_loss)
+        try:
+            self.progress = Progress(**state["progress"])
+            self.model.load_state_dict(state["model"])
+            self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.hidden = [[(h.to(self.device), c.to(self.device)) for h, c in chunk] for chunk in state["hidden"]]
+            set_rng_state(state["rng"])
+            self.best_weights = state["best"]
+            self.sums.reset(self.progress.interval_loss)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+            raise ResumeError(
+                f"{self.state_path}: damaged resume state ({reason}); delete {self.resume_dir} to restart this run "
+                "from scratch (its progress is lost)"
+            ) from None
         p = self.progress
         log.info("resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1)
         return True
