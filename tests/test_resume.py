@@ -49,7 +49,7 @@ def test_a_planted_pickle_is_never_run(tmp_path, writer):
     else:
         state.write_bytes(pickle.dumps(payload, protocol=2))
     with pytest.raises(ResumeError) as err:
-        _trainer(tmp_path / "run")
+        _trainer(tmp_path / "run").fit()
     assert not marker.exists()
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{state}: not a readable resume state")
@@ -77,7 +77,7 @@ def test_a_damaged_state_fails_in_one_line(tmp_path, damage):
         blob = torch.load(state, weights_only=True)
         torch.save({**blob, "format": 1}, state)
     with pytest.raises(ResumeError) as err:
-        _trainer(tmp_path)
+        _trainer(tmp_path).fit()
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{state}: ") and "delete" in message
     assert state.exists()  # nothing is deleted behind the user's back

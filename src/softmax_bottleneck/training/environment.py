@@ -14,9 +14,13 @@ def resolve_device(name: str) -> torch.device:
     """``auto`` → CUDA when available, else CPU; ``cuda``/``cuda:N`` must be available."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for but CUDA is not available")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name}: not a device; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: CUDA is not available on this machine; use --device cpu or auto")
+    return device
 
 
 def configure_precision(tf32: bool) -> None:

@@ -41,6 +41,7 @@ from softmax_bottleneck.training.checkpoint import save_model
 from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
+from softmax_bottleneck.training.lock import LOCK_NAME, RunFolderBusy, run_lock
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
 from softmax_bottleneck.training.state import (
     Progress,
@@ -63,6 +64,10 @@ CURVE_COLUMNS = ("epoch", "phase", "train_ppl", "valid_loss", "valid_ppl", "seco
 
 class Preempted(Exception):
     """SIGTERM/SIGINT arrived; the state was saved and the run can be resumed."""
+
+
+class RunFinished(ValueError):
+    """The run folder already holds a finished run: it is never trained over."""
 
 
 class Diverged(FloatingPointError):
@@ -123,7 +128,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, self.hp, "sgd")
         self.hidden = self._fresh_hidden()
         self.best_weights: dict | None = None  # CPU copy of the best checkpoint so far
-        self.resumed = self._maybe_resume()
+        self.resumed = False
         self._last_save = time.monotonic()
 
     # ----------------------------------------------------------------- state
@@ -217,23 +222,33 @@ class Trainer:
 
     # ----------------------------------------------------------------- main loop
     def fit(self) -> dict:
-        hp, p = self.hp, self.progress
-        log.info(
-            "training %s/%s schedule=%s seed=%d on %s: %d parameters, %d train batches of %d, epochs %d",
-            self.dataset, self.variant, hp["schedule"], hp["seed"], self.device,
-            presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0) // hp["bptt"],
-            hp["batch_size"], hp["epochs"],
-        )  # fmt: skip
-        with _StopFlag() as stop:
-            while p.epoch < hp["epochs"]:
-                epoch = p.epoch + 1
-                self._train_epoch(epoch, stop)
-                self._end_epoch(epoch)
-                if stop.signum is not None or self._checkpoint_due():
-                    self._save_state()
-                if stop.signum is not None:
-                    raise Preempted(f"signal {stop.signum} after epoch {epoch}")
-        return self._finish()
+        """Train to the end (resuming when a state exists) holding the run folder's lock; returns the metrics."""
+        with run_lock(self.out_dir):
+            finished = self.out_dir / "metrics.json"
+            if finished.exists():
+                raise RunFinished(
+                    f"{self.out_dir} already holds a finished run ({finished.name}); use another --out, or delete "
+                    "model.pt, metrics.json and curve.csv there to train it again"
+                )
+            self.resumed = self._maybe_resume()
+            self._last_save = time.monotonic()
+            hp, p = self.hp, self.progress
+            log.info(
+                "training %s/%s schedule=%s seed=%d on %s: %d parameters, %d rows of %d columns, epochs %d",
+                self.dataset, self.variant, hp["schedule"], hp["seed"], self.device,
+                presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
+                hp["epochs"],
+            )  # fmt: skip
+            with _StopFlag() as stop:
+                while p.epoch < hp["epochs"]:
+                    epoch = p.epoch + 1
+                    self._train_epoch(epoch, stop)
+                    self._end_epoch(epoch)
+                    if stop.signum is not None or self._checkpoint_due():
+                        self._save_state()
+                    if stop.signum is not None:
+                        raise Preempted(f"signal {stop.signum} after epoch {epoch}")
+            return self._finish()
 
     def _end_epoch(self, epoch: int) -> None:
         hp, p = self.hp, self.progress
@@ -308,6 +323,7 @@ class Trainer:
         atomic_write_text(curve_csv(p.curve), self.out_dir / "curve.csv")
         atomic_write_json(metrics, self.out_dir / "metrics.json")
         shutil.rmtree(self.resume_dir, ignore_errors=True)
+        (self.out_dir / LOCK_NAME).unlink(missing_ok=True)  # still held: a later writer sees the finished run
         log.info(
             "done: train ppl %.2f | valid ppl %.2f | test ppl %.2f | best epoch %d | switch epoch %s",
             metrics["train_ppl"], metrics["valid_ppl"], metrics["test_ppl"], p.best_epoch, p.switch_epoch,
@@ -342,17 +358,20 @@ def train(
     if seed is not None:
         overrides["seed"] = int(seed)
     hp = presets.resolve(dataset, variant, schedule, overrides)
-    if corpus is None:
-        corpus = load_corpus(data_dir, corpus_cache)
-        expected = presets.VOCAB_SIZES[dataset]
-        if corpus.vocab_size != expected:
-            raise ValueError(
-                f"{data_dir}: {dataset} must have a vocabulary of {expected} words, this corpus has {corpus.vocab_size}"
-            )
-    corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
-    trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus, out_dir=out_dir,
-                      device=resolve_device(device), checkpoint_seconds=checkpoint_seconds)  # fmt: skip
-    return trainer.fit()
+    device = resolve_device(device)
+    with run_lock(out_dir):  # a second writer fails before loading anything
+        if corpus is None:
+            corpus = load_corpus(data_dir, corpus_cache)
+            expected = presets.VOCAB_SIZES[dataset]
+            if corpus.vocab_size != expected:
+                raise ValueError(
+                    f"{data_dir}: {dataset} must have a vocabulary of {expected} words, "
+                    f"this corpus has {corpus.vocab_size}"
+                )
+        corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
+        trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus, out_dir=out_dir, device=device,
+                          checkpoint_seconds=checkpoint_seconds)  # fmt: skip
+        return trainer.fit()
 
 
 def add_cli(parser) -> None:
@@ -396,6 +415,6 @@ def run_cli(args) -> int:
     except Preempted as stop:
         log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
         return PREEMPTED_EXIT
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, RunFolderBusy) as err:
         raise SystemExit(f"train: {err}") from None
     return 0
