@@ -53,7 +53,7 @@ def test_nt_rule_on_scripted_losses():
 
 
 def test_nt_run_follows_the_rule(tmp_path):
-    metrics = _train(tmp_path, schedule="nt", epochs=6, nonmono=1, lr=40.0)
+    metrics = _train(tmp_path, schedule="nt", epochs=6, nonmono=1, lr=20.0)  # switches after epoch 4
     rows = (tmp_path / "curve.csv").read_text().splitlines()[1:]
     losses = [float(r.split(",")[3]) for r in rows]
     expected = None
@@ -61,7 +61,7 @@ def test_nt_run_follows_the_rule(tmp_path):
         if asgd_trigger(epoch, losses[epoch - 1], losses[: epoch - 1], -1, 1):
             expected = epoch
             break
-    assert metrics["switch_epoch"] == expected
+    assert metrics["switch_epoch"] == expected and expected is not None
 
 
 def test_tiny_model_overfits_tiny_corpus(tmp_path):

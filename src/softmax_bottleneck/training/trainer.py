@@ -211,14 +211,27 @@ class Trainer:
             "epoch %3d | %5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
             epoch, p.batch, self.optimizer.param_groups[0]["lr"], seconds * 1000 / n, cur, perplexity(cur),
         )  # fmt: skip
+        self._check_bound(cur, f"batches {p.batch - n + 1}-{p.batch} of epoch {epoch}")
         p.interval_means.append(cur)
         self.sums.reset()
+
+    def _check_bound(self, loss: float, where: str) -> None:
+        """Stop a run whose mean loss left the sane range [0, 2·log V] (a uniform guess scores log V)."""
+        bound = 2 * math.log(self.corpus.vocab_size)
+        if not loss <= bound:
+            raise Diverged(
+                f"training diverged: mean loss {loss:.4g} nats over {where} exceeds 2·log V = {bound:.2f}; "
+                "lower lr or check the data"
+            )
 
     def _epoch_train_loss(self, epoch: int) -> float:
         p = self.progress
         pending = p.batch % self.hp["log_interval"]
         pending_sum = self._read_sums(epoch, p.batch - pending)  # also checks a dropped last interval
-        return epoch_train_loss(p.interval_means, pending_sum, pending)
+        loss = epoch_train_loss(p.interval_means, pending_sum, pending)
+        if not p.interval_means:
+            self._check_bound(loss, f"the {p.batch} batches of epoch {epoch}")
+        return loss
 
     # ----------------------------------------------------------------- main loop
     def fit(self) -> dict:
@@ -252,15 +265,14 @@ class Trainer:
 
     def _end_epoch(self, epoch: int) -> None:
         hp, p = self.hp, self.progress
+        train_loss = self._epoch_train_loss(epoch)  # first: a non-finite training loss is located exactly
         with AveragedWeights(self.model, self.optimizer, p.phase == "asgd"):
             val_loss = evaluate(self.model, self.val_data, hp["bptt"])
             is_best = val_loss < p.best_val_loss
             if is_best:
                 p.best_val_loss, p.best_epoch = val_loss, epoch
                 self.best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
-        if not math.isfinite(val_loss):
-            raise FloatingPointError(f"non-finite validation loss at epoch {epoch}")
-        train_loss = self._epoch_train_loss(epoch)
+        self._check_bound(val_loss, f"the validation set after epoch {epoch}")
         p.curve.append(
             {
                 "epoch": epoch,
@@ -415,6 +427,6 @@ def run_cli(args) -> int:
     except Preempted as stop:
         log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
         return PREEMPTED_EXIT
-    except (ValueError, FileNotFoundError, RunFolderBusy) as err:
+    except (ValueError, FileNotFoundError, RunFolderBusy, Diverged) as err:
         raise SystemExit(f"train: {err}") from None
     return 0
