@@ -330,8 +330,9 @@ class Trainer:
             "environment": environment(self.device),
         }
         metrics["versions"] = metrics["environment"]["versions"]
-        save_model(self.model, self.out_dir / "model.pt", dataset=self.dataset, variant=self.variant,
-                   hyperparameters=hp, vocab=total.dictionary.idx2word)  # fmt: skip
+        metrics["model_sha256"] = save_model(self.model, self.out_dir / "model.pt", dataset=self.dataset,
+                                             variant=self.variant, hyperparameters=hp,
+                                             vocab=total.dictionary.idx2word)  # fmt: skip
         atomic_write_text(curve_csv(p.curve), self.out_dir / "curve.csv")
         atomic_write_json(metrics, self.out_dir / "metrics.json")
         shutil.rmtree(self.resume_dir, ignore_errors=True)
