@@ -153,7 +153,7 @@ KILL_SETTINGS = [
 ]  # fmt: skip
 
 
-def _cli(out, cache, variant="softmax", checkpoint_seconds=None):
+def _cli(out, cache, variant="softmax", checkpoint_seconds=None, device="cpu"):
     cmd = [
         sys.executable,
         "-m",
@@ -172,7 +172,7 @@ def _cli(out, cache, variant="softmax", checkpoint_seconds=None):
         "--corpus-cache",
         str(cache),
         "--device",
-        "cpu",
+        device,
     ]
     for item in KILL_SETTINGS:
         cmd += ["--set", item]
@@ -308,3 +308,28 @@ def test_checkpoint_cadence_is_not_part_of_the_run_identity(tmp_path, caplog):
         Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path,
                 checkpoint_seconds=12345).fit()  # fmt: skip
     assert any("resumed from" in r.getMessage() for r in caplog.records)
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+#: relative tolerance of a CUDA resume: cuDNN runs deterministically (cudnn.deterministic), so Softmax is
+#: expected exact; PLIF's scatter-add backward uses atomics, whose summation order varies run to run.
+CUDA_RESUME_RTOL = {"softmax": 1e-5, "lms_plif": 1e-3}
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("variant", sorted(CUDA_RESUME_RTOL))
+def test_cuda_run_killed_mid_epoch_and_resumed_matches_an_uninterrupted_one(tmp_path, ptb_cache, variant):
+    reference = tmp_path / "reference"
+    subprocess.run(_cli(reference, ptb_cache, variant, device="cuda"), check=True, env=_env(), capture_output=True)
+    out = tmp_path / "run"
+    cmd = _cli(out, ptb_cache, variant, checkpoint_seconds=0.5, device="cuda")
+    assert _run_until(cmd, tmp_path / "first.log", "epoch   2 |   100 batches", signal.SIGTERM) == 143
+    result = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+    assert result.returncode == 0 and "resumed from" in result.stderr, result.stderr
+    got, want = (json.loads((d / "metrics.json").read_text()) for d in (out, reference))
+    assert [got[k] for k in ("best_epoch", "switch_epoch", "epochs_run")] == [
+        want[k] for k in ("best_epoch", "switch_epoch", "epochs_run")
+    ]
+    for key in ("train_ppl", "valid_ppl", "test_ppl"):
+        assert got[key] == pytest.approx(want[key], rel=CUDA_RESUME_RTOL[variant]), (key, got[key], want[key])
