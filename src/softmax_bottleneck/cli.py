@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
+    "bench": ("softmax_bottleneck.training.bench", "time training steps of a preset model, project seconds per epoch"),
     "analyze": ("softmax_bottleneck.analysis.logp", "stream a model's test log-P matrix into its rank"),
     "rank": ("softmax_bottleneck.analysis.rank", "Press' and ε-effective rank of a .npy matrix"),
     "robustness": ("softmax_bottleneck.analysis.rank", "SM §5 robustness of Press' rank (E12)"),
