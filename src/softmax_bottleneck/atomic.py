@@ -8,6 +8,7 @@ torch is imported only by :func:`atomic_torch_save`: table and figure code uses 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager
@@ -44,7 +45,25 @@ def atomic_write_text(text: str, path: str | os.PathLike) -> None:
 
 
 def atomic_write_json(obj, path: str | os.PathLike) -> None:
-    atomic_write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", path)
+    """Write standard JSON: a NaN or ±Infinity anywhere in ``obj`` raises ``ValueError`` naming its key path."""
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False)
+    except ValueError:
+        where = _non_finite_key(obj) or "?"
+        raise ValueError(f"{path}: refusing to write {where} (NaN/Infinity is not JSON); nothing was written") from None
+    atomic_write_text(text + "\n", path)
+
+
+def _non_finite_key(obj, prefix: str = "") -> str | None:
+    """``"key.sub[2] = inf"`` for the first non-finite float in nested dicts/lists, else None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return f"{prefix or 'the value'} = {obj}"
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    for key, value in items:
+        found = _non_finite_key(value, f"{prefix}[{key}]" if isinstance(key, int) else f"{prefix}.{key}".lstrip("."))
+        if found:
+            return found
+    return None
 
 
 def atomic_write_csv(frame, path: str | os.PathLike) -> None:

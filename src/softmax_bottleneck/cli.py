@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the conformance checks on a registered output layer (yours too)",
     ),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
+    "bench": ("softmax_bottleneck.training.bench", "time training steps of a preset model, project seconds per epoch"),
     "analyze": ("softmax_bottleneck.analysis.logp", "Press' and ε-effective rank of a model's test log-P matrix"),
     "rank": ("softmax_bottleneck.analysis.rank", "Press' and ε-effective rank of a matrix saved as .npy"),
     "robustness": ("softmax_bottleneck.analysis.robustness", "robustness of Press' rank (SM §5, Tables 14-16)"),

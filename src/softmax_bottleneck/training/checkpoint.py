@@ -1,13 +1,18 @@
-"""Checkpoints and atomic file writes (spec §7).
+"""The trained model file ``model.pt``: written once at the end of training, verified whenever it is read.
 
-Every file the package writes goes through a temporary file in the same folder followed by
-``os.replace``, so a crash never leaves a half-written output. ``model.pt`` is a plain dict of
-tensors and builtins (``torch.load(weights_only=True)`` reads it), never a pickled module.
+``model.pt`` is a plain dict of tensors and builtins (``torch.load(weights_only=True)`` reads it),
+never a pickled module: ``{"format", "dataset", "variant", "hyperparameters", "vocab",
+"vocab_sha256", "state_dict"}``. Its SHA-256 is recorded as ``model_sha256`` in the run's
+``metrics.json``; :func:`load_model` checks it before unpickling anything, so a changed, truncated or
+swapped file fails with one line (:class:`CheckpointError`) instead of giving other numbers.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from pathlib import Path
 
 import torch
 
@@ -15,6 +20,11 @@ from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.corpus import vocab_sha256
 
 MODEL_FORMAT = 1
+MODEL_KEYS = {"format", "dataset", "variant", "hyperparameters", "vocab", "vocab_sha256", "state_dict"}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message is one line naming the file and the problem."""
 
 
 def model_blob(model, *, dataset: str, variant: str, hyperparameters: dict, vocab: list[str]) -> dict:
@@ -29,29 +39,93 @@ def model_blob(model, *, dataset: str, variant: str, hyperparameters: dict, voca
     }
 
 
-def save_model(model, path, **meta) -> None:
-    """Write ``model.pt``: weights plus everything needed to rebuild and check the model."""
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save_model(model, path, **meta) -> str:
+    """Write ``model.pt``: weights plus everything needed to rebuild and check the model; returns its SHA-256."""
     atomic_torch_save(model_blob(model, **meta), path)
+    return file_sha256(path)
+
+
+def _reason(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+
+
+def recorded_sha256(path: Path) -> str | None:
+    """``model_sha256`` from the ``metrics.json`` beside ``path``; None when there is none (older runs)."""
+    metrics = path.parent / "metrics.json"
+    if not metrics.is_file():
+        return None
+    try:
+        recorded = json.loads(metrics.read_text(encoding="utf-8")).get("model_sha256")
+    except (ValueError, AttributeError, UnicodeDecodeError) as err:
+        raise CheckpointError(
+            f"{metrics}: not a readable metrics file ({_reason(err)}), so {path} cannot be verified"
+        ) from None
+    if recorded is not None and not (isinstance(recorded, str) and len(recorded) == 64):
+        raise CheckpointError(f"{metrics}: model_sha256 is not a SHA-256 ({recorded!r}), so {path} cannot be verified")
+    return recorded
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict:
+    """The verified dict of a ``model.pt`` (SHA-256 against ``metrics.json`` first, then a weights-only load)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path}: empty file, not a checkpoint")
+    expected = recorded_sha256(path)
+    if expected is not None:
+        actual = file_sha256(path)
+        if actual != expected:
+            raise CheckpointError(
+                f"{path}: SHA-256 {actual[:16]}… differs from model_sha256 {expected[:16]}… recorded in "
+                f"{path.parent / 'metrics.json'}; the file changed after training (damaged copy?)"
+            )
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated zip, text, a pickle with code in it, ...
+        raise CheckpointError(f"{path}: not a readable weights-only torch file ({_reason(err)})") from None
+    if not isinstance(blob, dict) or "format" not in blob:
+        raise CheckpointError(f"{path}: not a softmax_bottleneck model checkpoint")
+    if blob["format"] != MODEL_FORMAT:
+        raise CheckpointError(f"{path}: checkpoint format {blob['format']!r}, this version reads {MODEL_FORMAT}")
+    missing = sorted(MODEL_KEYS - set(blob))
+    if missing or not isinstance(blob["state_dict"], dict) or not isinstance(blob["hyperparameters"], dict):
+        what = ", ".join(missing) or "types"
+        raise CheckpointError(f"{path}: incomplete model checkpoint (missing or malformed: {what})")
+    if not isinstance(blob["vocab"], list) or vocab_sha256(blob["vocab"]) != blob["vocab_sha256"]:
+        raise CheckpointError(f"{path}: the checkpoint's vocabulary does not match its own vocab_sha256")
+    return blob
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", corpus=None):
     """Rebuild a trained model from ``model.pt``; returns ``(model, meta)`` with the model in eval mode.
 
-    When ``corpus`` is given, the checkpoint's vocabulary must be the corpus's, or a ``ValueError``
-    names both sizes.
+    Every problem with the file raises :class:`CheckpointError` (a ``ValueError``) with a one-line
+    message: missing, empty, truncated, not a torch file, foreign content, another format, a SHA-256
+    that differs from the run's ``metrics.json``, weights that do not fit the recorded hyper-parameters,
+    or (when ``corpus`` is given) a vocabulary other than the corpus's.
     """
     from softmax_bottleneck.models.awd_lstm import AWDLSTM
 
-    blob = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(blob, dict) or blob.get("format") != MODEL_FORMAT:
-        raise ValueError(f"{path}: not a softmax_bottleneck model checkpoint (format {MODEL_FORMAT})")
+    blob = read_checkpoint(path)
     if corpus is not None and blob["vocab_sha256"] != corpus.dictionary.sha256():
-        raise ValueError(
+        raise CheckpointError(
             f"{path}: checkpoint vocabulary ({len(blob['vocab'])} words, dataset {blob['dataset']!r}) "
             f"does not match the corpus vocabulary ({corpus.vocab_size} words)"
         )
-    model = AWDLSTM(len(blob["vocab"]), blob["hyperparameters"])
-    model.load_state_dict(blob["state_dict"])
+    try:
+        model = AWDLSTM(len(blob["vocab"]), blob["hyperparameters"])
+        model.load_state_dict(blob["state_dict"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{path}: weights do not fit the recorded hyper-parameters ({_reason(err)})") from None
     model.to(device).eval()
     meta = {k: v for k, v in blob.items() if k != "state_dict"}
     return model, meta

@@ -1,60 +1,63 @@
-"""Training with SGD → averaged SGD, ET or NT switch, and crash-safe resume (spec §6, §7).
+"""The training loop: one model from its preset to ``model.pt``, ``metrics.json``, ``curve.csv`` (paper §4; SM §2).
 
-Per epoch (§6.1): variable-length BPTT (base ``bptt`` w.p. 0.95 else ``bptt/2``, length
-``max(5, int(N(base, 5)))`` capped at ``bptt + max_seq_len_delta``, drawn from numpy's global RNG);
-every group's lr is scaled by ``seq_len/bptt`` for that update; gradients accumulate over
-``small_batch_size`` column chunks, each with its own carried hidden state; loss = mean NLL +
-α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²); global grad-norm clip; SGD step.
+Per batch (:mod:`.step`, :mod:`.schedule`): variable-length BPTT, lr scaled by ``seq_len/bptt``;
+gradients accumulate over ``small_batch_size`` column chunks, each with its own carried hidden state;
+loss = mean NLL + α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²); global grad-norm clip;
+SGD/ASGD step. Losses stay on the device until a logging interval closes.
 
-End of epoch (§6.3, §7): validate (averaged weights swapped in once in the ASGD phase), keep the best
-checkpoint by validation loss, then, still in the SGD phase, switch to ``torch.optim.ASGD(t0=0,
-lambd=0)`` after epoch ``switch_epoch`` (ET) or when ``switch_epoch = −1`` and the validation loss
-exceeds the minimum of all but the last ``nonmono`` earlier SGD-phase losses (NT).
+End of epoch: validate (averaged weights swapped in during the ASGD phase), keep the best checkpoint
+by validation loss, then, still in the SGD phase, apply the ET or NT switch rule.
 
-Reported numbers (§7): valid ppl of the best checkpoint; test ppl of that checkpoint at batch 1;
-"train ppl" = exp of the mean of the 200-batch interval means logged during the best epoch (training
-mode, raw SGD iterates). An epoch too short to complete one logging interval (small scale) uses the
-mean over all its batches instead.
+Reported numbers: valid ppl of the best checkpoint; test ppl of that checkpoint at batch 1;
+"train ppl" = exp of the mean of the interval means logged during the best epoch (training mode, raw
+SGD iterates), with the authors' interval bookkeeping (:mod:`.intervals`).
 
-Crash safety: the whole training state (weights, optimizer with ASGD averages, python/numpy/torch
-RNG states, epoch, position, hidden states, best, NT history, curve) is written atomically to
-``<out>/.resume/state.pt`` after every epoch and on SIGTERM/SIGINT mid-epoch (then the process exits
-with status 143). Rerunning the same command resumes from it; after success it is removed. The
-declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are written only at the very end.
+Crash safety (:mod:`.state`): the whole training state is written atomically to
+``<out>/.resume/state.pt`` at most every ``checkpoint_seconds`` (between batches) and always on
+SIGTERM/SIGINT (then the process exits with status 143). Rerunning the same command resumes from it;
+after success it is removed. The declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are
+written only at the very end.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 import logging
 import math
-import os
-import platform
-import random
 import shutil
 import signal
-import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, get_batch, load_corpus
-from softmax_bottleneck.models.awd_lstm import AWDLSTM, detach_hidden
+from softmax_bottleneck.atomic import atomic_write_json, atomic_write_text
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
+from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import save_model
-from softmax_bottleneck.training.evaluation import chunk_nll, evaluate, perplexity
+from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
+from softmax_bottleneck.training.evaluation import evaluate, perplexity
+from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
+from softmax_bottleneck.training.lock import LOCK_NAME, RunFolderBusy, run_lock
+from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
+from softmax_bottleneck.training.state import (
+    Progress,
+    ResumeError,
+    load_resume,
+    run_fingerprint,
+    save_resume,
+    seed_everything,
+    set_rng_state,
+)
+from softmax_bottleneck.training.step import LossSums, train_batch
+
+__all__ = ["AveragedWeights", "Preempted", "Trainer", "asgd_trigger", "resolve_device", "train"]
 
 log = logging.getLogger("softmax_bottleneck.train")
 
-RESUME_FORMAT = 1
 PREEMPTED_EXIT = 143  # 128 + SIGTERM
 CURVE_COLUMNS = ("epoch", "phase", "train_ppl", "valid_loss", "valid_ppl", "seconds", "is_best")
 
@@ -63,124 +66,12 @@ class Preempted(Exception):
     """SIGTERM/SIGINT arrived; the state was saved and the run can be resumed."""
 
 
-@dataclass
-class Progress:
-    """Everything besides tensors that a resumed run needs to continue exactly."""
-
-    epoch: int = 0  # last completed epoch
-    position: int = 0  # row of the batchified train data where the current epoch continues
-    batch: int = 0  # batches done in the current epoch
-    phase: str = "sgd"
-    best_val_loss: float = math.inf
-    best_epoch: int = 0
-    switch_epoch: int | None = None
-    val_history: list = field(default_factory=list)  # SGD-phase validation losses (NT rule)
-    curve: list = field(default_factory=list)
-    interval_loss: float = 0.0
-    interval_means: list = field(default_factory=list)
-    epoch_losses: list = field(default_factory=list)
-    epoch_seconds: float = 0.0  # time spent so far in the current epoch (across attempts)
+class RunFinished(ValueError):
+    """The run folder already holds a finished run: it is never trained over."""
 
 
-def seed_everything(seed: int) -> None:
-    """Python, numpy, torch CPU and CUDA seeds; deterministic cuDNN (spec §6.5, §15.11)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.cuda.manual_seed_all(seed)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-
-
-def rng_state() -> dict:
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for but CUDA is not available")
-    return torch.device(name)
-
-
-def param_groups(model: AWDLSTM, hp: dict) -> list[dict]:
-    """One group for every trainable parameter at the common lr, one per parameter with its own lr (PLIF)."""
-    own = {id(p): hp[key] for p, key in model.output_layer.own_lr_parameters()}
-    common = [p for p in model.parameters() if p.requires_grad and id(p) not in own]
-    groups = [{"params": common, "lr": hp["lr"]}]
-    groups += [{"params": [p], "lr": lr} for p in model.parameters() if id(p) in own for lr in [own[id(p)]]]
-    return groups
-
-
-def make_optimizer(model: AWDLSTM, hp: dict, phase: str) -> torch.optim.Optimizer:
-    groups = param_groups(model, hp)
-    if phase == "sgd":
-        return torch.optim.SGD(groups, lr=hp["lr"], weight_decay=hp["wdecay"])
-    return torch.optim.ASGD(groups, lr=hp["lr"], t0=0, lambd=0.0, weight_decay=hp["wdecay"])
-
-
-class AveragedWeights:
-    """Swap the ASGD running averages ``ax`` into the model (and back), as the reference does for evaluation."""
-
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, active: bool):
-        self.model, self.optimizer, self.active = model, optimizer, active
-        self.saved: dict = {}
-
-    def __enter__(self):
-        if self.active:
-            for p in self.model.parameters():
-                state = self.optimizer.state.get(p, {})
-                if "ax" in state:
-                    self.saved[p] = p.data.clone()
-                    p.data.copy_(state["ax"])
-        return self
-
-    def __exit__(self, *exc):
-        for p, data in self.saved.items():
-            p.data.copy_(data)
-        self.saved = {}
-
-
-def asgd_trigger(epoch: int, val_loss: float, history: list[float], switch_epoch: int, nonmono: int) -> bool:
-    """Whether to switch SGD → ASGD at the end of ``epoch`` (spec §6.3).
-
-    ET (``switch_epoch`` ≠ −1): exactly after epoch ``switch_epoch``. NT (``switch_epoch`` = −1):
-    ``history`` holds the earlier SGD-phase validation losses; switch when it has more than ``nonmono``
-    entries and ``val_loss`` exceeds the minimum of all but its last ``nonmono`` (AWD's rule).
-    """
-    if switch_epoch != -1:
-        return epoch == switch_epoch
-    return len(history) > nonmono and val_loss > min(history[:-nonmono])
-
-
-def sample_seq_len(hp: dict) -> int:
-    """Variable-length BPTT (spec §6.1), from numpy's global RNG."""
-    base = hp["bptt"] if np.random.random() < 0.95 else hp["bptt"] / 2.0
-    seq_len = max(5, int(np.random.normal(base, 5)))
-    return min(seq_len, hp["bptt"] + hp["max_seq_len_delta"])
-
-
-def run_fingerprint(dataset: str, variant: str, hp: dict, corpus: Corpus) -> str:
-    """Identity of a run; a resume state of another run (changed config or data) is never resumed."""
-    blob = json.dumps({"dataset": dataset, "variant": variant, "hp": hp}, sort_keys=True)
-    blob += corpus.dictionary.sha256() + str(tuple(len(s) for s in (corpus.train, corpus.valid, corpus.test)))
-    return hashlib.sha256(blob.encode()).hexdigest()
+class Diverged(FloatingPointError):
+    """The training loss became non-finite (or left the sane range); the message names epoch and batch."""
 
 
 class _StopFlag:
@@ -207,25 +98,38 @@ class _StopFlag:
 
 
 class Trainer:
-    def __init__(self, *, dataset: str, variant: str, hp: dict, corpus: Corpus, out_dir, device="cpu"):
+    """One run: ``fit()`` trains (resuming from ``<out>/.resume/state.pt`` when there is one) and writes the outputs.
+
+    ``checkpoint_seconds`` is how often, at most, the resume state is written (and always on
+    SIGTERM/SIGINT); it is not a hyper-parameter: it changes neither the run's numbers nor its identity.
+    """
+
+    def __init__(
+        self, *, dataset: str, variant: str, hp: dict, corpus: Corpus, out_dir, device="cpu",
+        checkpoint_seconds: float = 600.0,
+    ):  # fmt: skip
         self.dataset, self.variant, self.hp = dataset, variant, dict(hp)
+        self.checkpoint_seconds = float(checkpoint_seconds)
         self.corpus = corpus
         self.out_dir = Path(out_dir)
         self.resume_dir = self.out_dir / ".resume"
         self.state_path = self.resume_dir / "state.pt"
-        self.best_path = self.resume_dir / "best.pt"
         self.device = torch.device(device)
         self.fingerprint = run_fingerprint(dataset, variant, self.hp, corpus)
 
+        configure_precision(self.hp.get("tf32", False))
         seed_everything(self.hp["seed"])
         self.model = AWDLSTM(corpus.vocab_size, self.hp).to(self.device)
-        self.train_data = batchify(corpus.train, self.hp["batch_size"])
-        self.val_data = batchify(corpus.valid, self.hp["eval_batch_size"])
-        self.test_data = batchify(corpus.test, self.hp["test_batch_size"])
+        self.train_data = batchify(corpus.train, self.hp["batch_size"]).to(self.device)
+        self.val_data = batchify(corpus.valid, self.hp["eval_batch_size"]).to(self.device)
+        self.test_data = batchify(corpus.test, self.hp["test_batch_size"]).to(self.device)
         self.progress = Progress()
+        self.sums = LossSums(self.device)
         self.optimizer = make_optimizer(self.model, self.hp, "sgd")
         self.hidden = self._fresh_hidden()
-        self.resumed = self._maybe_resume()
+        self.best_weights: dict | None = None  # CPU copy of the best checkpoint so far
+        self.resumed = False
+        self._last_save = time.monotonic()
 
     # ----------------------------------------------------------------- state
     def _fresh_hidden(self):
@@ -233,136 +137,142 @@ class Trainer:
         return [self.model.init_hidden(self.hp["small_batch_size"]) for _ in range(chunks)]
 
     def _save_state(self) -> None:
-        hidden = [[(h.cpu(), c.cpu()) for h, c in chunk] for chunk in self.hidden]
-        atomic_torch_save(
-            {
-                "format": RESUME_FORMAT,
-                "fingerprint": self.fingerprint,
-                "progress": asdict(self.progress),
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "hidden": hidden,
-                "rng": rng_state(),
-            },
-            self.state_path,
-        )
+        p = self.progress
+        p.interval_loss = self._read_sums(p.epoch + 1, p.batch - p.batch % self.hp["log_interval"])
+        save_resume(self.state_path, fingerprint=self.fingerprint, progress=self.progress, model=self.model,
+                    optimizer=self.optimizer, hidden=self.hidden, best=self.best_weights)  # fmt: skip
+        self._last_save = time.monotonic()
+
+    def _checkpoint_due(self) -> bool:
+        return time.monotonic() - self._last_save >= self.checkpoint_seconds
 
     def _maybe_resume(self) -> bool:
         if not self.state_path.is_file():
             return False
-        # The state holds numpy/python RNG states (plain tuples), so it is not a weights-only file;
-        # it is written by this code into the run's own folder.
-        state = torch.load(self.state_path, map_location="cpu", weights_only=False)
-        if state.get("format") != RESUME_FORMAT or state.get("fingerprint") != self.fingerprint:
+        state = load_resume(self.state_path)
+        if state["fingerprint"] != self.fingerprint:
             log.warning("resume state %s belongs to another configuration; starting afresh", self.state_path)
-            shutil.rmtree(self.resume_dir)
+            self.state_path.unlink()
             return False
-        self.progress = Progress(**state["progress"])
-        self.model.load_state_dict(state["model"])
-        self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.hidden = [[(h.to(self.device), c.to(self.device)) for h, c in chunk] for chunk in state["hidden"]]
-        set_rng_state(state["rng"])
+        try:
+            self.progress = Progress(**state["progress"])
+            self.model.load_state_dict(state["model"])
+            self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.hidden = [[(h.to(self.device), c.to(self.device)) for h, c in chunk] for chunk in state["hidden"]]
+            set_rng_state(state["rng"])
+            self.best_weights = state["best"]
+            self.sums.reset(self.progress.interval_loss)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+            raise ResumeError(
+                f"{self.state_path}: damaged resume state ({reason}); delete {self.resume_dir} to restart this run "
+                "from scratch (its progress is lost)"
+            ) from None
         p = self.progress
         log.info("resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1)
         return True
 
     # ----------------------------------------------------------------- epoch
     def _train_epoch(self, epoch: int, stop: _StopFlag) -> None:
-        hp, p, model = self.hp, self.progress, self.model
-        model.train()
-        data = self.train_data
-        n_batches_est = max(1, (data.size(0) - 2) // hp["bptt"])
-        chunk = hp["small_batch_size"]
-        params = [q for q in model.parameters() if q.requires_grad]
-        started = time.monotonic()
-        interval_started = started
-        while p.position < data.size(0) - 1 - 1:
-            seq_len = sample_seq_len(hp)
-            base_lrs = [g["lr"] for g in self.optimizer.param_groups]
-            for g in self.optimizer.param_groups:
-                g["lr"] = g["lr"] * seq_len / hp["bptt"]
-            inputs, targets = get_batch(data, p.position, seq_len)
-            inputs, targets = inputs.to(self.device), targets.to(self.device)
-            self.optimizer.zero_grad()
-            batch_raw = 0.0
-            for s_id, start in enumerate(range(0, hp["batch_size"], chunk)):
-                x, y = inputs[:, start : start + chunk], targets[:, start : start + chunk]
-                hidden = detach_hidden(self.hidden[s_id])
-                log_prob, hidden, raw_last, dropped_last = model(x, hidden)
-                self.hidden[s_id] = hidden
-                raw_loss = chunk_nll(log_prob, y)
-                loss = raw_loss + hp["alpha"] * dropped_last.pow(2).mean()
-                if raw_last.size(0) > 1:
-                    loss = loss + hp["beta"] * (raw_last[1:] - raw_last[:-1]).pow(2).mean()
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"non-finite training loss ({loss.item()}) at epoch {epoch}, batch {p.batch} "
-                        f"(chunk {s_id}); lower lr or check the data"
-                    )
-                (loss * chunk / hp["batch_size"]).backward()
-                batch_raw += raw_loss.item() * chunk / hp["batch_size"]
-            torch.nn.utils.clip_grad_norm_(params, hp["clip"])
-            self.optimizer.step()
-            for g, lr in zip(self.optimizer.param_groups, base_lrs, strict=True):
-                g["lr"] = lr
-            p.interval_loss += batch_raw
-            p.epoch_losses.append(batch_raw)
-            if p.batch % hp["log_interval"] == 0 and p.batch > 0:  # the reference's interval bookkeeping
-                cur = p.interval_loss / hp["log_interval"]
-                ms = (time.monotonic() - interval_started) * 1000 / hp["log_interval"]
-                log.info(
-                    "epoch %3d | %5d/%5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
-                    epoch, p.batch, n_batches_est, self.optimizer.param_groups[0]["lr"], ms, cur, perplexity(cur),
-                )  # fmt: skip
-                p.interval_means.append(cur)
-                p.interval_loss = 0.0
-                interval_started = time.monotonic()
+        hp, p = self.hp, self.progress
+        self.model.train()
+        data, rows = self.train_data, self.train_data.size(0)
+        started = interval_started = time.monotonic()
+        while p.position < rows - 1 - 1:
+            p.position += train_batch(self.model, self.optimizer, hp, data, p.position, self.hidden, self.sums)
             p.batch += 1
-            p.position += seq_len
-            if stop.signum is not None:
+            n = interval_batches(p.batch, p.position, rows, hp["log_interval"])
+            if n:
+                self._close_interval(epoch, n, time.monotonic() - interval_started)
+                interval_started = time.monotonic()
+            if stop.signum is not None or self._checkpoint_due():
                 p.epoch_seconds += time.monotonic() - started
+                started = time.monotonic()
                 self._save_state()
-                raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
+                if stop.signum is not None:
+                    raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
         p.epoch_seconds += time.monotonic() - started
 
-    def _epoch_train_loss(self) -> float:
+    def _read_sums(self, epoch: int, first_batch: int) -> float:
+        """The open interval's raw-loss sum; stops the run at the first non-finite loss since ``first_batch``."""
+        raw, finite, finite_batches = self.sums.read()
+        if not finite:
+            raise Diverged(
+                f"training diverged: non-finite loss at epoch {epoch}, batch {first_batch + finite_batches + 1}; "
+                "lower lr or check the data"
+            )
+        return raw
+
+    def _close_interval(self, epoch: int, n: int, seconds: float) -> None:
         p = self.progress
-        values = p.interval_means or p.epoch_losses
-        return float(np.mean(values)) if values else math.nan
+        cur = self._read_sums(epoch, p.batch - n) / n
+        log.info(
+            "epoch %3d | %5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
+            epoch, p.batch, self.optimizer.param_groups[0]["lr"], seconds * 1000 / n, cur, perplexity(cur),
+        )  # fmt: skip
+        self._check_bound(cur, f"batches {p.batch - n + 1}-{p.batch} of epoch {epoch}")
+        p.interval_means.append(cur)
+        self.sums.reset()
+
+    def _check_bound(self, loss: float, where: str) -> None:
+        """Stop a run whose mean loss left the sane range [0, 2·log V] (a uniform guess scores log V)."""
+        bound = 2 * math.log(self.corpus.vocab_size)
+        if not loss <= bound:
+            raise Diverged(
+                f"training diverged: mean loss {loss:.4g} nats over {where} exceeds 2·log V = {bound:.2f}; "
+                "lower lr or check the data"
+            )
+
+    def _epoch_train_loss(self, epoch: int) -> float:
+        p = self.progress
+        pending = p.batch % self.hp["log_interval"]
+        pending_sum = self._read_sums(epoch, p.batch - pending)  # also checks a dropped last interval
+        loss = epoch_train_loss(p.interval_means, pending_sum, pending)
+        if not p.interval_means:
+            self._check_bound(loss, f"the {p.batch} batches of epoch {epoch}")
+        return loss
 
     # ----------------------------------------------------------------- main loop
     def fit(self) -> dict:
-        hp, p = self.hp, self.progress
-        log.info(
-            "training %s/%s schedule=%s seed=%d on %s: %d parameters, %d train batches of %d, epochs %d",
-            self.dataset, self.variant, hp["schedule"], hp["seed"], self.device,
-            presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0) // hp["bptt"],
-            hp["batch_size"], hp["epochs"],
-        )  # fmt: skip
-        with _StopFlag() as stop:
-            while p.epoch < hp["epochs"]:
-                epoch = p.epoch + 1
-                self._train_epoch(epoch, stop)
-                self._end_epoch(epoch)
-                self._save_state()
-                if stop.signum is not None:
-                    raise Preempted(f"signal {stop.signum} after epoch {epoch}")
-        return self._finish()
+        """Train to the end (resuming when a state exists) holding the run folder's lock; returns the metrics."""
+        with run_lock(self.out_dir):
+            finished = self.out_dir / "metrics.json"
+            if finished.exists():
+                raise RunFinished(
+                    f"{self.out_dir} already holds a finished run ({finished.name}); use another --out, or delete "
+                    "model.pt, metrics.json and curve.csv there to train it again"
+                )
+            self.resumed = self._maybe_resume()
+            self._last_save = time.monotonic()
+            hp, p = self.hp, self.progress
+            log.info(
+                "training %s/%s schedule=%s seed=%d on %s: %d parameters, %d rows of %d columns, epochs %d",
+                self.dataset, self.variant, hp["schedule"], hp["seed"], self.device,
+                presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
+                hp["epochs"],
+            )  # fmt: skip
+            with _StopFlag() as stop:
+                while p.epoch < hp["epochs"]:
+                    epoch = p.epoch + 1
+                    self._train_epoch(epoch, stop)
+                    self._end_epoch(epoch)
+                    if stop.signum is not None or self._checkpoint_due():
+                        self._save_state()
+                    if stop.signum is not None:
+                        raise Preempted(f"signal {stop.signum} after epoch {epoch}")
+            return self._finish()
 
     def _end_epoch(self, epoch: int) -> None:
         hp, p = self.hp, self.progress
+        train_loss = self._epoch_train_loss(epoch)  # first: a non-finite training loss is located exactly
         with AveragedWeights(self.model, self.optimizer, p.phase == "asgd"):
             val_loss = evaluate(self.model, self.val_data, hp["bptt"])
             is_best = val_loss < p.best_val_loss
             if is_best:
                 p.best_val_loss, p.best_epoch = val_loss, epoch
-                atomic_torch_save(
-                    {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}, self.best_path
-                )
-        if not math.isfinite(val_loss):
-            raise FloatingPointError(f"non-finite validation loss at epoch {epoch}")
-        train_loss = self._epoch_train_loss()
+                self.best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        self._check_bound(val_loss, f"the validation set after epoch {epoch}")
         p.curve.append(
             {
                 "epoch": epoch,
@@ -375,8 +285,8 @@ class Trainer:
             }
         )
         log.info(
-            "end of epoch %3d | time %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s",
-            epoch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
+            "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s",
+            epoch, p.batch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
             " | saved best" + (" (averaged)" if p.phase == "asgd" else "") if is_best else "",
         )  # fmt: skip
         if p.phase == "sgd":
@@ -388,12 +298,13 @@ class Trainer:
                 p.phase, p.switch_epoch = "asgd", epoch
                 self.optimizer = make_optimizer(self.model, hp, "asgd")
         p.epoch, p.position, p.batch = epoch, 0, 0
-        p.interval_loss, p.interval_means, p.epoch_losses, p.epoch_seconds = 0.0, [], [], 0.0
+        p.interval_loss, p.interval_means, p.epoch_seconds = 0.0, [], 0.0
+        self.sums.reset()
         self.hidden = self._fresh_hidden()
 
     def _finish(self) -> dict:
         hp, p = self.hp, self.progress
-        self.model.load_state_dict(torch.load(self.best_path, map_location=self.device, weights_only=True))
+        self.model.load_state_dict(self.best_weights)
         test_loss = evaluate(self.model, self.test_data, hp["bptt"])
         best = next(row for row in p.curve if row["epoch"] == p.best_epoch)
         total = self.corpus
@@ -419,11 +330,13 @@ class Trainer:
             "environment": environment(self.device),
         }
         metrics["versions"] = metrics["environment"]["versions"]
-        save_model(self.model, self.out_dir / "model.pt", dataset=self.dataset, variant=self.variant,
-                   hyperparameters=hp, vocab=total.dictionary.idx2word)  # fmt: skip
+        metrics["model_sha256"] = save_model(self.model, self.out_dir / "model.pt", dataset=self.dataset,
+                                             variant=self.variant, hyperparameters=hp,
+                                             vocab=total.dictionary.idx2word)  # fmt: skip
         atomic_write_text(curve_csv(p.curve), self.out_dir / "curve.csv")
         atomic_write_json(metrics, self.out_dir / "metrics.json")
         shutil.rmtree(self.resume_dir, ignore_errors=True)
+        (self.out_dir / LOCK_NAME).unlink(missing_ok=True)  # still held: a later writer sees the finished run
         log.info(
             "done: train ppl %.2f | valid ppl %.2f | test ppl %.2f | best epoch %d | switch epoch %s",
             metrics["train_ppl"], metrics["valid_ppl"], metrics["test_ppl"], p.best_epoch, p.switch_epoch,
@@ -439,23 +352,6 @@ def curve_csv(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def environment(device: torch.device) -> dict:
-    env = {
-        "hostname": platform.node(),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-        "versions": {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "numpy": np.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        },
-    }
-    return env
-
-
 def train(
     *,
     dataset: str,
@@ -468,27 +364,31 @@ def train(
     corpus_cache=None,
     device: str = "auto",
     corpus: Corpus | None = None,
+    checkpoint_seconds: float = 600.0,
 ) -> dict:
     """Resolve the preset, load the corpus, train (resuming when possible) and write the outputs."""
     overrides = dict(overrides or {})
     if seed is not None:
         overrides["seed"] = int(seed)
     hp = presets.resolve(dataset, variant, schedule, overrides)
-    if corpus is None:
-        corpus = load_corpus(data_dir, corpus_cache)
-        expected = presets.VOCAB_SIZES[dataset]
-        if corpus.vocab_size != expected:
-            raise ValueError(
-                f"{data_dir}: {dataset} must have a vocabulary of {expected} words, this corpus has {corpus.vocab_size}"
-            )
-    corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
-    trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus, out_dir=out_dir,
-                      device=resolve_device(device))  # fmt: skip
-    return trainer.fit()
+    device = resolve_device(device)
+    with run_lock(out_dir):  # a second writer fails before loading anything
+        if corpus is None:
+            corpus = load_corpus(data_dir, corpus_cache)
+            expected = presets.VOCAB_SIZES[dataset]
+            if corpus.vocab_size != expected:
+                raise ValueError(
+                    f"{data_dir}: {dataset} must have a vocabulary of {expected} words, "
+                    f"this corpus has {corpus.vocab_size}"
+                )
+        corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
+        trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus, out_dir=out_dir, device=device,
+                          checkpoint_seconds=checkpoint_seconds)  # fmt: skip
+        return trainer.fit()
 
 
 def add_cli(parser) -> None:
-    parser.add_argument("--dataset", required=True, choices=presets.DATASETS)
+    parser.add_argument("--dataset", required=True, choices=presets.DATASETS, help="ptb or wt2")
     parser.add_argument("--variant", required=True, help=f"one of: {', '.join(presets.variants())}")
     parser.add_argument("--schedule", default="et", choices=presets.SCHEDULES, help="ET-ASGD or NT-ASGD (§6.3)")
     parser.add_argument("--seed", type=int, default=None, help="default: the authors' seed of the preset")
@@ -497,8 +397,25 @@ def add_cli(parser) -> None:
         "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
     )
     parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--checkpoint-seconds", type=_seconds, default=600.0, metavar="S",
+        help="write the resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
+    )  # fmt: skip
+
+
+def _seconds(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def run_cli(args) -> int:
@@ -507,10 +424,10 @@ def run_cli(args) -> int:
         overrides = presets.parse_overrides(args.overrides)
         train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
               overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
-              device=args.device)  # fmt: skip
+              device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
     except Preempted as stop:
         log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
         return PREEMPTED_EXIT
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, RunFolderBusy, Diverged) as err:
         raise SystemExit(f"train: {err}") from None
     return 0

@@ -1,0 +1,247 @@
+"""``bench``: time real training steps of a preset model and project the cost of one epoch.
+
+The model is the preset's at paper hyper-parameters (``--set`` overrides allowed); the timed steps
+are the trainer's own (:func:`.step.train_batch`: variable-length BPTT, chunked accumulation, clip,
+SGD or ASGD step), after warm-up. The validation estimate runs :func:`.evaluation.evaluate` on the
+first ``--valid-chunks`` × ``bptt`` rows of the validation split and scales by its length.
+Without a data folder the splits are random tokens of the published sizes (PTB 929,589 / 73,760 /
+82,430; WT2 2,088,628 / 217,646 / 245,569): the cost of a step does not depend on which words it sees.
+``--runs K`` starts K independent runs at once on the same device (one process each, timed between
+a common start barrier and their ends) and reports their aggregate throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, Dictionary, batchify, load_corpus
+from softmax_bottleneck.models.awd_lstm import AWDLSTM
+from softmax_bottleneck.training.environment import configure_precision, resolve_device
+from softmax_bottleneck.training.evaluation import evaluate
+from softmax_bottleneck.training.schedule import make_optimizer
+from softmax_bottleneck.training.state import seed_everything
+from softmax_bottleneck.training.step import LossSums, train_batch
+
+log = logging.getLogger("softmax_bottleneck.bench")
+
+#: tokens (one <eos> per line included) of the train/valid/test splits (paper §5; KIT batch shapes)
+SPLIT_TOKENS = {"ptb": (929_589, 73_760, 82_430), "wt2": (2_088_628, 217_646, 245_569)}
+
+
+def synthetic_corpus(dataset: str) -> Corpus:
+    """Random tokens with the dataset's vocabulary size and split lengths."""
+    vocab = presets.VOCAB_SIZES[dataset]
+    dictionary = Dictionary()
+    for i in range(vocab):
+        dictionary.add(f"w{i}")
+    gen = torch.Generator().manual_seed(0)
+    splits = [torch.randint(vocab, (n,), generator=gen) for n in SPLIT_TOKENS[dataset]]
+    return Corpus(dictionary, *splits)
+
+
+def bench_corpus(dataset: str, data_dir, corpus_cache) -> tuple[Corpus, str]:
+    """The real corpus when its files (or cache) are there, else :func:`synthetic_corpus`."""
+    default = Path("resources/data") / DATASET_DIRS[dataset]
+    if data_dir is None and corpus_cache is None and not (default / "train.txt").is_file():
+        return synthetic_corpus(dataset), "synthetic"
+    corpus = load_corpus(data_dir or default, corpus_cache)
+    if corpus.vocab_size != presets.VOCAB_SIZES[dataset]:
+        raise ValueError(f"{data_dir or corpus_cache}: not the {dataset} corpus ({corpus.vocab_size} words)")
+    return corpus, "real"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(opts: dict, barrier=None) -> dict:
+    """One run: warm-up, (barrier), ``batches`` timed training steps, then the validation estimate."""
+    if opts.get("threads"):
+        torch.set_num_threads(opts["threads"])
+    hp = presets.resolve(opts["dataset"], opts["variant"], "et", opts["overrides"])
+    corpus, source = bench_corpus(opts["dataset"], opts["data"], opts["corpus_cache"])
+    corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
+    device = resolve_device(opts["device"])
+    configure_precision(hp["tf32"])
+    seed_everything(hp["seed"])
+    model = AWDLSTM(corpus.vocab_size, hp).to(device)
+    optimizer = make_optimizer(model, hp, opts["phase"])
+    data = batchify(corpus.train, hp["batch_size"]).to(device)
+    rows, width = data.size(0), hp["batch_size"]
+    chunks = hp["batch_size"] // hp["small_batch_size"]
+    hidden = [model.init_hidden(hp["small_batch_size"]) for _ in range(chunks)]
+    sums = LossSums(device)
+    state = {"position": 0}
+
+    def steps(n: int) -> int:
+        model.train()
+        tokens = 0
+        for _ in range(n):
+            if state["position"] >= rows - 2:
+                state["position"] = 0
+            start = state["position"]
+            state["position"] += train_batch(model, optimizer, hp, data, start, hidden, sums)
+            tokens += min(state["position"], rows - 1) - start
+        return tokens * width
+
+    steps(opts["warmup"])
+    sums.read()
+    _sync(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    if barrier is not None:
+        barrier.wait()
+    started = time.monotonic()
+    tokens = steps(opts["batches"])
+    sums.read()
+    _sync(device)
+    ended = time.monotonic()
+    train_seconds = ended - started
+
+    val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
+    sample = val_data[: min(val_data.size(0), opts["valid_chunks"] * hp["bptt"] + 1)]
+    evaluate(model, sample[: hp["bptt"] + 1], hp["bptt"])  # warm-up of the eval path
+    tick = time.monotonic()
+    evaluate(model, sample, hp["bptt"])
+    _sync(device)
+    valid_seconds = (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
+
+    tokens_per_second = tokens / train_seconds
+    train_projection = rows * width / tokens_per_second
+    return {
+        "dataset": opts["dataset"],
+        "variant": opts["variant"],
+        "phase": opts["phase"],
+        "data": source,
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "parameters": presets.parameter_count(hp, corpus.vocab_size),
+        "batch_size": width,
+        "batches": opts["batches"],
+        "warmup": opts["warmup"],
+        "seconds_per_batch": train_seconds / opts["batches"],
+        "tokens_per_second": tokens_per_second,
+        "projected_train_seconds_per_epoch": train_projection,
+        "projected_valid_seconds_per_epoch": valid_seconds,
+        "projected_seconds_per_epoch": train_projection + valid_seconds,
+        "peak_memory_bytes": _peak_memory(device),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None,
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "tf32": hp["tf32"],
+        "threads": torch.get_num_threads(),
+        "started": started,
+        "ended": ended,
+        "tokens": tokens,
+    }
+
+
+def _peak_memory(device: torch.device) -> int:
+    """CUDA: the most memory allocated by tensors; CPU: the process's maximum resident set size."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)
+
+
+def _worker(opts: dict, barrier, queue) -> None:
+    try:
+        queue.put(measure(opts, barrier))
+    except BaseException as err:  # reported by the parent, in one line
+        barrier.abort()
+        queue.put({"error": f"{type(err).__name__}: {err}"})
+
+
+def run_bench(opts: dict) -> dict:
+    """One run in this process, or ``opts["runs"]`` concurrent runs in as many processes (aggregated)."""
+    if opts["runs"] == 1:
+        result = measure(opts)
+        result["runs"] = 1
+        return result
+    ctx = multiprocessing.get_context("spawn")
+    barrier, queue = ctx.Barrier(opts["runs"]), ctx.Queue()
+    workers = [ctx.Process(target=_worker, args=(opts, barrier, queue)) for _ in range(opts["runs"])]
+    for worker in workers:
+        worker.start()
+    results = [queue.get() for _ in workers]
+    for worker in workers:
+        worker.join()
+    errors = [r["error"] for r in results if "error" in r]
+    if errors:
+        raise RuntimeError(errors[0])
+    first = results[0]
+    wall = max(r["ended"] for r in results) - min(r["started"] for r in results)
+    summary = {k: first[k] for k in first if k not in ("started", "ended", "tokens")}
+    summary.update(
+        runs=opts["runs"],
+        tokens_per_second=sum(r["tokens"] for r in results) / wall,
+        per_run_tokens_per_second=[r["tokens_per_second"] for r in results],
+        seconds_per_batch=sum(r["seconds_per_batch"] for r in results) / len(results),
+        projected_seconds_per_epoch=max(r["projected_seconds_per_epoch"] for r in results),
+        peak_memory_bytes=max(r["peak_memory_bytes"] for r in results),
+    )
+    return summary
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def add_cli(parser) -> None:
+    parser.add_argument("--dataset", required=True, choices=presets.DATASETS, help="ptb or wt2")
+    parser.add_argument("--variant", required=True, help=f"one of: {', '.join(presets.variants())}")
+    parser.add_argument(
+        "--data", default=None,
+        help="folder with train/valid/test.txt (default resources/data/<dataset> if present, else random tokens)",
+    )  # fmt: skip
+    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus to read instead of --data")
+    parser.add_argument("--batches", type=_positive, default=50, help="timed training steps per run (default 50)")
+    parser.add_argument("--warmup", type=_positive, default=3, help="untimed steps before timing (default 3)")
+    parser.add_argument("--valid-chunks", type=_positive, default=20,
+                        help="bptt-row chunks of the validation split timed for the estimate (default 20)")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--runs", type=_positive, default=1, help="independent runs started at once on the device")
+    parser.add_argument("--phase", choices=("sgd", "asgd"), default="sgd", help="time SGD steps or ASGD steps")
+    parser.add_argument("--threads", type=_positive, default=None, help="torch CPU threads per run (default: torch's)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
+
+
+def run_cli(args) -> int:
+    try:
+        opts = {
+            "dataset": args.dataset,
+            "variant": args.variant,
+            "overrides": presets.parse_overrides(args.overrides),
+            "data": args.data,
+            "corpus_cache": args.corpus_cache,
+            "batches": args.batches,
+            "warmup": args.warmup,
+            "valid_chunks": args.valid_chunks,
+            "device": args.device,
+            "runs": args.runs,
+            "phase": args.phase,
+            "threads": args.threads,
+        }
+        presets.resolve(args.dataset, args.variant, "et", opts["overrides"])  # fail before any work
+        result = run_bench(opts)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        raise SystemExit(f"bench: {err}") from None
+    for key in ("started", "ended", "tokens"):
+        result.pop(key, None)
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return 0

@@ -1,0 +1,77 @@
+"""One training update, without a host–device synchronisation (paper §4; SM §2; KIT ``main.py`` ``train()``).
+
+:func:`train_batch` draws the batch length, scales the lr by ``seq_len/bptt``, accumulates the
+gradients of the ``small_batch_size`` column chunks (each with its own carried hidden state), clips
+the global gradient norm and steps the optimizer. Losses are summed on the device by
+:class:`LossSums` and read once per logging interval, so a GPU never waits for the host within an
+interval. The trainer and the ``bench`` command both run this code.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from softmax_bottleneck.corpora.corpus import get_batch
+from softmax_bottleneck.models.awd_lstm import detach_hidden
+from softmax_bottleneck.training.evaluation import chunk_nll
+from softmax_bottleneck.training.schedule import restore_lr, sample_seq_len, scale_lr
+
+
+def chunk_loss(model, inputs, targets, hidden, hp: dict):
+    """``(loss, raw NLL, new hidden)``: loss = mean NLL + α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²)."""
+    log_prob, hidden, raw_last, dropped_last = model(inputs, hidden)
+    raw_loss = chunk_nll(log_prob, targets)
+    loss = raw_loss + hp["alpha"] * dropped_last.pow(2).mean()
+    if raw_last.size(0) > 1:
+        loss = loss + hp["beta"] * (raw_last[1:] - raw_last[:-1]).pow(2).mean()
+    return loss, raw_loss, hidden
+
+
+class LossSums:
+    """Device-side sums of one logging interval: raw NLL (float32, as the KIT's ``total_raw_loss``) and finiteness.
+
+    ``finite`` stays true while every chunk loss was finite; ``finite_batches`` counts the batches of
+    the interval before the first non-finite one, so the host learns where it happened when it reads.
+    """
+
+    def __init__(self, device: torch.device):
+        self.raw = torch.zeros((), device=device)
+        self.finite = torch.ones((), dtype=torch.bool, device=device)
+        self.finite_batches = torch.zeros((), dtype=torch.int64, device=device)
+
+    def add_chunk(self, loss: torch.Tensor, raw_loss: torch.Tensor, factor: float) -> None:
+        self.raw += raw_loss.detach() * factor
+        self.finite &= torch.isfinite(loss.detach())
+
+    def end_batch(self) -> None:
+        self.finite_batches += self.finite
+
+    def read(self) -> tuple[float, bool, int]:
+        """``(raw sum, all finite, finite batches)``: the one synchronisation of an interval."""
+        values = torch.stack([self.raw.double(), self.finite.double(), self.finite_batches.double()])
+        raw, finite, batches = values.tolist()
+        return raw, bool(finite), int(batches)
+
+    def reset(self, raw: float = 0.0) -> None:
+        self.raw.fill_(raw)
+        self.finite.fill_(True)
+        self.finite_batches.zero_()
+
+
+def train_batch(model, optimizer, hp: dict, data: torch.Tensor, position: int, hidden: list, sums: LossSums) -> int:
+    """One update on the rows of ``data`` from ``position``; updates ``hidden`` in place, returns ``seq_len``."""
+    seq_len = sample_seq_len(hp)
+    base_lrs = scale_lr(optimizer, seq_len, hp["bptt"])
+    inputs, targets = get_batch(data, position, seq_len)
+    optimizer.zero_grad()
+    chunk, batch_size = hp["small_batch_size"], hp["batch_size"]
+    for s_id, start in enumerate(range(0, batch_size, chunk)):
+        x, y = inputs[:, start : start + chunk], targets[:, start : start + chunk]
+        loss, raw_loss, hidden[s_id] = chunk_loss(model, x, y, detach_hidden(hidden[s_id]), hp)
+        (loss * chunk / batch_size).backward()
+        sums.add_chunk(loss, raw_loss, chunk / batch_size)
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], hp["clip"])
+    optimizer.step()
+    restore_lr(optimizer, base_lrs)
+    sums.end_batch()
+    return seq_len

@@ -1,0 +1,69 @@
+"""``bench`` runs the trainer's own step for every variant on CPU and prints its JSON (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.training import bench, step
+
+KEYS = {"device", "seconds_per_batch", "tokens_per_second", "projected_seconds_per_epoch", "peak_memory_bytes",
+        "torch", "cudnn", "tf32", "runs", "data", "parameters"}  # fmt: skip
+TINY = {"nemb": 8, "nhid": 16, "nhidlast": 8, "batch_size": 4, "small_batch_size": 2, "plif_knots": 1000,
+        "train_tokens": 3000, "valid_tokens": 800, "test_tokens": 100}  # fmt: skip
+ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+
+
+def _opts(dataset, variant, **kw):
+    opts = {"dataset": dataset, "variant": variant, "overrides": dict(TINY), "data": None, "corpus_cache": None,
+            "batches": 2, "warmup": 1, "valid_chunks": 2, "device": "cpu", "runs": 1, "phase": "sgd",
+            "threads": 1}  # fmt: skip
+    return {**opts, **kw}
+
+
+def test_bench_prints_its_json_on_cpu(tmp_path):
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "bench", "--dataset", "ptb", "--variant", "softmax",
+           "--batches", "2", "--warmup", "1", "--valid-chunks", "2", "--device", "cpu", "--threads", "1"]  # fmt: skip
+    cmd += [arg for k, v in TINY.items() for arg in ("--set", f"{k}={v}")]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert KEYS <= set(out) and out["device"] == "cpu" and out["data"] == "synthetic"
+    assert out["runs"] == 1 and out["tf32"] is False and out["batch_size"] == 4
+    assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
+    assert out["projected_seconds_per_epoch"] == pytest.approx(
+        out["projected_train_seconds_per_epoch"] + out["projected_valid_seconds_per_epoch"]
+    )
+    assert out["projected_train_seconds_per_epoch"] == pytest.approx(3000 // 4 * 4 / out["tokens_per_second"])
+
+
+@pytest.mark.parametrize("variant", presets.variants())
+def test_every_variant_benches_through_the_trainers_step(variant, monkeypatch):
+    calls = []
+    real = step.train_batch
+    monkeypatch.setattr(bench, "train_batch", lambda *a: calls.append(1) or real(*a))
+    dataset = "wt2" if variant == "ss" else "ptb"  # WT2 once: its 33,278-word layers are slow on CPU
+    result = bench.run_bench(_opts(dataset, variant, phase="asgd" if variant == "mos" else "sgd"))
+    assert KEYS <= set(result) and result["variant"] == variant and result["dataset"] == dataset
+    assert len(calls) == 3 and result["tokens_per_second"] > 0  # warm-up + 2 timed steps
+
+
+def test_concurrent_runs_report_their_aggregate():
+    result = bench.run_bench(_opts("ptb", "softmax", runs=2))
+    per_run = result["per_run_tokens_per_second"]
+    assert result["runs"] == 2 and len(per_run) == 2
+    # total tokens over the union of the runs' wall times cannot beat the sum of their own rates
+    assert 0 < result["tokens_per_second"] <= sum(per_run) * (1 + 1e-9)
+
+
+def test_bench_rejects_a_bad_variant_in_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "bench", "--dataset", "ptb", "--variant", "nope"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=ENV)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("bench: unknown variant 'nope'")

@@ -1,0 +1,97 @@
+"""A resume state is only ever read as tensors and plain data; a bad one fails in one line naming the file."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import REPO, TINY, tiny_corpus
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.training.state import ResumeError
+from softmax_bottleneck.training.trainer import Trainer
+
+
+class Planted:
+    """Unpickling this object would create the file ``marker`` (any code could run instead)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _trainer(out):
+    hp = presets.resolve("ptb", "softmax", "et", {**TINY, "epochs": 2})
+    return Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=out, checkpoint_seconds=0)
+
+
+def _real_state(out):
+    trainer = _trainer(out)
+    trainer._train_epoch(1, type("S", (), {"signum": None})())
+    trainer._save_state()
+    return out / ".resume" / "state.pt"
+
+
+@pytest.mark.parametrize("writer", ["torch.save", "pickle.dump"])
+def test_a_planted_pickle_is_never_run(tmp_path, writer):
+    state = tmp_path / "run" / ".resume" / "state.pt"
+    state.parent.mkdir(parents=True)
+    marker = tmp_path / "owned"
+    payload = {"format": 2, "progress": Planted(marker)}
+    if writer == "torch.save":
+        torch.save(payload, state)
+    else:
+        state.write_bytes(pickle.dumps(payload, protocol=2))
+    with pytest.raises(ResumeError) as err:
+        _trainer(tmp_path / "run").fit()
+    assert not marker.exists()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{state}: not a readable resume state")
+    assert f"delete {state.parent}" in message
+
+
+def test_the_state_is_weights_only_loadable(tmp_path):
+    blob = torch.load(_real_state(tmp_path), weights_only=True)
+    assert blob["format"] == 2 and blob["progress"]["batch"] > 0
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "text", "foreign dict", "old format"])
+def test_a_damaged_state_fails_in_one_line(tmp_path, damage):
+    state = _real_state(tmp_path)
+    data = state.read_bytes()
+    if damage == "truncated":
+        state.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        state.write_bytes(b"")
+    elif damage == "text":
+        state.write_text("hello\n")
+    elif damage == "foreign dict":
+        torch.save({"weights": torch.zeros(3)}, state)
+    else:
+        blob = torch.load(state, weights_only=True)
+        torch.save({**blob, "format": 1}, state)
+    with pytest.raises(ResumeError) as err:
+        _trainer(tmp_path).fit()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{state}: ") and "delete" in message
+    assert state.exists()  # nothing is deleted behind the user's back
+
+
+def test_the_cli_prints_one_line_for_a_truncated_state(tmp_path, ptb_cache):
+    out = tmp_path / "run"
+    (out / ".resume").mkdir(parents=True)
+    (out / ".resume" / "state.pt").write_bytes(b"PK\x03\x04 truncated")
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "train", "--dataset", "ptb", "--variant", "softmax",
+           "--out", str(out), "--corpus-cache", str(ptb_cache), "--device", "cpu",
+           "--set", "train_tokens=2000", "--set", "valid_tokens=500", "--set", "test_tokens=500"]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"train: {out / '.resume' / 'state.pt'}: not a readable resume state")
