@@ -1,0 +1,75 @@
+"""Figure 3: is the true next token among the top-5 predictions, 8 models × 18 contexts (E5, SM Table 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.figures.common import note
+from softmax_bottleneck.report.reported import FIGURE3_GROUPS, FIGURE3_MODELS
+from softmax_bottleneck.report.tables import read_summary
+
+
+def _hit_value(value) -> float:
+    if isinstance(value, str):
+        return {"true": 1.0, "1": 1.0, "yes": 1.0, "false": 0.0, "0": 0.0, "no": 0.0}.get(value.strip().lower(), np.nan)
+    return np.nan if pd.isna(value) else float(bool(value))
+
+
+def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
+    grid = np.full((len(models), 18), np.nan)
+    for rec in frame.to_dict("records"):
+        if rec.get("model") not in models or rec.get("group") not in FIGURE3_GROUPS:
+            continue
+        try:
+            number = int(rec["number"])
+        except (TypeError, ValueError):
+            continue
+        if 1 <= number <= 6:
+            grid[models.index(rec["model"]), FIGURE3_GROUPS.index(rec["group"]) * 6 + number - 1] = _hit_value(
+                rec["hit"]
+            )
+    return grid
+
+
+def _draw_grid(ax, grid: np.ndarray, models: list[str], title: str) -> None:
+    # 0 = miss (black), 1 = hit (light), 2 = not available (grey)
+    codes = np.where(np.isnan(grid), 2, grid)
+    cmap = ListedColormap(["#111111", "#f2e8b8", "#bbbbbb"])
+    ax.imshow(codes, cmap=cmap, vmin=0, vmax=2, aspect="equal")
+    ax.set_yticks(range(len(models)), models)
+    ax.set_xticks(range(18), [str(i % 6 + 1) for i in range(18)])
+    for boundary in (5.5, 11.5):
+        ax.axvline(boundary, color="w", lw=2)
+    for i, group in enumerate(FIGURE3_GROUPS):
+        ax.text(i * 6 + 2.5, -0.9, group, ha="center", va="bottom", fontsize=7)
+    ax.set_title(title, pad=14)
+    ax.tick_params(length=0)
+
+
+def figure3(summary_dir) -> Figure:
+    ours = read_summary(summary_dir, "top5.csv")
+    for col in ("model", "group", "number", "hit"):
+        if col not in ours.columns:
+            ours[col] = pd.Series(dtype=object)
+    models = list(FIGURE3_MODELS) + sorted(set(ours["model"].dropna().astype(str)) - set(FIGURE3_MODELS))
+    fig = Figure(figsize=(7.0, 2.1 + 0.1 * max(len(models) - 8, 0)))
+    axes = fig.subplots(1, 2)
+    grid = _hit_grid(ours, models)
+    _draw_grid(axes[0], grid, models, "ours")
+    _draw_grid(axes[1], _hit_grid(reported.load("figure3_hits"), models), models, "paper (SM Table 2)")
+    missing = [m for i, m in enumerate(models) if np.isnan(grid[i]).all()]
+    fig.text(
+        0.99,
+        0.005,
+        "light: true token in the top-5; black: not; grey: not available",
+        ha="right",
+        va="bottom",
+        fontsize=6,
+    )
+    note(fig, [f"ours for {', '.join(missing)}"] if missing else [])
+    fig.subplots_adjust(left=0.09, right=0.99, bottom=0.1, top=0.83, wspace=0.2)
+    return fig

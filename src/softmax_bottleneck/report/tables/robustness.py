@@ -1,0 +1,43 @@
+"""Robustness of Press' rank (E12, SM §5): SM Tables 14, 15 and 16."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables.common import EPS, compare, fkey, read_summary
+
+
+def read_robustness(summary_dir) -> pd.DataFrame:
+    frame = read_summary(summary_dir, "robustness.csv")
+    for col in ("algorithm", "iteration_or_c", "press_rank", "error", *EPS):
+        if col not in frame.columns:
+            frame[col] = pd.Series(dtype=float)
+    return frame
+
+
+def robustness_pair(summary_dir, algorithm: int, table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Our rows of one robustness algorithm and the paper's rows of ``table``, keyed by ``key`` (§9.4)."""
+
+    def keyed(frame):
+        frame = frame.rename(columns={"iteration_or_c": key})
+        return frame.assign(**{key: frame[key].map(fkey)})
+
+    ours = read_robustness(summary_dir)
+    paper = reported.load("robustness")
+    return keyed(ours[ours["algorithm"] == algorithm]), keyed(paper[paper["table"] == table])
+
+
+def sm_table14(summary_dir) -> pd.DataFrame:
+    ours, paper = robustness_pair(summary_dir, 1, "sm_table14", "iteration")
+    return compare(ours, paper, ["iteration"], ["press_rank", "error"])
+
+
+def sm_table15(summary_dir) -> pd.DataFrame:
+    ours, paper = robustness_pair(summary_dir, 2, "sm_table15", "c")
+    return compare(ours, paper, ["c"], ["press_rank"], extra_paper=["subtable"])
+
+
+def sm_table16(summary_dir) -> pd.DataFrame:
+    ours, paper = robustness_pair(summary_dir, 2, "sm_table16", "c")
+    return compare(ours, paper, ["c"], ["press_rank", *EPS], keep_ours_only=False)
