@@ -27,12 +27,11 @@ from matplotlib.figure import Figure
 
 from softmax_bottleneck.atomic import atomic_path
 from softmax_bottleneck.report.figures import gss_grid, mos_sweeps, plif_curves, qualitative, spectra, wordsim
-from softmax_bottleneck.report.figures.common import COLORS, STYLE
+from softmax_bottleneck.report.figures.common import STYLE
 from softmax_bottleneck.report.figures.gss_grid import fit_line
 from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
 
 __all__ = [
-    "COLORS",
     "FIGURES",
     "REQUIRES",
     "STYLE",

@@ -35,19 +35,6 @@ STYLE: dict[str, object] = {
     "image.interpolation": "nearest",
 }
 
-#: one colour per variant (stable across figures)
-COLORS: dict[str, str] = {
-    "softmax": "#1f77b4",
-    "ss": "#ff7f0e",
-    "gss": "#2ca02c",
-    "lms_plif": "#d62728",
-    "mos": "#9467bd",
-    "moc": "#8c564b",
-    "lms_plif_frozen": "#e377c2",
-    "mos_fair": "#7f7f7f",
-    "softmax_fair_large": "#17becf",
-}
-
 
 def note(fig: Figure, missing: list[str]) -> None:
     """Footnote listing what could not be drawn (small-scale runs)."""

@@ -8,8 +8,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from softmax_bottleneck.report import reported
-from softmax_bottleneck.report.figures.common import COLORS, empty_panel, note, read_runs
+from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.figures.common import empty_panel, note, read_runs
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables import pearson
 
@@ -71,7 +71,7 @@ def figure2(summary_dir) -> Figure:
             ax.scatter([], [], s=8, color="0.7", label=paper_label + " (grey axes)")
         if len(sel):
             r, _ = pearson(x, y)
-            ax.scatter(x, y, s=12, color=COLORS["gss"], zorder=3, label=f"ours (n = {len(sel)}), r = {r:.2f}")
+            ax.scatter(x, y, s=12, color=variants.color("gss"), zorder=3, label=f"ours (n = {len(sel)}), r = {r:.2f}")
             if len(sel) >= 2 and np.ptp(x) > 0:
                 xs, fit, lo, hi = fit_line(x, y)
                 ax.plot(xs, fit, color="k", lw=1.0, label="least squares")

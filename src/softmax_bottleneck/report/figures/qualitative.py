@@ -7,9 +7,9 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from softmax_bottleneck.report import reported
+from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.common import note
-from softmax_bottleneck.report.reported import FIGURE3_GROUPS, FIGURE3_MODELS
+from softmax_bottleneck.report.reported import FIGURE3_GROUPS
 from softmax_bottleneck.report.tables import read_summary
 
 
@@ -55,7 +55,7 @@ def figure3(summary_dir) -> Figure:
     for col in ("model", "group", "number", "hit"):
         if col not in ours.columns:
             ours[col] = pd.Series(dtype=object)
-    models = list(FIGURE3_MODELS) + sorted(set(ours["model"].dropna().astype(str)) - set(FIGURE3_MODELS))
+    models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ours["model"].dropna().astype(str))
     fig = Figure(figsize=(7.0, 2.1 + 0.1 * max(len(models) - 8, 0)))
     axes = fig.subplots(1, 2)
     grid = _hit_grid(ours, models)

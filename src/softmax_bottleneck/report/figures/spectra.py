@@ -6,18 +6,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from softmax_bottleneck.report.figures.common import COLORS, empty_panel, note, read_spectra
-from softmax_bottleneck.report.reported import DATASETS, DISPLAY, MAIN_VARIANTS
+from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.figures.common import empty_panel, note, read_spectra
+from softmax_bottleneck.report.reported import DATASETS
 
 
 def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missing: list[str]) -> None:
     label = DATASETS[ds]
     sub = frame[frame["dataset"] == ds]
     drawn, last = 0, 0.0
-    for variant in MAIN_VARIANTS:
+    paper = reported.paper_order("table6")  # Figure 7 shows the models of Table 6, in its order
+    for variant in [v for v in variants.ordered(paper, frame["variant"]) if v in paper or v in set(sub["variant"])]:
         curve = sub[sub["variant"] == variant].sort_values("index", kind="mergesort")
         if curve.empty:
-            missing.append(f"{label} {DISPLAY[variant]}")
+            missing.append(f"{label} {variants.display(variant)}")
             continue
         if normalised:
             curve = curve[curve["index"] < 500]
@@ -28,7 +30,7 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
         else:
             curve = curve[curve["sigma"] > 0]
             x, y = curve["index"].to_numpy(float), curve["sigma"].to_numpy(float)
-        ax.plot(x, y, color=COLORS[variant], lw=1.0, label=DISPLAY[variant])
+        ax.plot(x, y, color=variants.color(variant), lw=1.0, label=variants.display(variant))
         drawn += 1
         last = max(last, float(x.max()) if len(x) else 0.0)
     if normalised:

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from softmax_bottleneck.report import reported
+from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.common import empty_panel, note
-from softmax_bottleneck.report.reported import DATASETS, DISPLAY
+from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables import read_summary
 
 
@@ -34,7 +34,7 @@ def figure4(summary_dir) -> Figure:
         n_bench = ws[ws["dataset"] == ds]["benchmark"].nunique()
         values = matrix.to_numpy(float)
         ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=max(n_bench, 1))
-        names = [DISPLAY.get(v, v) for v in matrix.index]
+        names = [variants.display(v) for v in matrix.index]
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
         ax.set_yticks(range(len(names)), names)
         lookup = paper[paper["dataset"] == ds].set_index(["row_variant", "col_variant"])["wins"]
@@ -47,7 +47,7 @@ def figure4(summary_dir) -> Figure:
                 shade = values[i, j] / max(n_bench, 1)
                 ax.text(j, i, text, ha="center", va="center", fontsize=6, color="k" if shade > 0.6 else "w")
         ax.tick_params(length=0)
-        absent = [DISPLAY[v] for v in reported.FIGURE4_ORDER if v not in matrix.index]
+        absent = [variants.display(v) for v in reported.paper_order("figure4", "row_variant") if v not in matrix.index]
         if absent:
             missing.append(f"{label} {', '.join(absent)}")
         if n_bench != 13:

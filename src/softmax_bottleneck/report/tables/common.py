@@ -182,3 +182,31 @@ def key_groups(*frames: pd.DataFrame, keys: list[str]) -> list[tuple]:
         for row in frame[keys].itertuples(index=False):
             seen[tuple(row)] = None
     return list(seen)
+
+
+def order_rows(
+    table: pd.DataFrame,
+    paper: pd.DataFrame,
+    *,
+    groups: Sequence[str] = ("dataset",),
+    variant_columns: Sequence[str] = ("variant",),
+) -> pd.DataFrame:
+    """``table``'s rows grouped as the paper groups them, each group's variants in the paper's order, then the
+    variants the paper lacks in registry order (:func:`softmax_bottleneck.report.variants.ordered`).
+
+    Groups (e.g. datasets) keep their first-seen order; rows that tie keep theirs (stable sort).
+    """
+    from softmax_bottleneck.report import variants
+
+    if table.empty:
+        return table
+    keys = []
+    for col in groups:
+        first_seen = {v: i for i, v in enumerate(dict.fromkeys(table[col].tolist()))}
+        keys.append(table[col].map(first_seen))
+    for col in variant_columns:
+        paper_order = list(dict.fromkeys(paper[col].dropna().tolist())) if col in paper.columns else []
+        position = variants.rank(paper_order, table[col].dropna().tolist())
+        keys.append(table[col].map(position))
+    order = np.lexsort([k.to_numpy(dtype=float) for k in reversed(keys)])
+    return table.iloc[order].reset_index(drop=True)

@@ -13,6 +13,7 @@ from softmax_bottleneck.report.tables.common import (
     key_groups,
     mean_sd,
     mean_sd_columns,
+    order_rows,
     params_m,
     read_runs,
     t_test,
@@ -39,4 +40,4 @@ def table5(summary_dir) -> pd.DataFrame:
         rows.append(row)
     values = ["parameters_m", *mean_sd_columns(PPL3), "p_value"]
     ours = pd.DataFrame(rows, columns=[*keys, "n_runs", *values])
-    return compare(ours, paper, keys, values, extra_ours=["n_runs"])
+    return order_rows(compare(ours, paper, keys, values, extra_ours=["n_runs"]), paper)

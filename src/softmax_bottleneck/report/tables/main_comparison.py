@@ -14,6 +14,7 @@ from softmax_bottleneck.report.tables.common import (
     mean_sd,
     mean_sd_columns,
     mean_sd_rows,
+    order_rows,
     params_m,
     read_runs,
     t_test,
@@ -41,7 +42,7 @@ def table2(summary_dir) -> pd.DataFrame:
         rows, columns=[*keys, "n_runs", "parameters_m", "seconds_per_epoch", *mean_sd_columns(quantities), "p_value"]
     )
     values = ["parameters_m", "seconds_per_epoch", *mean_sd_columns(quantities), "p_value"]
-    return compare(ours, paper, keys, values, extra_ours=["n_runs"])
+    return order_rows(compare(ours, paper, keys, values, extra_ours=["n_runs"]), paper)
 
 
 def sm_table1(summary_dir) -> pd.DataFrame:
@@ -59,7 +60,8 @@ def sm_table1(summary_dir) -> pd.DataFrame:
             {"dataset": ds, "variant": var, "n_runs": len(sel), "test_ppl_mean": mean, "test_ppl_sd": sd, "p_value": p}
         )
     ours = pd.DataFrame(rows, columns=[*keys, "n_runs", "test_ppl_mean", "test_ppl_sd", "p_value"])
-    return compare(ours, paper, keys, ["test_ppl_mean", "test_ppl_sd", "p_value"], extra_ours=["n_runs"])
+    table = compare(ours, paper, keys, ["test_ppl_mean", "test_ppl_sd", "p_value"], extra_ours=["n_runs"])
+    return order_rows(table, paper)
 
 
 def table3(summary_dir) -> pd.DataFrame:
@@ -70,7 +72,7 @@ def table3(summary_dir) -> pd.DataFrame:
     for row in rows:
         row["n_runs"] = int(((runs["dataset"] == row["dataset"]) & (runs["variant"] == row["variant"])).sum())
     ours = pd.DataFrame(rows, columns=[*keys, *mean_sd_columns(PPL3), "n_runs"])
-    return compare(ours, paper, keys, mean_sd_columns(PPL3), extra_ours=["n_runs"])
+    return order_rows(compare(ours, paper, keys, mean_sd_columns(PPL3), extra_ours=["n_runs"]), paper)
 
 
 def table4(summary_dir) -> pd.DataFrame:

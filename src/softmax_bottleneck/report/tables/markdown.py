@@ -6,7 +6,8 @@ import math
 
 import pandas as pd
 
-from softmax_bottleneck.report.reported import DATASETS, DISPLAY
+from softmax_bottleneck.report import variants
+from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables.catalog import CAPTIONS
 
 _LABELS = {
@@ -85,7 +86,7 @@ def to_markdown(name: str, table: pd.DataFrame) -> str:
             continue
         values = table[col].tolist()
         if col in ("variant", "row_variant", "col_variant"):
-            out[_label(col)] = [DISPLAY.get(v, v) if isinstance(v, str) else _fmt(col, v) for v in values]
+            out[_label(col)] = [variants.display(v) if isinstance(v, str) else _fmt(col, v) for v in values]
         elif col == "dataset":
             out["dataset"] = [DATASETS.get(v, v) for v in values]
         elif col.endswith(("_ours", "_paper", "_diff")):

@@ -6,9 +6,9 @@ import logging
 
 import pandas as pd
 
-from softmax_bottleneck.report import reported
+from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables.common import compare, read_summary
+from softmax_bottleneck.report.tables.common import compare, order_rows, read_summary
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +24,12 @@ def read_wordsim(summary_dir) -> pd.DataFrame:
 def sm_table3(summary_dir) -> pd.DataFrame:
     ours = read_wordsim(summary_dir)
     paper = reported.load("wordsim")
-    order = {v: i for i, v in enumerate(("softmax", "ss", "gss", "lms_plif", "mos", "moc"))}
+    order = variants.rank([], paper["variant"])  # SM Table 3's columns: Softmax, SS, GSS, LMS-PLIF, MoS, MoC
     bench = {b: i for i, b in enumerate(reported.BENCHMARKS)}
     paper = paper.assign(_d=paper["dataset"], _b=paper["benchmark"].map(bench), _v=paper["variant"].map(order))
     paper = paper.sort_values(["_d", "_b", "_v"], kind="mergesort").drop(columns=["_d", "_b", "_v"])
-    return compare(ours, paper, ["dataset", "benchmark", "variant"], ["spearman"])
+    table = compare(ours, paper, ["dataset", "benchmark", "variant"], ["spearman"])
+    return order_rows(table, paper, groups=("dataset", "benchmark"))
 
 
 def sm_table13(summary_dir) -> pd.DataFrame:
@@ -55,4 +56,6 @@ def figure4_wins(summary_dir) -> pd.DataFrame:
                 if i != j:
                     rows.append({"dataset": ds, "row_variant": i, "col_variant": j, "wins": matrix.loc[i, j]})
     ours = pd.DataFrame(rows, columns=["dataset", "row_variant", "col_variant", "wins"])
-    return compare(ours, reported.load("figure4"), ["dataset", "row_variant", "col_variant"], ["wins"])
+    paper = reported.load("figure4")
+    table = compare(ours, paper, ["dataset", "row_variant", "col_variant"], ["wins"])
+    return order_rows(table, paper, variant_columns=("row_variant", "col_variant"))
