@@ -66,7 +66,7 @@ def test_plugin_rows_follow_the_papers_rows(summary_with_plugin, tmp_path):
         assert all(math.isnan(row[c]) for c in paper_cols), name  # the paper has no value
         text = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
         assert "Toy" in text and text.index("Toy") > text.index("MoS"), name
-        assert "–" in text.split("Toy", 1)[1].splitlines()[0], name  # a dash where the paper has no value
+        assert "(—)" in text.split("Toy", 1)[1].splitlines()[0], name  # "—" where the paper has no value
     t2 = tables.build("table2", summary_with_plugin)
     ours = t2[(t2["dataset"] == "ptb") & (t2["variant"] == PLUGIN)]["test_ppl_mean_ours"].item()
     main = pd.read_csv(summary_with_plugin / "main.csv")

@@ -3,13 +3,15 @@
 One module per experiment: :mod:`.main_comparison` (Tables 2, 3, 4, SM Table 1), :mod:`.ntet_ranks` (Tables 1, 6,
 SM Tables 10, 11, 17, 18), :mod:`.mos_sweeps` (SM Tables 4, 5, 12), :mod:`.fair` (Table 5), :mod:`.wordsim`
 (SM Tables 3, 13, Figure 4's counts), :mod:`.qualitative` (SM Table 2), :mod:`.robustness` (SM Tables 14-16),
-:mod:`.gss_grid` (Figure 2's Pearson r); :mod:`.common` holds the shared helpers and :mod:`.markdown` the rendering.
+:mod:`.gss_grid` (Figure 2's Pearson r); :mod:`.common` holds the shared helpers, :mod:`.cells` the paper's cell
+formats and :mod:`.render` the Markdown/HTML rendering.
 
 Command line::
 
     python -m softmax_bottleneck table NAME --summary-dir results/summary --out reports/tables/NAME
 
-writes ``NAME.csv`` and ``NAME.md`` (Markdown with a one-line caption), atomically.
+writes ``NAME.csv`` (tidy, full precision: ours, the paper's and their difference per quantity), ``NAME.md``
+and ``NAME.html`` (the paper's layout, ``ours (paper)`` per cell, with the caption), atomically.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from softmax_bottleneck.report.tables import (
 )
 from softmax_bottleneck.report.tables.catalog import CAPTIONS, REQUIRES
 from softmax_bottleneck.report.tables.common import compare, mean_sd, pearson, read_summary, t_test
-from softmax_bottleneck.report.tables.markdown import to_markdown
+from softmax_bottleneck.report.tables.render import LAYOUTS, to_html, to_markdown
 
 __all__ = [
     "CAPTIONS",
@@ -48,6 +50,7 @@ __all__ = [
     "render",
     "run_cli",
     "t_test",
+    "to_html",
     "to_markdown",
 ]
 
@@ -77,7 +80,7 @@ TABLES: dict[str, Callable[[Path], pd.DataFrame]] = {
     "figure2_pearson": gss_grid.figure2_pearson,
     "figure4_wins": wordsim.figure4_wins,
 }
-assert set(TABLES) == set(REQUIRES) == set(CAPTIONS)
+assert set(TABLES) == set(REQUIRES) == set(CAPTIONS) == set(LAYOUTS)
 
 
 def build(name: str, summary_dir) -> pd.DataFrame:
@@ -91,23 +94,35 @@ def build(name: str, summary_dir) -> pd.DataFrame:
     return TABLES[name](Path(summary_dir))
 
 
-def render(name: str, summary_dir, out_prefix) -> pd.DataFrame:
-    """Build table ``name`` and write ``<out_prefix>.csv`` and ``<out_prefix>.md`` atomically."""
+def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> pd.DataFrame:
+    """Build table ``name`` and write ``<out_prefix>.csv`` (tidy, full precision), ``.md`` and ``.html`` (the
+    paper's layout, with ``banner`` on top when given), atomically."""
     table = build(name, summary_dir)
     prefix = str(out_prefix)
     atomic_write_text(table.to_csv(index=False, lineterminator="\n", float_format="%.10g"), prefix + ".csv")
-    atomic_write_text(to_markdown(name, table), prefix + ".md")
+    atomic_write_text(to_markdown(name, table, banner), prefix + ".md")
+    atomic_write_text(to_html(name, table, banner), prefix + ".html")
     return table
 
 
 # --------------------------------------------------------------------------------------------- CLI
 def add_cli(parser) -> None:
-    parser.add_argument("name", metavar="NAME", choices=list(TABLES), help=f"one of: {', '.join(TABLES)}")
+    parser.description = (
+        "Render one table of the paper or its SM from the summary CSVs, our values beside the paper's: "
+        "PREFIX.csv (full precision), PREFIX.md and PREFIX.html (the paper's layout)."
+    )
+    parser.add_argument("name", metavar="NAME", choices=list(TABLES), help=f"the table, one of: {', '.join(TABLES)}")
     parser.add_argument("--summary-dir", required=True, help="folder of the summary CSVs (results/summary)")
-    parser.add_argument("--out", required=True, help="output prefix; writes PREFIX.csv and PREFIX.md")
+    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.csv, PREFIX.md and PREFIX.html")
+    parser.add_argument(
+        "--banner", default=None, metavar="TEXT", help="text shown in bold at the top (e.g. a small-scale mark)"
+    )
 
 
 def run_cli(args) -> int:
-    render(args.name, args.summary_dir, args.out)
-    log.info("wrote %s.csv and %s.md", args.out, args.out)
+    try:
+        render(args.name, args.summary_dir, args.out, banner=args.banner)
+    except FileNotFoundError as err:
+        raise SystemExit(f"table {args.name}: {err}") from None
+    log.info("wrote %s.csv, %s.md and %s.html", args.out, args.out, args.out)
     return 0

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.common import (
     PPL3,
     compare,
@@ -41,3 +42,22 @@ def table5(summary_dir) -> pd.DataFrame:
     values = ["parameters_m", *mean_sd_columns(PPL3), "p_value"]
     ours = pd.DataFrame(rows, columns=[*keys, "n_runs", *values])
     return order_rows(compare(ours, paper, keys, values, extra_ours=["n_runs"]), paper)
+
+
+def table5_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 5's columns: model, train/valid/test ppl; #Param from its caption, p-value from the paper's text."""
+    return cells.layout(
+        table,
+        [
+            ("model", cells.key("variant")),
+            ("#Param", cells.both("parameters_m", cells.params)),
+            ("train ppl", cells.both_mean_sd("train_ppl", cells.two)),
+            ("valid ppl", cells.both_mean_sd("valid_ppl", cells.two)),
+            ("test ppl", cells.both_mean_sd("test_ppl", cells.two)),
+            ("p-value", cells.both("p_value", cells.two)),
+            ("n", cells.only("n_runs", cells.integer)),
+        ],
+    )
+
+
+LAYOUTS = {"table5": table5_layout}

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.common import (
     PPL3,
     compare,
@@ -94,3 +95,81 @@ def table4(summary_dir) -> pd.DataFrame:
     values = [c for c in paper.columns if c != "dataset"]
     ours = pd.DataFrame(rows, columns=["dataset", "n_runs_lms_plif", "n_runs_lms_plif_frozen", *values])
     return compare(ours, paper, ["dataset"], values, extra_ours=["n_runs_lms_plif", "n_runs_lms_plif_frozen"])
+
+
+# --------------------------------------------------------------------------------------------- the paper's layout
+def _n(column: str = "n_runs"):
+    return cells.only(column, cells.integer)
+
+
+def table2_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 2's columns: dataset, model, #Param, time/epoch, train/valid/test ppl, p-value vs Softmax, rank."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("#Param", cells.both("parameters_m", cells.params)),
+            ("time/epoch (paper: V100)", lambda r: cells.pair(cells.seconds(r["seconds_per_epoch_ours"]), _approx(r))),
+            ("train ppl", cells.both_mean_sd("train_ppl", cells.two)),
+            ("valid ppl", cells.both_mean_sd("valid_ppl", cells.two)),
+            ("test ppl", cells.both_mean_sd("test_ppl", cells.two)),
+            ("p-value vs Softmax", cells.both("p_value", cells.scientific)),
+            ("rank", cells.both_mean_sd("press_rank", cells.integer)),
+            ("n", _n()),
+        ],
+        merge=["dataset"],
+    )
+
+
+def _approx(row) -> str:
+    paper = row["seconds_per_epoch_paper"]
+    return cells.MISSING if cells.missing(paper) else f"~{paper:.0f}s"
+
+
+def sm_table1_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 1's columns: dataset, model, test ppl, p-value."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("test ppl", cells.both_mean_sd("test_ppl", cells.two)),
+            ("p-value", cells.both("p_value", cells.scientific)),
+            ("n", _n()),
+        ],
+        merge=["dataset"],
+    )
+
+
+def table3_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 3's columns: dataset, train/valid/test ppl (of LMS-PLIF†)."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("train ppl", cells.both_mean_sd("train_ppl", cells.two)),
+            ("valid ppl", cells.both_mean_sd("valid_ppl", cells.two)),
+            ("test ppl", cells.both_mean_sd("test_ppl", cells.two)),
+            ("n", _n()),
+        ],
+        merge=["dataset"],
+    )
+
+
+def table4_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 4's columns: dataset, LMS-PLIF, LMS-PLIF† (test ppl), p-value."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("LMS-PLIF", cells.both_mean_sd("lms_plif_test_ppl", cells.two)),
+            ("LMS-PLIF†", cells.both_mean_sd("lms_plif_frozen_test_ppl", cells.two)),
+            ("p-value", cells.both("p_value", cells.scientific)),
+            ("n", lambda r: f"{cells.integer(r['n_runs_lms_plif'])} / {cells.integer(r['n_runs_lms_plif_frozen'])}"),
+        ],
+    )
+
+
+LAYOUTS = {"table2": table2_layout, "sm_table1": sm_table1_layout, "table3": table3_layout, "table4": table4_layout}

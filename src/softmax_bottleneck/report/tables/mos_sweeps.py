@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.common import compare, fkey, one_run_per, read_runs
 
 
@@ -31,3 +32,35 @@ def sm_table12(summary_dir) -> pd.DataFrame:
     paper = reported.load("mos_dropoutl")
     paper = paper.assign(dropoutl=paper["dropoutl"].map(fkey))
     return compare(runs, paper, ["dataset", "dropoutl"], ["train_ppl", "test_ppl", "press_rank"])
+
+
+def mos_k_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Tables 4, 5: K, #Param, train ppl, test ppl, rank."""
+    return cells.layout(
+        table,
+        [
+            ("K", cells.key("n_experts", cells.integer)),
+            ("#Param", cells.both("parameters_m", cells.params)),
+            ("train ppl", cells.both("train_ppl", cells.two)),
+            ("test ppl", cells.both("test_ppl", cells.two)),
+            ("rank", cells.both("press_rank", cells.integer)),
+        ],
+    )
+
+
+def sm_table12_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 12: dataset, dropoutl, train ppl, test ppl, rank."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("dropoutl", cells.key("dropoutl", cells.value)),
+            ("train ppl", cells.both("train_ppl", cells.two)),
+            ("test ppl", cells.both("test_ppl", cells.two)),
+            ("rank", cells.both("press_rank", cells.integer)),
+        ],
+        merge=["dataset"],
+    )
+
+
+LAYOUTS = {"sm_table4": mos_k_layout, "sm_table5": mos_k_layout, "sm_table12": sm_table12_layout}

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.common import (
     EPS,
     PPL3,
@@ -29,7 +30,7 @@ def table1(summary_dir) -> pd.DataFrame:
 
     base = get("softmax", "et", "test_ppl")
     rows = []
-    for variant in ("ss", "lms_plif", "mos"):
+    for variant in reported.paper_order("table1"):  # SS, LMS-PLIF, MoS: the layers with an original paper
         rank_schedule = "nt" if variant == "mos" else "et"
         rows.append(
             {
@@ -83,3 +84,59 @@ def ntet_table(summary_dir, dataset: str) -> pd.DataFrame:
     paper = paper[paper["dataset"] == dataset].drop(columns="dataset")
     table = compare(runs, paper, ["schedule", "variant"], ["parameters_m", *PPL3, "press_rank"])
     return order_rows(table, paper, groups=("schedule",))
+
+
+def table1_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 as printed: one column per model, rows = rank and ppl difference, original papers' and ours."""
+    rows = [
+        ("rank, reported in the original papers", lambda r: cells.integer(r["rank_original_papers"])),
+        ("rank, ours (this paper's)", cells.both("press_rank", cells.integer)),
+        ("ppl difference, reported in the original papers", lambda r: cells.two(r["ppl_diff_original_papers"])),
+        ("ppl difference, ours (this paper's)", cells.both("ppl_diff", cells.two)),
+    ]
+    models = [cells.key("variant")(r) for _, r in table.iterrows()]
+    out = {"metric": [label for label, _ in rows]}
+    for model, (_, r) in zip(models, table.iterrows(), strict=True):
+        out[model] = [cell(r) for _, cell in rows]
+    return pd.DataFrame(out)
+
+
+def table6_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 6 (SM Tables 17, 18): dataset, model, Press' rank, ε-effective ranks for ε = 1e-3, 1e-4, 1e-5."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("Press' rank", cells.both("press_rank", cells.integer)),
+            *[(f"ε={e.removeprefix('erank_')}", cells.both(e, cells.integer)) for e in EPS],
+        ],
+        merge=["dataset"],
+    )
+
+
+def ntet_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Tables 10, 11: schedule, model, #Param, train/valid/test ppl, rank."""
+    return cells.layout(
+        table,
+        [
+            ("schedule", cells.key("schedule")),
+            ("model", cells.key("variant")),
+            ("#Param", cells.both("parameters_m", cells.params)),
+            ("train", cells.both("train_ppl", cells.two)),
+            ("valid", cells.both("valid_ppl", cells.two)),
+            ("test", cells.both("test_ppl", cells.two)),
+            ("rank", cells.both("press_rank", cells.integer)),
+        ],
+        merge=["schedule"],
+    )
+
+
+LAYOUTS = {
+    "table1": table1_layout,
+    "table6": table6_layout,
+    "sm_table17": table6_layout,
+    "sm_table18": table6_layout,
+    "sm_table10": ntet_layout,
+    "sm_table11": ntet_layout,
+}

@@ -6,7 +6,9 @@ import math
 
 import pandas as pd
 
-from softmax_bottleneck.report import reported
+from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
+from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.common import compare, read_summary
 
 
@@ -72,4 +74,37 @@ def sm_table2(summary_dir) -> pd.DataFrame:
     table.insert(4, "top5_ours", top_ours)
     table.insert(5, "top5_paper", top_paper)
     table.insert(6, "top5_overlap", overlap)
-    return table
+    # per context (group, number), the paper's models in its order, then other models in registry order
+    models = variants.ordered_models(list(dict.fromkeys(paper["model"])), table["model"])
+    group = {g: i for i, g in enumerate(FIGURE3_GROUPS)}
+    order = table.assign(
+        _g=table["group"].map(group).fillna(len(group)),
+        _m=table["model"].map({m: i for i, m in enumerate(models)}),
+    ).sort_values(["_g", "number", "_m"], kind="mergesort")
+    return table.loc[order.index].reset_index(drop=True)
+
+
+def sm_table2_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 2 as printed: per context (Yang et al.'s, the authors', random), each model's top-5 (word p)."""
+
+    def context(row) -> str:
+        return f"{FIGURE3_GROUP_LABELS.get(row['group'], row['group'])} #{row['number']}"
+
+    def hit(value) -> str:
+        return cells.MISSING if cells.missing(value) else ("yes" if float(value) else "no")
+
+    return cells.layout(
+        table,
+        [
+            ("context", context),
+            ("true token", lambda r: str(r["true_token"])),
+            ("model", lambda r: str(r["model"])),
+            ("top-5 (ours)", lambda r: r["top5_ours"] or cells.MISSING),
+            ("top-5 (paper)", lambda r: r["top5_paper"] or cells.MISSING),
+            ("true token in top-5", lambda r: cells.pair(hit(r["hit_ours"]), hit(r["hit_paper"]))),
+        ],
+        merge=["context", "true token"],
+    )
+
+
+LAYOUTS = {"sm_table2": sm_table2_layout}
