@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from softmax_bottleneck.atomic import atomic_path
 from softmax_bottleneck.report.figures import gss_grid, mos_sweeps, plif_curves, qualitative, spectra, wordsim
-from softmax_bottleneck.report.figures.common import STYLE
+from softmax_bottleneck.report.figures.common import STYLE, add_banner
 from softmax_bottleneck.report.figures.gss_grid import fit_line
 from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
 
@@ -81,8 +81,8 @@ FIGURES: dict[str, Callable[[Path], Figure]] = {
 assert set(FIGURES) == set(REQUIRES)
 
 
-def build(name: str, summary_dir) -> Figure:
-    """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``."""
+def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
+    """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``, ``banner`` in red on top."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
     for fname in REQUIRES[name]:
@@ -90,13 +90,16 @@ def build(name: str, summary_dir) -> Figure:
         if not path.is_file():
             raise FileNotFoundError(f"figure {name} needs summary file {path}, which does not exist")
     with matplotlib.rc_context(STYLE):
-        return FIGURES[name](Path(summary_dir))
+        fig = FIGURES[name](Path(summary_dir))
+        if banner:
+            add_banner(fig, banner)
+        return fig
 
 
-def render(name: str, summary_dir, out_prefix) -> None:
+def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> None:
     """Draw figure ``name`` and write ``<out_prefix>.pdf`` and ``<out_prefix>.png`` atomically (deterministic)."""
     with matplotlib.rc_context(STYLE):
-        fig = build(name, summary_dir)
+        fig = build(name, summary_dir, banner=banner)
         prefix = str(out_prefix)
         with atomic_path(prefix + ".pdf") as tmp:
             fig.savefig(tmp, format="pdf", metadata=_PDF_METADATA)
@@ -106,12 +109,22 @@ def render(name: str, summary_dir, out_prefix) -> None:
 
 # --------------------------------------------------------------------------------------------- CLI
 def add_cli(parser) -> None:
-    parser.add_argument("name", metavar="NAME", choices=list(FIGURES), help=f"one of: {', '.join(FIGURES)}")
+    parser.description = (
+        "Draw one figure of the paper or its SM from the summary CSVs, with the paper's values where it reports "
+        "them: PREFIX.pdf and PREFIX.png (byte-identical for the same inputs)."
+    )
+    parser.add_argument("name", metavar="NAME", choices=list(FIGURES), help=f"the figure, one of: {', '.join(FIGURES)}")
     parser.add_argument("--summary-dir", required=True, help="folder of the summary CSVs (results/summary)")
-    parser.add_argument("--out", required=True, help="output prefix; writes PREFIX.pdf and PREFIX.png")
+    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.pdf and PREFIX.png")
+    parser.add_argument(
+        "--banner", default=None, metavar="TEXT", help="text shown in red across the top (e.g. a small-scale mark)"
+    )
 
 
 def run_cli(args) -> int:
-    render(args.name, args.summary_dir, args.out)
+    try:
+        render(args.name, args.summary_dir, args.out, banner=args.banner)
+    except FileNotFoundError as err:
+        raise SystemExit(f"figure {args.name}: {err}") from None
     log.info("wrote %s.pdf and %s.png", args.out, args.out)
     return 0

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.figures.common import empty_panel, note, read_runs
+from softmax_bottleneck.report.figures.common import degenerate, empty_panel, limits, note, plain_ticks, read_runs
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables import pearson
 
@@ -66,22 +66,29 @@ def figure2(summary_dir) -> Figure:
             axp.xaxis.tick_top()
             axp.yaxis.tick_right()
             axp.tick_params(colors="0.6", labelsize=6)
+            plain_ticks(axp)
             for spine in axp.spines.values():
                 spine.set_visible(False)
             ax.scatter([], [], s=8, color="0.7", label=paper_label + " (grey axes)")
         if len(sel):
-            r, _ = pearson(x, y)
-            ax.scatter(x, y, s=12, color=variants.color("gss"), zorder=3, label=f"ours (n = {len(sel)}), r = {r:.2f}")
+            why = degenerate(x, y)
+            r_text = f"r = {pearson(x, y)[0]:.2f}" if why is None else f"r undefined: {why}"
+            ax.scatter(x, y, s=12, color=variants.color("gss"), zorder=3, label=f"ours (n = {len(sel)}), {r_text}")
             if len(sel) >= 2 and np.ptp(x) > 0:
                 xs, fit, lo, hi = fit_line(x, y)
                 ax.plot(xs, fit, color="k", lw=1.0, label="least squares")
                 if np.isfinite(lo).all():
                     ax.fill_between(xs, lo, hi, color="k", alpha=0.12, lw=0, label="95% confidence")
+            if len(x) and np.ptp(x) == 0:
+                ax.set_xlim(limits(x))
+            if len(y) and np.ptp(y) == 0:
+                ax.set_ylim(limits(y))
         else:
             missing.append(f"{label} GSS grid")
             empty_panel(ax, f"no {label} runs")
         ax.invert_xaxis()
         ax.xaxis.set_major_locator(MaxNLocator(5))
+        plain_ticks(ax)
         ax.set(xlabel="test perplexity", ylabel="Press' rank", title=f"Trained on {label}")
         ax.legend(loc="lower right", frameon=True, framealpha=0.85, edgecolor="none", fontsize=6)
     note(fig, missing)

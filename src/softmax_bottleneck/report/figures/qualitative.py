@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.common import note
-from softmax_bottleneck.report.reported import FIGURE3_GROUPS
+from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
 from softmax_bottleneck.report.tables import read_summary
 
 
@@ -44,8 +44,8 @@ def _draw_grid(ax, grid: np.ndarray, models: list[str], title: str) -> None:
     ax.set_xticks(range(18), [str(i % 6 + 1) for i in range(18)])
     for boundary in (5.5, 11.5):
         ax.axvline(boundary, color="w", lw=2)
-    for i, group in enumerate(FIGURE3_GROUPS):
-        ax.text(i * 6 + 2.5, -0.9, group, ha="center", va="bottom", fontsize=7)
+    for i, group in enumerate(FIGURE3_GROUPS):  # the SM's "Ours" are the paper authors' contexts
+        ax.text(i * 6 + 2.5, -0.9, FIGURE3_GROUP_LABELS[group], ha="center", va="bottom", fontsize=7)
     ax.set_title(title, pad=14)
     ax.tick_params(length=0)
 
@@ -56,20 +56,22 @@ def figure3(summary_dir) -> Figure:
         if col not in ours.columns:
             ours[col] = pd.Series(dtype=object)
     models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ours["model"].dropna().astype(str))
-    fig = Figure(figsize=(7.0, 2.1 + 0.1 * max(len(models) - 8, 0)))
+    height = 1.05 + 0.175 * len(models)  # a row per model; 0.6 in above the grids, 0.45 in below
+    fig = Figure(figsize=(7.0, height))
     axes = fig.subplots(1, 2)
     grid = _hit_grid(ours, models)
-    _draw_grid(axes[0], grid, models, "ours")
+    _draw_grid(axes[0], grid, models, "this reproduction")
     _draw_grid(axes[1], _hit_grid(reported.load("figure3_hits"), models), models, "paper (SM Table 2)")
     missing = [m for i, m in enumerate(models) if np.isnan(grid[i]).all()]
     fig.text(
-        0.99,
         0.005,
+        0.2 / height,
+        "columns: Yang et al.'s, the paper authors' and random contexts; "
         "light: true token in the top-5; black: not; grey: not available",
-        ha="right",
+        ha="left",
         va="bottom",
         fontsize=6,
     )
     note(fig, [f"ours for {', '.join(missing)}"] if missing else [])
-    fig.subplots_adjust(left=0.09, right=0.99, bottom=0.1, top=0.83, wspace=0.2)
+    fig.subplots_adjust(left=0.09, right=0.99, bottom=0.45 / height, top=1 - 0.6 / height, wspace=0.2)
     return fig

@@ -1,58 +1,150 @@
-"""Figure 7 and SM Figures 2-5: singular values of the test log-P matrices (E11), raw and normalised."""
+"""Figure 7 and SM Figures 2-5: singular values of the test log-P matrices (E11), raw and normalised.
+
+* SM Figures 2 (PTB) and 4 (WT2): raw singular values σ_i, log scale, every index.
+* Figure 7 and SM Figures 3 (PTB), 5 (WT2): σ_i / σ_max over the first 500 indices, y clipped to [0, 0.2].
+  When our matrices have fewer singular values, or their tail lies far below 0.2 (small-scale runs), the axes
+  are scaled to the data instead and the panel says so.
+
+The models are the paper's (Table 6: Softmax, SS, GSS, LMS-PLIF, MoS) in its order, then every other model of
+the spectra analysis in registry order. A triangle on the top edge marks the paper's Press' rank of each model
+(Table 6) where it falls inside the x-range; the others are listed under the figure.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.common import empty_panel, note, read_spectra
 from softmax_bottleneck.report.reported import DATASETS
 
+#: Figure 7's window (paper, §9.3 of the SM): the first 500 indices, σ_i / σ_max up to 0.2
+PAPER_INDICES, PAPER_YMAX = 500, 0.2
 
-def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missing: list[str]) -> None:
-    label = DATASETS[ds]
+
+def _curves(frame: pd.DataFrame, ds: str, *, normalised: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``variant -> (index, value)`` of one dataset, in the figure's order (missing paper models map to None)."""
     sub = frame[frame["dataset"] == ds]
-    drawn, last = 0, 0.0
     paper = reported.paper_order("table6")  # Figure 7 shows the models of Table 6, in its order
-    for variant in [v for v in variants.ordered(paper, frame["variant"]) if v in paper or v in set(sub["variant"])]:
+    present = set(sub["variant"])
+    out = {}
+    for variant in [v for v in variants.ordered(paper, sub["variant"]) if v in paper or v in present]:
         curve = sub[sub["variant"] == variant].sort_values("index", kind="mergesort")
         if curve.empty:
+            out[variant] = None
+            continue
+        x = curve["index"].to_numpy(float)
+        sigma = curve["sigma"].to_numpy(float)
+        if normalised:
+            y = curve["sigma_normalised"].to_numpy(float)
+            if np.isnan(y).all() and np.nanmax(sigma, initial=0) > 0:
+                y = sigma / np.nanmax(sigma)
+            keep = x < PAPER_INDICES
+        else:
+            y = sigma
+            keep = sigma > 0  # log scale
+        keep &= np.isfinite(y)
+        out[variant] = (x[keep], y[keep])
+    return out
+
+
+def _normalised_window(curves) -> tuple[float, float, str | None]:
+    """(x_max, y_max, note): the paper's [0, 500] × [0, 0.2], or the data's when ours are shorter or flatter."""
+    xs = [x for x, _ in curves if len(x)]
+    last = max((float(x.max()) for x in xs), default=float(PAPER_INDICES - 1))
+    tails = [y[x >= 1] for x, y in curves]
+    tail_max = max((float(t.max()) for t in tails if len(t)), default=PAPER_YMAX)
+    y_max = PAPER_YMAX if tail_max >= 0.5 * PAPER_YMAX else max(1.1 * tail_max, 1e-12)
+    # the last index where some curve is still visible (above 1 % of the window's height)
+    visible = [x[y >= 0.01 * y_max] for x, y in curves]
+    reach = max((float(v.max()) for v in visible if len(v)), default=last)
+    x_max = float(min(last, max(1.15 * reach, 10.0)))
+    if last >= PAPER_INDICES - 1 and x_max >= PAPER_INDICES - 1 and y_max == PAPER_YMAX:
+        return float(PAPER_INDICES), PAPER_YMAX, None
+    parts = []
+    if x_max < PAPER_INDICES - 1:
+        parts.append(f"first {x_max:.0f} indices")
+    if y_max != PAPER_YMAX:
+        parts.append(f"y up to {y_max:.2g}")
+    return x_max, y_max, "axes scaled to the data: " + ", ".join(parts) + " (paper: 500 indices, y up to 0.2)"
+
+
+def _mark_paper_ranks(ax, ds: str, drawn: list[str], beyond: list[str]) -> bool:
+    """Triangles on the top edge at the paper's Press' ranks (Table 6); names the ones outside the x-range."""
+    table6 = reported.load("table6").query("dataset == @ds").set_index("variant")["press_rank"]
+    lo, hi = sorted(ax.get_xlim())
+    marked = False
+    for variant in drawn:
+        if variant not in table6.index:
+            continue
+        rank = float(table6[variant])
+        if lo <= rank <= hi:
+            ax.plot(
+                [rank],
+                [1.0],
+                "v",
+                color=variants.color(variant),
+                ms=6,
+                clip_on=False,
+                transform=ax.get_xaxis_transform(),
+                zorder=5,
+            )
+            marked = True
+        else:
+            beyond.append(f"{variants.display(variant)} {rank:,.0f}")
+    return marked
+
+
+def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missing: list[str], notes: list[str]):
+    label = DATASETS[ds]
+    curves = _curves(frame, ds, normalised=normalised)
+    drawn, panel_notes = [], []
+    for variant, curve in curves.items():
+        if curve is None or not len(curve[0]):
             missing.append(f"{label} {variants.display(variant)}")
             continue
-        if normalised:
-            curve = curve[curve["index"] < 500]
-            y = curve["sigma_normalised"].to_numpy(float)
-            if np.isnan(y).all():
-                y = curve["sigma"].to_numpy(float) / np.nanmax(curve["sigma"].to_numpy(float))
-            x = curve["index"].to_numpy(float)
-        else:
-            curve = curve[curve["sigma"] > 0]
-            x, y = curve["index"].to_numpy(float), curve["sigma"].to_numpy(float)
-        ax.plot(x, y, color=variants.color(variant), lw=1.0, label=variants.display(variant))
-        drawn += 1
-        last = max(last, float(x.max()) if len(x) else 0.0)
+        ax.plot(*curve, color=variants.color(variant), lw=1.0, label=variants.display(variant))
+        drawn.append(variant)
+    ax.set(xlabel="index i", title=f"Trained on {label}")
+    if not drawn:
+        empty_panel(ax)
+        return
+    shown = [curves[v] for v in drawn]
     if normalised:
-        # the paper shows the first 500 indices; small-scale matrices may have fewer singular values
-        ax.set(ylim=(0, 0.2), xlim=(0, 500 if last >= 499 or not drawn else last), ylabel=r"$\sigma_i / \sigma_{\max}$")
+        x_max, y_max, scaled = _normalised_window(shown)
+        ax.set(xlim=(0, x_max), ylim=(0, y_max), ylabel=r"$\sigma_i / \sigma_{\max}$")
+        if scaled:
+            panel_notes.append(scaled)
     else:
         ax.set_yscale("log")
         ax.set_ylabel(r"singular value $\sigma_i$")
-    ax.set(xlabel="index i", title=f"Trained on {label}")
-    if drawn:
-        ax.legend(loc="upper right")
-    else:
-        empty_panel(ax)
+        last = max(float(x.max()) for x, _ in shown)
+        ax.set_xlim(0, max(last, 1.0))
+    beyond: list[str] = []
+    handles, names = ax.get_legend_handles_labels()
+    if _mark_paper_ranks(ax, ds, drawn, beyond):
+        handles.append(Line2D([], [], marker="v", ls="", color="0.3", ms=5))
+        names.append("paper's Press' rank (Table 6)")
+    if beyond:
+        panel_notes.append(f"paper's Press' rank (Table 6) beyond the x-range: {', '.join(beyond)}")
+    if panel_notes:
+        notes.append(f"{label}: " + "; ".join(panel_notes))
+    ax.legend(handles, names, loc="upper right")
 
 
 def spectra_figure(summary_dir, datasets: tuple[str, ...], *, normalised: bool) -> Figure:
     frame = read_spectra(summary_dir)
-    fig = Figure(figsize=(3.5 * len(datasets), 3.0))
+    fig = Figure(figsize=(3.5 * len(datasets), 3.2))
     axes = np.atleast_1d(fig.subplots(1, len(datasets)))
     missing: list[str] = []
+    notes: list[str] = []
     for ax, ds in zip(axes, datasets, strict=True):
-        _spectrum_panel(ax, frame, ds, normalised=normalised, missing=missing)
+        _spectrum_panel(ax, frame, ds, normalised=normalised, missing=missing, notes=notes)
+    if notes:
+        fig.text(0.005, 0.045, "\n".join(notes), fontsize=5.5, color="0.35", ha="left", va="bottom", wrap=True)
     note(fig, missing)
-    fig.subplots_adjust(left=0.16 if len(datasets) == 1 else 0.09, right=0.97, bottom=0.16, top=0.9, wspace=0.3)
+    fig.subplots_adjust(left=0.16 if len(datasets) == 1 else 0.09, right=0.97, bottom=0.25, top=0.9, wspace=0.3)
     return fig
