@@ -22,11 +22,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "robustness": ("softmax_bottleneck.analysis.rank", "SM §5 robustness of Press' rank (E12)"),
     "wordsim": ("softmax_bottleneck.analysis.wordsim", "word-similarity benchmarks of a model's embedding"),
     "qualitative": ("softmax_bottleneck.analysis.qualitative", "top-5 predictions at the 18 contexts"),
-    "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics into a summary table"),
-    "table": ("softmax_bottleneck.report.tables", "render one table of the paper"),
-    "figure": ("softmax_bottleneck.report.figures", "render one figure of the paper"),
+    "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics or analyses into one summary CSV"),
+    "table": ("softmax_bottleneck.report.tables", "render one table of the paper or SM, ours beside the paper's"),
+    "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
     "gpu-lease": ("softmax_bottleneck.cluster.gpu_lease", "run a command holding one free local GPU"),
-    "costs": ("softmax_bottleneck.report.costs", "wall time and memory per rule, projected to paper scale"),
+    "costs": ("softmax_bottleneck.report.costs", "time and memory per rule, and training cost at paper scale"),
 }
 
 

@@ -15,7 +15,7 @@ Two tables:
 The runs come from ``--plan`` (the workflow's training plan, ``snakemake plan`` →
 ``results/plan/training_jobs.csv``), else ``--config`` (a workflow config such as
 ``config/config.yaml``: its ``experiments``, de-duplicated as the workflow does), else
-:data:`PAPER_RUNS`, the run counts of the paper's experiments (paper §4 and the SM).
+:data:`PAPER_RUNS`, the run counts behind the paper's Tables 2-6, Figures 2-7 and the SM's tables.
 
 ``--out`` writes Markdown (``.md``) or CSV (``.csv``: the per-rule table; the projection goes next to
 it as ``<name>.projection.csv``); without ``--out`` the Markdown report goes to stdout.
@@ -53,12 +53,12 @@ PAPER_SECONDS_PER_EPOCH: dict[tuple[str, str], float] = _paper_seconds()
 #: a family's stand-in for variants whose time the paper does not report and that declare no cost proxy
 #: (the registration's ``cost_proxy``, or a presets.yaml variant's output layer, comes first)
 FAMILY_COST_PROXY: dict[str, str] = {"softmax": "softmax", "mixture": "mos"}
-#: 1000 epochs, MoS on WT2 500 (paper §4; used when the presets cannot be read)
+#: 1000 epochs, MoS on WT2 500 (the presets; used when they cannot be read)
 DEFAULT_EPOCHS = 1000
 
 
 def _paper_runs() -> list[dict]:
-    """Unique training runs of the paper (§4 and the SM); shared runs are counted once."""
+    """Unique training runs behind the paper's and the SM's tables and figures; shared runs are counted once."""
     from softmax_bottleneck.report import reported
 
     variants_e1 = reported.paper_order("main")  # Table 2's models
@@ -212,7 +212,7 @@ def epochs_for(dataset: str, variant: str) -> int:
         from softmax_bottleneck import presets
 
         return int(presets.resolve(dataset, variant)["epochs"])
-    except Exception:  # noqa: BLE001 - presets missing or variant unknown: the spec's rule
+    except Exception:  # noqa: BLE001 - presets missing or variant unknown: the paper's rule
         return 500 if (dataset, variant) == ("wt2", "mos") else DEFAULT_EPOCHS
 
 

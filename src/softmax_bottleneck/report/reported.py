@@ -21,7 +21,7 @@ DATASETS: dict[str, str] = {"ptb": "PTB", "wt2": "WT2"}
 FIGURE3_GROUPS: tuple[str, ...] = ("Yang", "Ours", "Random")
 FIGURE3_GROUP_LABELS: dict[str, str] = {"Yang": "Yang et al.'s", "Ours": "the authors'", "Random": "random"}
 
-#: SM name of the 13 word-similarity benchmarks -> file name (spec §12), in the SM's order
+#: SM name of the 13 word-similarity benchmarks -> file name, in the order of SM Tables 3 and 13
 BENCHMARKS: dict[str, str] = {
     "WS-353": "EN-WS-353-ALL.txt",
     "WS-353-SIM": "EN-WS-353-SIM.txt",
@@ -103,7 +103,7 @@ def paper_order(name: str, column: str = "variant") -> tuple[str, ...]:
 def figure4_matrix(wordsim: pd.DataFrame, dataset: str) -> pd.DataFrame:
     """Figure 4's "row beats column" counts from long Spearman data (columns dataset, variant, benchmark, spearman).
 
-    Cell (i, j) = number of benchmarks where ρ_i > ρ_j strictly (spec §12); only benchmarks where both models have
+    Cell (i, j) = number of benchmarks where ρ_i > ρ_j strictly (Figure 4); only benchmarks where both models have
     a value count. The diagonal is NaN. Rows and columns: the paper's order (GSS, LMS-PLIF, MoC, MoS, SS, Softmax),
     then other variants in registry order; variants absent from the data are left out.
     """

@@ -7,13 +7,13 @@ from matplotlib.figure import Figure
 
 
 def pl(x, c: float, k: float):
-    """Two-piece linear PL(x; c, k) = x for x > c, k(x − c) + c otherwise (spec §4.3)."""
+    """Two-piece linear PL(x; c, k) = x for x > c, k(x − c) + c otherwise (paper Eq. 2)."""
     x = np.asarray(x, dtype=float)
     return np.where(x > c, x, k * (x - c) + c)
 
 
 def pl_smooth(x, c: float, k: float):
-    """Smooth P̃L(x; c, k) = k(x − c) + c − (k − 1)·softplus(x − c) (spec §4.3)."""
+    """Smooth P̃L(x; c, k) = k(x − c) + c − (k − 1)·softplus(x − c) (paper Eq. 3)."""
     x = np.asarray(x, dtype=float)
     return k * (x - c) + c - (k - 1) * np.logaddexp(0.0, x - c)
 

@@ -21,7 +21,7 @@ from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.common import empty_panel, note, read_spectra
 from softmax_bottleneck.report.reported import DATASETS
 
-#: Figure 7's window (paper, §9.3 of the SM): the first 500 indices, σ_i / σ_max up to 0.2
+#: Figure 7's window (and SM Figures 3, 5): the first 500 indices, σ_i / σ_max up to 0.2
 PAPER_INDICES, PAPER_YMAX = 500, 0.2
 
 

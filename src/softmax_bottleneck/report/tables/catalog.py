@@ -55,6 +55,6 @@ CAPTIONS: dict[str, str] = {
     "sm_table17": "SM Table 17 (PTB half of Table 6): Press' rank and ε-effective ranks.",
     "sm_table18": "SM Table 18 (WT2 half of Table 6): Press' rank and ε-effective ranks.",
     "figure2_pearson": "Figure 2 (text): Pearson correlation of test ppl and Press' rank over the GSS grid "
-    "(paper: magnitudes; r_digitised = from the figure's digitised points).",
+    "(the paper gives |r|; the last columns give r of its digitised points).",
     "figure4_wins": "Figure 4: number of the 13 benchmarks on which the row model's ρ beats the column model's.",
 }

@@ -1,4 +1,4 @@
-"""Robustness of Press' rank (E12, SM §5): SM Tables 14, 15 and 16."""
+"""Robustness of Press' rank (E12, SM Section 5): SM Tables 14, 15 and 16."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def read_robustness(summary_dir) -> pd.DataFrame:
 
 
 def robustness_pair(summary_dir, algorithm: int, table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Our rows of one robustness algorithm and the paper's rows of ``table``, keyed by ``key`` (§9.4)."""
+    """Our rows of one robustness algorithm and the paper's rows of ``table``, keyed by ``key`` (SM Algorithms 1, 2)."""
 
     def keyed(frame):
         frame = frame.rename(columns={"iteration_or_c": key})
