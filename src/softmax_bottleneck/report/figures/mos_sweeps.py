@@ -30,7 +30,7 @@ def _twin_panel(ax, x, ppl, rank, xlabel: str, *, ticks: list[str]) -> object:
     x, ppl, rank = (np.asarray(a, dtype=float) for a in (x, ppl, rank))
     ax2 = ax.twinx()
     ax.plot(x, ppl, "o-", color=PPL_COLOR, label="test ppl")
-    ax2.plot(x, rank, "s--", color=RANK_COLOR, label="Press' rank")
+    ax2.plot(x, rank, "s--", color=RANK_COLOR, mfc="none", label="Press' rank")  # hollow: a coinciding ppl dot shows
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test perplexity", color=PPL_COLOR)
     ax2.set_ylabel("Press' rank", color=RANK_COLOR)

@@ -108,7 +108,8 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
             continue
         ax.plot(*curve, color=variants.color(variant), lw=1.0, label=variants.display(variant))
         drawn.append(variant)
-    ax.set(xlabel="index i", title=f"Trained on {label}")
+    ax.set_xlabel("index i")
+    ax.set_title(f"Trained on {label}", pad=9)  # room for the triangles on the top edge
     if not drawn:
         empty_panel(ax)
         return
@@ -132,7 +133,7 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
         panel_notes.append(f"paper's Press' rank (Table 6) beyond the x-range: {', '.join(beyond)}")
     if panel_notes:
         notes.append(f"{label}: " + "; ".join(panel_notes))
-    ax.legend(handles, names, loc="upper right")
+    ax.legend(handles, names, loc="best", framealpha=0.85, frameon=True, edgecolor="none")
 
 
 def spectra_figure(summary_dir, datasets: tuple[str, ...], *, normalised: bool) -> Figure:
