@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import math
 
+import matplotlib
+import numpy as np
 import pandas as pd
 import pytest
 from test_tables import make_summaries
@@ -124,3 +127,37 @@ def test_display_names_come_from_the_registry(plugin):
     assert variants.display("not_registered") == "not_registered"
     models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ["Toy*", "Zed", "Toy", "MoS"])
     assert models[-3:] == ["Toy", "Toy*", "Zed"]
+
+
+def test_plugin_follows_the_papers_models_in_figures_3_and_4_and_sm_table3(summary_with_plugin):
+    root = summary_with_plugin
+    ws = pd.read_csv(root / "wordsim.csv")
+    pd.concat([ws, ws[ws["variant"] == "ss"].assign(variant=PLUGIN)]).to_csv(root / "wordsim.csv", index=False)
+    top5 = pd.read_csv(root / "top5.csv", keep_default_na=False, na_values=[""])
+    pd.concat([top5, top5[top5["model"] == "MoS"].assign(model="Toy")]).to_csv(root / "top5.csv", index=False)
+    fig4 = figures.build("figure4", root)
+    fig3 = figures.build("figure3", root)
+    with matplotlib.rc_context(figures.STYLE):
+        for fig in (fig3, fig4):
+            fig.savefig(io.BytesIO(), format="png", dpi=20)
+    assert [t.get_text() for t in fig4.axes[0].get_yticklabels()] == ["GSS", "MoS", "SS", "Softmax", "Toy"]
+    rows = [t.get_text() for t in fig3.axes[0].get_yticklabels()]
+    assert rows == [*reported.paper_order("figure3_hits", "model"), "Toy"]
+    sm3 = tables.build("sm_table3", root)
+    ptb = sm3[(sm3["dataset"] == "ptb") & (sm3["benchmark"] == "WS-353")]["variant"].tolist()
+    assert ptb == ["softmax", "ss", "gss", "lms_plif", "mos", "moc", PLUGIN]
+
+
+def test_every_registered_variant_is_drawn_in_figure7(plugin, tmp_path):
+    registry = list(presets.variants())
+    rows = [
+        {"dataset": "ptb", "variant": v, "index": i, "sigma": s, "sigma_normalised": s}
+        for v in registry
+        for i, s in enumerate(np.exp(-np.arange(30) / 4))
+    ]
+    (tmp_path / "s").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "s" / "spectra.csv", index=False)
+    fig = figures.build("sm_figure3", tmp_path / "s")
+    drawn = [line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
+    assert drawn == [variants.display(v) for v in variants.ordered(reported.paper_order("table6"), registry)]
+    assert len({line.get_color() for line in fig.axes[0].get_lines() if line.get_label() in drawn}) == len(drawn)
