@@ -12,6 +12,8 @@ the spectra analysis in registry order. A triangle on the top edge marks the pap
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -69,7 +71,7 @@ def _normalised_window(curves) -> tuple[float, float, str | None]:
         parts.append(f"first {x_max:.0f} indices")
     if y_max != PAPER_YMAX:
         parts.append(f"y up to {y_max:.2g}")
-    return x_max, y_max, "axes scaled to the data: " + ", ".join(parts) + " (paper: 500 indices, y up to 0.2)"
+    return x_max, y_max, "scaled to the data: " + ", ".join(parts) + " (paper: 500, 0.2)"
 
 
 def _mark_paper_ranks(ax, ds: str, drawn: list[str], beyond: list[str]) -> bool:
@@ -130,7 +132,7 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
         handles.append(Line2D([], [], marker="v", ls="", color="0.3", ms=5))
         names.append("paper's Press' rank (Table 6)")
     if beyond:
-        panel_notes.append(f"paper's Press' rank (Table 6) beyond the x-range: {', '.join(beyond)}")
+        panel_notes.append(f"the paper's Press' ranks (Table 6), off the x-axis: {', '.join(beyond)}")
     if panel_notes:
         notes.append(f"{label}: " + "; ".join(panel_notes))
     ax.legend(handles, names, loc="best", framealpha=0.85, frameon=True, edgecolor="none")
@@ -138,14 +140,24 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
 
 def spectra_figure(summary_dir, datasets: tuple[str, ...], *, normalised: bool) -> Figure:
     frame = read_spectra(summary_dir)
-    fig = Figure(figsize=(3.5 * len(datasets), 3.2))
+    width = 3.5 * len(datasets)
+    fig = Figure(figsize=(width, 3.0))
     axes = np.atleast_1d(fig.subplots(1, len(datasets)))
     missing: list[str] = []
     notes: list[str] = []
     for ax, ds in zip(axes, datasets, strict=True):
         _spectrum_panel(ax, frame, ds, normalised=normalised, missing=missing, notes=notes)
+    # the notes under the panels: make room for as many (wrapped) lines as they take
+    per_line = int(width * 24)  # characters of 5.5-pt text per line
+    lines = sum(-(-len(n) // per_line) for n in notes) + (1 if missing else 0)
+    below = 0.5 + 0.1 * lines  # inches under the axes: tick labels, x label, notes
+    height = 2.5 + below
+    fig.set_size_inches(width, height)
     if notes:
-        fig.text(0.005, 0.045, "\n".join(notes), fontsize=5.5, color="0.35", ha="left", va="bottom", wrap=True)
+        text = "\n".join(textwrap.fill(n, per_line) for n in notes)
+        y = (0.03 + (0.1 if missing else 0.0)) / height
+        fig.text(0.005, y, text, fontsize=5.5, color="0.35", ha="left", va="bottom", linespacing=1.2)
     note(fig, missing)
-    fig.subplots_adjust(left=0.16 if len(datasets) == 1 else 0.09, right=0.97, bottom=0.25, top=0.9, wspace=0.3)
+    left = 0.16 if len(datasets) == 1 else 0.09
+    fig.subplots_adjust(left=left, right=0.97, bottom=(below + 0.05) / height, top=1 - 0.35 / height, wspace=0.3)
     return fig
