@@ -257,7 +257,7 @@ def test_figure7_scales_to_small_scale_spectra(summary_dir):
     fig = _drawn(figures.build("figure7", summary_dir))
     for ax in fig.axes[:2]:
         assert ax.get_xlim()[1] < 50  # 40 singular values in the synthetic spectra
-    assert any("axes scaled to the data" in t for t in _texts(fig))
+    assert any("scaled to the data: first" in t for t in _texts(fig))
 
 
 def test_banner_is_drawn_on_top(summary_dir, tmp_path):
