@@ -98,8 +98,8 @@ def test_projection_arithmetic():
     assert proj["gpu_hours"].iloc[-1] == pytest.approx(11 * 1000 * 55 / 3600 + 2 * 500 * 600 / 3600)
 
 
-def test_paper_runs_match_the_spec():
-    """~300 training runs (reference-spec §1 compute note); E1 alone ~2,900 V100-hours."""
+def test_paper_runs_match_the_papers_experiments():
+    """~300 training runs behind the paper; E1 alone (Table 2: 110 runs) ~2,900 V100-hours."""
     proj = costs.project_training(costs.PAPER_RUNS)
     body = proj.iloc[:-1]
     assert 250 <= int(proj["runs"].iloc[-1]) <= 320
@@ -200,3 +200,60 @@ def test_cli_markdown_and_csv(bench, tmp_path):
 
     missing = subprocess.run([*cmd[:-1], str(tmp_path / "absent")], capture_output=True, text=True)
     assert missing.returncode == 1
+
+
+# --------------------------------------------------------------------------------------------- variants without a time
+@pytest.fixture
+def plugins(monkeypatch):
+    """Three layers registered only inside the test: softmax family, mixture family, and one with a cost proxy."""
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.models.output_layers import OutputLayer, register_output_layer
+    from softmax_bottleneck.models.output_layers import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+    for name, family, proxy in (
+        ("toy_soft", "softmax", None),
+        ("toy_mix", "mixture", None),
+        ("toy_gss", "softmax", "gss"),
+    ):
+        cls = type(name, (OutputLayer,), {"forward": lambda self, c, w: self.logits(c, w).log_softmax(-1)})
+        register_output_layer(name, display=name, family=family, cost_proxy=proxy)(cls)
+    monkeypatch.setattr(presets, "_variant_table", presets._variant_table.__wrapped__)
+    monkeypatch.setattr(presets, "layer_keys", presets.layer_keys.__wrapped__)
+
+
+def test_paper_times_are_table2s():
+    # paper Table 2, "time/epoch" (V100): PTB ~55, 57, 58, 59, 100 s; WT2 ~72, 83, 87, 93, 600 s
+    expected = dict(zip(["softmax", "ss", "gss", "lms_plif", "mos"], [55, 57, 58, 59, 100], strict=True))
+    assert {v: costs.PAPER_SECONDS_PER_EPOCH["ptb", v] for v in expected} == expected
+    expected = dict(zip(["softmax", "ss", "gss", "lms_plif", "mos"], [72, 83, 87, 93, 600], strict=True))
+    assert {v: costs.PAPER_SECONDS_PER_EPOCH["wt2", v] for v in expected} == expected
+
+
+def test_a_variant_without_a_paper_time_uses_its_family_and_says_so(plugins):
+    assert costs.seconds_per_epoch("ptb", "toy_soft") == (55.0, "softmax (family default)")
+    assert costs.seconds_per_epoch("wt2", "toy_mix") == (600.0, "mos (family default)")
+    assert costs.seconds_per_epoch("wt2", "toy_gss") == (87.0, "gss")  # its registered cost proxy
+    assert costs.seconds_per_epoch("ptb", "moc") == (100.0, "mos")
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        costs.seconds_per_epoch("ptb", "nope")
+    runs = [{"experiment": "mine", "dataset": "wt2", "variant": "toy_mix", "schedule": "et", "runs": 2}]
+    proj = costs.project_training(runs)
+    assert proj["time_of"].iloc[0] == "mos (family default)"
+    assert proj["gpu_hours"].iloc[0] == pytest.approx(2 * costs.epochs_for("wt2", "toy_mix") * 600 / 3600)
+    assert proj["gpu_hours"].notna().all()
+    text = costs.render_markdown(costs.summarize_rules(pd.DataFrame()), proj, source="b", runs_source="r")
+    assert "mos (family default)" in text
+
+
+def test_cli_names_a_bad_plan_in_one_line(bench, tmp_path):
+    plan = tmp_path / "plan.csv"
+    pd.DataFrame(
+        [{"experiments": "main", "dataset": "ptb", "variant": "not_registered", "schedule": "et", "epochs": 3}]
+    ).to_csv(plan, index=False)
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(bench)]
+    result = subprocess.run([*cmd, "--plan", str(plan)], capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "not_registered" in result.stderr and str(plan) in result.stderr
+    result = subprocess.run([*cmd, "--config", str(tmp_path / "absent.yaml")], capture_output=True, text=True)
+    assert result.returncode == 1 and "absent.yaml: no such file" in result.stderr and "Traceback" not in result.stderr

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import re
 
 import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from test_tables import make_summaries
 
 from softmax_bottleneck.report import figures
@@ -99,3 +101,184 @@ def test_cli(summary_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["figure", "figure9", "--summary-dir", str(summary_dir), "--out", str(tmp_path / "x")])
     assert "figure7" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------- what a reader sees
+BANNER = "small scale — pipeline check, not the paper"
+
+
+def _drawn(fig):
+    """Draw ``fig`` (tick labels are made at draw time) and return it."""
+    with matplotlib.rc_context(figures.STYLE):
+        fig.savefig(io.BytesIO(), format="png", dpi=30)
+    return fig
+
+
+def _texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
+
+
+def _points_in_axes(ax) -> np.ndarray:
+    """Every finite plotted point of ``ax`` (lines and scatter), in axes coordinates."""
+    parts = []
+    for line in ax.get_lines():
+        xy = np.asarray(line.get_xydata(), dtype=float)
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if len(xy):
+            parts.append(line.get_transform().transform(xy))
+    for coll in ax.collections:
+        offsets = np.asarray(coll.get_offsets(), dtype=float)
+        if offsets.ndim == 2 and len(offsets) and isinstance(coll, matplotlib.collections.PathCollection):
+            parts.append(coll.get_offset_transform().transform(offsets))
+    if not parts:
+        return np.empty((0, 2))
+    return ax.transAxes.inverted().transform(np.concatenate(parts))
+
+
+def assert_shows_its_data(fig) -> None:
+    """Each panel's plotted data lie in its axes and fill them (not squashed into a corner); no "nan" anywhere."""
+    _drawn(fig)
+    bad = [t for t in _texts(fig) if re.search(r"\bnan\b", t, re.IGNORECASE)]
+    assert not bad, bad
+    for ax in fig.axes:
+        if ax.images:  # heat maps: one cell per tick
+            shape = ax.images[0].get_array().shape
+            assert shape == (len(ax.get_yticks()), len(ax.get_xticks())), shape
+            continue
+        xy = _points_in_axes(ax)
+        if not len(xy):
+            continue
+        inside = xy[((xy >= -1e-6) & (xy <= 1 + 1e-6)).all(axis=1)]
+        assert len(inside), f"{ax.get_title()!r}: no plotted point inside the axes"
+        for k, axis in enumerate("xy"):  # spread over the axis, or (a constant) away from its edges
+            values = inside[:, k]
+            spread = np.ptp(values) >= 0.2 or 0.05 < np.median(values) < 0.95
+            assert spread, f"{ax.get_title()!r}: the data hug an edge of the {axis}-axis"
+
+
+@pytest.mark.parametrize("name", list(figures.FIGURES))
+def test_every_figure_shows_its_data(name, summary_dir):
+    assert_shows_its_data(figures.build(name, summary_dir))
+
+
+def _degenerate_summaries(root, summary_dir):
+    """Constant GSS grid, one MoS point per sweep, one singular value above the tail: small-scale extremes."""
+    root.mkdir()
+    for name in ("top5.csv", "wordsim.csv"):
+        (root / name).write_bytes((summary_dir / name).read_bytes())
+    grid = pd.read_csv(summary_dir / "gss_grid.csv").assign(test_ppl=2.0, press_rank=7)
+    grid.to_csv(root / "gss_grid.csv", index=False)
+    mos_k = pd.read_csv(summary_dir / "mos_k.csv")
+    mos_k[mos_k["n_experts"] == 3].to_csv(root / "mos_k.csv", index=False)
+    drop = pd.read_csv(summary_dir / "mos_dropoutl.csv").head(1).assign(n_experts=4)
+    drop.to_csv(root / "mos_dropoutl.csv", index=False)
+    sigma = np.r_[1.0, np.full(7, 1e-9)]  # rank one: everything after the first index is ~0
+    pd.DataFrame(
+        {"dataset": "ptb", "variant": "softmax", "index": range(8), "sigma": sigma, "sigma_normalised": sigma}
+    ).to_csv(root / "spectra.csv", index=False)
+    return root
+
+
+@pytest.mark.parametrize("name", list(figures.FIGURES))
+def test_degenerate_data_gets_a_note_not_nan(name, summary_dir, tmp_path):
+    root = _degenerate_summaries(tmp_path / "s", summary_dir)
+    assert_shows_its_data(figures.build(name, root))
+
+
+def test_figure2_names_why_r_is_undefined(summary_dir, tmp_path):
+    fig = _drawn(figures.build("figure2", _degenerate_summaries(tmp_path / "s", summary_dir)))
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert any("r undefined: constant values" in label for label in labels), labels
+    ticks = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    assert not any("e-" in t or "e−" in t or "+" in t for t in ticks), ticks  # no offset like 1e−12+2
+    offsets = [ax.xaxis.get_offset_text().get_text() + ax.yaxis.get_offset_text().get_text() for ax in fig.axes]
+    assert not any(offsets), offsets
+
+
+def test_figure5_titles_the_k_that_was_run_and_draws_the_paper(summary_dir, tmp_path):
+    fig = _drawn(figures.build("figure5", _degenerate_summaries(tmp_path / "s", summary_dir)))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any("this reproduction" in t and "K = 4" in t for t in titles), titles
+    assert any("SM Table 12" in t and "K = 15" in t for t in titles), titles
+    paper = [ax for ax in fig.axes if "SM Table 5" in ax.get_title()][0]
+    assert sorted(paper.get_lines()[0].get_xdata()) == [10, 15, 20]  # SM Table 5's K
+    assert list(paper.get_lines()[0].get_ydata()) == [63.62, 63.06, 62.76]
+
+
+def test_figure6_draws_the_papers_sweeps(summary_dir):
+    fig = figures.build("figure6", summary_dir)
+    ptb = [ax for ax in fig.axes if "SM Table 4" in ax.get_title()][0]
+    train, test = (line.get_ydata() for line in ptb.get_lines()[:2])
+    assert list(test) == [64.50, 59.25, 58.38, 56.21, 56.07, 56.19] and train[0] == 56.42
+
+
+def test_figure3_labels_the_authors_contexts(summary_dir):
+    texts = _texts(_drawn(figures.build("figure3", summary_dir)))
+    assert "the authors'" in texts and "Yang et al.'s" in texts and "Ours" not in texts
+    assert "this reproduction" in texts and "paper (SM Table 2)" in texts
+
+
+def test_figure3_and_4_keep_the_papers_order(summary_dir):
+    fig3 = _drawn(figures.build("figure3", summary_dir))
+    rows = [t.get_text() for t in fig3.axes[0].get_yticklabels()]
+    assert rows == ["GSS", "LMS-PLIF", "MoC", "MoC*", "MoS", "MoS*", "SS", "Softmax"]  # as printed (alphabetical)
+    fig4 = _drawn(figures.build("figure4", summary_dir))
+    assert [t.get_text() for t in fig4.axes[0].get_yticklabels()] == ["GSS", "MoS", "SS", "Softmax"]
+
+
+def _paper_scale_spectra(root):
+    root.mkdir()
+    rows = []
+    for j, (variant, rank) in enumerate(
+        [("softmax", 402), ("ss", 4979), ("gss", 8989), ("lms_plif", 580), ("mos", 9983)]
+    ):
+        i = np.arange(1000)
+        sigma = np.where(i < rank, 0.5 * np.exp(-i / (300 + 50 * j)), 1e-7)
+        sigma[0] = 1.0
+        rows += [
+            {"dataset": "ptb", "variant": variant, "index": k, "sigma": s, "sigma_normalised": s}
+            for k, s in enumerate(sigma)
+        ]
+    pd.DataFrame(rows).to_csv(root / "spectra.csv", index=False)
+    return root
+
+
+def test_figure7_keeps_the_papers_window_at_paper_scale_and_marks_its_ranks(tmp_path):
+    fig = _drawn(figures.build("sm_figure3", _paper_scale_spectra(tmp_path / "s")))
+    ax = fig.axes[0]
+    assert ax.get_xlim() == (0.0, 500.0) and ax.get_ylim() == (0.0, 0.2)
+    markers = [line for line in ax.get_lines() if line.get_marker() == "v"]
+    assert [line.get_xdata()[0] for line in markers] == [402.0]  # Softmax's Press' rank, Table 6 (PTB)
+    assert any("SS 4,979" in t for t in _texts(fig))  # the others are named under the figure
+    assert_shows_its_data(fig)
+
+
+def test_figure7_scales_to_small_scale_spectra(summary_dir):
+    fig = _drawn(figures.build("figure7", summary_dir))
+    for ax in fig.axes[:2]:
+        assert ax.get_xlim()[1] < 50  # 40 singular values in the synthetic spectra
+    assert any("scaled to the data: first" in t for t in _texts(fig))
+
+
+def test_banner_is_drawn_on_top(summary_dir, tmp_path):
+    plain = figures.build("figure7", summary_dir)
+    marked = _drawn(figures.build("figure7", summary_dir, banner=BANNER))
+    banner = [t for t in marked.texts if t.get_text() == BANNER]
+    assert len(banner) == 1 and matplotlib.colors.to_hex(banner[0].get_color()) == "#c00000"
+    assert marked.get_size_inches()[1] > plain.get_size_inches()[1]
+    top_of_axes = max(ax.get_position().y1 for ax in marked.axes)
+    assert banner[0].get_position()[1] > top_of_axes  # above every panel, covering none
+    canvas = FigureCanvasAgg(marked)
+    with matplotlib.rc_context(figures.STYLE):
+        canvas.draw()
+    titles = [ax.title.get_window_extent(canvas.get_renderer()) for ax in marked.axes]
+    box = banner[0].get_window_extent(canvas.get_renderer())
+    assert all(box.y0 > t.y1 for t in titles if t.height)
+    from softmax_bottleneck.cli import main
+
+    out = tmp_path / "f7"
+    assert main(["figure", "figure7", "--summary-dir", str(summary_dir), "--out", str(out), "--banner", BANNER]) == 0
+    assert (tmp_path / "f7.png").is_file() and (tmp_path / "f7.pdf").is_file()
+    with pytest.raises(SystemExit) as exc:
+        main(["figure", "figure7", "--summary-dir", str(tmp_path / "none"), "--out", str(out)])
+    assert "spectra.csv" in str(exc.value)

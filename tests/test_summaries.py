@@ -147,3 +147,21 @@ def test_cli_writes_csv(tmp_path):
     frame = pd.read_csv(out)
     assert list(frame.columns) == RUN_COLUMNS and len(frame) == 1 and frame.loc[0, "press_rank"] == 8989
     assert not list(out.parent.glob(".*.tmp"))
+
+
+def test_cli_names_a_bad_record_in_one_line(tmp_path, capsys):
+    from softmax_bottleneck.cli import main
+
+    rec = _fake_run(tmp_path, "a")
+    out = tmp_path / "main.csv"
+    missing = ",".join(f"{k}={v}" for k, v in {**rec, "metrics": str(tmp_path / "nope.json")}.items())
+    with pytest.raises(SystemExit) as exc:
+        main(["summarize", "--kind", "runs", "--out", str(out), "--record", missing])
+    assert str(exc.value).startswith("summarize: ") and "nope.json" in str(exc.value)
+    with pytest.raises(SystemExit) as exc:
+        main(["summarize", "--kind", "runs", "--out", str(out), "--record", "dataset=ptb,oops"])
+    assert "not key=value" in str(exc.value) and not out.exists()
+    with pytest.raises(SystemExit):
+        main(["summarize", "--help"])
+    text = capsys.readouterr().out
+    assert "one row per trained model" in text and "--record" in text

@@ -193,10 +193,13 @@ def rendered(summary_dir, tmp_path_factory) -> dict[str, pd.DataFrame]:
 def test_every_table_renders(rendered):
     out = rendered["_dir"]
     for name in tables.TABLES:
-        csv, md = out / f"{name}.csv", out / f"{name}.md"
+        csv, md, page = out / f"{name}.csv", out / f"{name}.md", out / f"{name}.html"
         assert csv.stat().st_size > 0 and md.stat().st_size > 0, name
         text = md.read_text(encoding="utf-8")
         assert text.startswith(f"**{name}**") and "|" in text, name
+        assert "Δ" not in text and "nan" not in text.lower(), name  # differences stay in the CSV
+        html = page.read_text(encoding="utf-8")
+        assert html.startswith("<!DOCTYPE html>") and "<caption>" in html and "<script" not in html.lower(), name
         back = pd.read_csv(csv, keep_default_na=False, na_values=[""])
         assert list(back.columns) == list(rendered[name].columns), name
         assert len(back) == len(rendered[name]) > 0, name
@@ -317,13 +320,13 @@ def test_small_samples_give_nan_not_errors(tmp_path):
     t4 = tables.build("table4", root)
     assert t4["p_value_ours"].isna().all()
     tables.render("table3", root, tmp_path / "t3")  # empty frozen.csv: paper rows only
-    assert "–" in (tmp_path / "t3.md").read_text(encoding="utf-8")
+    assert "— (56.83 ± 0.10)" in (tmp_path / "t3.md").read_text(encoding="utf-8")
 
 
 def test_markdown_formats_mean_sd(rendered):
     md = tables.to_markdown("table2", rendered["table2"])
-    assert "57.08 ± 0.09" in md and "test ppl (ours)" in md and "LMS-PLIF" in md
-    assert "3.92e-01" in md
+    assert "(57.08 ± 0.09)" in md and "| test ppl " in md and "LMS-PLIF" in md
+    assert "(3.92×10⁻¹)" in md
 
 
 def test_sm_table2_compares_top5(rendered):

@@ -27,11 +27,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "robustness": ("softmax_bottleneck.analysis.robustness", "robustness of Press' rank (SM §5, Tables 14-16)"),
     "wordsim": ("softmax_bottleneck.analysis.wordsim", "word similarity of a model's embedding (SM Table 3)"),
     "qualitative": ("softmax_bottleneck.analysis.qualitative", "top-5 predictions at 18 PTB contexts (SM Table 2)"),
-    "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics into a summary table"),
-    "table": ("softmax_bottleneck.report.tables", "render one table of the paper"),
-    "figure": ("softmax_bottleneck.report.figures", "render one figure of the paper"),
-    "gpu-lease": ("softmax_bottleneck.cluster.gpu_lease", "run a command holding one free local GPU"),
-    "costs": ("softmax_bottleneck.report.costs", "wall time and memory per rule, projected to paper scale"),
+    "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics or analyses into one summary CSV"),
+    "table": ("softmax_bottleneck.report.tables", "render one table of the paper or SM, ours beside the paper's"),
+    "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
+    "gpu-lease": ("softmax_bottleneck.cluster.gpu_lease", "run a command on a free local GPU slot (--per-gpu K jobs share a GPU)"),
+    "costs": ("softmax_bottleneck.report.costs", "time and memory per rule, and training cost at paper scale"),
 }
 
 

@@ -6,13 +6,16 @@ Two tables:
    TSV, or JSON lines for ``.jsonl``; ``--benchmark-extended`` columns are used when present): jobs,
    total / mean / max wall time, peak resident memory (``max_rss``, MB) and CPU time.
 2. **Projected to paper scale** for training, which dominates the study: the paper's reported V100
-   seconds per epoch (Table 2, reference-spec §11.4) × epochs (1000; MoS on WT2 500, from the presets)
+   seconds per epoch (paper Table 2) × epochs (1000; MoS on WT2 500, from the presets)
    × the number of training runs of the paper-scale configuration, per experiment, dataset and variant.
+   A variant whose time the paper does not report (a plug-in layer, MoC, E10's variants) uses its registered
+   cost proxy's, else its family's (Softmax for the softmax family, MoS for the mixture family); the
+   ``time_of`` column says which, e.g. ``mos (family default)``.
 
 The runs come from ``--plan`` (the workflow's training plan, ``snakemake plan`` →
 ``results/plan/training_jobs.csv``), else ``--config`` (a workflow config such as
 ``config/config.yaml``: its ``experiments``, de-duplicated as the workflow does), else
-:data:`PAPER_RUNS`, the run counts of the paper's experiment map (reference-spec §1).
+:data:`PAPER_RUNS`, the run counts behind the paper's Tables 2-6, Figures 2-7 and the SM's tables.
 
 ``--out`` writes Markdown (``.md``) or CSV (``.csv``: the per-rule table; the projection goes next to
 it as ``<name>.projection.csv``); without ``--out`` the Markdown report goes to stdout.
@@ -26,39 +29,40 @@ import json
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
+import yaml
+
+from softmax_bottleneck.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-#: reference-spec §11.4 (Table 2): seconds per epoch on one V100
-PAPER_SECONDS_PER_EPOCH: dict[tuple[str, str], float] = {
-    ("ptb", "softmax"): 55.0,
-    ("ptb", "ss"): 57.0,
-    ("ptb", "gss"): 58.0,
-    ("ptb", "lms_plif"): 59.0,
-    ("ptb", "mos"): 100.0,
-    ("wt2", "softmax"): 72.0,
-    ("wt2", "ss"): 83.0,
-    ("wt2", "gss"): 87.0,
-    ("wt2", "lms_plif"): 93.0,
-    ("wt2", "mos"): 600.0,
-}
+
+def _paper_seconds() -> dict[tuple[str, str], float]:
+    """Seconds per epoch on one V100 as the paper's Table 2 reports them (``data/reported/main.csv``)."""
+    from softmax_bottleneck.report import reported
+
+    main = reported.load("main").dropna(subset=["seconds_per_epoch"])
+    return {(r.dataset, r.variant): float(r.seconds_per_epoch) for r in main.itertuples()}
+
+
+#: (dataset, variant) -> the paper's seconds per epoch on one V100 (Table 2: "~55s" ...)
+PAPER_SECONDS_PER_EPOCH: dict[tuple[str, str], float] = _paper_seconds()
 #: a family's stand-in for variants whose time the paper does not report and that declare no cost proxy
 #: (the registration's ``cost_proxy``, or a presets.yaml variant's output layer, comes first)
 FAMILY_COST_PROXY: dict[str, str] = {"softmax": "softmax", "mixture": "mos"}
-#: reference-spec §6.4: 1000 epochs, MoS on WT2 500 (used when the presets cannot be read)
+#: 1000 epochs, MoS on WT2 500 (the presets; used when they cannot be read)
 DEFAULT_EPOCHS = 1000
-
-_VARIANTS_E1 = ["softmax", "ss", "gss", "lms_plif", "mos"]
-_VARIANTS_E2 = [*_VARIANTS_E1, "moc"]
 
 
 def _paper_runs() -> list[dict]:
-    """Unique training runs of the paper (reference-spec §1); shared runs are counted once."""
+    """Unique training runs behind the paper's and the SM's tables and figures; shared runs are counted once."""
+    from softmax_bottleneck.report import reported
+
+    variants_e1 = reported.paper_order("main")  # Table 2's models
+    variants_e2 = reported.paper_order("ntet")  # SM Tables 10, 11: the same and MoC
     rows: list[dict] = []
 
     def add(experiment, dataset, variant, schedule, runs, note=""):
@@ -67,12 +71,14 @@ def _paper_runs() -> list[dict]:
             rows[-1]["note"] = note
 
     for d in ("ptb", "wt2"):
-        for v in _VARIANTS_E1:  # E1: 11 seeds (authors' + 10 random), ET
+        for v in variants_e1:  # E1: 11 seeds (authors' + 10 random), ET
             add("E1 main", d, v, "et", 11)
         add("E7 frozen", d, "lms_plif_frozen", "et", 11)
-        for v in _VARIANTS_E2:  # E2: NT for all; ET only new for MoC (the others are E1's authors' run)
+        for v in variants_e2:  # E2: NT for all; ET only new for MoC (the others are E1's authors' run)
             add("E2 nt-vs-et", d, v, "nt", 1)
-        add("E2 nt-vs-et", d, "moc", "et", 1)
+        for v in variants_e2:
+            if v not in variants_e1:
+                add("E2 nt-vs-et", d, v, "et", 1)
     # E4: GSS (c, k) grid, 9x8 PTB and 9x4 WT2; the preset (c, k) is E1's authors' run
     add("E4 gss grid", "ptb", "gss", "et", 9 * 8 - 1)
     add("E4 gss grid", "wt2", "gss", "et", 9 * 4 - 1)
@@ -88,7 +94,7 @@ def _paper_runs() -> list[dict]:
     return rows
 
 
-#: the paper's training runs (reference-spec §1), ~280 unique runs
+#: the paper's training runs, ~280 unique runs
 PAPER_RUNS: list[dict] = _paper_runs()
 
 
@@ -206,24 +212,28 @@ def epochs_for(dataset: str, variant: str) -> int:
         from softmax_bottleneck import presets
 
         return int(presets.resolve(dataset, variant)["epochs"])
-    except Exception:  # noqa: BLE001 - presets missing or variant unknown: the spec's rule
+    except Exception:  # noqa: BLE001 - presets missing or variant unknown: the paper's rule
         return 500 if (dataset, variant) == ("wt2", "mos") else DEFAULT_EPOCHS
 
 
 def seconds_per_epoch(dataset: str, variant: str) -> tuple[float, str]:
-    """The paper's V100 seconds per epoch for ``variant``, and which reported variant it is."""
+    """The paper's V100 seconds per epoch for ``variant`` (Table 2), and whose time it is.
+
+    The second value is ``variant`` itself, its registered cost proxy (e.g. ``lms_plif`` for LMS-PLIF†), or
+    ``"<proxy> (family default)"`` when neither has a reported time. Never NaN: a variant that is not registered
+    raises ValueError naming the registered ones.
+    """
     if (dataset, variant) in PAPER_SECONDS_PER_EPOCH:
         return PAPER_SECONDS_PER_EPOCH[dataset, variant], variant
     from softmax_bottleneck import presets
 
-    try:
-        info = presets.variant_info(variant)
-    except ValueError:
-        return math.nan, ""
-    for proxy in (info.cost_proxy, FAMILY_COST_PROXY[info.family]):
-        if proxy and (dataset, proxy) in PAPER_SECONDS_PER_EPOCH:
-            return PAPER_SECONDS_PER_EPOCH[dataset, proxy], proxy
-    return math.nan, ""
+    info = presets.variant_info(variant)
+    if info.cost_proxy and (dataset, info.cost_proxy) in PAPER_SECONDS_PER_EPOCH:
+        return PAPER_SECONDS_PER_EPOCH[dataset, info.cost_proxy], info.cost_proxy
+    proxy = FAMILY_COST_PROXY[info.family]
+    if (dataset, proxy) in PAPER_SECONDS_PER_EPOCH:
+        return PAPER_SECONDS_PER_EPOCH[dataset, proxy], f"{proxy} (family default)"
+    raise ValueError(f"no reported time per epoch for dataset {dataset!r} (variant {variant!r})")
 
 
 def _as_list(value) -> list:
@@ -395,19 +405,12 @@ def render_markdown(measured: pd.DataFrame, projection: pd.DataFrame, *, source:
         "",
         f"Total: {total_h:,.0f} V100 GPU-hours ({total_h / 24:,.0f} GPU-days; "
         f"{total_h / 24 / 4:,.0f} days on a 4-GPU workstation). Seconds per epoch are the paper's V100 times "
-        "(Table 2); `time_of` names the reported variant used for one whose time the paper does not give. "
+        "(Table 2); `time_of` names the reported variant used for one whose time the paper does not give "
+        "(its cost proxy, or its family's default). "
         "Log-P extraction, ranks, word similarity and figures are not projected: they are minutes per model "
         "next to training's hours.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def load_runs(
@@ -417,20 +420,23 @@ def load_runs(
     if plan_path:
         return runs_from_plan(pd.read_csv(plan_path)), f"runs of {plan_path}"
     if config_path:
-        import yaml
-
         with open(config_path) as fh:
             config = yaml.safe_load(fh) or {}
         runs = runs_from_config(config)
         if runs:
             return runs, f"runs of {config_path}"
         log.info("%s has no experiments block; using the paper's run counts", config_path)
-    return PAPER_RUNS, "the paper's runs, reference-spec §1"
+    return PAPER_RUNS, "the paper's runs"
 
 
 def add_cli(parser: argparse.ArgumentParser) -> None:
-    parser.description = "Wall time and memory per rule from benchmark files, and the paper-scale projection."
-    parser.add_argument("--benchmarks", default="benchmarks", help="benchmark files, benchmarks/<rule>/...")
+    parser.description = (
+        "Wall time and memory per rule from the workflow's benchmark files, and the training cost projected to "
+        "paper scale in V100 GPU-hours (the paper's seconds per epoch × epochs × runs)."
+    )
+    parser.add_argument(
+        "--benchmarks", default="benchmarks", help="folder of Snakemake benchmark files, benchmarks/<rule>/..."
+    )
     parser.add_argument("--config", default=None, help="workflow config whose training runs to project (paper scale)")
     parser.add_argument(
         "--plan", default=None, help="the workflow's training plan (snakemake plan: results/plan/training_jobs.csv)"
@@ -445,17 +451,25 @@ def run_cli(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 1
     measured = summarize_rules(records)
-    runs, runs_source = load_runs(args.config, args.plan)
-    projection = project_training(runs)
+    source = args.plan or args.config or "the paper's runs"
+    try:
+        runs, runs_source = load_runs(args.config, args.plan)
+        projection = project_training(runs)
+    except FileNotFoundError as exc:
+        log.error("costs: %s: no such file", exc.filename or source)
+        return 1
+    except (ValueError, KeyError, OSError, yaml.YAMLError, pd.errors.ParserError) as exc:
+        log.error("costs: cannot project the runs of %s: %s", source, exc)
+        return 1
     if args.out and str(args.out).endswith(".csv"):
         out = Path(args.out)
-        _write_atomic(out, measured.to_csv(index=False))
-        _write_atomic(out.with_suffix(".projection.csv"), projection.to_csv(index=False))
+        atomic_write_text(measured.to_csv(index=False), out)
+        atomic_write_text(projection.to_csv(index=False), out.with_suffix(".projection.csv"))
         log.info("wrote %s and %s", out, out.with_suffix(".projection.csv"))
         return 0
     text = render_markdown(measured, projection, source=str(args.benchmarks), runs_source=runs_source)
     if args.out:
-        _write_atomic(Path(args.out), text)
+        atomic_write_text(text, Path(args.out))
         log.info("wrote %s", args.out)
     else:
         print(text, end="")

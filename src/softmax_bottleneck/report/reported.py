@@ -1,4 +1,4 @@
-"""Every number the paper and its supplementary material report, as data (spec §13, §14, App. A/B).
+"""Every number the paper and its supplementary material (SM) report, as data.
 
 The numbers live in ``data/reported/*.csv`` (see the README there for each file's source); this module only
 loads them and holds the naming conventions shared by :mod:`softmax_bottleneck.report.tables` and
@@ -13,33 +13,15 @@ import io
 
 import pandas as pd
 
-#: variant name (used in file names, presets and summary tables) -> display name in the paper
-DISPLAY: dict[str, str] = {
-    "softmax": "Softmax",
-    "ss": "SS",
-    "gss": "GSS",
-    "lms_plif": "LMS-PLIF",
-    "lms_plif_frozen": "LMS-PLIF†",
-    "mos": "MoS",
-    "moc": "MoC",
-    "mos_fair": "MoS†",
-    "softmax_fair_large": "Softmax‡",
-}
-
 #: dataset name -> display name
 DATASETS: dict[str, str] = {"ptb": "PTB", "wt2": "WT2"}
 
-#: the variants of the main comparison (Table 2), in the paper's row order
-MAIN_VARIANTS: tuple[str, ...] = ("softmax", "ss", "gss", "lms_plif", "mos")
-
-#: rows/columns of Figure 4 and SM Table 3 (alphabetical by display name, as in the paper's heat-maps)
-FIGURE4_ORDER: tuple[str, ...] = ("gss", "lms_plif", "moc", "mos", "ss", "softmax")
-
-#: rows of Figure 3 (alphabetical, as printed) and the column groups
-FIGURE3_MODELS: tuple[str, ...] = ("GSS", "LMS-PLIF", "MoC", "MoC*", "MoS", "MoS*", "SS", "Softmax")
+#: column groups of Figure 3 and SM Table 2: Yang et al.'s contexts, the paper authors' own ("Ours" in the SM)
+#: and random ones. The data keep the SM's names; figures show the labels of :data:`FIGURE3_GROUP_LABELS`.
 FIGURE3_GROUPS: tuple[str, ...] = ("Yang", "Ours", "Random")
+FIGURE3_GROUP_LABELS: dict[str, str] = {"Yang": "Yang et al.'s", "Ours": "the authors'", "Random": "random"}
 
-#: SM name of the 13 word-similarity benchmarks -> file name (spec §12), in the SM's order
+#: SM name of the 13 word-similarity benchmarks -> file name, in the order of SM Tables 3 and 13
 BENCHMARKS: dict[str, str] = {
     "WS-353": "EN-WS-353-ALL.txt",
     "WS-353-SIM": "EN-WS-353-SIM.txt",
@@ -113,18 +95,25 @@ def load(name: str) -> pd.DataFrame:
     return read_csv(io.StringIO(_load_text(name)))
 
 
-def figure4_matrix(wordsim: pd.DataFrame, dataset: str, order: tuple[str, ...] = FIGURE4_ORDER) -> pd.DataFrame:
+def paper_order(name: str, column: str = "variant") -> tuple[str, ...]:
+    """The values of ``column`` in the order the paper prints them in ``data/reported/<name>.csv`` (first seen)."""
+    return tuple(dict.fromkeys(load(name)[column].dropna().astype(str)))
+
+
+def figure4_matrix(wordsim: pd.DataFrame, dataset: str) -> pd.DataFrame:
     """Figure 4's "row beats column" counts from long Spearman data (columns dataset, variant, benchmark, spearman).
 
-    Cell (i, j) = number of benchmarks where ρ_i > ρ_j strictly (spec §12); only benchmarks where both models have
-    a value count. The diagonal is NaN. Variants absent from the data are left out.
+    Cell (i, j) = number of benchmarks where ρ_i > ρ_j strictly (Figure 4); only benchmarks where both models have
+    a value count. The diagonal is NaN. Rows and columns: the paper's order (GSS, LMS-PLIF, MoC, MoS, SS, Softmax),
+    then other variants in registry order; variants absent from the data are left out.
     """
+    from softmax_bottleneck.report import variants
+
     sub = wordsim[wordsim["dataset"] == dataset].dropna(subset=["spearman"])
     if sub.empty:
         return pd.DataFrame(index=pd.Index([], name="row_variant"), columns=pd.Index([], name="col_variant"))
     wide = sub.pivot_table(index="benchmark", columns="variant", values="spearman", aggfunc="first")
-    present = [v for v in order if v in wide.columns]
-    present += sorted(v for v in wide.columns if v not in present)
+    present = [v for v in variants.ordered(paper_order("figure4", "row_variant"), wide.columns) if v in wide.columns]
     out = pd.DataFrame(index=pd.Index(present, name="row_variant"), columns=present, dtype=float)
     out.columns.name = "col_variant"
     for i in present:

@@ -275,7 +275,16 @@ def parse_record(text: str) -> dict:
 
 
 def add_cli(parser) -> None:
-    parser.add_argument("--kind", required=True, choices=sorted(COLLECTORS), help="which summary to build")
+    parser.description = (
+        "Collect per-run metrics (metrics.json, rank.json) or per-model analysis CSVs into one summary CSV, "
+        "the input of the tables and figures."
+    )
+    parser.add_argument(
+        "--kind",
+        required=True,
+        choices=sorted(COLLECTORS),
+        help="runs: one row per trained model; spectra, wordsim, top5: per-model analysis CSVs concatenated",
+    )
     parser.add_argument("--out", required=True, help="output CSV (written atomically)")
     parser.add_argument(
         "--record",
@@ -288,8 +297,11 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
-    records = [parse_record(text) for text in args.record]
-    frame = COLLECTORS[args.kind](records)
+    try:
+        records = [parse_record(text) for text in args.record]
+        frame = COLLECTORS[args.kind](records)
+    except (RecordError, FileNotFoundError) as err:
+        raise SystemExit(f"summarize: {err}") from None
     atomic_write_csv(frame, args.out)
     log.info("wrote %s (%d rows from %d records)", args.out, len(frame), len(records))
     return 0

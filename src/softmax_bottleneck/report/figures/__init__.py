@@ -1,0 +1,130 @@
+"""Every figure of the paper and its SM, drawn from the summary CSVs.
+
+One module per experiment: :mod:`.plif_curves` (Figure 1), :mod:`.gss_grid` (Figure 2), :mod:`.qualitative`
+(Figure 3), :mod:`.wordsim` (Figure 4), :mod:`.mos_sweeps` (Figures 5, 6), :mod:`.spectra` (Figure 7, SM Figures
+2-5); :mod:`.common` holds the style, the colours and the shared helpers.
+
+Figures are built with :class:`matplotlib.figure.Figure` (no pyplot, no global backend state) and saved with
+the timestamps/software strings stripped, so the same inputs give byte-identical PDF and PNG files.
+Every figure copes with small-scale data: missing datasets/models are noted on the figure, fewer points or
+fewer singular values are drawn as they are; a missing summary file raises FileNotFoundError naming it.
+
+Command line::
+
+    python -m softmax_bottleneck figure NAME --summary-dir results/summary --out reports/figures/NAME
+
+writes ``NAME.pdf`` and ``NAME.png`` atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+from matplotlib.figure import Figure
+
+from softmax_bottleneck.atomic import atomic_path
+from softmax_bottleneck.report.figures import gss_grid, mos_sweeps, plif_curves, qualitative, spectra, wordsim
+from softmax_bottleneck.report.figures.common import STYLE, add_banner
+from softmax_bottleneck.report.figures.gss_grid import fit_line
+from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
+
+__all__ = [
+    "FIGURES",
+    "REQUIRES",
+    "STYLE",
+    "add_cli",
+    "build",
+    "fit_line",
+    "pl",
+    "pl_smooth",
+    "render",
+    "run_cli",
+]
+
+log = logging.getLogger(__name__)
+
+#: figure name -> summary files (under the summary folder) it reads
+REQUIRES: dict[str, list[str]] = {
+    "figure1": [],
+    "figure2": ["gss_grid.csv"],
+    "figure3": ["top5.csv"],
+    "figure4": ["wordsim.csv"],
+    "figure5": ["mos_k.csv", "mos_dropoutl.csv"],
+    "figure6": ["mos_k.csv"],
+    "figure7": ["spectra.csv"],
+    "sm_figure2": ["spectra.csv"],
+    "sm_figure3": ["spectra.csv"],
+    "sm_figure4": ["spectra.csv"],
+    "sm_figure5": ["spectra.csv"],
+}
+
+_PDF_METADATA = {"CreationDate": None, "Creator": None, "Producer": None}
+_PNG_METADATA = {"Software": None}
+
+
+FIGURES: dict[str, Callable[[Path], Figure]] = {
+    "figure1": plif_curves.figure1,
+    "figure2": gss_grid.figure2,
+    "figure3": qualitative.figure3,
+    "figure4": wordsim.figure4,
+    "figure5": mos_sweeps.figure5,
+    "figure6": mos_sweeps.figure6,
+    "figure7": lambda d: spectra.spectra_figure(d, ("ptb", "wt2"), normalised=True),
+    "sm_figure2": lambda d: spectra.spectra_figure(d, ("ptb",), normalised=False),
+    "sm_figure3": lambda d: spectra.spectra_figure(d, ("ptb",), normalised=True),
+    "sm_figure4": lambda d: spectra.spectra_figure(d, ("wt2",), normalised=False),
+    "sm_figure5": lambda d: spectra.spectra_figure(d, ("wt2",), normalised=True),
+}
+assert set(FIGURES) == set(REQUIRES)
+
+
+def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
+    """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``, ``banner`` in red on top."""
+    if name not in FIGURES:
+        raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
+    for fname in REQUIRES[name]:
+        path = Path(summary_dir) / fname
+        if not path.is_file():
+            raise FileNotFoundError(f"figure {name} needs summary file {path}, which does not exist")
+    with matplotlib.rc_context(STYLE):
+        fig = FIGURES[name](Path(summary_dir))
+        if banner:
+            add_banner(fig, banner)
+        return fig
+
+
+def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> None:
+    """Draw figure ``name`` and write ``<out_prefix>.pdf`` and ``<out_prefix>.png`` atomically (deterministic)."""
+    with matplotlib.rc_context(STYLE):
+        fig = build(name, summary_dir, banner=banner)
+        prefix = str(out_prefix)
+        with atomic_path(prefix + ".pdf") as tmp:
+            fig.savefig(tmp, format="pdf", metadata=_PDF_METADATA)
+        with atomic_path(prefix + ".png") as tmp:
+            fig.savefig(tmp, format="png", metadata=_PNG_METADATA)
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def add_cli(parser) -> None:
+    parser.description = (
+        "Draw one figure of the paper or its SM from the summary CSVs, with the paper's values where it reports "
+        "them: PREFIX.pdf and PREFIX.png (byte-identical for the same inputs)."
+    )
+    parser.add_argument("name", metavar="NAME", choices=list(FIGURES), help=f"the figure, one of: {', '.join(FIGURES)}")
+    parser.add_argument("--summary-dir", required=True, help="folder of the summary CSVs (results/summary)")
+    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.pdf and PREFIX.png")
+    parser.add_argument(
+        "--banner", default=None, metavar="TEXT", help="text shown in red across the top (e.g. a small-scale mark)"
+    )
+
+
+def run_cli(args) -> int:
+    try:
+        render(args.name, args.summary_dir, args.out, banner=args.banner)
+    except FileNotFoundError as err:
+        raise SystemExit(f"figure {args.name}: {err}") from None
+    log.info("wrote %s.pdf and %s.png", args.out, args.out)
+    return 0

@@ -1,0 +1,77 @@
+"""Figure 3: is the true next token among the top-5 predictions, 8 models × 18 contexts (E5, SM Table 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.figures.common import note
+from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
+from softmax_bottleneck.report.tables import read_summary
+
+
+def _hit_value(value) -> float:
+    if isinstance(value, str):
+        return {"true": 1.0, "1": 1.0, "yes": 1.0, "false": 0.0, "0": 0.0, "no": 0.0}.get(value.strip().lower(), np.nan)
+    return np.nan if pd.isna(value) else float(bool(value))
+
+
+def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
+    grid = np.full((len(models), 18), np.nan)
+    for rec in frame.to_dict("records"):
+        if rec.get("model") not in models or rec.get("group") not in FIGURE3_GROUPS:
+            continue
+        try:
+            number = int(rec["number"])
+        except (TypeError, ValueError):
+            continue
+        if 1 <= number <= 6:
+            grid[models.index(rec["model"]), FIGURE3_GROUPS.index(rec["group"]) * 6 + number - 1] = _hit_value(
+                rec["hit"]
+            )
+    return grid
+
+
+def _draw_grid(ax, grid: np.ndarray, models: list[str], title: str) -> None:
+    # 0 = miss (black), 1 = hit (light), 2 = not available (grey)
+    codes = np.where(np.isnan(grid), 2, grid)
+    cmap = ListedColormap(["#111111", "#f2e8b8", "#bbbbbb"])
+    ax.imshow(codes, cmap=cmap, vmin=0, vmax=2, aspect="equal")
+    ax.set_yticks(range(len(models)), models)
+    ax.set_xticks(range(18), [str(i % 6 + 1) for i in range(18)])
+    for boundary in (5.5, 11.5):
+        ax.axvline(boundary, color="w", lw=2)
+    for i, group in enumerate(FIGURE3_GROUPS):  # the SM's "Ours" are the paper authors' contexts
+        ax.text(i * 6 + 2.5, -0.9, FIGURE3_GROUP_LABELS[group], ha="center", va="bottom", fontsize=7)
+    ax.set_title(title, pad=14)
+    ax.tick_params(length=0)
+
+
+def figure3(summary_dir) -> Figure:
+    ours = read_summary(summary_dir, "top5.csv")
+    for col in ("model", "group", "number", "hit"):
+        if col not in ours.columns:
+            ours[col] = pd.Series(dtype=object)
+    models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ours["model"].dropna().astype(str))
+    height = 1.05 + 0.175 * len(models)  # a row per model; 0.6 in above the grids, 0.45 in below
+    fig = Figure(figsize=(7.0, height))
+    axes = fig.subplots(1, 2)
+    grid = _hit_grid(ours, models)
+    _draw_grid(axes[0], grid, models, "this reproduction")
+    _draw_grid(axes[1], _hit_grid(reported.load("figure3_hits"), models), models, "paper (SM Table 2)")
+    missing = [m for i, m in enumerate(models) if np.isnan(grid[i]).all()]
+    fig.text(
+        0.005,
+        0.2 / height,
+        "columns: Yang et al.'s, the paper authors' and random contexts; "
+        "light: true token in the top-5; black: not; grey: not available",
+        ha="left",
+        va="bottom",
+        fontsize=6,
+    )
+    note(fig, [f"ours for {', '.join(missing)}"] if missing else [])
+    fig.subplots_adjust(left=0.09, right=0.99, bottom=0.45 / height, top=1 - 0.6 / height, wspace=0.2)
+    return fig

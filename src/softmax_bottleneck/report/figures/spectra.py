@@ -1,0 +1,163 @@
+"""Figure 7 and SM Figures 2-5: singular values of the test log-P matrices (E11), raw and normalised.
+
+* SM Figures 2 (PTB) and 4 (WT2): raw singular values σ_i, log scale, every index.
+* Figure 7 and SM Figures 3 (PTB), 5 (WT2): σ_i / σ_max over the first 500 indices, y clipped to [0, 0.2].
+  When our matrices have fewer singular values, or their tail lies far below 0.2 (small-scale runs), the axes
+  are scaled to the data instead and the panel says so.
+
+The models are the paper's (Table 6: Softmax, SS, GSS, LMS-PLIF, MoS) in its order, then every other model of
+the spectra analysis in registry order. A triangle on the top edge marks the paper's Press' rank of each model
+(Table 6) where it falls inside the x-range; the others are listed under the figure.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.figures.common import empty_panel, note, read_spectra
+from softmax_bottleneck.report.reported import DATASETS
+
+#: Figure 7's window (and SM Figures 3, 5): the first 500 indices, σ_i / σ_max up to 0.2
+PAPER_INDICES, PAPER_YMAX = 500, 0.2
+
+
+def _curves(frame: pd.DataFrame, ds: str, *, normalised: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``variant -> (index, value)`` of one dataset, in the figure's order (missing paper models map to None)."""
+    sub = frame[frame["dataset"] == ds]
+    paper = reported.paper_order("table6")  # Figure 7 shows the models of Table 6, in its order
+    present = set(sub["variant"])
+    out = {}
+    for variant in [v for v in variants.ordered(paper, sub["variant"]) if v in paper or v in present]:
+        curve = sub[sub["variant"] == variant].sort_values("index", kind="mergesort")
+        if curve.empty:
+            out[variant] = None
+            continue
+        x = curve["index"].to_numpy(float)
+        sigma = curve["sigma"].to_numpy(float)
+        if normalised:
+            y = curve["sigma_normalised"].to_numpy(float)
+            if np.isnan(y).all() and np.nanmax(sigma, initial=0) > 0:
+                y = sigma / np.nanmax(sigma)
+            keep = x < PAPER_INDICES
+        else:
+            y = sigma
+            keep = sigma > 0  # log scale
+        keep &= np.isfinite(y)
+        out[variant] = (x[keep], y[keep])
+    return out
+
+
+def _normalised_window(curves) -> tuple[float, float, str | None]:
+    """(x_max, y_max, note): the paper's [0, 500] × [0, 0.2], or the data's when ours are shorter or flatter."""
+    xs = [x for x, _ in curves if len(x)]
+    last = max((float(x.max()) for x in xs), default=float(PAPER_INDICES - 1))
+    tails = [y[x >= 1] for x, y in curves]
+    tail_max = max((float(t.max()) for t in tails if len(t)), default=PAPER_YMAX)
+    y_max = PAPER_YMAX if tail_max >= 0.5 * PAPER_YMAX else max(1.1 * tail_max, 1e-12)
+    # the last index where some curve is still visible (above 1 % of the window's height)
+    visible = [x[y >= 0.01 * y_max] for x, y in curves]
+    reach = max((float(v.max()) for v in visible if len(v)), default=last)
+    x_max = float(min(last, max(1.15 * reach, 10.0)))
+    if last >= PAPER_INDICES - 1 and x_max >= PAPER_INDICES - 1 and y_max == PAPER_YMAX:
+        return float(PAPER_INDICES), PAPER_YMAX, None
+    parts = []
+    if x_max < PAPER_INDICES - 1:
+        parts.append(f"first {x_max:.0f} indices")
+    if y_max != PAPER_YMAX:
+        parts.append(f"y up to {y_max:.2g}")
+    return x_max, y_max, "scaled to the data: " + ", ".join(parts) + " (paper: 500, 0.2)"
+
+
+def _mark_paper_ranks(ax, ds: str, drawn: list[str], beyond: list[str]) -> bool:
+    """Triangles on the top edge at the paper's Press' ranks (Table 6); names the ones outside the x-range."""
+    table6 = reported.load("table6").query("dataset == @ds").set_index("variant")["press_rank"]
+    lo, hi = sorted(ax.get_xlim())
+    marked = False
+    for variant in drawn:
+        if variant not in table6.index:
+            continue
+        rank = float(table6[variant])
+        if lo <= rank <= hi:
+            ax.plot(
+                [rank],
+                [1.0],
+                "v",
+                color=variants.color(variant),
+                ms=6,
+                clip_on=False,
+                transform=ax.get_xaxis_transform(),
+                zorder=5,
+            )
+            marked = True
+        else:
+            beyond.append(f"{variants.display(variant)} {rank:,.0f}")
+    return marked
+
+
+def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missing: list[str], notes: list[str]):
+    label = DATASETS[ds]
+    curves = _curves(frame, ds, normalised=normalised)
+    drawn, panel_notes = [], []
+    for variant, curve in curves.items():
+        if curve is None or not len(curve[0]):
+            missing.append(f"{label} {variants.display(variant)}")
+            continue
+        ax.plot(*curve, color=variants.color(variant), lw=1.0, label=variants.display(variant))
+        drawn.append(variant)
+    ax.set_xlabel("index i")
+    ax.set_title(f"Trained on {label}", pad=9)  # room for the triangles on the top edge
+    if not drawn:
+        empty_panel(ax)
+        return
+    shown = [curves[v] for v in drawn]
+    if normalised:
+        x_max, y_max, scaled = _normalised_window(shown)
+        ax.set(xlim=(0, x_max), ylim=(0, y_max), ylabel=r"$\sigma_i / \sigma_{\max}$")
+        if scaled:
+            panel_notes.append(scaled)
+    else:
+        ax.set_yscale("log")
+        ax.set_ylabel(r"singular value $\sigma_i$")
+        last = max(float(x.max()) for x, _ in shown)
+        ax.set_xlim(0, max(last, 1.0))
+    beyond: list[str] = []
+    handles, names = ax.get_legend_handles_labels()
+    if _mark_paper_ranks(ax, ds, drawn, beyond):
+        handles.append(Line2D([], [], marker="v", ls="", color="0.3", ms=5))
+        names.append("paper's Press' rank (Table 6)")
+    if beyond:
+        panel_notes.append(f"the paper's Press' ranks (Table 6), off the x-axis: {', '.join(beyond)}")
+    if panel_notes:
+        notes.append(f"{label}: " + "; ".join(panel_notes))
+    ax.legend(handles, names, loc="best", framealpha=0.85, frameon=True, edgecolor="none")
+
+
+def spectra_figure(summary_dir, datasets: tuple[str, ...], *, normalised: bool) -> Figure:
+    frame = read_spectra(summary_dir)
+    width = 3.5 * len(datasets)
+    fig = Figure(figsize=(width, 3.0))
+    axes = np.atleast_1d(fig.subplots(1, len(datasets)))
+    missing: list[str] = []
+    notes: list[str] = []
+    for ax, ds in zip(axes, datasets, strict=True):
+        _spectrum_panel(ax, frame, ds, normalised=normalised, missing=missing, notes=notes)
+    # the notes under the panels: make room for as many (wrapped) lines as they take
+    per_line = int(width * 24)  # characters of 5.5-pt text per line
+    lines = sum(-(-len(n) // per_line) for n in notes) + (1 if missing else 0)
+    below = 0.5 + 0.1 * lines  # inches under the axes: tick labels, x label, notes
+    height = 2.5 + below
+    fig.set_size_inches(width, height)
+    if notes:
+        text = "\n".join(textwrap.fill(n, per_line) for n in notes)
+        y = (0.03 + (0.1 if missing else 0.0)) / height
+        fig.text(0.005, y, text, fontsize=5.5, color="0.35", ha="left", va="bottom", linespacing=1.2)
+    note(fig, missing)
+    left = 0.16 if len(datasets) == 1 else 0.09
+    fig.subplots_adjust(left=left, right=0.97, bottom=(below + 0.05) / height, top=1 - 0.35 / height, wspace=0.3)
+    return fig

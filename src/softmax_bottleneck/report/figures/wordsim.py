@@ -1,0 +1,57 @@
+"""Figure 4: on how many word-similarity benchmarks each model's embedding beats each other's (E6, SM Table 3)."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.figures.common import empty_panel, note
+from softmax_bottleneck.report.reported import DATASETS
+from softmax_bottleneck.report.tables import read_summary
+
+
+def figure4(summary_dir) -> Figure:
+    ws = read_summary(summary_dir, "wordsim.csv")
+    for col in ("dataset", "variant", "benchmark", "spearman"):
+        if col not in ws.columns:
+            ws[col] = pd.Series(dtype=object if col != "spearman" else float)
+    ws = ws.assign(benchmark=ws["benchmark"].map(reported.normalise_benchmark))
+    paper = reported.load("figure4")
+    fig = Figure(figsize=(7.0, 3.4))
+    axes = fig.subplots(1, 2)
+    missing = []
+    cmap = matplotlib.colormaps["viridis"]
+    for ax, (ds, label) in zip(axes, DATASETS.items(), strict=True):
+        matrix = reported.figure4_matrix(ws, ds)
+        ax.set_title(f"{label}: row beats column (ours; paper in brackets)", fontsize=7)
+        if matrix.empty:
+            missing.append(f"{label} word similarity")
+            empty_panel(ax)
+            continue
+        n_bench = ws[ws["dataset"] == ds]["benchmark"].nunique()
+        values = matrix.to_numpy(float)
+        ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=max(n_bench, 1))
+        names = [variants.display(v) for v in matrix.index]
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+        ax.set_yticks(range(len(names)), names)
+        lookup = paper[paper["dataset"] == ds].set_index(["row_variant", "col_variant"])["wins"]
+        for i, row in enumerate(matrix.index):
+            for j, col in enumerate(matrix.columns):
+                if i == j:
+                    continue
+                ref = lookup.get((row, col))
+                text = f"{values[i, j]:.0f}" + (f"\n({ref:.0f})" if ref is not None and pd.notna(ref) else "")
+                shade = values[i, j] / max(n_bench, 1)
+                ax.text(j, i, text, ha="center", va="center", fontsize=6, color="k" if shade > 0.6 else "w")
+        ax.tick_params(length=0)
+        absent = [variants.display(v) for v in reported.paper_order("figure4", "row_variant") if v not in matrix.index]
+        if absent:
+            missing.append(f"{label} {', '.join(absent)}")
+        if n_bench != 13:
+            missing.append(f"{label}: only {n_bench} of 13 benchmarks")
+    note(fig, missing)
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.2, top=0.9, wspace=0.35)
+    return fig

@@ -1,0 +1,175 @@
+"""The main comparison (E1, E7): paper Tables 2, 3, 4 and SM Table 1."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
+from softmax_bottleneck.report.tables.common import (
+    PPL3,
+    compare,
+    key_groups,
+    mean_sd,
+    mean_sd_columns,
+    mean_sd_rows,
+    order_rows,
+    params_m,
+    read_runs,
+    t_test,
+)
+
+
+def table2(summary_dir) -> pd.DataFrame:
+    runs = read_runs(summary_dir, "main.csv")
+    paper = reported.load("main")
+    keys = ["dataset", "variant"]
+    quantities = [*PPL3, "press_rank"]
+    rows = []
+    for ds, var in key_groups(paper, runs, keys=keys):
+        sel = runs[(runs["dataset"] == ds) & (runs["variant"] == var)]
+        row = {"dataset": ds, "variant": var, "n_runs": len(sel)}
+        row["parameters_m"] = params_m(sel["parameters"])
+        row["seconds_per_epoch"] = mean_sd(sel["seconds_per_epoch"])[0] if "seconds_per_epoch" in sel else math.nan
+        for q in quantities:
+            row[f"{q}_mean"], row[f"{q}_sd"] = mean_sd(sel[q])
+        base = runs[(runs["dataset"] == ds) & (runs["variant"] == "softmax") & (runs["seed_kind"] == "random")]
+        mine = sel[sel["seed_kind"] == "random"]
+        row["p_value"] = math.nan if var == "softmax" else t_test(mine["test_ppl"], base["test_ppl"])
+        rows.append(row)
+    ours = pd.DataFrame(
+        rows, columns=[*keys, "n_runs", "parameters_m", "seconds_per_epoch", *mean_sd_columns(quantities), "p_value"]
+    )
+    values = ["parameters_m", "seconds_per_epoch", *mean_sd_columns(quantities), "p_value"]
+    return order_rows(compare(ours, paper, keys, values, extra_ours=["n_runs"]), paper)
+
+
+def sm_table1(summary_dir) -> pd.DataFrame:
+    runs = read_runs(summary_dir, "main.csv")
+    runs = runs[runs["seed_kind"] == "random"]
+    paper = reported.load("sm_table1")
+    keys = ["dataset", "variant"]
+    rows = []
+    for ds, var in key_groups(paper, runs, keys=keys):
+        sel = runs[(runs["dataset"] == ds) & (runs["variant"] == var)]
+        base = runs[(runs["dataset"] == ds) & (runs["variant"] == "softmax")]
+        mean, sd = mean_sd(sel["test_ppl"])
+        p = math.nan if var == "softmax" else t_test(sel["test_ppl"], base["test_ppl"])
+        rows.append(
+            {"dataset": ds, "variant": var, "n_runs": len(sel), "test_ppl_mean": mean, "test_ppl_sd": sd, "p_value": p}
+        )
+    ours = pd.DataFrame(rows, columns=[*keys, "n_runs", "test_ppl_mean", "test_ppl_sd", "p_value"])
+    table = compare(ours, paper, keys, ["test_ppl_mean", "test_ppl_sd", "p_value"], extra_ours=["n_runs"])
+    return order_rows(table, paper)
+
+
+def table3(summary_dir) -> pd.DataFrame:
+    runs = read_runs(summary_dir, "frozen.csv")
+    paper = reported.load("table3")
+    keys = ["dataset", "variant"]
+    rows = mean_sd_rows(runs, keys, PPL3, key_groups(paper, runs, keys=keys))
+    for row in rows:
+        row["n_runs"] = int(((runs["dataset"] == row["dataset"]) & (runs["variant"] == row["variant"])).sum())
+    ours = pd.DataFrame(rows, columns=[*keys, *mean_sd_columns(PPL3), "n_runs"])
+    return order_rows(compare(ours, paper, keys, mean_sd_columns(PPL3), extra_ours=["n_runs"]), paper)
+
+
+def table4(summary_dir) -> pd.DataFrame:
+    main = read_runs(summary_dir, "main.csv")
+    frozen = read_runs(summary_dir, "frozen.csv")
+    both = pd.concat([main[main["variant"] == "lms_plif"], frozen[frozen["variant"] == "lms_plif_frozen"]])
+    both = both[both["seed_kind"] == "random"]
+    paper = reported.load("table4")
+    rows = []
+    for (ds,) in key_groups(paper, both, keys=["dataset"]):
+        sel = both[both["dataset"] == ds]
+        a = sel[sel["variant"] == "lms_plif"]["test_ppl"]
+        b = sel[sel["variant"] == "lms_plif_frozen"]["test_ppl"]
+        row = {"dataset": ds, "n_runs_lms_plif": len(a), "n_runs_lms_plif_frozen": len(b)}
+        row["lms_plif_test_ppl_mean"], row["lms_plif_test_ppl_sd"] = mean_sd(a)
+        row["lms_plif_frozen_test_ppl_mean"], row["lms_plif_frozen_test_ppl_sd"] = mean_sd(b)
+        row["p_value"] = t_test(a, b)
+        rows.append(row)
+    values = [c for c in paper.columns if c != "dataset"]
+    ours = pd.DataFrame(rows, columns=["dataset", "n_runs_lms_plif", "n_runs_lms_plif_frozen", *values])
+    return compare(ours, paper, ["dataset"], values, extra_ours=["n_runs_lms_plif", "n_runs_lms_plif_frozen"])
+
+
+# --------------------------------------------------------------------------------------------- the paper's layout
+def _n(column: str = "n_runs"):
+    return cells.only(column, cells.integer)
+
+
+def table2_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 2's columns: dataset, model, #Param, time/epoch, train/valid/test ppl, p-value vs Softmax, rank."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("#Param", cells.both("parameters_m", cells.params)),
+            ("time/epoch (paper: V100)", lambda r: cells.pair(cells.seconds(r["seconds_per_epoch_ours"]), _approx(r))),
+            ("train ppl", cells.both_mean_sd("train_ppl", cells.two)),
+            ("valid ppl", cells.both_mean_sd("valid_ppl", cells.two)),
+            ("test ppl", cells.both_mean_sd("test_ppl", cells.two)),
+            ("p-value vs Softmax", cells.both("p_value", cells.scientific)),
+            ("rank", cells.both_mean_sd("press_rank", cells.integer)),
+            ("n", _n()),
+        ],
+        merge=["dataset"],
+    )
+
+
+def _approx(row) -> str:
+    paper = row["seconds_per_epoch_paper"]
+    return cells.MISSING if cells.missing(paper) else f"~{paper:.0f}s"
+
+
+def sm_table1_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 1's columns: dataset, model, test ppl, p-value."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("test ppl", cells.both_mean_sd("test_ppl", cells.two)),
+            ("p-value", cells.both("p_value", cells.scientific)),
+            ("n", _n()),
+        ],
+        merge=["dataset"],
+    )
+
+
+def table3_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 3's columns: dataset, train/valid/test ppl (of LMS-PLIF†)."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("train ppl", cells.both_mean_sd("train_ppl", cells.two)),
+            ("valid ppl", cells.both_mean_sd("valid_ppl", cells.two)),
+            ("test ppl", cells.both_mean_sd("test_ppl", cells.two)),
+            ("n", _n()),
+        ],
+        merge=["dataset"],
+    )
+
+
+def table4_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 4's columns: dataset, LMS-PLIF, LMS-PLIF† (test ppl), p-value."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("LMS-PLIF", cells.both_mean_sd("lms_plif_test_ppl", cells.two)),
+            ("LMS-PLIF†", cells.both_mean_sd("lms_plif_frozen_test_ppl", cells.two)),
+            ("p-value", cells.both("p_value", cells.scientific)),
+            ("n", lambda r: f"{cells.integer(r['n_runs_lms_plif'])} / {cells.integer(r['n_runs_lms_plif_frozen'])}"),
+        ],
+    )
+
+
+LAYOUTS = {"table2": table2_layout, "sm_table1": sm_table1_layout, "table3": table3_layout, "table4": table4_layout}

@@ -1,0 +1,66 @@
+"""The MoS sweeps (E8, E9): SM Tables 4 and 5 (number of mixtures K) and SM Table 12 (dropoutl)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
+from softmax_bottleneck.report.tables.common import compare, fkey, one_run_per, read_runs
+
+
+def mos_k_table(summary_dir, dataset: str) -> pd.DataFrame:
+    runs = read_runs(summary_dir, "mos_k.csv")
+    runs = runs[runs["dataset"] == dataset]
+    if "n_experts" not in runs:
+        runs["n_experts"] = math.nan
+    runs = one_run_per(runs.assign(n_experts=runs["n_experts"].map(fkey)), ["n_experts"])
+    runs = runs.assign(parameters_m=runs["parameters"] / 1e6)
+    paper = reported.load("mos_k")
+    paper = paper[paper["dataset"] == dataset].drop(columns="dataset")
+    paper = paper.assign(n_experts=paper["n_experts"].map(fkey))
+    return compare(runs, paper, ["n_experts"], ["parameters_m", "train_ppl", "test_ppl", "press_rank"])
+
+
+def sm_table12(summary_dir) -> pd.DataFrame:
+    runs = read_runs(summary_dir, "mos_dropoutl.csv")
+    if "dropoutl" not in runs:
+        runs["dropoutl"] = math.nan
+    runs = one_run_per(runs.assign(dropoutl=runs["dropoutl"].map(fkey)), ["dataset", "dropoutl"])
+    paper = reported.load("mos_dropoutl")
+    paper = paper.assign(dropoutl=paper["dropoutl"].map(fkey))
+    return compare(runs, paper, ["dataset", "dropoutl"], ["train_ppl", "test_ppl", "press_rank"])
+
+
+def mos_k_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Tables 4, 5: K, #Param, train ppl, test ppl, rank."""
+    return cells.layout(
+        table,
+        [
+            ("K", cells.key("n_experts", cells.integer)),
+            ("#Param", cells.both("parameters_m", cells.params)),
+            ("train ppl", cells.both("train_ppl", cells.two)),
+            ("test ppl", cells.both("test_ppl", cells.two)),
+            ("rank", cells.both("press_rank", cells.integer)),
+        ],
+    )
+
+
+def sm_table12_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 12: dataset, dropoutl, train ppl, test ppl, rank."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("dropoutl", cells.key("dropoutl", cells.value)),
+            ("train ppl", cells.both("train_ppl", cells.two)),
+            ("test ppl", cells.both("test_ppl", cells.two)),
+            ("rank", cells.both("press_rank", cells.integer)),
+        ],
+        merge=["dataset"],
+    )
+
+
+LAYOUTS = {"sm_table4": mos_k_layout, "sm_table5": mos_k_layout, "sm_table12": sm_table12_layout}

@@ -1,0 +1,142 @@
+"""NT-ASGD vs ET-ASGD and the ranks of the authors'-seed models (E2, E3, E11): paper Tables 1 and 6, SM Tables
+10, 11, 17 and 18."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
+from softmax_bottleneck.report.tables.common import (
+    EPS,
+    PPL3,
+    compare,
+    one_run_per,
+    order_rows,
+    read_runs,
+    read_summary,
+)
+
+
+def table1(summary_dir) -> pd.DataFrame:
+    runs = one_run_per(read_runs(summary_dir, "ntet.csv"), ["dataset", "schedule", "variant"])
+    runs = runs[runs["dataset"] == "ptb"]
+
+    def get(variant, schedule, col):
+        sel = runs[(runs["variant"] == variant) & (runs["schedule"] == schedule)]
+        return float(sel[col].iloc[0]) if len(sel) else math.nan
+
+    base = get("softmax", "et", "test_ppl")
+    rows = []
+    for variant in reported.paper_order("table1"):  # SS, LMS-PLIF, MoS: the layers with an original paper
+        rank_schedule = "nt" if variant == "mos" else "et"
+        rows.append(
+            {
+                "variant": variant,
+                "press_rank": get(variant, rank_schedule, "press_rank"),
+                "ppl_diff": base - get(variant, "et", "test_ppl"),
+            }
+        )
+    ours = pd.DataFrame(rows, columns=["variant", "press_rank", "ppl_diff"])
+    paper = reported.load("table1")
+    table = compare(
+        ours,
+        paper,
+        ["variant"],
+        ["press_rank", "ppl_diff"],
+        extra_paper=["rank_original_papers", "ppl_diff_original_papers"],
+    )
+    return table
+
+
+def spectra_models(summary_dir, datasets: tuple[str, ...]) -> pd.DataFrame:
+    """The (dataset, variant) pairs of the spectra analysis (``spectra.csv``): the models of Table 6 and Figure 7."""
+    frame = read_summary(summary_dir, "spectra.csv")
+    if not {"dataset", "variant"} <= set(frame.columns):
+        return pd.DataFrame(columns=["dataset", "variant"])
+    frame = frame[["dataset", "variant"]].drop_duplicates()
+    return frame[frame["dataset"].isin(datasets)].reset_index(drop=True)
+
+
+def rank_table(summary_dir, datasets: tuple[str, ...]) -> pd.DataFrame:
+    """Table 6 (SM Tables 17, 18): Press' and ε-effective ranks of the ET-ASGD authors'-seed runs (``ntet.csv``).
+
+    Rows: the paper's models in its order, then every other model of the spectra analysis (the paper shows the
+    same models in Table 6 and Figure 7), in registry order.
+    """
+    runs = read_runs(summary_dir, "ntet.csv")
+    runs = runs[(runs["schedule"] == "et") & runs["dataset"].isin(datasets)]
+    runs = one_run_per(runs, ["dataset", "variant"])
+    paper = reported.load("table6")
+    paper = paper[paper["dataset"].isin(datasets)]
+    shown = pd.concat([paper[["dataset", "variant"]], spectra_models(summary_dir, datasets)]).drop_duplicates()
+    runs = shown.merge(runs, on=["dataset", "variant"], how="left")
+    return order_rows(compare(runs, paper, ["dataset", "variant"], ["press_rank", *EPS]), paper)
+
+
+def ntet_table(summary_dir, dataset: str) -> pd.DataFrame:
+    runs = read_runs(summary_dir, "ntet.csv")
+    runs = one_run_per(runs[runs["dataset"] == dataset], ["schedule", "variant"])
+    runs = runs.assign(parameters_m=runs["parameters"] / 1e6)
+    paper = reported.load("ntet")
+    paper = paper[paper["dataset"] == dataset].drop(columns="dataset")
+    table = compare(runs, paper, ["schedule", "variant"], ["parameters_m", *PPL3, "press_rank"])
+    return order_rows(table, paper, groups=("schedule",))
+
+
+def table1_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 as printed: one column per model, rows = rank and ppl difference, original papers' and ours."""
+    rows = [
+        ("rank, reported in the original papers", lambda r: cells.integer(r["rank_original_papers"])),
+        ("rank, ours (this paper's)", cells.both("press_rank", cells.integer)),
+        ("ppl difference, reported in the original papers", lambda r: cells.two(r["ppl_diff_original_papers"])),
+        ("ppl difference, ours (this paper's)", cells.both("ppl_diff", cells.two)),
+    ]
+    models = [cells.key("variant")(r) for _, r in table.iterrows()]
+    out = {"metric": [label for label, _ in rows]}
+    for model, (_, r) in zip(models, table.iterrows(), strict=True):
+        out[model] = [cell(r) for _, cell in rows]
+    return pd.DataFrame(out)
+
+
+def table6_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 6 (SM Tables 17, 18): dataset, model, Press' rank, ε-effective ranks for ε = 1e-3, 1e-4, 1e-5."""
+    return cells.layout(
+        table,
+        [
+            ("dataset", cells.key("dataset")),
+            ("model", cells.key("variant")),
+            ("Press' rank", cells.both("press_rank", cells.integer)),
+            *[(f"ε={e.removeprefix('erank_')}", cells.both(e, cells.integer)) for e in EPS],
+        ],
+        merge=["dataset"],
+    )
+
+
+def ntet_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Tables 10, 11: schedule, model, #Param, train/valid/test ppl, rank."""
+    return cells.layout(
+        table,
+        [
+            ("schedule", cells.key("schedule")),
+            ("model", cells.key("variant")),
+            ("#Param", cells.both("parameters_m", cells.params)),
+            ("train", cells.both("train_ppl", cells.two)),
+            ("valid", cells.both("valid_ppl", cells.two)),
+            ("test", cells.both("test_ppl", cells.two)),
+            ("rank", cells.both("press_rank", cells.integer)),
+        ],
+        merge=["schedule"],
+    )
+
+
+LAYOUTS = {
+    "table1": table1_layout,
+    "table6": table6_layout,
+    "sm_table17": table6_layout,
+    "sm_table18": table6_layout,
+    "sm_table10": ntet_layout,
+    "sm_table11": ntet_layout,
+}

@@ -1,0 +1,85 @@
+"""Robustness of Press' rank (E12, SM Section 5): SM Tables 14, 15 and 16."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.tables import cells
+from softmax_bottleneck.report.tables.common import EPS, compare, fkey, read_summary
+
+
+def read_robustness(summary_dir) -> pd.DataFrame:
+    frame = read_summary(summary_dir, "robustness.csv")
+    for col in ("algorithm", "iteration_or_c", "press_rank", "error", *EPS):
+        if col not in frame.columns:
+            frame[col] = pd.Series(dtype=float)
+    return frame
+
+
+def robustness_pair(summary_dir, algorithm: int, table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Our rows of one robustness algorithm and the paper's rows of ``table``, keyed by ``key`` (SM Algorithms 1, 2)."""
+
+    def keyed(frame):
+        frame = frame.rename(columns={"iteration_or_c": key})
+        return frame.assign(**{key: frame[key].map(fkey)})
+
+    ours = read_robustness(summary_dir)
+    paper = reported.load("robustness")
+    return keyed(ours[ours["algorithm"] == algorithm]), keyed(paper[paper["table"] == table])
+
+
+def sm_table14(summary_dir) -> pd.DataFrame:
+    ours, paper = robustness_pair(summary_dir, 1, "sm_table14", "iteration")
+    return compare(ours, paper, ["iteration"], ["press_rank", "error"])
+
+
+def sm_table15(summary_dir) -> pd.DataFrame:
+    ours, paper = robustness_pair(summary_dir, 2, "sm_table15", "c")
+    return compare(ours, paper, ["c"], ["press_rank"], extra_paper=["subtable"])
+
+
+def sm_table16(summary_dir) -> pd.DataFrame:
+    ours, paper = robustness_pair(summary_dir, 2, "sm_table16", "c")
+    return compare(ours, paper, ["c"], ["press_rank", *EPS], keep_ours_only=False)
+
+
+# --------------------------------------------------------------------------------------------- the paper's layout
+def sm_table14_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 14: iteration, Press' rank, reconstruction error."""
+    return cells.layout(
+        table,
+        [
+            ("iteration", cells.key("iteration", cells.integer)),
+            ("Press' rank", cells.both("press_rank", cells.integer)),
+            ("error", cells.both("error", cells.times_ten_to(-28))),
+        ],
+    )
+
+
+def sm_table15_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 15's three sub-tables stacked: sub-table, c, Press' rank."""
+    return cells.layout(
+        table,
+        [
+            ("sub-table", cells.only("subtable", cells.integer)),
+            ("c", cells.key("c", cells.scale)),
+            ("Press' rank", cells.both("press_rank", cells.integer)),
+        ],
+        merge=["sub-table"],
+    )
+
+
+def sm_table16_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 16: c, Press' rank, ε-effective ranks for ε = 1e-3, 1e-4, 1e-5."""
+    return cells.layout(
+        table,
+        [
+            ("c", cells.key("c", cells.scale)),
+            ("Press' rank", cells.both("press_rank", cells.integer)),
+            *[(f"ε={e.removeprefix('erank_')}", cells.both(e, cells.integer)) for e in EPS],
+        ],
+    )
+
+
+LAYOUTS = {"sm_table14": sm_table14_layout, "sm_table15": sm_table15_layout, "sm_table16": sm_table16_layout}

@@ -1,0 +1,94 @@
+"""Which variants a table or figure shows, in which order, under which name and in which colour.
+
+Nothing here keeps a list of variants: names, display names and colours come from the output-layer registry
+(:func:`softmax_bottleneck.presets.variant_info`), and the paper's order of rows comes from the paper's own
+tables (``data/reported``). A table or figure that compares output layers shows the paper's variants in the
+paper's order, then every other variant present in its summary in registry order (e.g. a user's plug-in layer),
+then variants that are no longer registered, by name.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+
+import matplotlib
+
+from softmax_bottleneck import presets
+
+
+def registry_order() -> tuple[str, ...]:
+    """Every registered variant: the paper's layers in the paper's order, E10's variants, then plug-ins."""
+    return presets.variants()
+
+
+def display(variant: str) -> str:
+    """The variant's display name (``lms_plif_frozen`` → ``LMS-PLIF†``); an unregistered name is shown as is."""
+    try:
+        return presets.display_name(variant)
+    except ValueError:
+        return str(variant)
+
+
+def ordered(paper: Sequence[str], present: Iterable[str]) -> list[str]:
+    """``paper`` (the paper's order), then the other ``present`` variants in registry order, then unknown ones."""
+    out = list(dict.fromkeys(paper))
+    present = [v for v in dict.fromkeys(present) if v not in out and isinstance(v, str)]
+    registry = registry_order()
+    out += [v for v in registry if v in present]
+    out += sorted(v for v in present if v not in registry)
+    return out
+
+
+def rank(paper: Sequence[str], present: Iterable[str]) -> dict[str, int]:
+    """Sort key of each variant of :func:`ordered` (its position)."""
+    return {v: i for i, v in enumerate(ordered(paper, present))}
+
+
+def _palette() -> list[str]:
+    """tab10, then the light shades of tab20, then Dark2: the colours a variant without one may get."""
+    colours = []
+    for name in ("tab10", "tab20", "Dark2"):
+        colours += [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps[name].colors]
+    return list(dict.fromkeys(colours))
+
+
+def colors() -> dict[str, str]:
+    """One colour per registered variant: its declared colour, else the next palette colour no variant declares."""
+    infos = [presets.variant_info(v) for v in registry_order()]
+    declared = {matplotlib.colors.to_hex(i.color) for i in infos if i.color}
+    free = [c for c in _palette() if c not in declared]
+    out, k = {}, 0
+    for info in infos:
+        if info.color:
+            out[info.name] = info.color
+        else:
+            out[info.name] = free[k % len(free)]
+            k += 1
+    return out
+
+
+def color(variant: str) -> str:
+    """The colour of ``variant`` in every figure (see :func:`colors`); an unregistered name gets a stable one."""
+    table = colors()
+    if variant in table:
+        return table[variant]
+    declared = set(table.values())
+    free = [c for c in _palette() if c not in declared] or _palette()
+    return free[zlib.crc32(str(variant).encode()) % len(free)]
+
+
+def ordered_models(paper: Sequence[str], present: Iterable[str]) -> list[str]:
+    """Like :func:`ordered` for models named by display name and stars (``MoS*`` = the NT-ASGD MoS, Figure 3).
+
+    The paper's models first, then the others by the registry order of the variant they name, then unknown ones.
+    """
+    out = list(dict.fromkeys(paper))
+    present = [m for m in dict.fromkeys(present) if isinstance(m, str) and m not in out]
+    position = {display(v): i for i, v in enumerate(registry_order())}
+
+    def key(model: str) -> tuple:
+        base = model.rstrip("*")
+        return (position.get(base, len(position)), len(model) - len(base), model)
+
+    return out + sorted(present, key=key)

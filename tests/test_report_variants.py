@@ -1,0 +1,163 @@
+"""Tables and figures derive their variants from the registry: a plug-in layer shows up after the paper's layers."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+from test_tables import make_summaries
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.models.output_layers import OutputLayer, register_output_layer
+from softmax_bottleneck.models.output_layers import registry as registry_module
+from softmax_bottleneck.report import figures, reported, tables, variants
+from softmax_bottleneck.report.summaries import RUN_COLUMNS
+
+PLUGIN = "toy_softmax"
+
+
+@pytest.fixture
+def plugin(monkeypatch):
+    """A tiny output layer registered only inside the test (registry and presets caches restored afterwards)."""
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+
+    @register_output_layer(PLUGIN, display="Toy", family="softmax")
+    class Toy(OutputLayer):
+        def forward(self, context, weight):
+            return (0.5 * self.logits(context, weight)).log_softmax(-1)
+
+    monkeypatch.setattr(presets, "_variant_table", presets._variant_table.__wrapped__)
+    monkeypatch.setattr(presets, "layer_keys", presets.layer_keys.__wrapped__)
+    assert PLUGIN in presets.variants()
+    return PLUGIN
+
+
+def _add_runs(summary_dir, name: str, variant: str, **values) -> None:
+    frame = pd.read_csv(summary_dir / name)
+    template = frame[frame["variant"] == "ss"]
+    extra = template.assign(variant=variant, **values)
+    pd.concat([frame, extra], ignore_index=True)[RUN_COLUMNS].to_csv(summary_dir / name, index=False)
+
+
+@pytest.fixture
+def summary_with_plugin(plugin, tmp_path):
+    root = make_summaries(tmp_path / "summary")
+    _add_runs(root, "main.csv", plugin, test_ppl=lambda f: f["test_ppl"] + 20, press_rank=777)
+    _add_runs(root, "ntet.csv", plugin, press_rank=778)
+    spectra = pd.read_csv(root / "spectra.csv")
+    toy = spectra[spectra["variant"] == "ss"].assign(variant=plugin)
+    pd.concat([spectra, toy], ignore_index=True).to_csv(root / "spectra.csv", index=False)
+    return root
+
+
+def _variants_by_dataset(table: pd.DataFrame, column: str = "variant") -> dict[str, list[str]]:
+    return {ds: table.loc[table["dataset"] == ds, column].tolist() for ds in ("ptb", "wt2")}
+
+
+def test_plugin_rows_follow_the_papers_rows(summary_with_plugin, tmp_path):
+    paper = list(reported.paper_order("main"))
+    for name, shown in (("table2", paper), ("table6", paper), ("sm_table1", paper)):
+        table = tables.render(name, summary_with_plugin, tmp_path / name)
+        for ds, rows in _variants_by_dataset(table).items():
+            assert rows == [*shown, PLUGIN], (name, ds)
+        row = table[(table["dataset"] == "ptb") & (table["variant"] == PLUGIN)].iloc[0]
+        paper_cols = [c for c in table.columns if c.endswith("_paper")]
+        assert all(math.isnan(row[c]) for c in paper_cols), name  # the paper has no value
+        text = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        assert "Toy" in text and text.index("Toy") > text.index("MoS"), name
+        assert "(—)" in text.split("Toy", 1)[1].splitlines()[0], name  # "—" where the paper has no value
+    t2 = tables.build("table2", summary_with_plugin)
+    ours = t2[(t2["dataset"] == "ptb") & (t2["variant"] == PLUGIN)]["test_ppl_mean_ours"].item()
+    main = pd.read_csv(summary_with_plugin / "main.csv")
+    assert ours == pytest.approx(main[(main["dataset"] == "ptb") & (main["variant"] == "ss")]["test_ppl"].mean() + 20)
+    t6 = tables.build("table6", summary_with_plugin)
+    assert t6[(t6["dataset"] == "wt2") & (t6["variant"] == PLUGIN)]["press_rank_ours"].item() == 778
+    sm10 = tables.build("sm_table10", summary_with_plugin)
+    for schedule in ("nt", "et"):
+        rows = sm10.loc[sm10["schedule"] == schedule, "variant"].tolist()
+        assert rows[-1] == PLUGIN and rows[:-1] == list(reported.paper_order("ntet")), schedule
+
+
+def test_plugin_curve_follows_the_papers_in_figure7(summary_with_plugin):
+    fig = figures.build("figure7", summary_with_plugin)
+    for ax in fig.axes[:2]:
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        curves = [lbl for lbl in labels if lbl in {*map(variants.display, variants.registry_order())}]
+        assert curves[-1] == "Toy" and curves.index("Toy") > curves.index("LMS-PLIF")
+        toy = [line for line in ax.get_lines() if line.get_label() == "Toy"]
+        assert len(toy) == 1 and toy[0].get_color() == variants.color(PLUGIN)
+
+
+def test_a_missing_colour_is_a_free_palette_colour(plugin):
+    table = variants.colors()
+    declared = {presets.variant_info(v).color for v in presets.variants() if presets.variant_info(v).color}
+    assert table[plugin] not in declared
+    assert variants.colors() == table  # stable across figures
+    for v in presets.variants():  # declared colours are kept
+        if presets.variant_info(v).color:
+            assert table[v] == presets.variant_info(v).color
+    assert variants.color("never_registered") == variants.color("never_registered")
+
+
+def test_no_registered_variant_is_dropped(plugin, tmp_path):
+    """Every registered variant in a summary appears in the tables that compare output layers, in registry order."""
+    registry = list(presets.variants())
+    assert variants.ordered(reported.paper_order("main"), registry)[: len(registry)] != []
+    assert set(variants.ordered((), registry)) == set(registry)
+    assert variants.ordered((), reversed(registry)) == registry
+    root = make_summaries(tmp_path / "summary")
+    for variant in registry:
+        if variant not in reported.paper_order("main"):
+            _add_runs(root, "main.csv", variant)
+    t2 = tables.build("table2", root)
+    for ds, rows in _variants_by_dataset(t2).items():
+        assert rows == variants.ordered(reported.paper_order("main"), registry), ds
+    wins = tables.build("figure4_wins", root)
+    assert set(wins["row_variant"]) >= set(reported.paper_order("figure4", "row_variant"))
+
+
+def test_display_names_come_from_the_registry(plugin):
+    assert variants.display("lms_plif_frozen") == "LMS-PLIF†"
+    assert variants.display("softmax_fair_large") == "Softmax‡"
+    assert variants.display(plugin) == "Toy"
+    assert variants.display("not_registered") == "not_registered"
+    models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ["Toy*", "Zed", "Toy", "MoS"])
+    assert models[-3:] == ["Toy", "Toy*", "Zed"]
+
+
+def test_plugin_follows_the_papers_models_in_figures_3_and_4_and_sm_table3(summary_with_plugin):
+    root = summary_with_plugin
+    ws = pd.read_csv(root / "wordsim.csv")
+    pd.concat([ws, ws[ws["variant"] == "ss"].assign(variant=PLUGIN)]).to_csv(root / "wordsim.csv", index=False)
+    top5 = pd.read_csv(root / "top5.csv", keep_default_na=False, na_values=[""])
+    pd.concat([top5, top5[top5["model"] == "MoS"].assign(model="Toy")]).to_csv(root / "top5.csv", index=False)
+    fig4 = figures.build("figure4", root)
+    fig3 = figures.build("figure3", root)
+    with matplotlib.rc_context(figures.STYLE):
+        for fig in (fig3, fig4):
+            fig.savefig(io.BytesIO(), format="png", dpi=20)
+    assert [t.get_text() for t in fig4.axes[0].get_yticklabels()] == ["GSS", "MoS", "SS", "Softmax", "Toy"]
+    rows = [t.get_text() for t in fig3.axes[0].get_yticklabels()]
+    assert rows == [*reported.paper_order("figure3_hits", "model"), "Toy"]
+    sm3 = tables.build("sm_table3", root)
+    ptb = sm3[(sm3["dataset"] == "ptb") & (sm3["benchmark"] == "WS-353")]["variant"].tolist()
+    assert ptb == ["softmax", "ss", "gss", "lms_plif", "mos", "moc", PLUGIN]
+
+
+def test_every_registered_variant_is_drawn_in_figure7(plugin, tmp_path):
+    registry = list(presets.variants())
+    rows = [
+        {"dataset": "ptb", "variant": v, "index": i, "sigma": s, "sigma_normalised": s}
+        for v in registry
+        for i, s in enumerate(np.exp(-np.arange(30) / 4))
+    ]
+    (tmp_path / "s").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "s" / "spectra.csv", index=False)
+    fig = figures.build("sm_figure3", tmp_path / "s")
+    drawn = [line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
+    assert drawn == [variants.display(v) for v in variants.ordered(reported.paper_order("table6"), registry)]
+    assert len({line.get_color() for line in fig.axes[0].get_lines() if line.get_label() in drawn}) == len(drawn)
