@@ -5,6 +5,9 @@
 # which is temp().
 
 
+include: "helpers/analysis.smk"
+
+
 localrules:
     summarize_runs,
     summarize_spectra,

@@ -1,11 +1,11 @@
-# Helpers of the workflow: config validation, the list of training runs, input functions.
-# Pure Python only (no rules here); the rule files call these functions by name.
+# Shared by all rule files (config validation, the list of training runs, corpus paths).
+# Pure Python only (no rules here). Input functions and params used by one rule file live beside it,
+# in workflow/rules/helpers/<stage>.smk.
 
 import itertools
 import math
 import os
 import re
-import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +14,6 @@ from snakemake.utils import validate
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
-from softmax_bottleneck.report import costs
-from softmax_bottleneck.report import figures as paper_figures
-from softmax_bottleneck.report import tables as paper_tables
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -270,118 +267,6 @@ def analysis_models():
     return models
 
 
-# --------------------------------------------------------------------------------------------- tables and figures
-TABLE_REQUIRES = dict(paper_tables.REQUIRES)
-FIGURE_REQUIRES = dict(paper_figures.REQUIRES)
-TABLES = list(TABLE_REQUIRES)
-FIGURES = list(FIGURE_REQUIRES)
-
-
-def summary_files(names):
-    return [f"results/summary/{name}" for name in names]
-
-
-def table_outputs(name):
-    return [f"reports/tables/{name}.csv", f"reports/tables/{name}.md"]
-
-
-def figure_outputs(name):
-    return [f"reports/figures/{name}.pdf", f"reports/figures/{name}.png"]
-
-
-def all_reports():
-    out = [path for name in TABLES for path in table_outputs(name)]
-    out += [path for name in FIGURES for path in figure_outputs(name)]
-    return out
-
-
-# --------------------------------------------------------------------------------------------- input functions
-def corpus_dir(dataset):
-    return f"resources/data/{CORPUS_DIRS[dataset]}"
-
-
-def corpus_files(wildcards):
-    return [f"{corpus_dir(wildcards.dataset)}/{split}.txt" for split in SPLITS]
-
-
-def corpus_data_dir(wildcards):
-    return corpus_dir(wildcards.dataset)
-
-
-def wordsim_files(wildcards):
-    return [f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS]
-
-
-def train_job(wildcards):
-    return TRAIN_JOBS[RUN_DIR.format(**wildcards)]
-
-
-def train_sets(wildcards):
-    """``--set key=value`` arguments of one training job (model overrides + experiment overrides)."""
-    overrides = run_overrides(train_job(wildcards))
-    return " ".join(
-        f"--set {shlex.quote(f'{k}={format_value(v)}')}"
-        for k, v in sorted(overrides.items())
-    )
-
-
-def train_gpu_hours(run):
-    """Projected V100 GPU-hours of one run: the paper's seconds per epoch (§11.4) × epochs."""
-    hp = presets.resolve(run.dataset, run.variant, run.schedule, run_overrides(run))
-    seconds, _ = costs.seconds_per_epoch(run.dataset, run.variant)
-    return hp["epochs"] * seconds / 3600.0
-
-
-def train_runtime(wildcards, attempt):
-    """Minutes for one attempt: 1.5 × the paper's V100 time (at least 10), growing with the attempt.
-
-    A killed or timed-out job resumes from its checkpoint (``results/runs/.../.resume``) on retry.
-    """
-    return max(
-        10, math.ceil(1.5 * 60 * train_gpu_hours(train_job(wildcards)) * attempt)
-    )
-
-
-def train_mem_mb(wildcards, attempt):
-    return (8000 if wildcards.dataset == "ptb" else 16000) * attempt
-
-
-def rank_rows(wildcards):
-    return str(config["analysis"]["rank_rows"])
-
-
-def run_file(run, name):
-    return f"{run.dir}/{name}"
-
-
-def record_arg(**fields):
-    """One ``--record key=value,...`` argument of ``softmax_bottleneck summarize``."""
-    text = ",".join(f"{key}={value}" for key, value in fields.items())
-    return f"--record {shlex.quote(text)}"
-
-
-def summary_records(wildcards):
-    """``--record`` arguments of a run summary: one per run of the experiment."""
-    return " ".join(
-        record_arg(
-            experiment=wildcards.experiment,
-            dataset=run.dataset,
-            variant=run.variant,
-            schedule=run.schedule,
-            seed=run.seed,
-            seed_kind=run.seed_kind,
-            metrics=run_file(run, "metrics.json"),
-            rank=run_file(run, "rank.json"),
-        )
-        for run in RUNS_BY_EXPERIMENT[wildcards.experiment]
-    )
-
-
-def summary_inputs(wildcards):
-    runs = RUNS_BY_EXPERIMENT[wildcards.experiment]
-    return [run_file(r, name) for r in runs for name in ("metrics.json", "rank.json")]
-
-
 def model_set(key):
     """The reference models of ``analysis/<key>`` (spectra, wordsim)."""
     block = config["analysis"][key]
@@ -399,127 +284,22 @@ def top5_models():
     }
 
 
-def spectra_inputs(wildcards):
-    return [run_file(r, "spectrum.csv") for r in model_set("spectra")]
-
-
-def spectra_records(wildcards):
-    return " ".join(
-        record_arg(
-            dataset=r.dataset, variant=r.variant, csv=run_file(r, "spectrum.csv")
-        )
-        for r in model_set("spectra")
-    )
-
-
-def wordsim_inputs(wildcards):
-    return [run_file(r, "wordsim.csv") for r in model_set("wordsim")]
-
-
-def wordsim_records(wildcards):
-    return " ".join(
-        record_arg(dataset=r.dataset, variant=r.variant, csv=run_file(r, "wordsim.csv"))
-        for r in model_set("wordsim")
-    )
-
-
-def top5_inputs(wildcards):
-    return [run_file(r, "top5.csv") for r in top5_models().values()]
-
-
-def top5_records(wildcards):
-    return " ".join(
-        record_arg(model=name, csv=run_file(r, "top5.csv"))
-        for name, r in top5_models().items()
-    )
-
-
 def robustness_model():
     r = config["analysis"]["robustness"]
     return reference_run(r["dataset"], r["variant"], r["schedule"])
 
 
-def robustness_checkpoint(wildcards):
-    return run_file(robustness_model(), "model.pt")
+# --------------------------------------------------------------------------------------------- shared paths
+def corpus_dir(dataset):
+    return f"resources/data/{CORPUS_DIRS[dataset]}"
 
 
-def robustness_data_dir(wildcards):
-    return corpus_dir(robustness_model().dataset)
+def corpus_files(wildcards):
+    return [f"{corpus_dir(wildcards.dataset)}/{split}.txt" for split in SPLITS]
 
 
-def robustness_corpus(wildcards):
-    return [f"{corpus_dir(robustness_model().dataset)}/{split}.txt" for split in SPLITS]
-
-
-def robustness_corpus_cache(wildcards):
-    return f"resources/corpus/{robustness_model().dataset}.pt"
-
-
-def mirror_arg(wildcards):
-    mirror = config.get("data_mirror")
-    return f"--mirror {shlex.quote(str(mirror))}" if mirror else ""
-
-
-def training_plan():
-    """Every training job with its experiments and projected cost (``snakemake plan``)."""
-    members = {}
-    for name, runs in RUNS_BY_EXPERIMENT.items():
-        for run in runs:
-            members.setdefault(run.dir, []).append(name)
-    for run in analysis_models():
-        if "analysis" not in members.setdefault(run.dir, []):
-            members[run.dir].append("analysis")
-    rows = []
-    for path, run in TRAIN_JOBS.items():
-        seconds, time_of = costs.seconds_per_epoch(run.dataset, run.variant)
-        hp = presets.resolve(run.dataset, run.variant, run.schedule, run_overrides(run))
-        rows.append(
-            dict(
-                run=path,
-                experiments=" ".join(members[path]),
-                dataset=run.dataset,
-                variant=run.variant,
-                schedule=run.schedule,
-                seed=run.seed,
-                seed_kind=run.seed_kind,
-                tag=run.tag,
-                epochs=hp["epochs"],
-                v100_s_per_epoch=seconds,
-                gpu_hours=round(train_gpu_hours(run), 4),
-            )
-        )
-    return rows
-
-
-def corpus_fetch_paths(wildcards):
-    return " ".join(f"{wildcards.corpus}/{split}.txt" for split in SPLITS)
-
-
-def analyze_mem_mb(wildcards, attempt):
-    """Host memory of the log-P → rank step (streamed; the exact SVD holds a float64 Gram or matrix)."""
-    return (24000 if wildcards.dataset == "ptb" else 32000) * attempt
-
-
-def analyze_threads(wildcards):
-    """CPU threads of the log-P → rank step: 1 for a few hundred rows, 8 for the paper's matrices.
-
-    The log-P pass runs on the GPU; the threads serve the CPU side of the float64 SVD/Gram.
-    """
-    rows = config["analysis"]["rank_rows"]
-    return 1 if isinstance(rows, int) and rows <= 5000 else 8
-
-
-def report_category(name):
-    return "Supplementary material" if name.startswith("sm_") else "Paper"
-
-
-def report_labels(name):
-    kind, _, number = name.partition("_") if name.startswith("sm_") else ("", "", name)
-    item = number if kind else name
-    title = (
-        item.replace("table", "Table ").replace("figure", "Figure ").replace("_", " ")
-    )
-    return {"item": ("SM " if kind else "") + title}
+def corpus_data_dir(wildcards):
+    return corpus_dir(wildcards.dataset)
 
 
 # --------------------------------------------------------------------------------------------- the study

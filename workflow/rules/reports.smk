@@ -3,8 +3,7 @@
 # name, so `snakemake table2` or `snakemake figure2` builds exactly what that item needs.
 
 
-localrules:
-    plan,
+include: "helpers/reports.smk"
 
 
 for table_name in TABLES:
@@ -61,16 +60,3 @@ for figure_name in FIGURES:
         shell:
             "python -m softmax_bottleneck figure {params.name} --summary-dir results/summary "
             "--out reports/figures/{params.name} > {log} 2>&1"
-
-
-rule plan:
-    output:
-        "results/plan/training_jobs.csv",
-    log:
-        "logs/plan.log",
-    conda:
-        "../../envs/softmax-bottleneck.yaml"
-    params:
-        rows=training_plan(),
-    script:
-        "../scripts/plan.py"

@@ -3,6 +3,9 @@
 # that is killed (pre-emption, time limit) resumes from its last epoch when Snakemake retries it.
 
 
+include: "helpers/train.smk"
+
+
 rule train:
     input:
         corpus=corpus_files,
@@ -32,3 +35,17 @@ rule train:
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
         "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
+
+
+rule plan:
+    output:
+        "results/plan/training_jobs.csv",
+    log:
+        "logs/plan.log",
+    localrule: True
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        rows=training_plan(),
+    script:
+        "../scripts/plan.py"

@@ -1,0 +1,108 @@
+# Input functions, params and resources of workflow/rules/analysis.smk.
+
+import shlex
+
+
+def run_file(run, name):
+    return f"{run.dir}/{name}"
+
+
+def wordsim_files(wildcards):
+    return [f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS]
+
+
+def rank_rows(wildcards):
+    return str(config["analysis"]["rank_rows"])
+
+
+def record_arg(**fields):
+    """One ``--record key=value,...`` argument of ``softmax_bottleneck summarize``."""
+    text = ",".join(f"{key}={value}" for key, value in fields.items())
+    return f"--record {shlex.quote(text)}"
+
+
+def summary_records(wildcards):
+    """``--record`` arguments of a run summary: one per run of the experiment."""
+    return " ".join(
+        record_arg(
+            experiment=wildcards.experiment,
+            dataset=run.dataset,
+            variant=run.variant,
+            schedule=run.schedule,
+            seed=run.seed,
+            seed_kind=run.seed_kind,
+            metrics=run_file(run, "metrics.json"),
+            rank=run_file(run, "rank.json"),
+        )
+        for run in RUNS_BY_EXPERIMENT[wildcards.experiment]
+    )
+
+
+def summary_inputs(wildcards):
+    runs = RUNS_BY_EXPERIMENT[wildcards.experiment]
+    return [run_file(r, name) for r in runs for name in ("metrics.json", "rank.json")]
+
+
+def spectra_inputs(wildcards):
+    return [run_file(r, "spectrum.csv") for r in model_set("spectra")]
+
+
+def spectra_records(wildcards):
+    return " ".join(
+        record_arg(
+            dataset=r.dataset, variant=r.variant, csv=run_file(r, "spectrum.csv")
+        )
+        for r in model_set("spectra")
+    )
+
+
+def wordsim_inputs(wildcards):
+    return [run_file(r, "wordsim.csv") for r in model_set("wordsim")]
+
+
+def wordsim_records(wildcards):
+    return " ".join(
+        record_arg(dataset=r.dataset, variant=r.variant, csv=run_file(r, "wordsim.csv"))
+        for r in model_set("wordsim")
+    )
+
+
+def top5_inputs(wildcards):
+    return [run_file(r, "top5.csv") for r in top5_models().values()]
+
+
+def top5_records(wildcards):
+    return " ".join(
+        record_arg(model=name, csv=run_file(r, "top5.csv"))
+        for name, r in top5_models().items()
+    )
+
+
+def robustness_checkpoint(wildcards):
+    return run_file(robustness_model(), "model.pt")
+
+
+def robustness_data_dir(wildcards):
+    return corpus_dir(robustness_model().dataset)
+
+
+def robustness_corpus(wildcards):
+    return [f"{corpus_dir(robustness_model().dataset)}/{split}.txt" for split in SPLITS]
+
+
+def robustness_corpus_cache(wildcards):
+    return f"resources/corpus/{robustness_model().dataset}.pt"
+
+
+def analyze_mem_mb(wildcards, attempt):
+    """Host memory of the log-P → rank step (streamed; the exact SVD holds a float64 Gram or matrix)."""
+    return (24000 if wildcards.dataset == "ptb" else 32000) * attempt
+
+
+def analyze_threads(wildcards):
+    """CPU threads of the log-P → rank step: 1 for a few hundred rows, 8 for the paper's matrices.
+
+    The log-P pass runs on the GPU; the threads serve the CPU side of the float64 SVD/Gram.
+    """
+    rows = config["analysis"]["rank_rows"]
+    return 1 if isinstance(rows, int) and rows <= 5000 else 8
