@@ -13,9 +13,6 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
-
-
 report: "workflow/report/workflow.rst"
 
 
@@ -29,7 +26,8 @@ wildcard_constraints:
     variant="|".join(presets.variants()),
     schedule="|".join(presets.SCHEDULES),
     seed=r"\d+",
-    tag="|".join(re.escape(tag) for tag in TAGS),
+    runid="|".join(re.escape(runid) for runid in RUNIDS),
+    rows=r"reference|full|\d+",
     experiment="|".join(RUN_EXPERIMENTS),
 
 

@@ -2,17 +2,13 @@
 
 import shlex
 
-
-def run_file(run, name):
-    return f"{run.dir}/{name}"
+RANK = f"rank-{rank_rows()}.json"
+SPECTRUM = f"spectrum-{rank_rows()}.csv"
+ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
 
 
 def wordsim_files(wildcards):
     return [f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS]
-
-
-def rank_rows(wildcards):
-    return str(config["analysis"]["rank_rows"])
 
 
 def record_arg(**fields):
@@ -32,7 +28,7 @@ def summary_records(wildcards):
             seed=run.seed,
             seed_kind=run.seed_kind,
             metrics=run_file(run, "metrics.json"),
-            rank=run_file(run, "rank.json"),
+            rank=run_file(run, RANK),
         )
         for run in RUNS_BY_EXPERIMENT[wildcards.experiment]
     )
@@ -40,18 +36,16 @@ def summary_records(wildcards):
 
 def summary_inputs(wildcards):
     runs = RUNS_BY_EXPERIMENT[wildcards.experiment]
-    return [run_file(r, name) for r in runs for name in ("metrics.json", "rank.json")]
+    return [run_file(r, name) for r in runs for name in ("metrics.json", RANK)]
 
 
 def spectra_inputs(wildcards):
-    return [run_file(r, "spectrum.csv") for r in model_set("spectra")]
+    return [run_file(r, SPECTRUM) for r in model_set("spectra")]
 
 
 def spectra_records(wildcards):
     return " ".join(
-        record_arg(
-            dataset=r.dataset, variant=r.variant, csv=run_file(r, "spectrum.csv")
-        )
+        record_arg(dataset=r.dataset, variant=r.variant, csv=run_file(r, SPECTRUM))
         for r in model_set("spectra")
     )
 
@@ -78,20 +72,8 @@ def top5_records(wildcards):
     )
 
 
-def robustness_checkpoint(wildcards):
-    return run_file(robustness_model(), "model.pt")
-
-
-def robustness_data_dir(wildcards):
-    return corpus_dir(robustness_model().dataset)
-
-
-def robustness_corpus(wildcards):
-    return [f"{corpus_dir(robustness_model().dataset)}/{split}.txt" for split in SPLITS]
-
-
-def robustness_corpus_cache(wildcards):
-    return f"resources/corpus/{robustness_model().dataset}.pt"
+def robustness_result(wildcards):
+    return run_file(robustness_model(), f"{ROBUSTNESS}/robustness.csv")
 
 
 def analyze_mem_mb(wildcards, attempt):

@@ -10,15 +10,15 @@ FIGURES = list(FIGURE_REQUIRES)
 
 
 def summary_files(names):
-    return [f"results/summary/{name}" for name in names]
+    return [f"{RESULTS}/summary/{name}" for name in names]
 
 
 def table_outputs(name):
-    return [f"reports/tables/{name}.csv", f"reports/tables/{name}.md"]
+    return [f"{REPORTS}/tables/{name}.csv", f"{REPORTS}/tables/{name}.md"]
 
 
 def figure_outputs(name):
-    return [f"reports/figures/{name}.pdf", f"reports/figures/{name}.png"]
+    return [f"{REPORTS}/figures/{name}.pdf", f"{REPORTS}/figures/{name}.png"]
 
 
 def all_reports():
@@ -38,3 +38,13 @@ def report_labels(name):
         item.replace("table", "Table ").replace("figure", "Figure ").replace("_", " ")
     )
     return {"item": ("SM " if kind else "") + title}
+
+
+def summary_dir(wildcards):
+    """This configuration's summary folder (also for items that read no summary, e.g. Figure 1)."""
+    return f"{RESULTS}/summary"
+
+
+def output_prefix(wildcards, output):
+    """``<reports>/tables/NAME`` of ``NAME.csv``: the ``--out`` prefix of ``table``/``figure``."""
+    return os.path.splitext(output[0])[0]

@@ -19,11 +19,16 @@ def train_sets(wildcards):
     )
 
 
+def paper_seconds_per_epoch(run):
+    """(V100 seconds per epoch, the reported variant it is taken from; 0 s when none)."""
+    seconds, time_of = costs.seconds_per_epoch(run.dataset, run.variant)
+    return (0.0, "") if math.isnan(seconds) else (seconds, time_of)
+
+
 def train_gpu_hours(run):
-    """Projected V100 GPU-hours of one run: the paper's seconds per epoch (§11.4) × epochs."""
-    hp = presets.resolve(run.dataset, run.variant, run.schedule, run_overrides(run))
-    seconds, _ = costs.seconds_per_epoch(run.dataset, run.variant)
-    return hp["epochs"] * seconds / 3600.0
+    """Projected V100 GPU-hours of one run: the paper's seconds per epoch (Table 2) × epochs."""
+    seconds, _ = paper_seconds_per_epoch(run)
+    return resolved_hyperparameters(run)["epochs"] * seconds / 3600.0
 
 
 def train_runtime(wildcards, attempt):
@@ -51,8 +56,7 @@ def training_plan():
             members[run.dir].append("analysis")
     rows = []
     for path, run in TRAIN_JOBS.items():
-        seconds, time_of = costs.seconds_per_epoch(run.dataset, run.variant)
-        hp = presets.resolve(run.dataset, run.variant, run.schedule, run_overrides(run))
+        seconds, time_of = paper_seconds_per_epoch(run)
         rows.append(
             dict(
                 run=path,
@@ -63,9 +67,16 @@ def training_plan():
                 seed=run.seed,
                 seed_kind=run.seed_kind,
                 tag=run.tag,
-                epochs=hp["epochs"],
+                runid=run.runid,
+                epochs=resolved_hyperparameters(run)["epochs"],
                 v100_s_per_epoch=seconds,
+                time_of=time_of,
                 gpu_hours=round(train_gpu_hours(run), 4),
             )
         )
     return rows
+
+
+def finished_runs(wildcards):
+    """Run folders of the plan whose model is already trained."""
+    return [path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")]
