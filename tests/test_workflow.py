@@ -2,13 +2,19 @@
 
 * the paper config's dry run plans the expected training jobs and every table/figure target, and
   a single target plans only the runs its summary needs;
-* a bad config fails at parse time, before any job, naming the key;
+* run identity: every run folder carries the hash of its resolved hyper-parameters, seed and data
+  (checked against an independent computation), the paper and small configs share no run folder
+  and write their summaries, tables and figures under their own roots;
+* a bad or incomplete config fails at parse time, before any job, in one line naming file and key;
 * ``snakemake --lint`` and ``snakefmt --check`` are clean;
-* (slow) the small scale runs end to end from the data mirror and every report file parses.
+* (slow) the small scale runs end to end from the data mirror and every report file parses; then,
+  on its results, the rerun policy: the paper config still plans every training job, a whitespace
+  edit of the train rule and a figure-code edit retrain nothing, ``-F``/``-R train`` keep the models.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -24,6 +30,7 @@ import pytest
 import yaml
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
 from softmax_bottleneck.report import figures, tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,16 +128,30 @@ def test_configs_expected_run_counts():
     assert len(expected_training_runs(load(SMALL_CONFIG))) == SMALL_TRAIN_JOBS
 
 
-def test_schema_variants_and_seeds_match_the_presets():
+def test_schema_keeps_no_list_of_variants_and_seeds_match_the_presets():
     schema = load(SCHEMA)
-    assert schema["$defs"]["variant"]["enum"] == list(presets.variants())
+    # variants are checked against the registry (plug-in layers too), never against a copy
+    assert "enum" not in schema["$defs"]["variant"]
     config = load(PAPER_CONFIG)
     for dataset in presets.DATASETS:
         for family, variant in (("softmax", "softmax"), ("mixture", "mos")):
             assert config["seeds"]["authors"][dataset][family] == presets.resolve(dataset, variant)["seed"]
-    hp_keys = set(schema["$defs"]["hyperparameters"]["properties"])
-    assert hp_keys <= presets.known_keys(), hp_keys - presets.known_keys()
-    assert "seed" not in hp_keys  # seeds come from `seeds:` only
+
+
+def test_config_readme_documents_every_builtin_hyperparameter():
+    readme = (ROOT / "config" / "README.md").read_text()
+    keys = set(presets.hyperparameters()) - {"seed"}
+    missing = sorted(k for k in keys if f"`{k}`" not in readme)
+    assert not missing, f"config/README.md does not explain {missing}"
+
+
+def test_shipped_configs_are_complete():
+    """Every key the schema knows is set in both shipped files (a user copies one of them)."""
+    schema = load(SCHEMA)
+    for path in (PAPER_CONFIG, SMALL_CONFIG):
+        config = load(path)
+        assert set(schema["required"]) <= set(config), path
+        assert set(schema["properties"]) == set(config), path
 
 
 def test_random_seeds_are_recorded_as_drawn():
@@ -193,16 +214,87 @@ def test_small_dry_run(tmp_path):
     assert counts["train"] == SMALL_TRAIN_JOBS
 
 
-def test_plan_target_lists_the_training_jobs(tmp_path):
-    result = snakemake(tmp_path, "--cores", "1", "plan")
+def test_plan_prints_and_lists_the_training_jobs(tmp_path):
+    result = snakemake(tmp_path, "plan")  # no --cores: profiles/default sets them
     assert result.returncode == 0, result.stderr
+    assert f"{PAPER_TRAIN_JOBS} training jobs" in result.stdout  # the summary reaches the terminal
     plan = pd.read_csv(tmp_path / "results" / "plan" / "training_jobs.csv")
     assert len(plan) == PAPER_TRAIN_JOBS and plan["run"].is_unique
-    # the paper's V100 epoch times × epochs (spec §11.4): E1 alone is ≈ 2,900 GPU-hours
+    # the paper's V100 epoch times × epochs (Table 2): E1 alone is ≈ 2,900 GPU-hours
     main = plan[plan["experiments"].str.split().map(lambda e: "main" in e)]
     assert 2800 < main["gpu_hours"].sum() < 3000
     shared = plan[plan["experiments"].str.contains("gss_grid") & plan["experiments"].str.contains("main")]
     assert set(shared["tag"]) == {"default"} and len(shared) == 2  # the grid's preset points are E1's runs
+    again = snakemake(tmp_path, "plan")  # printed again although the CSV is up to date
+    assert again.returncode == 0 and f"{PAPER_TRAIN_JOBS} training jobs" in again.stdout
+
+
+#: run-folder tags of both shipped configs -> the experiment's overrides they stand for
+TAG_OVERRIDES = {
+    "default": {},
+    "K3": {"n_experts": 3},
+    "dropoutl0.0": {"dropoutl": 0.0},
+    "c0.0_k3.0": {"gss_c": 0.0, "gss_k": 3.0},
+}
+
+
+def expected_run_hash(row, config) -> str:
+    """The run hash recomputed from config/README.md's definition: SHA-256 of the canonical JSON of
+    the resolved hyper-parameters (+ seed) and the corpus files' SHA-256, first 8 hex digits."""
+    overrides_cfg = config["model_overrides"]
+    overrides = dict(overrides_cfg.get("all") or {})
+    overrides.update((overrides_cfg.get("families") or {}).get(presets.family(row["variant"])) or {})
+    overrides.update((overrides_cfg.get("variants") or {}).get(row["variant"]) or {})
+    overrides.update(TAG_OVERRIDES[row["tag"]])
+    hp = presets.resolve(row["dataset"], row["variant"], row["schedule"], overrides)
+    hp["seed"] = int(row["seed"])
+    data = {s: FILES[f"{CORPUS_DIRS[row['dataset']]}/{s}.txt"].sha256 for s in ("train", "valid", "test")}
+    text = json.dumps({"hyperparameters": hp, "data": data}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def test_run_folders_carry_the_hash_of_everything_that_determines_the_run(tmp_path):
+    """Paper and small configs: the hash in each run folder matches an independent computation, the
+    two configs share no run folder, and each writes its plan under its own root."""
+    plans = {}
+    for name, path in (("paper", PAPER_CONFIG), ("small", SMALL_CONFIG)):
+        result = snakemake(tmp_path, "training_plan", configfile=path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        root = tmp_path / "results" / ("plan" if name == "paper" else "small/plan")
+        plans[name] = pd.read_csv(root / "training_jobs.csv")
+    assert len(plans["paper"]) == PAPER_TRAIN_JOBS and len(plans["small"]) == SMALL_TRAIN_JOBS
+    assert not set(plans["paper"]["run"]) & set(plans["small"]["run"])
+    for name, path in (("paper", PAPER_CONFIG), ("small", SMALL_CONFIG)):
+        config = load(path)
+        sample = plans[name][plans[name]["tag"].isin(list(TAG_OVERRIDES))]
+        assert set(sample["tag"]) == set(TAG_OVERRIDES)
+        for row in sample.to_dict("records"):
+            assert row["run"].endswith(f"/{row['tag']}-{expected_run_hash(row, config)}"), row["run"]
+
+
+def test_hyperparameters_decide_the_run_folder_not_their_spelling(tmp_path):
+    """lr: 30 (int) and lr: 30.0 are the same run; lr: 20 is another one."""
+    folders = {}
+    for label, lr in (("int", 30), ("float", 30.0), ("other", 20.0)):
+        config = load(SMALL_CONFIG)
+        config["model_overrides"]["all"]["lr"] = lr
+        path = tmp_path / f"{label}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        work = tmp_path / label
+        work.mkdir()
+        result = snakemake(work, "training_plan", configfile=path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        folders[label] = set(pd.read_csv(work / "results" / "small" / "plan" / "training_jobs.csv")["run"])
+    assert folders["int"] == folders["float"]
+    assert not folders["int"] & folders["other"]
+
+
+def test_train_rule_sets_no_retries():
+    """A rule's own retries would override the SLURM profile's (#8.10); the profiles decide."""
+    text = (ROOT / "workflow" / "rules" / "train.smk").read_text()
+    rule = text[text.index("rule train:") : text.index("rule training_plan:")]
+    assert "retries" not in rule
+    assert "retries" not in (yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text()))
 
 
 # --------------------------------------------------------------------------------------------- bad configs
@@ -251,6 +343,43 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, case):
     for needle in needles:
         assert needle in output, f"{needle!r} not in:\n{output[-3000:]}"
     assert "Job stats" not in output and not (work / "results").exists()
+
+
+@pytest.mark.parametrize("key", ["seeds/random", "analysis", "analysis/rank_rows"])
+def test_incomplete_config_fails_naming_the_key_and_the_file(tmp_path, key):
+    """A --configfile is the whole config: nothing is filled in from config/config.yaml (#8.3; a
+    small.yaml without seeds/random used to plan 177 paper-seeded training jobs instead of 65)."""
+    config = load(SMALL_CONFIG)
+    *parents, last = key.split("/")
+    node = config
+    for part in parents:
+        node = node[part]
+    del node[last]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "plan", configfile=path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert f"mine.yaml: missing key {key} " in output, output[-3000:]
+    assert "Traceback" not in output and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("seeds:\n  random: [1, 2\nexperiments: {}\n", "config/config.yaml, line 3, column "),
+        ("", "config/config.yaml: the file is empty"),
+        ("- a\n- b\n", "config/config.yaml, line 1: expected keys at the top level"),
+    ],
+)
+def test_default_config_syntax_errors_name_the_file_and_the_line(tmp_path, text, needle):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(text)
+    cmd = [*SNAKEMAKE, "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and needle in output, output[-3000:]
+    assert "Traceback" not in output
 
 
 # --------------------------------------------------------------------------------------------- style
