@@ -405,44 +405,86 @@ def test_every_report_item_has_a_caption():
 
 
 # --------------------------------------------------------------------------------------------- end to end
-def check_reports(workdir: Path) -> None:
-    """Every table (CSV + Markdown) and figure (PDF + PNG) exists and parses."""
+def check_reports(workdir: Path, subdir: str) -> None:
+    """Every table (CSV + Markdown) and figure (PDF + PNG) of a config exists and parses."""
+    reports, results = workdir / "reports" / subdir, workdir / "results" / subdir
     for name in tables.REQUIRES:
-        csv = workdir / "reports" / "tables" / f"{name}.csv"
-        frame = pd.read_csv(csv)
-        assert len(frame.columns) > 0, csv
-        md = (workdir / "reports" / "tables" / f"{name}.md").read_text()
+        frame = pd.read_csv(reports / "tables" / f"{name}.csv")
+        assert len(frame.columns) > 0, name
+        md = (reports / "tables" / f"{name}.md").read_text()
         assert md.strip(), name
     for name in figures.REQUIRES:
-        pdf = (workdir / "reports" / "figures" / f"{name}.pdf").read_bytes()
-        png = (workdir / "reports" / "figures" / f"{name}.png").read_bytes()
+        pdf = (reports / "figures" / f"{name}.pdf").read_bytes()
+        png = (reports / "figures" / f"{name}.png").read_bytes()
         assert pdf.startswith(b"%PDF-") and len(pdf) > 1000, name
         assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000, name
-    for summary in (workdir / "results" / "summary").glob("*.csv"):
+    for summary in (results / "summary").glob("*.csv"):
         assert len(pd.read_csv(summary)) > 0, summary
+
+
+UPSTREAM_RULES = ("train", "analyze", "wordsim", "qualitative", "robustness_logp", "robustness")
+SMALL = "--configfile config/small.yaml --config data_mirror=../shared/data"
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
 def test_small_scale_end_to_end(tmp_path):
-    work = tmp_path / "small"
-    work.mkdir()
-    config = ["--config", f"data_mirror={MIRROR}"]
-    result = snakemake(work, "--cores", "2", *config, configfile=SMALL_CONFIG, timeout=1800)
+    """The README's small-scale command, as written, in a scratch copy of the repository; then the
+    README commands that need its results, and the rerun policy on them."""
+    from test_readme import SMALL_SCALE, run_in, run_small_scale_commands, scratch_repo
+
+    repo = scratch_repo(tmp_path)
+    result = run_in(repo, SMALL_SCALE, timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
-    check_reports(work)
+    check_reports(repo, "small")
     # every training job ran once, with its benchmark; the E12 log-P slice was temporary
-    assert len(list((work / "results" / "runs").rglob("model.pt"))) == SMALL_TRAIN_JOBS
-    assert len(list((work / "benchmarks" / "train").rglob("*.tsv"))) == SMALL_TRAIN_JOBS
-    assert not (work / "results" / "analysis" / "robustness" / "logp.npy").exists()
-    assert not list((work / "results" / "runs").rglob(".resume"))
-    metrics = json.loads(next((work / "results" / "runs").rglob("metrics.json")).read_text())
+    models = sorted((repo / "results" / "runs").rglob("model.pt"))
+    assert len(models) == SMALL_TRAIN_JOBS
+    assert len(list((repo / "benchmarks" / "train").rglob("*.tsv"))) == SMALL_TRAIN_JOBS
+    assert not list((repo / "results" / "runs").rglob("logp.npy"))
+    assert not list((repo / "results" / "runs").rglob(".resume"))
+    metrics = json.loads(next((repo / "results" / "runs").rglob("metrics.json")).read_text())
     assert metrics["epochs_run"] == 3
+    # nothing of the small scale stands in for the paper's outputs
+    assert not (repo / "reports" / "tables").exists() and not (repo / "results" / "summary").exists()
     # nothing left to do
-    again = snakemake(work, "-n", *config, configfile=SMALL_CONFIG)
+    again = run_in(repo, f"snakemake -n {SMALL}")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
-    # the HTML report bundles every table and figure
-    report = snakemake(work, "--report", "reports/report.html", *config, configfile=SMALL_CONFIG)
-    assert report.returncode == 0, report.stderr[-3000:]
-    html = (work / "reports" / "report.html").read_text(errors="replace")
-    assert len(html) > 10_000
+    # the README's commands on these results (report, costs, logs); the report bundles every item
+    run_small_scale_commands(repo)
+    assert (repo / "reports" / "small" / "report.zip").stat().st_size > 10_000
+    check_rerun_policy(repo, models, run_in)
+
+
+def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
+    """#8.1-8.2 on the finished small scale (cheaper than a second small-scale run)."""
+    # the paper config still plans every training job and renders every item (nothing from small runs)
+    paper = planned_jobs(run_in(repo, "snakemake -n --quiet rules"))
+    assert paper["train"] == PAPER_TRAIN_JOBS
+    assert all(paper.get(name) == 1 for name in [*tables.REQUIRES, *figures.REQUIRES]), paper
+    # an edit of the figure code re-renders the figures and retrains / re-analyses nothing
+    figure_code = Path(figures.__file__)
+    stat = figure_code.stat()
+    try:
+        os.utime(figure_code, (stat.st_atime, stat.st_mtime + 3600 * 24 * 365))
+        touched = planned_jobs(run_in(repo, f"snakemake -n --quiet rules {SMALL}"))
+    finally:
+        os.utime(figure_code, (stat.st_atime, stat.st_mtime))
+    assert all(touched.get(name) == 1 for name in figures.REQUIRES), touched
+    assert not set(UPSTREAM_RULES) & set(touched), touched
+    # -F and -R train keep a finished model: the job refuses, the file is untouched
+    model = models[0]
+    digest, mtime = hashlib.sha256(model.read_bytes()).hexdigest(), model.stat().st_mtime
+    target = model.relative_to(repo)
+    for force in ("-F", "-R train"):
+        forced = run_in(repo, f"snakemake {target} --cores 1 {force} {SMALL}")
+        assert forced.returncode != 0, forced.stdout[-3000:]
+        assert "refusing to retrain the finished run" in forced.stdout + forced.stderr
+        assert hashlib.sha256(model.read_bytes()).hexdigest() == digest and model.stat().st_mtime == mtime
+    # a whitespace edit of the train rule's command retrains nothing
+    train = repo / "workflow" / "rules" / "train.smk"
+    text = train.read_text()
+    assert '"python -m softmax_bottleneck train ' in text
+    train.write_text(text.replace('"python -m softmax_bottleneck train ', '"python  -m softmax_bottleneck train ', 1))
+    edited = run_in(repo, f"snakemake -n {SMALL}")
+    assert edited.returncode == 0 and "Nothing to be done" in edited.stdout + edited.stderr, edited.stdout[-3000:]
