@@ -1,19 +1,19 @@
 # softmax-bottleneck: end-to-end reproduction of Parthiban, Mao & Inkpen, "On the Softmax Bottleneck
 # of Recurrent Language Models" (AAAI 2021). Rules call the package's CLI (python -m softmax_bottleneck).
 #
-#   snakemake -n                                   plan the full study (config/config.yaml)
+#   snakemake -n                                   dry run of the full study (config/config.yaml)
+#   snakemake plan                                 print the training plan (jobs, GPU-hours)
 #   snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data
 #   snakemake table2 | figure2 | reports/tables/table2.md   build one item and only what it needs
 #   snakemake --report reports/report.html         bundle every table and figure
 #
-# See config/README.md for every config key and docs/workflow.md for usage.
+# Targets go right after `snakemake` (--configfile and --config swallow what follows them).
+# See config/README.md for every config key and README.md ("Running the workflow") for usage,
+# run identity and the rerun policy.
 
 from snakemake.utils import min_version
 
 min_version("9.0")
-
-
-configfile: "config/config.yaml"
 
 
 report: "workflow/report/workflow.rst"
@@ -29,7 +29,8 @@ wildcard_constraints:
     variant="|".join(presets.variants()),
     schedule="|".join(presets.SCHEDULES),
     seed=r"\d+",
-    tag="|".join(re.escape(tag) for tag in TAGS),
+    runid="|".join(re.escape(runid) for runid in RUNIDS),
+    rows=r"reference|full|\d+",
     experiment="|".join(RUN_EXPERIMENTS),
 
 

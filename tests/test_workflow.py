@@ -2,13 +2,19 @@
 
 * the paper config's dry run plans the expected training jobs and every table/figure target, and
   a single target plans only the runs its summary needs;
-* a bad config fails at parse time, before any job, naming the key;
+* run identity: every run folder carries the hash of its resolved hyper-parameters, seed and data
+  (checked against an independent computation), the paper and small configs share no run folder
+  and write their summaries, tables and figures under their own roots;
+* a bad or incomplete config fails at parse time, before any job, in one line naming file and key;
 * ``snakemake --lint`` and ``snakefmt --check`` are clean;
-* (slow) the small scale runs end to end from the data mirror and every report file parses.
+* (slow) the small scale runs end to end from the data mirror and every report file parses; then,
+  on its results, the rerun policy: the paper config still plans every training job, a whitespace
+  edit of the train rule and a figure-code edit retrain nothing, ``-F``/``-R train`` keep the models.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -24,6 +30,7 @@ import pytest
 import yaml
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
 from softmax_bottleneck.report import figures, tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,16 +128,30 @@ def test_configs_expected_run_counts():
     assert len(expected_training_runs(load(SMALL_CONFIG))) == SMALL_TRAIN_JOBS
 
 
-def test_schema_variants_and_seeds_match_the_presets():
+def test_schema_keeps_no_list_of_variants_and_seeds_match_the_presets():
     schema = load(SCHEMA)
-    assert schema["$defs"]["variant"]["enum"] == list(presets.variants())
+    # variants are checked against the registry (plug-in layers too), never against a copy
+    assert "enum" not in schema["$defs"]["variant"]
     config = load(PAPER_CONFIG)
     for dataset in presets.DATASETS:
         for family, variant in (("softmax", "softmax"), ("mixture", "mos")):
             assert config["seeds"]["authors"][dataset][family] == presets.resolve(dataset, variant)["seed"]
-    hp_keys = set(schema["$defs"]["hyperparameters"]["properties"])
-    assert hp_keys <= presets.known_keys(), hp_keys - presets.known_keys()
-    assert "seed" not in hp_keys  # seeds come from `seeds:` only
+
+
+def test_config_readme_documents_every_builtin_hyperparameter():
+    readme = (ROOT / "config" / "README.md").read_text()
+    keys = set(presets.hyperparameters()) - {"seed"}
+    missing = sorted(k for k in keys if f"`{k}`" not in readme)
+    assert not missing, f"config/README.md does not explain {missing}"
+
+
+def test_shipped_configs_are_complete():
+    """Every key the schema knows is set in both shipped files (a user copies one of them)."""
+    schema = load(SCHEMA)
+    for path in (PAPER_CONFIG, SMALL_CONFIG):
+        config = load(path)
+        assert set(schema["required"]) <= set(config), path
+        assert set(schema["properties"]) == set(config), path
 
 
 def test_random_seeds_are_recorded_as_drawn():
@@ -193,16 +214,87 @@ def test_small_dry_run(tmp_path):
     assert counts["train"] == SMALL_TRAIN_JOBS
 
 
-def test_plan_target_lists_the_training_jobs(tmp_path):
-    result = snakemake(tmp_path, "--cores", "1", "plan")
+def test_plan_prints_and_lists_the_training_jobs(tmp_path):
+    result = snakemake(tmp_path, "plan")  # no --cores: profiles/default sets them
     assert result.returncode == 0, result.stderr
+    assert f"{PAPER_TRAIN_JOBS} training jobs" in result.stdout  # the summary reaches the terminal
     plan = pd.read_csv(tmp_path / "results" / "plan" / "training_jobs.csv")
     assert len(plan) == PAPER_TRAIN_JOBS and plan["run"].is_unique
-    # the paper's V100 epoch times × epochs (spec §11.4): E1 alone is ≈ 2,900 GPU-hours
+    # the paper's V100 epoch times × epochs (Table 2): E1 alone is ≈ 2,900 GPU-hours
     main = plan[plan["experiments"].str.split().map(lambda e: "main" in e)]
     assert 2800 < main["gpu_hours"].sum() < 3000
     shared = plan[plan["experiments"].str.contains("gss_grid") & plan["experiments"].str.contains("main")]
     assert set(shared["tag"]) == {"default"} and len(shared) == 2  # the grid's preset points are E1's runs
+    again = snakemake(tmp_path, "plan")  # printed again although the CSV is up to date
+    assert again.returncode == 0 and f"{PAPER_TRAIN_JOBS} training jobs" in again.stdout
+
+
+#: run-folder tags of both shipped configs -> the experiment's overrides they stand for
+TAG_OVERRIDES = {
+    "default": {},
+    "K3": {"n_experts": 3},
+    "dropoutl0.0": {"dropoutl": 0.0},
+    "c0.0_k3.0": {"gss_c": 0.0, "gss_k": 3.0},
+}
+
+
+def expected_run_hash(row, config) -> str:
+    """The run hash recomputed from config/README.md's definition: SHA-256 of the canonical JSON of
+    the resolved hyper-parameters (+ seed) and the corpus files' SHA-256, first 8 hex digits."""
+    overrides_cfg = config["model_overrides"]
+    overrides = dict(overrides_cfg.get("all") or {})
+    overrides.update((overrides_cfg.get("families") or {}).get(presets.family(row["variant"])) or {})
+    overrides.update((overrides_cfg.get("variants") or {}).get(row["variant"]) or {})
+    overrides.update(TAG_OVERRIDES[row["tag"]])
+    hp = presets.resolve(row["dataset"], row["variant"], row["schedule"], overrides)
+    hp["seed"] = int(row["seed"])
+    data = {s: FILES[f"{CORPUS_DIRS[row['dataset']]}/{s}.txt"].sha256 for s in ("train", "valid", "test")}
+    text = json.dumps({"hyperparameters": hp, "data": data}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def test_run_folders_carry_the_hash_of_everything_that_determines_the_run(tmp_path):
+    """Paper and small configs: the hash in each run folder matches an independent computation, the
+    two configs share no run folder, and each writes its plan under its own root."""
+    plans = {}
+    for name, path in (("paper", PAPER_CONFIG), ("small", SMALL_CONFIG)):
+        result = snakemake(tmp_path, "training_plan", configfile=path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        root = tmp_path / "results" / ("plan" if name == "paper" else "small/plan")
+        plans[name] = pd.read_csv(root / "training_jobs.csv")
+    assert len(plans["paper"]) == PAPER_TRAIN_JOBS and len(plans["small"]) == SMALL_TRAIN_JOBS
+    assert not set(plans["paper"]["run"]) & set(plans["small"]["run"])
+    for name, path in (("paper", PAPER_CONFIG), ("small", SMALL_CONFIG)):
+        config = load(path)
+        sample = plans[name][plans[name]["tag"].isin(list(TAG_OVERRIDES))]
+        assert set(sample["tag"]) == set(TAG_OVERRIDES)
+        for row in sample.to_dict("records"):
+            assert row["run"].endswith(f"/{row['tag']}-{expected_run_hash(row, config)}"), row["run"]
+
+
+def test_hyperparameters_decide_the_run_folder_not_their_spelling(tmp_path):
+    """lr: 30 (int) and lr: 30.0 are the same run; lr: 20 is another one."""
+    folders = {}
+    for label, lr in (("int", 30), ("float", 30.0), ("other", 20.0)):
+        config = load(SMALL_CONFIG)
+        config["model_overrides"]["all"]["lr"] = lr
+        path = tmp_path / f"{label}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        work = tmp_path / label
+        work.mkdir()
+        result = snakemake(work, "training_plan", configfile=path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        folders[label] = set(pd.read_csv(work / "results" / "small" / "plan" / "training_jobs.csv")["run"])
+    assert folders["int"] == folders["float"]
+    assert not folders["int"] & folders["other"]
+
+
+def test_train_rule_sets_no_retries():
+    """A rule's own retries would override the SLURM profile's (#8.10); the profiles decide."""
+    text = (ROOT / "workflow" / "rules" / "train.smk").read_text()
+    rule = text[text.index("rule train:") : text.index("rule training_plan:")]
+    assert "retries" not in rule
+    assert "retries" not in (yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text()))
 
 
 # --------------------------------------------------------------------------------------------- bad configs
@@ -253,6 +345,43 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, case):
     assert "Job stats" not in output and not (work / "results").exists()
 
 
+@pytest.mark.parametrize("key", ["seeds/random", "analysis", "analysis/rank_rows"])
+def test_incomplete_config_fails_naming_the_key_and_the_file(tmp_path, key):
+    """A --configfile is the whole config: nothing is filled in from config/config.yaml (#8.3; a
+    small.yaml without seeds/random used to plan 177 paper-seeded training jobs instead of 65)."""
+    config = load(SMALL_CONFIG)
+    *parents, last = key.split("/")
+    node = config
+    for part in parents:
+        node = node[part]
+    del node[last]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "plan", configfile=path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert f"mine.yaml: missing key {key} " in output, output[-3000:]
+    assert "Traceback" not in output and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("seeds:\n  random: [1, 2\nexperiments: {}\n", "config/config.yaml, line 3, column "),
+        ("", "config/config.yaml: the file is empty"),
+        ("- a\n- b\n", "config/config.yaml, line 1: expected keys at the top level"),
+    ],
+)
+def test_default_config_syntax_errors_name_the_file_and_the_line(tmp_path, text, needle):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(text)
+    cmd = [*SNAKEMAKE, "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and needle in output, output[-3000:]
+    assert "Traceback" not in output
+
+
 # --------------------------------------------------------------------------------------------- style
 def test_snakemake_lint_is_clean():
     result = snakemake(ROOT, "--lint")
@@ -276,44 +405,86 @@ def test_every_report_item_has_a_caption():
 
 
 # --------------------------------------------------------------------------------------------- end to end
-def check_reports(workdir: Path) -> None:
-    """Every table (CSV + Markdown) and figure (PDF + PNG) exists and parses."""
+def check_reports(workdir: Path, subdir: str) -> None:
+    """Every table (CSV + Markdown) and figure (PDF + PNG) of a config exists and parses."""
+    reports, results = workdir / "reports" / subdir, workdir / "results" / subdir
     for name in tables.REQUIRES:
-        csv = workdir / "reports" / "tables" / f"{name}.csv"
-        frame = pd.read_csv(csv)
-        assert len(frame.columns) > 0, csv
-        md = (workdir / "reports" / "tables" / f"{name}.md").read_text()
+        frame = pd.read_csv(reports / "tables" / f"{name}.csv")
+        assert len(frame.columns) > 0, name
+        md = (reports / "tables" / f"{name}.md").read_text()
         assert md.strip(), name
     for name in figures.REQUIRES:
-        pdf = (workdir / "reports" / "figures" / f"{name}.pdf").read_bytes()
-        png = (workdir / "reports" / "figures" / f"{name}.png").read_bytes()
+        pdf = (reports / "figures" / f"{name}.pdf").read_bytes()
+        png = (reports / "figures" / f"{name}.png").read_bytes()
         assert pdf.startswith(b"%PDF-") and len(pdf) > 1000, name
         assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000, name
-    for summary in (workdir / "results" / "summary").glob("*.csv"):
+    for summary in (results / "summary").glob("*.csv"):
         assert len(pd.read_csv(summary)) > 0, summary
+
+
+UPSTREAM_RULES = ("train", "analyze", "wordsim", "qualitative", "robustness_logp", "robustness")
+SMALL = "--configfile config/small.yaml --config data_mirror=../shared/data"
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
 def test_small_scale_end_to_end(tmp_path):
-    work = tmp_path / "small"
-    work.mkdir()
-    config = ["--config", f"data_mirror={MIRROR}"]
-    result = snakemake(work, "--cores", "2", *config, configfile=SMALL_CONFIG, timeout=1800)
+    """The README's small-scale command, as written, in a scratch copy of the repository; then the
+    README commands that need its results, and the rerun policy on them."""
+    from test_readme import SMALL_SCALE, run_in, run_small_scale_commands, scratch_repo
+
+    repo = scratch_repo(tmp_path)
+    result = run_in(repo, SMALL_SCALE, timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
-    check_reports(work)
+    check_reports(repo, "small")
     # every training job ran once, with its benchmark; the E12 log-P slice was temporary
-    assert len(list((work / "results" / "runs").rglob("model.pt"))) == SMALL_TRAIN_JOBS
-    assert len(list((work / "benchmarks" / "train").rglob("*.tsv"))) == SMALL_TRAIN_JOBS
-    assert not (work / "results" / "analysis" / "robustness" / "logp.npy").exists()
-    assert not list((work / "results" / "runs").rglob(".resume"))
-    metrics = json.loads(next((work / "results" / "runs").rglob("metrics.json")).read_text())
+    models = sorted((repo / "results" / "runs").rglob("model.pt"))
+    assert len(models) == SMALL_TRAIN_JOBS
+    assert len(list((repo / "benchmarks" / "train").rglob("*.tsv"))) == SMALL_TRAIN_JOBS
+    assert not list((repo / "results" / "runs").rglob("logp.npy"))
+    assert not list((repo / "results" / "runs").rglob(".resume"))
+    metrics = json.loads(next((repo / "results" / "runs").rglob("metrics.json")).read_text())
     assert metrics["epochs_run"] == 3
+    # nothing of the small scale stands in for the paper's outputs
+    assert not (repo / "reports" / "tables").exists() and not (repo / "results" / "summary").exists()
     # nothing left to do
-    again = snakemake(work, "-n", *config, configfile=SMALL_CONFIG)
+    again = run_in(repo, f"snakemake -n {SMALL}")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
-    # the HTML report bundles every table and figure
-    report = snakemake(work, "--report", "reports/report.html", *config, configfile=SMALL_CONFIG)
-    assert report.returncode == 0, report.stderr[-3000:]
-    html = (work / "reports" / "report.html").read_text(errors="replace")
-    assert len(html) > 10_000
+    # the README's commands on these results (report, costs, logs); the report bundles every item
+    run_small_scale_commands(repo)
+    assert (repo / "reports" / "small" / "report.zip").stat().st_size > 10_000
+    check_rerun_policy(repo, models, run_in)
+
+
+def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
+    """#8.1-8.2 on the finished small scale (cheaper than a second small-scale run)."""
+    # the paper config still plans every training job and renders every item (nothing from small runs)
+    paper = planned_jobs(run_in(repo, "snakemake -n --quiet rules"))
+    assert paper["train"] == PAPER_TRAIN_JOBS
+    assert all(paper.get(name) == 1 for name in [*tables.REQUIRES, *figures.REQUIRES]), paper
+    # an edit of the figure code re-renders the figures and retrains / re-analyses nothing
+    figure_code = Path(figures.__file__)
+    stat = figure_code.stat()
+    try:
+        os.utime(figure_code, (stat.st_atime, stat.st_mtime + 3600 * 24 * 365))
+        touched = planned_jobs(run_in(repo, f"snakemake -n --quiet rules {SMALL}"))
+    finally:
+        os.utime(figure_code, (stat.st_atime, stat.st_mtime))
+    assert all(touched.get(name) == 1 for name in figures.REQUIRES), touched
+    assert not set(UPSTREAM_RULES) & set(touched), touched
+    # -F and -R train keep a finished model: the job refuses, the file is untouched
+    model = models[0]
+    digest, mtime = hashlib.sha256(model.read_bytes()).hexdigest(), model.stat().st_mtime
+    target = model.relative_to(repo)
+    for force in ("-F", "-R train"):
+        forced = run_in(repo, f"snakemake {target} --cores 1 {force} {SMALL}")
+        assert forced.returncode != 0, forced.stdout[-3000:]
+        assert "refusing to retrain the finished run" in forced.stdout + forced.stderr
+        assert hashlib.sha256(model.read_bytes()).hexdigest() == digest and model.stat().st_mtime == mtime
+    # a whitespace edit of the train rule's command retrains nothing
+    train = repo / "workflow" / "rules" / "train.smk"
+    text = train.read_text()
+    assert '"python -m softmax_bottleneck train ' in text
+    train.write_text(text.replace('"python -m softmax_bottleneck train ', '"python  -m softmax_bottleneck train ', 1))
+    edited = run_in(repo, f"snakemake -n {SMALL}")
+    assert edited.returncode == 0 and "Nothing to be done" in edited.stdout + edited.stderr, edited.stdout[-3000:]

@@ -1,8 +1,12 @@
 # Analyses of the trained models: log-P matrix → Press' and ε-effective ranks and the spectrum
-# (every run, spec §8-9), word similarity (E6), top-5 predictions (E5), robustness of Press' rank
-# (E12), and the small summary tables under results/summary/ that every table and figure reads.
-# The log-P matrices are streamed into the rank and never written, except E12's 10,000-row slice,
-# which is temp().
+# (every run), word similarity (E6), top-5 predictions (E5), robustness of Press' rank (E12), and
+# this configuration's small summary tables (<results>/summary/) that every table and figure reads.
+# Analysis outputs live in the run folder, named by the rows they use (rank-<rows>.json), so every
+# configuration that asks for the same analysis of the same model shares it. The log-P matrices are
+# streamed into the rank and never written, except E12's slice, which is temp().
+
+
+include: "helpers/analysis.smk"
 
 
 localrules:
@@ -10,20 +14,21 @@ localrules:
     summarize_spectra,
     summarize_wordsim,
     summarize_top5,
+    summarize_robustness,
 
 
 rule analyze:
     input:
         model=f"{RUN_DIR}/model.pt",
-        corpus=corpus_files,
-        cache="resources/corpus/{dataset}.pt",
+        corpus=ancient_corpus,
+        cache=ancient_corpus_cache,
     output:
-        rank=f"{RUN_DIR}/rank.json",
-        spectrum=f"{RUN_DIR}/spectrum.csv",
+        rank=f"{RUN_DIR}/rank-{{rows}}.json",
+        spectrum=f"{RUN_DIR}/spectrum-{{rows}}.csv",
     log:
-        f"logs/analyze/{RUN_LOG}.log",
+        f"logs/analyze/{RUN_LOG}-{{rows}}.log",
     benchmark:
-        f"benchmarks/analyze/{RUN_LOG}.tsv"
+        f"benchmarks/analyze/{RUN_LOG}-{{rows}}.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: analyze_threads
@@ -33,11 +38,10 @@ rule analyze:
         runtime=120,
     params:
         data=corpus_data_dir,
-        rows=rank_rows,
     shell:
         "python -m softmax_bottleneck gpu-lease -- "
         "python -m softmax_bottleneck analyze --checkpoint {input.model} --data {params.data} "
-        "--corpus-cache {input.cache} --rows {params.rows} --out-json {output.rank} "
+        "--corpus-cache {input.cache} --rows {wildcards.rows} --out-json {output.rank} "
         "--out-spectrum {output.spectrum} > {log} 2>&1"
 
 
@@ -63,8 +67,8 @@ rule wordsim:
 rule qualitative:
     input:
         model=f"{RUN_DIR}/model.pt",
-        corpus=corpus_files,
-        cache="resources/corpus/{dataset}.pt",
+        corpus=ancient_corpus,
+        cache=ancient_corpus_cache,
     output:
         f"{RUN_DIR}/top5.csv",
     log:
@@ -86,17 +90,17 @@ rule qualitative:
 
 rule robustness_logp:
     input:
-        model=robustness_checkpoint,
-        corpus=robustness_corpus,
-        cache=robustness_corpus_cache,
+        model=f"{RUN_DIR}/model.pt",
+        corpus=ancient_corpus,
+        cache=ancient_corpus_cache,
     output:
-        logp=temp("results/analysis/robustness/logp.npy"),
-        rank="results/analysis/robustness/rank.json",
-        spectrum="results/analysis/robustness/spectrum.csv",
+        logp=temp(f"{RUN_DIR}/robustness-{{rows}}/logp.npy"),
+        rank=f"{RUN_DIR}/robustness-{{rows}}/rank.json",
+        spectrum=f"{RUN_DIR}/robustness-{{rows}}/spectrum.csv",
     log:
-        "logs/robustness_logp.log",
+        f"logs/robustness_logp/{RUN_LOG}-{{rows}}.log",
     benchmark:
-        "benchmarks/robustness_logp.tsv"
+        f"benchmarks/robustness_logp/{RUN_LOG}-{{rows}}.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: 4
@@ -105,43 +109,41 @@ rule robustness_logp:
         mem_mb=16000,
         runtime=60,
     params:
-        data=robustness_data_dir,
-        rows=config["analysis"]["robustness"]["rows"],
+        data=corpus_data_dir,
     shell:
         "python -m softmax_bottleneck gpu-lease -- "
         "python -m softmax_bottleneck analyze --checkpoint {input.model} --data {params.data} "
-        "--corpus-cache {input.cache} --rows {params.rows} --save-logp {output.logp} --out-json {output.rank} "
-        "--out-spectrum {output.spectrum} > {log} 2>&1"
+        "--corpus-cache {input.cache} --rows {wildcards.rows} --save-logp {output.logp} "
+        "--out-json {output.rank} --out-spectrum {output.spectrum} > {log} 2>&1"
 
 
 rule robustness:
     input:
-        "results/analysis/robustness/logp.npy",
+        f"{RUN_DIR}/robustness-{{rows}}/logp.npy",
     output:
-        "results/summary/robustness.csv",
+        f"{RUN_DIR}/robustness-{{rows}}/robustness.csv",
     log:
-        "logs/robustness.log",
+        f"logs/robustness/{RUN_LOG}-{{rows}}.log",
     benchmark:
-        "benchmarks/robustness.tsv"
+        f"benchmarks/robustness/{RUN_LOG}-{{rows}}.tsv"
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: 8
     resources:
         mem_mb=16000,
         runtime=240,
-    params:
-        rows=config["analysis"]["robustness"]["rows"],
     shell:
-        "python -m softmax_bottleneck robustness {input} --rows {params.rows} --out {output} > {log} 2>&1"
+        "python -m softmax_bottleneck robustness {input} --rows {wildcards.rows} --out {output} > {log} 2>&1"
 
 
 rule summarize_runs:
     input:
-        summary_inputs,
+        runs=summary_inputs,
+        code=rendering_code,
     output:
-        "results/summary/{experiment}.csv",
+        f"{RESULTS}/summary/{{experiment}}.csv",
     log:
-        "logs/summarize/{experiment}.log",
+        f"{LOGS}/summarize/{{experiment}}.log",
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -152,11 +154,12 @@ rule summarize_runs:
 
 rule summarize_spectra:
     input:
-        spectra_inputs,
+        spectra=spectra_inputs,
+        code=rendering_code,
     output:
-        "results/summary/spectra.csv",
+        f"{RESULTS}/summary/spectra.csv",
     log:
-        "logs/summarize/spectra.log",
+        f"{LOGS}/summarize/spectra.log",
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -167,11 +170,12 @@ rule summarize_spectra:
 
 rule summarize_wordsim:
     input:
-        wordsim_inputs,
+        wordsim=wordsim_inputs,
+        code=rendering_code,
     output:
-        "results/summary/wordsim.csv",
+        f"{RESULTS}/summary/wordsim.csv",
     log:
-        "logs/summarize/wordsim.log",
+        f"{LOGS}/summarize/wordsim.log",
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -182,14 +186,28 @@ rule summarize_wordsim:
 
 rule summarize_top5:
     input:
-        top5_inputs,
+        top5=top5_inputs,
+        code=rendering_code,
     output:
-        "results/summary/top5.csv",
+        f"{RESULTS}/summary/top5.csv",
     log:
-        "logs/summarize/top5.log",
+        f"{LOGS}/summarize/top5.log",
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
         records=top5_records,
     shell:
         "python -m softmax_bottleneck summarize --kind top5 --out {output} {params.records} > {log} 2>&1"
+
+
+rule summarize_robustness:
+    input:
+        robustness_result,
+    output:
+        f"{RESULTS}/summary/robustness.csv",
+    log:
+        f"{LOGS}/summarize/robustness.log",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    shell:
+        "cp {input} {output} 2> {log}"

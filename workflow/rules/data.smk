@@ -2,6 +2,9 @@
 # by SHA-256 (softmax_bottleneck.corpora.download). `data_mirror: DIR` copies from a local folder instead.
 
 
+include: "helpers/data.smk"
+
+
 localrules:
     fetch_corpus,
     fetch_wordsim,

@@ -1,10 +1,11 @@
-# Every table and figure of the paper and its SM (spec §14), rendered from the small summary tables:
-# tables as reports/tables/<name>.{csv,md}, figures as reports/figures/<name>.{pdf,png}. One rule per
-# name, so `snakemake table2` or `snakemake figure2` builds exactly what that item needs.
+# Every table and figure of the paper and its SM, rendered from this configuration's small summary
+# tables: tables as <reports>/tables/<name>.{csv,md}, figures as <reports>/figures/<name>.{pdf,png}
+# (<reports> is reports/, or reports/<output_subdir>/ for a configuration other than the paper's).
+# One rule per name, so `snakemake table2` or `snakemake figure2` builds exactly what that item
+# needs. The rendering code is an input: editing it re-renders, and retrains or re-analyses nothing.
 
 
-localrules:
-    plan,
+include: "helpers/reports.smk"
 
 
 for table_name in TABLES:
@@ -13,26 +14,29 @@ for table_name in TABLES:
         name:
             table_name
         input:
-            summary_files(TABLE_REQUIRES[table_name]),
+            summaries=summary_files(TABLE_REQUIRES[table_name]),
+            code=rendering_code,
         output:
             csv=report(
-                f"reports/tables/{table_name}.csv",
+                f"{REPORTS}/tables/{table_name}.csv",
                 caption=f"../report/{table_name}.rst",
                 category=report_category(table_name),
                 subcategory="Tables",
                 labels=report_labels(table_name),
             ),
-            md=f"reports/tables/{table_name}.md",
+            md=f"{REPORTS}/tables/{table_name}.md",
         log:
-            f"logs/tables/{table_name}.log",
+            f"{LOGS}/tables/{table_name}.log",
         localrule: True
         conda:
             "../../envs/softmax-bottleneck.yaml"
         params:
             name=table_name,
+            summary_dir=summary_dir,
+            out=output_prefix,
         shell:
-            "python -m softmax_bottleneck table {params.name} --summary-dir results/summary "
-            "--out reports/tables/{params.name} > {log} 2>&1"
+            "python -m softmax_bottleneck table {params.name} --summary-dir {params.summary_dir} "
+            "--out {params.out} > {log} 2>&1"
 
 
 for figure_name in FIGURES:
@@ -41,36 +45,26 @@ for figure_name in FIGURES:
         name:
             figure_name
         input:
-            summary_files(FIGURE_REQUIRES[figure_name]),
+            summaries=summary_files(FIGURE_REQUIRES[figure_name]),
+            code=rendering_code,
         output:
-            pdf=f"reports/figures/{figure_name}.pdf",
+            pdf=f"{REPORTS}/figures/{figure_name}.pdf",
             png=report(
-                f"reports/figures/{figure_name}.png",
+                f"{REPORTS}/figures/{figure_name}.png",
                 caption=f"../report/{figure_name}.rst",
                 category=report_category(figure_name),
                 subcategory="Figures",
                 labels=report_labels(figure_name),
             ),
         log:
-            f"logs/figures/{figure_name}.log",
+            f"{LOGS}/figures/{figure_name}.log",
         localrule: True
         conda:
             "../../envs/softmax-bottleneck.yaml"
         params:
             name=figure_name,
+            summary_dir=summary_dir,
+            out=output_prefix,
         shell:
-            "python -m softmax_bottleneck figure {params.name} --summary-dir results/summary "
-            "--out reports/figures/{params.name} > {log} 2>&1"
-
-
-rule plan:
-    output:
-        "results/plan/training_jobs.csv",
-    log:
-        "logs/plan.log",
-    conda:
-        "../../envs/softmax-bottleneck.yaml"
-    params:
-        rows=training_plan(),
-    script:
-        "../scripts/plan.py"
+            "python -m softmax_bottleneck figure {params.name} --summary-dir {params.summary_dir} "
+            "--out {params.out} > {log} 2>&1"

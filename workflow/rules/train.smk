@@ -1,21 +1,32 @@
-# Training: one job per dataset × variant × schedule × seed × overrides (the run folder is the run's
-# identity). The trainer keeps its resume state in <run>/.resume/ (not a declared output), so a job
-# that is killed (pre-emption, time limit) resumes from its last epoch when Snakemake retries it.
+# Training: one job per run folder (dataset × variant × schedule × seed × <swept values>-<hash>).
+# The trainer keeps its resume state in <run>/.resume/ (not a declared output), so a job that is
+# killed (pre-emption, time limit, Ctrl-C) resumes from its last epoch when it runs again.
+#
+# A finished run is never redone by accident (README, "Rerun policy"): its outputs are protected()
+# (read-only) and update() (Snakemake never deletes them before a job), and the command refuses to
+# overwrite a finished model.pt, e.g. under `snakemake -F` or `-R train`. To retrain a run on
+# purpose, delete its folder.
+
+
+include: "helpers/train.smk"
+
+
+localrules:
+    plan,
 
 
 rule train:
     input:
-        corpus=corpus_files,
-        cache="resources/corpus/{dataset}.pt",
+        corpus=ancient_corpus,
+        cache=ancient_corpus_cache,
     output:
-        model=f"{RUN_DIR}/model.pt",
-        metrics=f"{RUN_DIR}/metrics.json",
-        curve=f"{RUN_DIR}/curve.csv",
+        model=protected(update(f"{RUN_DIR}/model.pt")),
+        metrics=protected(update(f"{RUN_DIR}/metrics.json")),
+        curve=protected(update(f"{RUN_DIR}/curve.csv")),
     log:
         f"logs/train/{RUN_LOG}.log",
     benchmark:
         f"benchmarks/train/{RUN_LOG}.tsv"
-    retries: 2
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: 1
@@ -28,7 +39,37 @@ rule train:
         sets=train_sets,
         out=RUN_DIR,
     shell:
+        "if [ -e {output.model} ]; then echo 'refusing to retrain the finished run {params.out}: "
+        "delete that folder to retrain it on purpose (README, Rerun policy)' | tee -a {log} >&2; exit 1; fi; "
         "python -m softmax_bottleneck gpu-lease -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
         "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
+
+
+rule training_plan:
+    output:
+        f"{RESULTS}/plan/training_jobs.csv",
+    log:
+        f"{LOGS}/plan/training_jobs.log",
+    localrule: True
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        rows=training_plan(),
+    script:
+        "../scripts/plan.py"
+
+
+rule plan:
+    """Print the training plan (jobs, projected GPU-hours, what is already trained)."""
+    input:
+        rules.training_plan.output,
+    log:
+        f"{LOGS}/plan/summary.log",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        done=finished_runs,
+    script:
+        "../scripts/plan_summary.py"

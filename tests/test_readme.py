@@ -1,0 +1,174 @@
+"""Every shell command in the README's ``bash`` code blocks works exactly as written (issue #11.1).
+
+The commands run in a scratch copy of the repository (``../shared`` beside it, the test's venv as
+``.venv``), with the working directory at its root, as a user types them:
+
+* Snakemake commands run as dry runs (``-n`` added right after ``snakemake``), except ``snakemake
+  plan``, which is cheap and runs for real;
+* install chains (``python3 -m venv .venv && .venv/bin/pip install ...``): pip resolves the install
+  (``--dry-run``) in the test's venv, and what follows the install runs as above; the test command
+  (install, then pytest) must be the one ``.ci/run`` runs, so CI executes it;
+* commands that need the small scale's results (the report, ``costs``, the log commands) run in
+  the slow end-to-end test (tests/test_workflow.py) after it ran the README's small-scale command;
+* only the commands that start a real SLURM cluster or need the paper-scale (GPU) outputs are
+  skipped, listed in :data:`NEEDS_SLURM_OR_GPUS`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MIRROR = ROOT.parent / "shared" / "data"
+VENV = Path(sys.executable).parent.parent
+
+#: commands that need a real SLURM cluster (root daemons) or the paper-scale models (GPU-weeks)
+NEEDS_SLURM_OR_GPUS = {
+    "STATE=/tmp/slurm-ci/state bash .ci/slurm/start_cluster.sh": "starts a SLURM cluster (tests/test_slurm.py)",
+    "STATE=/tmp/slurm-ci/state bash .ci/slurm/stop_cluster.sh": "stops a SLURM cluster (tests/test_slurm.py)",
+    "snakemake --report reports/report.html": "needs every paper-scale table and figure (GPU-weeks)",
+}
+#: commands that need the small scale's results: run by test_small_scale_end_to_end after it
+NEEDS_SMALL_SCALE_RESULTS = {
+    "tail -f logs/train/ptb/mos/et/seed28/default-*.log",
+    "ls -t logs/train/*/*/*/*/*.log | head",
+    "snakemake --report reports/small/report.zip --configfile config/small.yaml",
+    "python -m softmax_bottleneck costs --benchmarks benchmarks",
+    "python -m softmax_bottleneck costs --benchmarks benchmarks --out reports/costs.md",
+    "snakemake plan && python -m softmax_bottleneck costs --benchmarks benchmarks"
+    " --plan results/plan/training_jobs.csv",
+}
+#: the README's command that runs the small scale for real (in the slow end-to-end test)
+SMALL_SCALE = "snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data"
+INSTALL = re.compile(r"^python3 -m venv \.venv && (?P<pip>\.venv/bin/pip install [^&]+?)\s*(?:&& (?P<rest>.+))?$")
+
+
+def readme_commands(text: str | None = None) -> list[str]:
+    """Shell commands of the ```bash blocks: continuation lines joined, comments dropped, in order."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    commands: list[str] = []
+    for block in re.findall(r"^```(?:bash|sh|shell)\n(.*?)^```", text, flags=re.M | re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            line = re.sub(r"\s+", " ", line)
+            if line and not line.startswith("#") and line not in commands:
+                commands.append(line)
+    return commands
+
+
+def scratch_repo(dest: Path) -> Path:
+    """A copy of the repository's workflow files at ``dest/repo`` with ``../shared``, ``src`` and ``.venv``."""
+    repo = dest / "repo"
+    repo.mkdir(parents=True)
+    for name in ("Snakefile", "workflow", "config", "profiles", "envs", ".ci", "README.md", "pyproject.toml"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, repo / name)
+    shutil.copy(ROOT / "requirements.lock", repo)
+    (repo / "src").symlink_to(ROOT / "src")
+    (repo / ".venv").symlink_to(VENV)
+    (dest / "shared").symlink_to(MIRROR.parent)
+    return repo
+
+
+def dry(command: str) -> str:
+    """``snakemake ...`` -> ``snakemake -n ...`` (every snakemake of a chain), except ``snakemake plan``."""
+    if re.search(r"(^| )(-n|--dry-run)( |$)", command):
+        return command
+    return re.sub(r"(^|&& )((?:\.venv/bin/)?snakemake)(?! plan\b)", r"\1\2 -n", command)
+
+
+def run_in(repo: Path, command: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_readme_has_the_two_fresh_machine_commands_on_top():
+    top = readme_commands(README.read_text(encoding="utf-8").split("## Running the workflow")[0])
+    assert len(top) == 2
+    assert INSTALL.match(top[0]) and top[0].endswith(SMALL_SCALE.replace("snakemake", ".venv/bin/snakemake", 1))
+    assert INSTALL.match(top[1]) and top[1].endswith("&& .venv/bin/pytest")
+
+
+def test_ci_runs_the_readmes_test_command():
+    test_command = readme_commands()[1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert test_command in ci.splitlines(), "the README's test command is not a line of .ci/run"
+
+
+def test_every_listed_command_is_in_the_readme():
+    commands = set(readme_commands())
+    listed = set(NEEDS_SLURM_OR_GPUS) | NEEDS_SMALL_SCALE_RESULTS | {SMALL_SCALE}
+    assert listed <= commands, listed - commands
+
+
+def test_the_lock_pins_every_dependency_and_the_conda_env_agrees():
+    """requirements.lock pins every declared dependency (and the test extras) to one version, and
+    envs/softmax-bottleneck.yaml pins the same versions (whether the lock installs is checked by
+    test_readme_command_works_as_written, with pip --dry-run)."""
+    import tomllib
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    lines = (ROOT / "requirements.lock").read_text().splitlines()
+    pins = {norm(k): v for k, v in (line.split("==") for line in lines if line and not line.startswith("#"))}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    names = {norm(re.match(r"[A-Za-z0-9_.-]+", d).group(0)) for d in declared}
+    assert names <= set(pins), names - set(pins)
+    env = (ROOT / "envs" / "softmax-bottleneck.yaml").read_text()
+    conda_pins = dict(re.findall(r"^\s+- ([A-Za-z0-9_.-]+)==(\S+)$", env, flags=re.M))
+    assert conda_pins and all(pins[norm(k)] == v for k, v in conda_pins.items()), conda_pins
+    not_in_rules = {"snakemake", "snakemake-executor-plugin-slurm", "pytest", "snakefmt", "ruff"}
+    assert set(map(norm, conda_pins)) >= names - not_in_rules  # what the rules' commands import
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return scratch_repo(tmp_path_factory.mktemp("readme"))
+
+
+FAST = [
+    c
+    for c in readme_commands()
+    if c not in NEEDS_SLURM_OR_GPUS and c not in NEEDS_SMALL_SCALE_RESULTS and not c.endswith("&& .venv/bin/pytest")
+]
+
+
+@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@pytest.mark.parametrize("command", FAST)
+def test_readme_command_works_as_written(repo, command):
+    install = INSTALL.match(command)
+    if install:  # the venv is this test's (.venv); pip resolves the install without changing it
+        pip = install.group("pip").replace("pip install", "pip install --dry-run", 1)
+        resolved = run_in(repo, pip)
+        assert resolved.returncode == 0, f"{pip}\n{(resolved.stdout + resolved.stderr)[-4000:]}"
+        if not install.group("rest"):
+            return
+        command = install.group("rest")
+    result = run_in(repo, dry(command))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{dry(command)}\n{output[-4000:]}"
+    assert "Traceback" not in output
+    if command == "snakemake plan":
+        assert "training jobs" in result.stdout  # the plan's summary reaches the terminal
+
+
+def run_small_scale_commands(repo: Path) -> None:
+    """The README commands that need the small scale's results, in a repo where it has run."""
+    for command in sorted(NEEDS_SMALL_SCALE_RESULTS):
+        if command.startswith("tail -f"):
+            result = run_in(repo, f"timeout 3 {command}")
+            assert result.returncode == 124 and "epoch" in result.stdout, result.stdout[-2000:] + result.stderr
+            continue
+        result = run_in(repo, command)
+        assert result.returncode == 0, f"{command}\n{(result.stdout + result.stderr)[-4000:]}"
+        assert "Traceback" not in result.stdout + result.stderr
