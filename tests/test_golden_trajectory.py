@@ -128,6 +128,9 @@ class Recorder:
             return
         tokens, log_prob = args[0].cpu(), output[0]
         length = tokens.size(0)
+        assert log_prob.shape == (*tokens.shape, module.vocab_size), (
+            "AWDLSTM.forward no longer returns [L, B, V] log-probabilities in training: adapt Recorder.post"
+        )
         assert tokens.size(1) == self.data.size(1), "the golden configurations use small_batch_size = batch_size"
         assert torch.equal(tokens, self.data[self.position : self.position + length]), (
             f"training batch {len(self.losses)} is not rows {self.position}.. of the batchified stream"
