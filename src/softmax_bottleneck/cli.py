@@ -30,7 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics or analyses into one summary CSV"),
     "table": ("softmax_bottleneck.report.tables", "render one table of the paper or SM, ours beside the paper's"),
     "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
-    "gpu-lease": ("softmax_bottleneck.cluster.gpu_lease", "run a command on a free local GPU slot (--per-gpu K jobs share a GPU)"),
+    "gpu-lease": (
+        "softmax_bottleneck.cluster.gpu_lease",
+        "run a command on a free local GPU slot (--per-gpu K jobs share a GPU)",
+    ),
     "costs": ("softmax_bottleneck.report.costs", "time and memory per rule, and training cost at paper scale"),
 }
 

@@ -23,8 +23,11 @@ for variant, group in proxies.groupby("variant"):
     lines.append(f"  {variant}: no time in the paper; projected with {group['time_of'].iloc[0]}'s")
 unknown = plan[plan["time_of"] == ""]
 if len(unknown):
-    lines.append(f"  {len(unknown)} jobs have no paper time and no proxy (counted as 0 h): {sorted(set(unknown['variant']))}")
-lines.append("Live logs while the workflow runs: tail -f logs/train/<dataset>/<variant>/<schedule>/seed<seed>/<run>.log")
+    names = sorted(set(unknown["variant"]))
+    lines.append(f"  {len(unknown)} jobs have no paper time and no proxy (counted as 0 h): {names}")
+lines.append(
+    "Live logs while the workflow runs: tail -f logs/train/<dataset>/<variant>/<schedule>/seed<seed>/<run>.log"
+)
 text = "\n".join(lines)
 print(text, flush=True)
 with open(snakemake.log[0], "w") as log:
