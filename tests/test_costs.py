@@ -218,8 +218,6 @@ def plugins(monkeypatch):
     ):
         cls = type(name, (OutputLayer,), {"forward": lambda self, c, w: self.logits(c, w).log_softmax(-1)})
         register_output_layer(name, display=name, family=family, cost_proxy=proxy)(cls)
-    monkeypatch.setattr(presets, "_variant_table", presets._variant_table.__wrapped__)
-    monkeypatch.setattr(presets, "layer_keys", presets.layer_keys.__wrapped__)
 
 
 def test_paper_times_are_table2s():
