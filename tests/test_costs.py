@@ -206,7 +206,6 @@ def test_cli_markdown_and_csv(bench, tmp_path):
 @pytest.fixture
 def plugins(monkeypatch):
     """Three layers registered only inside the test: softmax family, mixture family, and one with a cost proxy."""
-    from softmax_bottleneck import presets
     from softmax_bottleneck.models.output_layers import OutputLayer, register_output_layer
     from softmax_bottleneck.models.output_layers import registry as registry_module
 
