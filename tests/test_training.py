@@ -240,7 +240,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, ptb_cache, uninte
     ref_metrics, ref_model = uninterrupted
     assert [metrics[k] for k in PPL_KEYS] == [ref_metrics[k] for k in PPL_KEYS]
     assert all(torch.equal(model[k], ref_model[k]) for k in ref_model)
-    assert not (out / ".resume").exists()
+    assert [p.name for p in (out / ".resume").iterdir()] == ["final"]  # the large state.pt is gone
 
 
 def test_cli_rejects_a_wrong_vocabulary(tmp_path):
@@ -263,7 +263,12 @@ def test_train_function_writes_declared_outputs(tmp_path, ptb_cache):
         corpus_cache=ptb_cache,
         overrides={**TINY, "epochs": 1, "train_tokens": 3000, "valid_tokens": 500, "test_tokens": 500},
     )
-    assert {p.name for p in tmp_path.iterdir()} == {"model.pt", "metrics.json", "curve.csv"}
+    outputs = {"model.pt", "metrics.json", "curve.csv"}
+    assert {p.name for p in tmp_path.iterdir()} == outputs | {".resume"}
+    kept = tmp_path / ".resume" / "final"
+    assert {p.name for p in (tmp_path / ".resume").iterdir()} == {"final"}
+    assert {p.name for p in kept.iterdir()} == outputs  # hard links: the same files, no extra disk
+    assert all((tmp_path / name).samefile(kept / name) for name in outputs)
     assert metrics["tokens"] == {"train": 3000, "valid": 500, "test": 500}
     assert np.isclose(metrics["test_ppl"], math.exp(metrics["test_loss"]))
 
