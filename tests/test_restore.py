@@ -1,5 +1,6 @@
-"""A finished training is never lost: outputs deleted after it finished (what Snakemake does to a job killed
-before it saw it finish) are restored from ``.resume/final/`` on the rerun, verified, and nothing is retrained."""
+"""A finished training is never lost: outputs deleted after it finished (Snakemake removes the outputs of a job
+that failed, e.g. one killed by a time limit right after training) are restored from ``.resume/final/`` on the
+rerun, verified, and nothing is retrained."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ The fingerprint ties a state to one configuration and corpus; a state of another
 
 The kept final set ``.resume/final/``: a finished run's ``model.pt``, ``curve.csv`` and ``metrics.json``
 are written there first (one folder rename commits all three), then given their declared names as hard
-links. Snakemake deletes the declared outputs of a job it did not see finish (a job killed right after
-training); the next attempt finds the kept set, verifies it (:func:`verify_final`) and restores it
-(:func:`publish_final`) instead of training again.
+links. Snakemake removes the declared outputs of a job that failed ("they might be corrupted"), e.g. one
+killed by a time limit right after training finished; the next attempt finds the kept set, verifies it
+(:func:`verify_final`) and restores it (:func:`publish_final`) instead of training again.
 """
 
 from __future__ import annotations

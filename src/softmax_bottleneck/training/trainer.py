@@ -18,8 +18,8 @@ SIGTERM/SIGINT (then the process exits with status 143). Rerunning the same comm
 At the very end the outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are written to the kept final
 set ``<out>/.resume/final/`` (committed by one rename), ``state.pt`` is removed, and the outputs get
 their declared names as hard links. Rerunning a finished run whose declared outputs were deleted (what
-Snakemake does to a job killed before it saw it finish) verifies the kept set and restores them:
-nothing is trained again. A finished run is never trained over.
+Snakemake does to a job that failed, e.g. one killed right after training) verifies the kept set and
+restores them: nothing is trained again. A finished run is never trained over.
 """
 
 from __future__ import annotations
