@@ -275,3 +275,36 @@ def test_cli_restores_with_exit_0_and_one_line_then_refuses_a_tampered_model(tmp
     assert all(" INFO " in line for line in before)  # the corpus's progress lines
     assert last.startswith(f"train: {final / 'model.pt'}: SHA-256 ") and "nothing was restored" in last
     assert not (out / "model.pt").exists()
+
+
+# --------------------------------------------------------------------------- the same under Snakemake
+SNAKEFILE = """
+rule train:
+    output:  # the flags of workflow/rules/train.smk
+        model=protected(update("run/model.pt")),
+        metrics=protected(update("run/metrics.json")),
+        curve=protected(update("run/curve.csv")),
+    shell:
+        "if [ -e {{output.model}} ]; then echo refusing >&2; exit 1; fi; "
+        "{python} -m softmax_bottleneck train --dataset ptb --variant softmax --out run --device cpu "
+        "--corpus-cache {cache} {sets} >> train.log 2>&1; "
+        "if [ ! -e killed_once ]; then touch killed_once; exit 143; fi"  # killed right after training, once
+"""
+
+
+@pytest.mark.slow
+def test_snakemake_retry_of_a_job_killed_after_training_restores_instead_of_retraining(tmp_path, ptb_cache):
+    """Snakemake removes the outputs of the failed attempt; the retry restores them and trains nothing."""
+    settings = ["nemb=8", "nhid=16", "batch_size=4", "small_batch_size=2", "bptt=10", "epochs=1",
+                "train_tokens=2000", "valid_tokens=500", "test_tokens=500"]  # fmt: skip
+    sets = " ".join(f"--set {s}" for s in settings)
+    (tmp_path / "Snakefile").write_text(SNAKEFILE.format(python=sys.executable, cache=ptb_cache, sets=sets))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    snakemake = [sys.executable, "-m", "snakemake", "-c1", "--retries", "1"]
+    result = subprocess.run(snakemake, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Removing output files of failed job train" in result.stdout + result.stderr
+    log = (tmp_path / "train.log").read_text()
+    assert log.count("training ptb/softmax") == 1 and log.count("restored the finished run from") == 1, log
+    final = tmp_path / "run" / ".resume" / "final"
+    assert all((tmp_path / "run" / name).samefile(final / name) for name in OUTPUTS)
