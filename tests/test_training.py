@@ -17,15 +17,16 @@ import torch
 from conftest import REPO, TINY, tiny_corpus
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.models.output_layers import output_layer, output_layers
 from softmax_bottleneck.training.checkpoint import load_model
 from softmax_bottleneck.training.trainer import AveragedWeights, Trainer, asgd_trigger, train
 
 PPL_KEYS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")
 
 
-def _train(tmp_path, variant="softmax", schedule="et", corpus=None, **overrides):
-    hp = presets.resolve("ptb", variant, schedule, {**TINY, **overrides})
-    trainer = Trainer(dataset="ptb", variant=variant, hp=hp, corpus=corpus or tiny_corpus(), out_dir=tmp_path)
+def _train(tmp_path, variant="softmax", schedule="et", corpus=None, dataset="ptb", **overrides):
+    hp = presets.resolve(dataset, variant, schedule, {**TINY, **overrides})
+    trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus or tiny_corpus(), out_dir=tmp_path)
     return trainer.fit()
 
 
@@ -76,13 +77,19 @@ def test_tiny_model_overfits_tiny_corpus(tmp_path):
     assert metrics["valid_ppl"] < 12 / 3
 
 
-@pytest.mark.parametrize("variant", ["ss", "gss", "lms_plif", "lms_plif_frozen", "mos", "moc"])
+@pytest.mark.parametrize("variant", presets.variants())  # from the registry: a new layer is covered by itself
 def test_every_variant_trains_and_reloads(tmp_path, variant):
-    metrics = _train(tmp_path, variant=variant, epochs=2, switch_epoch=1)
+    info = presets.variant_info(variant)
+    metrics = _train(tmp_path, variant=variant, dataset=info.datasets[0], epochs=2, switch_epoch=1)
     assert math.isfinite(metrics["test_ppl"]) and metrics["switch_epoch"] == 1
     model, meta = load_model(tmp_path / "model.pt")
     assert meta["variant"] == variant and meta["vocab"][0] == "w0"
+    assert type(model.output_layer) is output_layer(info.output_layer).cls
     assert sum(p.numel() for p in model.parameters()) == metrics["parameters"]
+
+
+def test_every_registered_layer_is_a_variant_of_the_training_test():
+    assert set(output_layers()) <= {presets.variant_info(v).output_layer for v in presets.variants()}
 
 
 def test_frozen_plif_slopes_stay_at_init(tmp_path):
@@ -233,7 +240,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, ptb_cache, uninte
     ref_metrics, ref_model = uninterrupted
     assert [metrics[k] for k in PPL_KEYS] == [ref_metrics[k] for k in PPL_KEYS]
     assert all(torch.equal(model[k], ref_model[k]) for k in ref_model)
-    assert not (out / ".resume").exists()
+    assert [p.name for p in (out / ".resume").iterdir()] == ["final"]  # the large state.pt is gone
 
 
 def test_cli_rejects_a_wrong_vocabulary(tmp_path):
@@ -256,7 +263,12 @@ def test_train_function_writes_declared_outputs(tmp_path, ptb_cache):
         corpus_cache=ptb_cache,
         overrides={**TINY, "epochs": 1, "train_tokens": 3000, "valid_tokens": 500, "test_tokens": 500},
     )
-    assert {p.name for p in tmp_path.iterdir()} == {"model.pt", "metrics.json", "curve.csv"}
+    outputs = {"model.pt", "metrics.json", "curve.csv"}
+    assert {p.name for p in tmp_path.iterdir()} == outputs | {".resume"}
+    kept = tmp_path / ".resume" / "final"
+    assert {p.name for p in (tmp_path / ".resume").iterdir()} == {"final"}
+    assert {p.name for p in kept.iterdir()} == outputs  # hard links: the same files, no extra disk
+    assert all((tmp_path / name).samefile(kept / name) for name in outputs)
     assert metrics["tokens"] == {"train": 3000, "valid": 500, "test": 500}
     assert np.isclose(metrics["test_ppl"], math.exp(metrics["test_loss"]))
 

@@ -2,14 +2,19 @@
 
 A temporary file is written beside the target, flushed to disk and renamed onto it (``os.replace``),
 so a crash or a killed job never leaves a half-written file that Snakemake could take for finished.
-torch is imported only by :func:`atomic_torch_save`: table and figure code uses this module too.
+:func:`atomic_link` gives an existing file a second name the same way (a hard link, or a copy where
+the file system has none). torch is imported only by :func:`atomic_torch_save`: table and figure
+code uses this module too.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import secrets
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,3 +82,45 @@ def atomic_torch_save(obj, path: str | os.PathLike) -> None:
 
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
+
+
+#: ``os.link`` errors that mean "no hard link here" (another file system, none supported, too many links)
+_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
+
+
+def atomic_link(src: str | os.PathLike, dst: str | os.PathLike) -> str:
+    """Make ``dst`` the content of ``src`` atomically; returns ``"link"`` or ``"copy"``.
+
+    A hard link to ``src`` under a temporary name is renamed onto ``dst`` (no data is written, both names
+    then share one file); where the file system cannot link, an atomic copy (:func:`atomic_path`).
+    """
+    src, dst = Path(src), Path(dst)
+    tmp = dst.parent / f".{dst.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        os.link(src, tmp)
+    except OSError as err:
+        if err.errno not in _NO_LINK:
+            raise
+        with atomic_path(dst) as copy:
+            shutil.copyfile(src, copy)
+        return "copy"
+    try:
+        os.replace(tmp, dst)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return "link"
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Flush a folder's entries (new names, renames) to disk; a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

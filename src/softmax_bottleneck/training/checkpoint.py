@@ -53,7 +53,8 @@ def save_model(model, path, **meta) -> str:
     return file_sha256(path)
 
 
-def _reason(err: BaseException) -> str:
+def error_line(err: BaseException) -> str:
+    """The first line of an exception's message (at most 160 characters), for one-line errors."""
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
 
 
@@ -66,7 +67,7 @@ def recorded_sha256(path: Path) -> str | None:
         recorded = json.loads(metrics.read_text(encoding="utf-8")).get("model_sha256")
     except (ValueError, AttributeError, UnicodeDecodeError) as err:
         raise CheckpointError(
-            f"{metrics}: not a readable metrics file ({_reason(err)}), so {path} cannot be verified"
+            f"{metrics}: not a readable metrics file ({error_line(err)}), so {path} cannot be verified"
         ) from None
     if recorded is not None and not (isinstance(recorded, str) and len(recorded) == 64):
         raise CheckpointError(f"{metrics}: model_sha256 is not a SHA-256 ({recorded!r}), so {path} cannot be verified")
@@ -91,7 +92,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, text, a pickle with code in it, ...
-        raise CheckpointError(f"{path}: not a readable weights-only torch file ({_reason(err)})") from None
+        raise CheckpointError(f"{path}: not a readable weights-only torch file ({error_line(err)})") from None
     if not isinstance(blob, dict) or "format" not in blob:
         raise CheckpointError(f"{path}: not a softmax_bottleneck model checkpoint")
     if blob["format"] != MODEL_FORMAT:
@@ -125,7 +126,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", corp
         model = AWDLSTM(len(blob["vocab"]), blob["hyperparameters"])
         model.load_state_dict(blob["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{path}: weights do not fit the recorded hyper-parameters ({_reason(err)})") from None
+        raise CheckpointError(f"{path}: weights do not fit the recorded hyper-parameters ({error_line(err)})") from None
     model.to(device).eval()
     meta = {k: v for k, v in blob.items() if k != "state_dict"}
     return model, meta

@@ -5,13 +5,21 @@ uninterrupted run: the state holds the weights, the best weights so far, the opt
 averages), the hidden states of the accumulation chunks, the python/numpy/torch RNG states and every
 counter of :class:`Progress`.
 The fingerprint ties a state to one configuration and corpus; a state of another run is never resumed.
+
+The kept final set ``.resume/final/``: a finished run's ``model.pt``, ``curve.csv`` and ``metrics.json``
+are written there first (one folder rename commits all three), then given their declared names as hard
+links. Snakemake removes the declared outputs of a job that failed ("they might be corrupted"), e.g. one
+killed by a time limit right after training finished; the next attempt finds the kept set, verifies it
+(:func:`verify_final`) and restores it (:func:`publish_final`) instead of training again.
 """
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import math
+import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck.atomic import atomic_torch_save
+from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
+from softmax_bottleneck.training.checkpoint import CheckpointError, error_line, file_sha256, read_checkpoint
 
 RESUME_FORMAT = 2  # 2: weights-only loadable (RNG states as tensors/lists), best weights inside
 RESUME_KEYS = {"format", "fingerprint", "progress", "model", "optimizer", "hidden", "rng", "best"}
@@ -119,8 +128,7 @@ def load_resume(path: Path) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, plain text, a pickle with code in it, ...
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        raise ResumeError(f"{path}: not a readable resume state ({reason}); {_restart_hint(path)}") from None
+        raise ResumeError(f"{path}: not a readable resume state ({error_line(err)}); {_restart_hint(path)}") from None
     if not isinstance(blob, dict) or not RESUME_KEYS <= set(blob):
         raise ResumeError(f"{path}: not a resume state of this package; {_restart_hint(path)}")
     if blob["format"] != RESUME_FORMAT:
@@ -129,3 +137,87 @@ def load_resume(path: Path) -> dict:
             f"with the version that started it, or {_restart_hint(path)}"
         )
     return blob
+
+
+# --------------------------------------------------------------------------- the kept final set
+FINAL_DIR = "final"
+#: the declared outputs in the order they are published: ``model.pt`` last, because the workflow takes a
+#: run folder with a ``model.pt`` for trained (the train rule's guard, the plan), so it sees all or nothing
+PUBLISH_ORDER = ("curve.csv", "metrics.json", "model.pt")
+
+
+class FinalSetError(ValueError):
+    """A kept final set that cannot be used; one line naming the file. Nothing is restored, trained or deleted."""
+
+
+def _refuse(path: Path, problem: str, final: Path) -> FinalSetError:
+    return FinalSetError(
+        f"{path}: {problem}; nothing was restored, trained or deleted: check {final} (a finished training), then "
+        f"delete it to train this run again, or use another --out"
+    )
+
+
+def commit_final(staging: Path, final: Path) -> None:
+    """Make the complete outputs in ``staging`` the kept final set ``final``: one rename, all or nothing."""
+    if final.exists():
+        raise _refuse(final, "a kept finished run is already there, it is never overwritten", final)
+    fsync_dir(staging)
+    os.rename(staging, final)
+    fsync_dir(final.parent)
+
+
+def verify_final(final: Path, *, fingerprint: str, dataset: str, variant: str, hp: dict, vocab_sha256: str) -> dict:
+    """The metrics of the kept final set after checking that it is whole and this run's, else :class:`FinalSetError`.
+
+    Checks: the three files exist; ``metrics.json`` is JSON whose ``run_fingerprint`` is this run's;
+    ``curve.csv`` and ``model.pt`` have the SHA-256s it records; ``model.pt`` is a readable model of this
+    dataset, variant, hyper-parameters and vocabulary (weights-only load after the SHA-256 check).
+    """
+    for name in PUBLISH_ORDER:
+        if not (final / name).is_file():
+            raise _refuse(final / name, "missing from the kept finished run", final)
+    metrics_path = final / "metrics.json"
+    try:
+        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise _refuse(metrics_path, f"not a readable metrics file ({error_line(err)})", final) from None
+    if not isinstance(metrics, dict):
+        raise _refuse(metrics_path, "not a metrics file of this package", final)
+    if metrics.get("run_fingerprint") != fingerprint:
+        what = "/".join(str(metrics.get(k)) for k in ("dataset", "variant", "schedule", "seed"))
+        raise _refuse(metrics_path, f"the kept finished run ({what}) is of another configuration or corpus", final)
+    sha = metrics.get("model_sha256")
+    if not (isinstance(sha, str) and len(sha) == 64):
+        raise _refuse(metrics_path, "records no model_sha256, so the kept model cannot be verified", final)
+    curve = final / "curve.csv"
+    if file_sha256(curve) != metrics.get("curve_sha256"):
+        raise _refuse(curve, f"SHA-256 differs from curve_sha256 recorded in {metrics_path}", final)
+    try:
+        blob = read_checkpoint(final / "model.pt")  # checks model_sha256 of the metrics.json beside it first
+    except CheckpointError as err:
+        raise FinalSetError(f"{err}; nothing was restored, trained or deleted: check {final}, then delete it to "
+                            "train this run again, or use another --out") from None  # fmt: skip
+    if (blob["dataset"], blob["variant"], blob["hyperparameters"], blob["vocab_sha256"]) != (
+        dataset, variant, hp, vocab_sha256,
+    ):  # fmt: skip
+        raise _refuse(final / "model.pt", "a model of another configuration or vocabulary than its metrics.json", final)
+    return metrics
+
+
+def publish_final(final: Path, out_dir: Path) -> list[str]:
+    """Give the kept final set its declared names in ``out_dir`` (hard links, atomically); returns those it made.
+
+    A declared output that is already there must be the kept file's exact copy, else :class:`FinalSetError`
+    names it (it is never replaced).
+    """
+    for name in PUBLISH_ORDER:
+        target = out_dir / name
+        if target.exists() and not (os.path.samefile(target, final / name) or filecmp.cmp(target, final / name, False)):
+            raise _refuse(target, f"differs from the kept finished run's {final / name}", final)
+    made = []
+    for name in PUBLISH_ORDER:
+        if not (out_dir / name).exists():
+            atomic_link(final / name, out_dir / name)
+            made.append(name)
+    fsync_dir(out_dir)
+    return made

@@ -14,9 +14,12 @@ SGD iterates), with the authors' interval bookkeeping (:mod:`.intervals`).
 
 Crash safety (:mod:`.state`): the whole training state is written atomically to
 ``<out>/.resume/state.pt`` at most every ``checkpoint_seconds`` (between batches) and always on
-SIGTERM/SIGINT (then the process exits with status 143). Rerunning the same command resumes from it;
-after success it is removed. The declared outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are
-written only at the very end.
+SIGTERM/SIGINT (then the process exits with status 143). Rerunning the same command resumes from it.
+At the very end the outputs ``model.pt``, ``metrics.json``, ``curve.csv`` are written to the kept final
+set ``<out>/.resume/final/`` (committed by one rename), ``state.pt`` is removed, and the outputs get
+their declared names as hard links. Rerunning a finished run whose declared outputs were deleted (what
+Snakemake does to a job that failed, e.g. one killed right after training) verifies the kept set and
+restores them: nothing is trained again. A finished run is never trained over.
 """
 
 from __future__ import annotations
@@ -34,27 +37,42 @@ import numpy as np
 import torch
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.atomic import atomic_write_json, atomic_write_text
+from softmax_bottleneck.atomic import atomic_write_json, atomic_write_text, fsync_dir
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
-from softmax_bottleneck.training.checkpoint import save_model
+from softmax_bottleneck.training.checkpoint import error_line, file_sha256, save_model
 from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.lock import LOCK_NAME, RunFolderBusy, run_lock
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
 from softmax_bottleneck.training.state import (
+    FINAL_DIR,
+    PUBLISH_ORDER,
+    FinalSetError,
     Progress,
     ResumeError,
+    commit_final,
     load_resume,
+    publish_final,
     run_fingerprint,
     save_resume,
     seed_everything,
     set_rng_state,
+    verify_final,
 )
 from softmax_bottleneck.training.step import LossSums, train_batch
 
-__all__ = ["AveragedWeights", "Preempted", "Trainer", "asgd_trigger", "resolve_device", "train"]
+__all__ = [
+    "AveragedWeights",
+    "FinalSetError",
+    "Preempted",
+    "RunFinished",
+    "Trainer",
+    "asgd_trigger",
+    "resolve_device",
+    "train",
+]
 
 log = logging.getLogger("softmax_bottleneck.train")
 
@@ -114,6 +132,7 @@ class Trainer:
         self.out_dir = Path(out_dir)
         self.resume_dir = self.out_dir / ".resume"
         self.state_path = self.resume_dir / "state.pt"
+        self.final_dir = self.resume_dir / FINAL_DIR
         self.device = torch.device(device)
         self.fingerprint = run_fingerprint(dataset, variant, self.hp, corpus)
 
@@ -164,10 +183,9 @@ class Trainer:
             self.best_weights = state["best"]
             self.sums.reset(self.progress.interval_loss)
         except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as err:
-            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
             raise ResumeError(
-                f"{self.state_path}: damaged resume state ({reason}); delete {self.resume_dir} to restart this run "
-                "from scratch (its progress is lost)"
+                f"{self.state_path}: damaged resume state ({error_line(err)}); delete {self.resume_dir} to restart "
+                "this run from scratch (its progress is lost)"
             ) from None
         p = self.progress
         log.info("resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1)
@@ -235,14 +253,14 @@ class Trainer:
 
     # ----------------------------------------------------------------- main loop
     def fit(self) -> dict:
-        """Train to the end (resuming when a state exists) holding the run folder's lock; returns the metrics."""
+        """Train to the end (resuming when a state exists) holding the run folder's lock; returns the metrics.
+
+        A finished run whose declared outputs were deleted is restored from its kept final set instead.
+        """
         with run_lock(self.out_dir):
-            finished = self.out_dir / "metrics.json"
-            if finished.exists():
-                raise RunFinished(
-                    f"{self.out_dir} already holds a finished run ({finished.name}); use another --out, or delete "
-                    "model.pt, metrics.json and curve.csv there to train it again"
-                )
+            restored = self._restore_finished()
+            if restored is not None:
+                return restored
             self.resumed = self._maybe_resume()
             self._last_save = time.monotonic()
             hp, p = self.hp, self.progress
@@ -262,6 +280,32 @@ class Trainer:
                     if stop.signum is not None:
                         raise Preempted(f"signal {stop.signum} after epoch {epoch}")
             return self._finish()
+
+    def _restore_finished(self) -> dict | None:
+        """A finished run is never trained over: its metrics when the kept final set restored missing outputs
+        (see :mod:`.state`), None when there is no finished run; :class:`RunFinished` when all outputs are there."""
+        present = [self.out_dir / name for name in PUBLISH_ORDER if (self.out_dir / name).exists()]
+        kept = self.final_dir.is_dir()
+        if len(present) == len(PUBLISH_ORDER) or (not kept and (self.out_dir / "metrics.json").exists()):
+            raise RunFinished(
+                f"{self.out_dir} already holds a finished run (metrics.json); use another --out, or delete the "
+                "whole folder to train it again"
+            )
+        if not kept and present:
+            raise RunFinished(
+                f"{present[0]}: there without a finished run (no metrics.json, no {FINAL_DIR} in {self.resume_dir}), "
+                "and never overwritten; delete it (or use another --out) to train this run"
+            )
+        if not kept:
+            return None
+        vocab = self.corpus.dictionary.sha256()
+        metrics = verify_final(self.final_dir, fingerprint=self.fingerprint, dataset=self.dataset,
+                               variant=self.variant, hp=self.hp, vocab_sha256=vocab)  # fmt: skip
+        made = publish_final(self.final_dir, self.out_dir)
+        self.state_path.unlink(missing_ok=True)  # left by a finish killed before it removed it
+        (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
+        log.info("restored the finished run from %s (%s), nothing retrained", self.final_dir, ", ".join(made))
+        return metrics
 
     def _end_epoch(self, epoch: int) -> None:
         hp, p = self.hp, self.progress
@@ -330,12 +374,21 @@ class Trainer:
             "environment": environment(self.device),
         }
         metrics["versions"] = metrics["environment"]["versions"]
-        metrics["model_sha256"] = save_model(self.model, self.out_dir / "model.pt", dataset=self.dataset,
+        metrics["run_fingerprint"] = self.fingerprint
+        staging = self.resume_dir / f"{FINAL_DIR}.partial"  # left by a finish killed before its commit: not a run
+        shutil.rmtree(staging, ignore_errors=True)
+        metrics["model_sha256"] = save_model(self.model, staging / "model.pt", dataset=self.dataset,
                                              variant=self.variant, hyperparameters=hp,
                                              vocab=total.dictionary.idx2word)  # fmt: skip
-        atomic_write_text(curve_csv(p.curve), self.out_dir / "curve.csv")
-        atomic_write_json(metrics, self.out_dir / "metrics.json")
-        shutil.rmtree(self.resume_dir, ignore_errors=True)
+        atomic_write_text(curve_csv(p.curve), staging / "curve.csv")
+        metrics["curve_sha256"] = file_sha256(staging / "curve.csv")
+        atomic_write_json(metrics, staging / "metrics.json")
+        commit_final(staging, self.final_dir)
+        self.state_path.unlink(missing_ok=True)
+        for stale in self.resume_dir.glob(".state.pt.*.tmp"):  # of a killed save
+            stale.unlink(missing_ok=True)
+        fsync_dir(self.resume_dir)
+        publish_final(self.final_dir, self.out_dir)
         (self.out_dir / LOCK_NAME).unlink(missing_ok=True)  # still held: a later writer sees the finished run
         log.info(
             "done: train ppl %.2f | valid ppl %.2f | test ppl %.2f | best epoch %d | switch epoch %s",
@@ -428,6 +481,6 @@ def run_cli(args) -> int:
     except Preempted as stop:
         log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
         return PREEMPTED_EXIT
-    except (ValueError, FileNotFoundError, RunFolderBusy, Diverged) as err:
+    except (ValueError, FileNotFoundError, RunFolderBusy, Diverged) as err:  # incl. RunFinished, FinalSetError
         raise SystemExit(f"train: {err}") from None
     return 0
