@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +67,9 @@ def test_a_finished_run_is_never_trained_over(tmp_path):
     Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path).fit()
     assert not (tmp_path / ".lock").exists()
     before = (tmp_path / "model.pt").read_bytes()
+    again = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path).fit()
+    assert again == json.loads((tmp_path / "metrics.json").read_text())  # the finished run's, nothing trained
+    shutil.rmtree(tmp_path / ".resume")  # a finished run without its kept final set (e.g. an older version's)
     with pytest.raises(RunFinished, match="already holds a finished run"):
         Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path).fit()
     assert (tmp_path / "model.pt").read_bytes() == before

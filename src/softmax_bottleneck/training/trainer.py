@@ -282,11 +282,13 @@ class Trainer:
             return self._finish()
 
     def _restore_finished(self) -> dict | None:
-        """A finished run is never trained over: its metrics when the kept final set restored missing outputs
-        (see :mod:`.state`), None when there is no finished run; :class:`RunFinished` when all outputs are there."""
+        """A finished run is never trained over: its metrics when the kept final set restored missing outputs, or
+        when every output is there and equals it (see :mod:`.state`; e.g. Snakemake re-running a job whose
+        finish it did not record); None when there is no finished run; :class:`RunFinished` for a finished run
+        without a kept set."""
         present = [self.out_dir / name for name in PUBLISH_ORDER if (self.out_dir / name).exists()]
         kept = self.final_dir.is_dir()
-        if len(present) == len(PUBLISH_ORDER) or (not kept and (self.out_dir / "metrics.json").exists()):
+        if not kept and (len(present) == len(PUBLISH_ORDER) or (self.out_dir / "metrics.json").exists()):
             raise RunFinished(
                 f"{self.out_dir} already holds a finished run (metrics.json); use another --out, or delete the "
                 "whole folder to train it again"
@@ -304,7 +306,10 @@ class Trainer:
         made = publish_final(self.final_dir, self.out_dir)
         self.state_path.unlink(missing_ok=True)  # left by a finish killed before it removed it
         (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
-        log.info("restored the finished run from %s (%s), nothing retrained", self.final_dir, ", ".join(made))
+        if made:
+            log.info("restored the finished run from %s (%s), nothing retrained", self.final_dir, ", ".join(made))
+        else:
+            log.info("%s already holds this finished run (equal to %s): nothing to do", self.out_dir, self.final_dir)
         return metrics
 
     def _end_epoch(self, epoch: int) -> None:
