@@ -136,8 +136,6 @@ def checkpoint_and_corpus(path: str | os.PathLike, device, data_dir=None, cache=
     against the study's published files (:func:`softmax_bottleneck.corpora.corpus.load_corpus`), and must have the
     checkpoint's vocabulary.
     """
-    if cache is not None and Path(cache).is_dir():
-        raise InputError(f"{cache}: the corpus cache is a directory; give a .pt file (it is written if absent)")
     model, meta = load_checkpoint(path, device)
     if dataset is not None and meta["dataset"] != dataset:
         raise InputError(f"{path}: a {meta['dataset']} model; this analysis needs a {dataset} model")
