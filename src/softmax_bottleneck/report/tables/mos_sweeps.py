@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from softmax_bottleneck.report import reported
@@ -12,10 +10,8 @@ from softmax_bottleneck.report.tables.common import compare, fkey, one_run_per, 
 
 
 def mos_k_table(summary_dir, dataset: str) -> pd.DataFrame:
-    runs = read_runs(summary_dir, "mos_k.csv")
+    runs = read_runs(summary_dir, "mos_k.csv", extra=["n_experts"])
     runs = runs[runs["dataset"] == dataset]
-    if "n_experts" not in runs:
-        runs["n_experts"] = math.nan
     runs = one_run_per(runs.assign(n_experts=runs["n_experts"].map(fkey)), ["n_experts"])
     runs = runs.assign(parameters_m=runs["parameters"] / 1e6)
     paper = reported.load("mos_k")
@@ -25,9 +21,7 @@ def mos_k_table(summary_dir, dataset: str) -> pd.DataFrame:
 
 
 def sm_table12(summary_dir) -> pd.DataFrame:
-    runs = read_runs(summary_dir, "mos_dropoutl.csv")
-    if "dropoutl" not in runs:
-        runs["dropoutl"] = math.nan
+    runs = read_runs(summary_dir, "mos_dropoutl.csv", extra=["dropoutl"])
     runs = one_run_per(runs.assign(dropoutl=runs["dropoutl"].map(fkey)), ["dataset", "dropoutl"])
     paper = reported.load("mos_dropoutl")
     paper = paper.assign(dropoutl=paper["dropoutl"].map(fkey))
