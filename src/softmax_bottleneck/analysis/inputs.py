@@ -128,6 +128,16 @@ def _check_finite(model, path: Path) -> None:
             )
 
 
+def model_and_corpus(args, dataset: str | None = None):
+    """What ``analyze`` and ``qualitative`` run on: the device of ``args.device`` in full float32 (no TF32, as the
+    paper's V100s), then :func:`checkpoint_and_corpus` of ``args.checkpoint``, ``args.data``, ``args.corpus_cache``."""
+    from softmax_bottleneck.training.environment import configure_precision
+
+    device = resolve_device(args.device)
+    configure_precision(tf32=False)
+    return checkpoint_and_corpus(args.checkpoint, device, args.data, args.corpus_cache, dataset)
+
+
 def checkpoint_and_corpus(path: str | os.PathLike, device, data_dir=None, cache=None, dataset: str | None = None):
     """The model of ``path`` and its dataset's corpus: ``(model, meta, corpus)``.
 

@@ -33,12 +33,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck.analysis.inputs import InputError, checkpoint_and_corpus, report, resolve_device
-from softmax_bottleneck.analysis.rank import DEFAULT_MEMORY_BUDGET, METHODS, RankStream, positive_float, spectrum_table
+from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, report
+from softmax_bottleneck.analysis.rank import (
+    DEFAULT_MEMORY_BUDGET,
+    METHODS,
+    RankStream,
+    add_memory_budget_option,
+    spectrum_table,
+)
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.atomic import atomic_path, atomic_write_json
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
-from softmax_bottleneck.training.environment import configure_precision
 
 log = logging.getLogger(__name__)
 
@@ -203,13 +208,7 @@ def add_cli(parser) -> None:
         choices=METHODS,
         help="singular-value method; auto: exact SVD if it fits --memory-budget-gb, else TSQR",
     )
-    parser.add_argument(
-        "--memory-budget-gb",
-        type=positive_float,
-        default=DEFAULT_MEMORY_BUDGET / 2**30,
-        metavar="GB",
-        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
-    )
+    add_memory_budget_option(parser)
     parser.add_argument(
         "--save-logp",
         default=None,
@@ -222,9 +221,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         try:
-            device = resolve_device(args.device)
-            configure_precision(tf32=False)  # full float32, as the paper's V100s (no TF32)
-            model, meta, corpus = checkpoint_and_corpus(args.checkpoint, device, args.data, args.corpus_cache)
+            model, meta, corpus = model_and_corpus(args)
             sv, summary = analyze(model, corpus.test, meta["dataset"], args.rows, args.method,
                                   int(args.memory_budget_gb * 2**30), args.save_logp)  # fmt: skip
         except NonFiniteLogP as err:

@@ -216,6 +216,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_memory_budget_option(parser: argparse.ArgumentParser) -> None:
+    """``--memory-budget-gb`` of ``analyze`` and ``rank``: a positive, finite number of GiB."""
+    parser.add_argument(
+        "--memory-budget-gb",
+        type=positive_float,
+        default=DEFAULT_MEMORY_BUDGET / 2**30,
+        metavar="GB",
+        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
+    )
+
+
 def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Press' rank (Numerical Recipes' threshold, as the paper), ε-effective ranks and singular values of a "
@@ -228,13 +239,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chunk-rows", type=positive_int, default=4096, help="rows read from disk per chunk (default: 4096)"
     )
-    parser.add_argument(
-        "--memory-budget-gb",
-        type=positive_float,
-        default=DEFAULT_MEMORY_BUDGET / 2**30,
-        metavar="GB",
-        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
-    )
+    add_memory_budget_option(parser)
     parser.add_argument(
         "--fallback", choices=("gram", "tsqr"), default="tsqr", help="auto's streamed method (default: tsqr)"
     )

@@ -68,6 +68,14 @@ def pearson(x, y) -> tuple[float, float]:
 
 
 # --------------------------------------------------------------------------------------------- inputs
+def require_summaries(what: str, summary_dir, files: Sequence[str]) -> None:
+    """FileNotFoundError naming the first of ``files`` missing from ``summary_dir`` (``what`` needs them)."""
+    for fname in files:
+        path = Path(summary_dir) / fname
+        if not path.is_file():
+            raise FileNotFoundError(f"{what} needs summary file {path}, which does not exist")
+
+
 def read_summary(summary_dir, name: str) -> pd.DataFrame:
     """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent."""
     path = Path(summary_dir) / name
