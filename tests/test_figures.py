@@ -308,3 +308,15 @@ def test_figure3_and_sm_table2_read_every_hit_spelling_alike(summary_dir, tmp_pa
     groups = ("Yang", "Ours", "Random")
     drawn = [codes[row, groups.index(g) * 6 + n - 1] for _, g, n in keys]
     np.testing.assert_array_equal(drawn, [2 if np.isnan(v) else v for v in expected])
+
+
+@pytest.mark.parametrize("name", ["figure7", "sm_figure3"])
+def test_normalised_spectra_have_plain_ticks_in_a_tiny_window(name, summary_dir, tmp_path):
+    """A small-scale tail far below the paper's 0.2: linear y ticks as plain numbers, no "1e−9" offset text."""
+    fig = _drawn(figures.build(name, _degenerate_summaries(tmp_path / "s", summary_dir)))
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    assert panels and all(ax.get_ylim()[1] < 1e-6 for ax in panels)  # the window was scaled to the tail
+    for ax in panels:
+        assert ax.yaxis.get_offset_text().get_text() == "", ax.get_title()
+        ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert ticks and all(re.fullmatch(r"0\.\d+|0", t) for t in ticks), ticks

@@ -96,7 +96,7 @@ def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> 
     paper's layout, with ``banner`` on top when given), atomically."""
     table = build(name, summary_dir)
     prefix = str(out_prefix)
-    atomic_write_text(table.to_csv(index=False, lineterminator="\n", float_format="%.10g"), prefix + ".csv")
+    atomic_write_text(table.to_csv(index=False, lineterminator="\n"), prefix + ".csv")  # floats as repr: exact
     atomic_write_text(to_markdown(name, table, banner), prefix + ".md")
     atomic_write_text(to_html(name, table, banner), prefix + ".html")
     return table

@@ -17,7 +17,8 @@ def mos_k_table(summary_dir, dataset: str) -> pd.DataFrame:
     paper = reported.load("mos_k")
     paper = paper[paper["dataset"] == dataset].drop(columns="dataset")
     paper = paper.assign(n_experts=paper["n_experts"].map(fkey))
-    return compare(runs, paper, ["n_experts"], ["parameters_m", "train_ppl", "test_ppl", "press_rank"])
+    table = compare(runs, paper, ["n_experts"], ["parameters_m", "train_ppl", "test_ppl", "press_rank"])
+    return table.sort_values("n_experts", kind="mergesort").reset_index(drop=True)  # K ascending, as printed
 
 
 def sm_table12(summary_dir) -> pd.DataFrame:
@@ -25,7 +26,11 @@ def sm_table12(summary_dir) -> pd.DataFrame:
     runs = one_run_per(runs.assign(dropoutl=runs["dropoutl"].map(fkey)), ["dataset", "dropoutl"])
     paper = reported.load("mos_dropoutl")
     paper = paper.assign(dropoutl=paper["dropoutl"].map(fkey))
-    return compare(runs, paper, ["dataset", "dropoutl"], ["train_ppl", "test_ppl", "press_rank"])
+    table = compare(runs, paper, ["dataset", "dropoutl"], ["train_ppl", "test_ppl", "press_rank"])
+    # per dataset (in the paper's order), dropoutl descending as printed: 0.29, 0.145, 0.00
+    first_seen = {ds: i for i, ds in enumerate(dict.fromkeys(table["dataset"]))}
+    order = table.assign(_ds=table["dataset"].map(first_seen), _d=-table["dropoutl"])
+    return table.loc[order.sort_values(["_ds", "_d"], kind="mergesort").index].reset_index(drop=True)
 
 
 def mos_k_layout(table: pd.DataFrame) -> pd.DataFrame:
