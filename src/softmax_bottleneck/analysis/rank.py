@@ -118,9 +118,9 @@ def spectrum_table(singular_values):
 class RankStream:
     """Feed the rows of a matrix chunk by chunk, get its singular values and rank summary at the end.
 
-    ``method``: ``"exact"`` (buffer float32 rows, one float64 SVD at the end), ``"gram"``, ``"tsqr"`` (streamed,
-    see the module docstring) or ``"auto"``: exact while the float64 copy (``m·n·8`` bytes) fits
-    ``memory_budget_bytes``; the first time it would not, the buffered rows are handed to the ``fallback``
+    ``method``: ``"exact"`` (buffer the rows in their own precision, one float64 SVD at the end), ``"gram"``,
+    ``"tsqr"`` (streamed, see the module docstring) or ``"auto"``: exact while the float64 copy (``m·n·8`` bytes)
+    fits ``memory_budget_bytes``; the first time it would not, the buffered rows are handed to the ``fallback``
     streamed method, which takes all later rows. ``expected_rows`` (optional) lets ``auto`` decide up front.
 
     Chunks (``numpy.ndarray`` or ``torch.Tensor``, ``[rows, n_cols]`` or a single 1-D row) with NaN or inf raise
