@@ -57,13 +57,17 @@ def _bad_checkpoint(kind: str, folder: Path, good: Path) -> Path:
         blob = torch.load(good, map_location="cpu", weights_only=True)
         blob["hyperparameters"] = {**blob["hyperparameters"], "nhid": blob["hyperparameters"]["nhid"] + 2}
         torch.save(blob, path)
+    elif kind == "nan-weights":  # our format, weights that fit, but the run diverged
+        blob = torch.load(good, map_location="cpu", weights_only=True)
+        blob["state_dict"]["rnns.1.lstm.bias_hh_l0"][3] = float("nan")
+        torch.save(blob, path)
     elif kind == "directory":
         path.mkdir()
     return path
 
 
 BAD_CHECKPOINTS = ["missing", "empty", "truncated", "text", "pickle", "pickled-objects", "state-dict",
-                   "other-weights", "directory"]  # fmt: skip
+                   "other-weights", "nan-weights", "directory"]  # fmt: skip
 
 
 def _one_line_error(capsys, path) -> str:
@@ -118,6 +122,49 @@ def test_the_good_checkpoint_passes(model_pt, ptb_cache, tmp_path):
     argv = ["wordsim", "--checkpoint", str(model_pt), "--benchmarks", str(_benchmarks(tmp_path / "ws")),
             "--out", str(out / "wordsim.csv")]  # fmt: skip
     assert cli.main(argv) == 0
+
+
+@pytest.mark.parametrize("budget", ["nan", "inf", "-1", "0", "lots"])
+def test_bad_memory_budget_is_refused_by_the_parser(budget, tmp_path, capsys):
+    argv = ["analyze", "--checkpoint", str(tmp_path / "m.pt"), "--out-json", str(tmp_path / "r.json"),
+            "--memory-budget-gb", budget]  # fmt: skip
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"argument --memory-budget-gb: expected a positive number, not '{budget}'" in err.strip().splitlines()[-1]
+
+
+def test_corpus_cache_that_is_a_directory_is_one_line(model_pt, tmp_path, capsys):
+    folder = tmp_path / "cache.pt"
+    folder.mkdir()
+    argv = ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(folder), "--out-json",
+            str(tmp_path / "r.json"), "--device", "cpu"]  # fmt: skip
+    assert _exit_code(argv) == 2
+    assert "is a directory" in _one_line_error(capsys, folder)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_non_finite_log_p_is_one_line_naming_the_checkpoint(model_pt, ptb_cache, tmp_path, capsys, monkeypatch):
+    """Finite weights can still overflow to a NaN log-probability: the command says which model, no traceback."""
+    from softmax_bottleneck.analysis import logp
+
+    original = logp.iter_logp
+
+    def poisoned(*args, **kwargs):
+        for i, (log_prob, targets) in enumerate(original(*args, **kwargs)):
+            if i == 1:
+                log_prob = log_prob.clone()
+                log_prob[4, 7] = float("inf")
+            yield log_prob, targets
+
+    monkeypatch.setattr(logp, "iter_logp", poisoned)
+    out = tmp_path / "out"
+    argv = ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(ptb_cache), "--rows", "150",
+            "--save-logp", str(out / "logp.npy"), "--out-json", str(out / "r.json"), "--device", "cpu"]  # fmt: skip
+    assert _exit_code(argv) == 2
+    line = _one_line_error(capsys, model_pt)
+    assert "log-P row 14 has non-finite entries" in line  # TINY bptt = 10: chunk 1 starts at row 10
+    assert not out.exists() or not list(out.iterdir())
 
 
 def test_checkpoint_of_another_vocabulary_names_both(model_pt, ptb_cache, tmp_path, capsys):
@@ -245,9 +292,9 @@ def test_analyze_on_cuda_agrees_with_cpu(method, model_pt, ptb_cache):
     """GPU: the same log-P rows give the same Press' rank and singular values on CUDA, with the peak memory."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    from softmax_bottleneck.analysis.inputs import exact_float32
+    from softmax_bottleneck.training.environment import configure_precision
 
-    exact_float32()  # what analyze does: no TF32 on Ampere and later
+    configure_precision(tf32=False)  # what analyze does: no TF32 on Ampere and later
     corpus = load_corpus(cache=ptb_cache)
     results = {}
     for device in ("cpu", "cuda"):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, TINY
 
 from softmax_bottleneck.corpora import download
 from softmax_bottleneck.corpora.corpus import (
@@ -22,7 +22,6 @@ from softmax_bottleneck.corpora.corpus import (
     get_batch,
     load_corpus,
     read_corpus,
-    tokenize_lines,
 )
 
 
@@ -102,11 +101,15 @@ def _tiny_files(folder: Path) -> Path:
 
 def test_line_splitting_is_that_of_open_with_newline_empty(tmp_path):
     """Tokens are hashed and split from the same bytes; lines split exactly like ``open(newline="")``."""
-    f = tmp_path / "x.txt"
+    f = tmp_path / "train.txt"
     f.write_bytes(" a b\r\n c\rd \x0c e\u2028f \n\n g".encode())
+    (tmp_path / "valid.txt").write_text("a\n")
+    (tmp_path / "test.txt").write_text("a\n")
     with open(f, encoding="utf-8", newline="") as handle:
-        expected = [line.split() + [EOS] for line in handle]
-    assert tokenize_lines(f) == expected
+        expected = [word for line in handle for word in line.split() + [EOS]]
+    corpus = read_corpus(tmp_path)
+    assert [corpus.dictionary.idx2word[i] for i in corpus.train] == expected
+    assert expected.count(EOS) == 5  # after "\r\n", "\r", "\n", "\n" and the last line; U+2028 and "\x0c" end none
 
 
 @pytest.mark.parametrize("dataset,folder", [("ptb", "ptb"), ("wt2", "wikitext-2")])
@@ -246,3 +249,79 @@ def test_train_command_stops_on_edited_data_before_training(tmp_path):
     message = str(err.value.code)
     assert str(data / "train.txt") in message and str(cache) in message and "\n" not in message
     assert not (out / "model.pt").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a corpus that claims to be PTB or WT2 (by name or vocabulary size) must be the published one
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def edited_ptb(shared_data, tmp_path_factory) -> Path:
+    """PTB with one word of test.txt replaced by another PTB word: same 10,000-word vocabulary, other bytes."""
+    data = _copy_split_files(shared_data / "ptb", tmp_path_factory.mktemp("edited") / "mydata")
+    text = (data / "test.txt").read_text()
+    (data / "test.txt").write_text(text.replace(" the ", " a ", 1))
+    return data
+
+
+def test_edited_study_data_is_refused_without_a_dataset_argument(edited_ptb, tmp_path):
+    """The call of ``train`` and ``bench``, ``load_corpus(data_dir, cache)``: the vocabulary size says it is PTB."""
+    cache = tmp_path / "c.pt"
+    with pytest.raises(CorpusError) as err:
+        load_corpus(edited_ptb, cache)
+    message = str(err.value)
+    assert message.startswith(f"{edited_ptb / 'test.txt'}: SHA-256 {_sha(edited_ptb / 'test.txt')}")
+    assert download.FILES["ptb/test.txt"].sha256 in message and "10,000 words is taken for ptb" in message
+    assert "\n" not in message and not cache.exists()  # nothing cached from unverified data
+
+
+def test_a_cache_of_edited_study_data_is_refused(edited_ptb, tmp_path):
+    from softmax_bottleneck.corpora.corpus import save_corpus
+
+    cache = tmp_path / "c.pt"
+    save_corpus(read_corpus(edited_ptb), cache)  # a cache someone built from edited files
+    with pytest.raises(CorpusError, match=rf"^{cache}: test split has SHA-256 .* the published ptb test.txt"):
+        load_corpus(cache=cache)
+
+
+def test_toy_data_in_a_folder_named_like_a_study_dataset_is_refused(tmp_path):
+    data = _tiny_files(tmp_path / "wikitext-2")
+    with pytest.raises(CorpusError, match=rf"^{data / 'train.txt'}: SHA-256 .* the published wt2 train.txt"):
+        load_corpus(data, tmp_path / "c.pt")
+    assert not (tmp_path / "c.pt").exists()
+    assert load_corpus(_tiny_files(tmp_path / "toy")).vocab_size == 4  # neither name nor size: a toy corpus
+
+
+def test_train_and_bench_stop_on_edited_study_data(edited_ptb, tmp_path):
+    from softmax_bottleneck.cli import main as cli_main
+    from softmax_bottleneck.training.bench import bench_corpus
+
+    out = tmp_path / "run"
+    tiny = {**TINY, "epochs": 1, "train_tokens": 2000, "valid_tokens": 300, "test_tokens": 300}  # were it to train
+    sets = [arg for key, value in tiny.items() for arg in ("--set", f"{key}={value}")]
+    with pytest.raises(SystemExit) as err:
+        cli_main(["train", "--dataset", "ptb", "--variant", "softmax", "--out", str(out), "--data", str(edited_ptb),
+                  "--device", "cpu", *sets])  # fmt: skip
+    assert str(edited_ptb / "test.txt") in str(err.value.code) and not (out / "model.pt").exists()
+    with pytest.raises(CorpusError, match="published ptb test.txt"):
+        bench_corpus("ptb", edited_ptb, None)
+
+
+def test_format_1_cache_of_a_study_dataset_needs_its_text_files(shared_data, ptb_cache, tmp_path):
+    """A format-1 cache records no checksums: usable only where the text files beside it vouch for its content."""
+    blob = torch.load(ptb_cache, map_location="cpu", weights_only=True)
+    old = tmp_path / "old.pt"
+    torch.save({"format": 1, **{k: blob[k] for k in ("vocab", "train", "valid", "test")}}, old)
+    for dataset in (None, "ptb"):
+        with pytest.raises(CorpusError, match=rf"^{old}: old corpus cache \(format 1\).*delete it, it is rebuilt"):
+            load_corpus(tmp_path / "nowhere", old, dataset=dataset)
+    corpus = load_corpus(shared_data / "ptb", old, dataset="ptb")  # compared with the published files
+    assert corpus.sources == download.corpus_checksums("ptb")
+
+
+def test_a_directory_as_cache_is_refused_in_one_line(tmp_path):
+    data = _tiny_files(tmp_path / "d")
+    (tmp_path / "c.pt").mkdir()
+    with pytest.raises(CorpusError, match=rf"^{tmp_path / 'c.pt'}: the corpus cache is a directory"):
+        load_corpus(data, tmp_path / "c.pt")

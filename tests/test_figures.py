@@ -282,3 +282,41 @@ def test_banner_is_drawn_on_top(summary_dir, tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["figure", "figure7", "--summary-dir", str(tmp_path / "none"), "--out", str(out)])
     assert "spectra.csv" in str(exc.value)
+
+
+def test_figure3_and_sm_table2_read_every_hit_spelling_alike(summary_dir, tmp_path):
+    """One parser of top5.csv's hit flag for the figure and the table: y/n, 1.0/0.0, True, YES; others are NaN."""
+    from softmax_bottleneck.report import tables
+
+    spellings = {"y": 1, "n": 0, "1.0": 1, "0.0": 0, "True": 1, "no": 0, "YES": 1, "0": 0, "1": 1, "maybe": None,
+                 "2": None}  # fmt: skip
+    root = tmp_path / "s"
+    root.mkdir()
+    top5 = pd.read_csv(summary_dir / "top5.csv")
+    top5 = top5[top5["model"] == "Softmax"].sort_values(["group", "number"]).head(len(spellings)).copy()
+    top5["hit"] = list(spellings)
+    top5.to_csv(root / "top5.csv", index=False)
+    expected = [np.nan if v is None else float(v) for v in spellings.values()]
+
+    table = tables.build("sm_table2", root).set_index(["model", "group", "number"])
+    keys = list(top5[["model", "group", "number"]].itertuples(index=False, name=None))
+    np.testing.assert_array_equal(table.loc[keys, "hit_ours"].to_numpy(float), expected)
+
+    ax = figures.build("figure3", root).axes[0]  # this reproduction: 0 miss, 1 hit, 2 not available
+    codes = np.asarray(ax.images[0].get_array())
+    row = [t.get_text() for t in ax.get_yticklabels()].index("Softmax")
+    groups = ("Yang", "Ours", "Random")
+    drawn = [codes[row, groups.index(g) * 6 + n - 1] for _, g, n in keys]
+    np.testing.assert_array_equal(drawn, [2 if np.isnan(v) else v for v in expected])
+
+
+@pytest.mark.parametrize("name", ["figure7", "sm_figure3"])
+def test_normalised_spectra_have_plain_ticks_in_a_tiny_window(name, summary_dir, tmp_path):
+    """A small-scale tail far below the paper's 0.2: linear y ticks as plain numbers, no "1e−9" offset text."""
+    fig = _drawn(figures.build(name, _degenerate_summaries(tmp_path / "s", summary_dir)))
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    assert panels and all(ax.get_ylim()[1] < 1e-6 for ax in panels)  # the window was scaled to the tail
+    for ax in panels:
+        assert ax.yaxis.get_offset_text().get_text() == "", ax.get_title()
+        ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert ticks and all(re.fullmatch(r"0\.\d+|0", t) for t in ticks), ticks

@@ -183,10 +183,72 @@ def test_step_aside_reasons():
     assert gpu_lease.step_aside_reason([0], {}) is None
 
 
-def test_default_lock_dir_is_per_user(tmp_path):
-    assert gpu_lease.default_lock_dir({"XDG_RUNTIME_DIR": str(tmp_path)}) == tmp_path / "softmax-bottleneck-gpu"
-    assert gpu_lease.default_lock_dir({}) == Path(f"/tmp/softmax-bottleneck-gpu-{os.getuid()}")
+def test_default_lock_dir_is_per_user_and_independent_of_the_login_session(tmp_path):
+    """A job under tmux or nohup (no $XDG_RUNTIME_DIR, or a removed one) locks in the same place as the others."""
+    fixed = Path(f"/var/tmp/softmax-bottleneck-gpu-{os.getuid()}")
+    assert gpu_lease.default_lock_dir({}) == fixed
+    assert gpu_lease.default_lock_dir({"XDG_RUNTIME_DIR": str(tmp_path)}) == fixed
+    assert gpu_lease.default_lock_dir({"XDG_RUNTIME_DIR": str(tmp_path / "gone")}) == fixed
     assert gpu_lease.default_lock_dir({gpu_lease.ENV_LOCK_DIR: "/x"}) == Path("/x")
+
+
+def _unsafe_lock_dir(kind: str, tmp_path: Path) -> Path:
+    """A lock directory another user could tamper with."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    if kind == "symlink":
+        link = tmp_path / "link"
+        link.symlink_to(real, target_is_directory=True)
+        return link
+    if kind in ("group-writable", "world-writable"):
+        real.chmod(0o770 if kind == "group-writable" else 0o1777)
+        return real
+    if kind == "file":
+        (tmp_path / "file").write_text("")
+        return tmp_path / "file"
+    raise AssertionError(kind)
+
+
+UNSAFE = {
+    "symlink": "symbolic link",
+    "group-writable": "writable by group or others",
+    "world-writable": "writable by group or others",
+    "file": "exists",
+}
+
+
+@pytest.mark.parametrize("kind", list(UNSAFE))
+def test_unsafe_lock_dir_is_refused(tmp_path, kind):
+    lock_dir = _unsafe_lock_dir(kind, tmp_path)
+    with pytest.raises(OSError, match=UNSAFE[kind]):
+        gpu_lease.try_acquire(lock_dir, [0])
+    assert not list(tmp_path.rglob("*.lock")), "a lock file was created in a refused directory"
+
+
+def test_lock_dir_of_another_user_is_refused(tmp_path, monkeypatch):
+    lock_dir = tmp_path / "locks"
+    lock_dir.mkdir(mode=0o700)
+    if os.getuid() == 0:  # root can make it truly someone else's
+        os.chown(lock_dir, 65534, 65534)
+    else:  # otherwise: this process pretends to be another user
+        uid = os.getuid()
+        monkeypatch.setattr(gpu_lease.os, "getuid", lambda: uid + 1)
+    with pytest.raises(gpu_lease.UnsafeLockDir, match="belongs to uid"):
+        gpu_lease.try_acquire(lock_dir, [0])
+    assert not list(lock_dir.iterdir())
+
+
+@pytest.mark.parametrize("status", [False, True], ids=["lease", "status"])
+@pytest.mark.parametrize("kind", ["symlink", "world-writable"])
+def test_unsafe_lock_dir_fails_in_one_line(tmp_path, kind, status):
+    lock_dir = _unsafe_lock_dir(kind, tmp_path)
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(lock_dir), "--gpus", "1"]
+    cmd += ["--status"] if status else ["--", sys.executable, "-c", "open('ran', 'w')"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(lock_dir) in lines[0] and UNSAFE[kind] in lines[0], r.stderr
+    assert not (tmp_path / "ran").exists()
 
 
 def test_in_process_lease_is_exclusive(tmp_path):
@@ -426,6 +488,19 @@ def test_bad_options_fail_in_one_line(tmp_path, args, env, named):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0], r.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--poll", "-1"), ("--poll", "0"), ("--log-every", "nan"), ("--timeout", "inf"), ("--timeout", "-5")],
+)
+def test_bad_waiting_times_are_refused_before_anything_runs(tmp_path, option, value):
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(tmp_path / "locks")]
+    cmd += ["--gpus", "1", option, value, "--", sys.executable, "-c", "open('ran', 'w')"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"argument {option}: expected a positive number, not '{value}'" in r.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "locks").exists()
 
 
 def test_unusable_lock_dir_fails_in_one_line(tmp_path):

@@ -129,6 +129,26 @@ def test_exact_is_float64_svd_of_float32_input():
     np.testing.assert_allclose(sv, np.linalg.svd(a, compute_uv=False), rtol=2e-7)
 
 
+@pytest.mark.parametrize("path", ["numpy", "tensor", "torch-svd", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_exact_keeps_float64_input_in_float64(path, monkeypatch):
+    """A float64 rank-10 matrix streamed through ``exact``: its tail singular values are float64 round-off
+    (≤ 1e-12·σ_max), not the ≈1e-7·σ_max of a float32 copy. ``torch-svd``: the CUDA branch, run on CPU tensors."""
+    torch = pytest.importorskip("torch")
+    if path == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((400, 10)) @ rng.standard_normal((10, 150))
+    if path == "torch-svd":
+        monkeypatch.setattr(S, "is_cuda", lambda device: True)
+    stream = R.RankStream(a.shape[1], "exact", device="cuda" if path == "cuda" else "cpu")
+    for chunk in S.iter_row_chunks(a, 64):
+        stream.update(torch.from_numpy(chunk.copy()) if path == "tensor" else chunk)
+    sv, summary = stream.finish()
+    assert summary["method"] == "exact" and summary["press_rank"] == 10
+    assert sv[10] <= 1e-12 * sv[0], sv[10] / sv[0]
+    np.testing.assert_allclose(sv[:10], np.linalg.svd(a, compute_uv=False)[:10], rtol=1e-12)
+
+
 def test_methods_agree_on_decaying_spectrum():
     a, _ = _decaying()
     ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)

@@ -47,6 +47,24 @@ def test_cell_formats_are_the_papers():
     assert cells.pair(cells.two(math.nan), cells.two(57.08)) == "— (57.08)"
     assert cells.pair(cells.two(58.3), cells.two(None)) == "58.30 (—)"
     assert cells.pair(cells.two(math.nan), cells.two(math.nan)) == "—"
+    assert [cells.scale(c) for c in (1e-2, 1e-20, 1e-32, 2.5e-3, 1.0)] == ["1e-2", "1e-20", "1e-32", "2.5e-3", "1e0"]
+
+
+def test_sm_tables_15_and_16_print_c_as_the_paper(built):
+    for name in ("sm_table15", "sm_table16"):
+        c = display_frame(name, built[name])["c"].tolist()
+        assert "1e-20" in c and "1e-22" in c and not any("e-0" in v or "e+" in v for v in c), (name, c)
+    assert "1e-2" in display_frame("sm_table15", built["sm_table15"])["c"].tolist()
+
+
+def test_baseline_p_values_are_not_applicable_as_printed(built):
+    for name, column in (("table2", "p-value vs Softmax"), ("sm_table1", "p-value")):
+        frame = display_frame(name, built[name])
+        softmax = frame[frame["model"] == "Softmax"]
+        assert len(softmax) == 2 and (softmax[column] == "N/A").all(), softmax[column]
+        assert not (frame.loc[frame["model"] != "Softmax", column] == "N/A").any()
+    table5 = display_frame("table5", built["table5"]).set_index("model")
+    assert table5.loc["Softmax‡", "p-value"] == "N/A" and table5.loc["MoS†", "p-value"].endswith("(0.62)")
 
 
 def test_table2_has_the_papers_columns_and_printed_values(built):
@@ -112,7 +130,7 @@ def test_wide_tables_are_laid_out_as_printed(built):
     sm13 = display_frame("sm_table13", built["sm_table13"]).set_index("benchmark")
     assert sm13.loc["MEN", "# pairs"] == "— (3,000)" and sm13.loc["VERB-143", "# not in WT2"] == "— (0)"
     t1 = display_frame("table1", built["table1"]).set_index("metric")
-    assert t1.loc["rank, reported in the original papers"].tolist() == ["4,640", "—", "9,980"]
+    assert t1.loc["rank, reported in the original papers"].tolist() == ["4,640", "N/A", "9,980"]  # as printed
     assert t1.loc["ppl difference, ours (this paper's)", "SS"].endswith("(-0.06)")
     wins = display_frame("figure4_wins", built["figure4_wins"])
     assert list(wins.columns[2:]) == ["GSS", "LMS-PLIF", "MoC", "MoS", "SS", "Softmax"]  # Figure 4's order
@@ -166,3 +184,29 @@ def test_cli_banner_and_help(summary_dir, tmp_path, capsys):
     for option in ("--summary-dir", "--out", "--banner"):
         assert option in text
     assert "paper's layout" in text
+
+
+def test_sweeps_with_values_the_paper_lacks_keep_the_papers_order(summary_dir, tmp_path):
+    """An extra K (or dropoutl) of ours goes where it falls in the paper's order, not after its last row."""
+    import shutil
+
+    root = tmp_path / "s"
+    shutil.copytree(summary_dir, root)
+    mos_k = pd.read_csv(root / "mos_k.csv")
+    pd.concat([mos_k, mos_k[mos_k["n_experts"] == 1].assign(n_experts=2)]).to_csv(root / "mos_k.csv", index=False)
+    drop = pd.read_csv(root / "mos_dropoutl.csv")
+    pd.concat([drop, drop.head(1).assign(dropoutl=0.2)]).to_csv(root / "mos_dropoutl.csv", index=False)
+    k = display_frame("sm_table4", tables.build("sm_table4", root))["K"].tolist()
+    assert k == ["1", "2", "3", "5", "10", "15", "20"]
+    sm12 = display_frame("sm_table12", tables.build("sm_table12", root))
+    assert sm12["dropoutl"].tolist() == ["0.29", "0.145", "0.00", "0.29", "0.2", "0.145", "0.00"]
+    assert sm12["dataset"].tolist() == ["PTB", "", "", "WT2", "", "", ""]
+
+
+def test_csv_keeps_full_precision(summary_dir, tmp_path):
+    """The tidy CSV round-trips every float exactly (``NAME.csv`` is the full-precision record)."""
+    table = tables.render("table2", summary_dir, tmp_path / "table2")
+    back = pd.read_csv(tmp_path / "table2.csv")
+    floats = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
+    assert "p_value_ours" in floats
+    pd.testing.assert_frame_equal(back[floats], table[floats], check_exact=True)

@@ -34,30 +34,13 @@ def report(prog: str, err: BaseException) -> int:
 
 
 def resolve_device(name: str) -> str:
-    """``auto`` → ``cuda`` if available else ``cpu``; ``cuda[:i]`` must be available (one-line error otherwise)."""
-    import torch
+    """:func:`softmax_bottleneck.training.environment.resolve_device`, its error as an :class:`InputError`."""
+    from softmax_bottleneck.training.environment import resolve_device as resolve
 
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {name}: CUDA is not available on this machine (use --device cpu)")
     try:
-        return str(torch.device(name))
-    except RuntimeError:
-        raise InputError(f"--device {name}: not a device; use auto, cpu, cuda or cuda:N") from None
-
-
-def exact_float32() -> None:
-    """Full-precision float32 on CUDA, as the paper's V100s (no TF32 in cuDNN's LSTMs or in matmuls).
-
-    PyTorch lets cuDNN use TF32 by default on Ampere and later GPUs, which changes the log-P matrix by ~1e-3
-    relative and with it the noise floor that Press' threshold sits on.
-    """
-    import torch
-
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+        return str(resolve(name))
+    except ValueError as err:
+        raise InputError(str(err)) from None
 
 
 def _existing_file(path: Path) -> None:
@@ -128,7 +111,31 @@ def load_checkpoint(path: str | os.PathLike, device="cpu"):
         raise InputError(f"{path}: not a usable model checkpoint: {_checkpoint_reason(exc)}") from None
     if meta.get("dataset") not in DATASET_DIRS or not isinstance(meta.get("vocab"), list | tuple):
         raise InputError(f"{path}: checkpoint without a known dataset and vocabulary")
+    _check_finite(model, path)
     return model, meta
+
+
+def _check_finite(model, path: Path) -> None:
+    """Every floating-point weight and buffer must be finite (a diverged run's NaN would poison the log-P matrix)."""
+    import torch
+
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise InputError(
+                f"{path}: {bad} NaN or infinite value(s) in the weights {name}; the run diverged or the file is "
+                "damaged: retrain it, or use another checkpoint"
+            )
+
+
+def model_and_corpus(args, dataset: str | None = None):
+    """What ``analyze`` and ``qualitative`` run on: the device of ``args.device`` in full float32 (no TF32, as the
+    paper's V100s), then :func:`checkpoint_and_corpus` of ``args.checkpoint``, ``args.data``, ``args.corpus_cache``."""
+    from softmax_bottleneck.training.environment import configure_precision
+
+    device = resolve_device(args.device)
+    configure_precision(tf32=False)
+    return checkpoint_and_corpus(args.checkpoint, device, args.data, args.corpus_cache, dataset)
 
 
 def checkpoint_and_corpus(path: str | os.PathLike, device, data_dir=None, cache=None, dataset: str | None = None):

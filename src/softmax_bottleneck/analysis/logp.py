@@ -33,13 +33,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck.analysis.inputs import InputError, checkpoint_and_corpus, exact_float32, report, resolve_device
-from softmax_bottleneck.analysis.rank import DEFAULT_MEMORY_BUDGET, METHODS, RankStream, spectrum_table
+from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, report
+from softmax_bottleneck.analysis.rank import (
+    DEFAULT_MEMORY_BUDGET,
+    METHODS,
+    RankStream,
+    add_memory_budget_option,
+    spectrum_table,
+)
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.atomic import atomic_path, atomic_write_json
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
 
 log = logging.getLogger(__name__)
+
+
+class NonFiniteLogP(ValueError):
+    """The model gave a NaN or infinite log-probability (the message names the row)."""
 
 
 def row_count(rows: str | int, dataset: str, n_tokens: int, vocab_size: int, bptt: int) -> int:
@@ -105,7 +115,7 @@ def analyze(
         for log_prob, targets in iter_logp(model, test, n_rows, model.hp["bptt"]):
             if not torch.isfinite(log_prob).all():
                 bad = done + int((~torch.isfinite(log_prob)).any(1).nonzero()[0])
-                raise ValueError(f"log-P row {bad} has non-finite entries; the SVD needs a finite matrix")
+                raise NonFiniteLogP(f"log-P row {bad} has non-finite entries; the SVD needs a finite matrix")
             nll_sum -= float(log_prob.gather(1, targets[:, None]).double().sum())
             worst_norm = max(worst_norm, float(torch.logsumexp(log_prob.double(), 1).abs().max()))
             stream.update(log_prob)
@@ -198,13 +208,7 @@ def add_cli(parser) -> None:
         choices=METHODS,
         help="singular-value method; auto: exact SVD if it fits --memory-budget-gb, else TSQR",
     )
-    parser.add_argument(
-        "--memory-budget-gb",
-        type=float,
-        default=DEFAULT_MEMORY_BUDGET / 2**30,
-        metavar="GB",
-        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
-    )
+    add_memory_budget_option(parser)
     parser.add_argument(
         "--save-logp",
         default=None,
@@ -217,13 +221,13 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         try:
-            device = resolve_device(args.device)
-            exact_float32()
-            model, meta, corpus = checkpoint_and_corpus(args.checkpoint, device, args.data, args.corpus_cache)
+            model, meta, corpus = model_and_corpus(args)
+            sv, summary = analyze(model, corpus.test, meta["dataset"], args.rows, args.method,
+                                  int(args.memory_budget_gb * 2**30), args.save_logp)  # fmt: skip
+        except NonFiniteLogP as err:
+            return report("analyze", f"{args.checkpoint}: {err}")
         except InputError as err:
             return report("analyze", err)
-        sv, summary = analyze(model, corpus.test, meta["dataset"], args.rows, args.method,
-                              int(args.memory_budget_gb * 2**30), args.save_logp)  # fmt: skip
         summary.update(checkpoint=str(args.checkpoint), dataset=meta["dataset"], variant=meta["variant"])
         if args.out_spectrum:
             with atomic_path(args.out_spectrum) as tmp:

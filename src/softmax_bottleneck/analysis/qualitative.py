@@ -13,7 +13,7 @@ import logging
 import pandas as pd
 import torch
 
-from softmax_bottleneck.analysis.inputs import checkpoint_and_corpus, exact_float32, report, resolve_device
+from softmax_bottleneck.analysis.inputs import model_and_corpus, report
 from softmax_bottleneck.analysis.logp import iter_logp
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.atomic import atomic_path
@@ -77,9 +77,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("qualitative"):
         try:
-            device = resolve_device(args.device)
-            exact_float32()
-            model, _, corpus = checkpoint_and_corpus(args.checkpoint, device, args.data, args.corpus_cache, "ptb")
+            model, _, corpus = model_and_corpus(args, "ptb")
             check_contexts(corpus.test, corpus.dictionary.idx2word)
         except ValueError as err:  # InputError, or a test set whose contexts are not where SM Table 2 has them
             return report("qualitative", err)

@@ -118,9 +118,9 @@ def spectrum_table(singular_values):
 class RankStream:
     """Feed the rows of a matrix chunk by chunk, get its singular values and rank summary at the end.
 
-    ``method``: ``"exact"`` (buffer float32 rows, one float64 SVD at the end), ``"gram"``, ``"tsqr"`` (streamed,
-    see the module docstring) or ``"auto"``: exact while the float64 copy (``m·n·8`` bytes) fits
-    ``memory_budget_bytes``; the first time it would not, the buffered rows are handed to the ``fallback``
+    ``method``: ``"exact"`` (buffer the rows in their own precision, one float64 SVD at the end), ``"gram"``,
+    ``"tsqr"`` (streamed, see the module docstring) or ``"auto"``: exact while the float64 copy (``m·n·8`` bytes)
+    fits ``memory_budget_bytes``; the first time it would not, the buffered rows are handed to the ``fallback``
     streamed method, which takes all later rows. ``expected_rows`` (optional) lets ``auto`` decide up front.
 
     Chunks (``numpy.ndarray`` or ``torch.Tensor``, ``[rows, n_cols]`` or a single 1-D row) with NaN or inf raise
@@ -216,6 +216,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_memory_budget_option(parser: argparse.ArgumentParser) -> None:
+    """``--memory-budget-gb`` of ``analyze`` and ``rank``: a positive, finite number of GiB."""
+    parser.add_argument(
+        "--memory-budget-gb",
+        type=positive_float,
+        default=DEFAULT_MEMORY_BUDGET / 2**30,
+        metavar="GB",
+        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
+    )
+
+
 def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Press' rank (Numerical Recipes' threshold, as the paper), ε-effective ranks and singular values of a "
@@ -228,13 +239,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chunk-rows", type=positive_int, default=4096, help="rows read from disk per chunk (default: 4096)"
     )
-    parser.add_argument(
-        "--memory-budget-gb",
-        type=positive_float,
-        default=DEFAULT_MEMORY_BUDGET / 2**30,
-        metavar="GB",
-        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
-    )
+    add_memory_budget_option(parser)
     parser.add_argument(
         "--fallback", choices=("gram", "tsqr"), default="tsqr", help="auto's streamed method (default: tsqr)"
     )

@@ -44,16 +44,10 @@ SM_TABLE15_CS: tuple[float, ...] = (
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def _svd_full(a, device: str = "cpu"):
     """Thin float64 SVD ``(U, σ, Vᵀ)``: scipy ``gesdd`` on CPU (numpy arrays), ``torch.linalg.svd`` on CUDA."""
     if svd_stream.is_cuda(device):
-        torch = _torch()
+        torch = svd_stream.torch_module()
         return torch.linalg.svd(a, full_matrices=False)
     import scipy.linalg
 
@@ -62,7 +56,7 @@ def _svd_full(a, device: str = "cpu"):
 
 def _as_f64(A, device: str):
     if svd_stream.is_cuda(device):
-        torch = _torch()
+        torch = svd_stream.torch_module()
         a = A if svd_stream.is_tensor(A) else np.asarray(A)
         return torch.as_tensor(a).to(device=device, dtype=torch.float64)
     if svd_stream.is_tensor(A):
@@ -72,7 +66,7 @@ def _as_f64(A, device: str):
 
 def _fro(x) -> float:
     if svd_stream.is_tensor(x):
-        return float(_torch().linalg.norm(x))
+        return float(svd_stream.torch_module().linalg.norm(x))
     return float(np.linalg.norm(x))
 
 

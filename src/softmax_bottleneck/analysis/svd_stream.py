@@ -1,14 +1,15 @@
 """Singular values of a matrix whose rows arrive in chunks: exact, streamed Gram, streamed TSQR.
 
 All methods work in float64, even for a float32 matrix: a float32 SVD has errors of the order of the Press
-threshold itself (≈1.8e-5·σ_max for PTB). Note that ``numpy.linalg.svd`` upcasts float32 input to float64 internally
-(this is what the reference relied on) but ``scipy.linalg.svdvals`` does *not* (it calls ``sgesdd``), hence the explicit
-cast in :func:`singular_values_exact`.
+threshold itself (≈1.8e-5·σ_max for PTB); and none ever rounds its input to a lower precision. Note that
+``numpy.linalg.svd`` upcasts float32 input to float64 internally (this is what the reference relied on) but
+``scipy.linalg.svdvals`` does *not* (it calls ``sgesdd``), hence the explicit cast in :func:`singular_values_exact`.
 
 ``"exact"``
     Float64 SVD of the whole matrix (:func:`singular_values_exact`; LAPACK ``gesdd`` on CPU, ``torch.linalg.svdvals``
-    on CUDA). Needs the whole matrix in memory: rows buffered in float32 (``m·n·4`` bytes), then ``m·n·8`` bytes
-    for the float64 copy plus workspace on CPU, ``≈ 2·m·n·8`` bytes of GPU memory on CUDA (PTB: 13 GB).
+    on CUDA). Needs the whole matrix in memory: rows buffered in their own precision (float32 log-P rows:
+    ``m·n·4`` bytes; float64 rows stay float64), then ``m·n·8`` bytes for the float64 copy plus workspace on CPU,
+    ``≈ 2·m·n·8`` bytes of GPU memory on CUDA (PTB: 13 GB).
 ``"gram"``
     Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated chunk by chunk in float64, then
     ``σ = sqrt(clip(eigvalsh(G), 0))``. Memory ``n²·8`` bytes, cost ``m·n²`` flops (one GEMM per chunk), the
@@ -35,7 +36,8 @@ from collections.abc import Iterable
 import numpy as np
 
 
-def _torch():
+def torch_module():
+    """``torch``, imported on first use (the ``rank`` command on a CPU need not pay for importing it)."""
     import torch
 
     return torch
@@ -59,19 +61,24 @@ def singular_values_exact(A, device: str = "cpu") -> np.ndarray:
     matrix). ``A`` may be a numpy array or a torch tensor (any floating dtype).
     """
     if is_cuda(device):
-        torch = _torch()
+        torch = torch_module()
         if not is_tensor(A):
             A = torch.from_numpy(np.ascontiguousarray(A))
         if A.ndim != 2:
             raise ValueError(f"expected a 2-D matrix, got shape {tuple(A.shape)}")
         return _svdvals_torch([A], device)
-    import scipy.linalg
-
     if is_tensor(A):
         A = A.detach().cpu().numpy()
     a64 = np.array(A, dtype=np.float64, order="F", copy=True)
     if a64.ndim != 2:
         raise ValueError(f"expected a 2-D matrix, got shape {a64.shape}")
+    return _svdvals_inplace(a64)
+
+
+def _svdvals_inplace(a64: np.ndarray) -> np.ndarray:
+    """σ (descending) of a float64 numpy matrix by LAPACK ``gesdd``, which overwrites it (no second copy)."""
+    import scipy.linalg
+
     sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
     return np.sort(sv)[::-1].copy()
 
@@ -83,7 +90,7 @@ def _svdvals_torch(parts: list, device) -> np.ndarray:
     first (see :func:`singular_values_exact`): peak memory ``≈ 2·m·n·8`` bytes (the matrix and the copy the QR
     factorises), e.g. 13 GB of GPU memory for PTB's 82,429 × 10,000.
     """
-    torch = _torch()
+    torch = torch_module()
     m, n = sum(int(p.shape[0]) for p in parts), int(parts[0].shape[1])
     t = torch.empty((m, n), dtype=torch.float64, device=device)
     pos = 0
@@ -106,7 +113,7 @@ def _svdvals_torch(parts: list, device) -> np.ndarray:
 def _check_chunk(chunk, n_cols: int, first_row: int):
     """Validate a chunk of rows (2-D ``[r, n_cols]`` or one 1-D row); return it 2-D. Raise on NaN/inf."""
     if is_tensor(chunk):
-        torch = _torch()
+        torch = torch_module()
         if chunk.ndim == 1:
             chunk = chunk.unsqueeze(0)
         if chunk.ndim != 2 or chunk.shape[1] != n_cols:
@@ -133,15 +140,15 @@ def _check_chunk(chunk, n_cols: int, first_row: int):
 
 
 def _to_device(chunk, device):
-    """A torch tensor on ``device`` in the chunk's own floating dtype (numpy input is copied once)."""
-    torch = _torch()
+    """A torch tensor on ``device`` in the chunk's own floating dtype, at least float32 (numpy input is copied once)."""
+    torch = torch_module()
     if not is_tensor(chunk):
         chunk = torch.from_numpy(np.array(chunk))
-    return chunk.detach().to(device=device)
+    return chunk.detach().to(device=device, dtype=torch.promote_types(chunk.dtype, torch.float32))
 
 
 def _to_f64(chunk, device):
-    torch = _torch()
+    torch = torch_module()
     if not is_tensor(chunk):  # numpy (possibly a read-only memmap slice): one float64 copy
         chunk = torch.from_numpy(np.array(chunk, dtype=np.float64))
     return chunk.to(device=device, dtype=torch.float64)
@@ -171,7 +178,7 @@ class GramAccumulator:
     method = "gram"
 
     def __init__(self, n_cols: int, device: str = "cpu"):
-        torch = _torch()
+        torch = torch_module()
         self.n_cols = int(n_cols)
         self.device = torch.device(device)
         self.rows = 0
@@ -186,7 +193,7 @@ class GramAccumulator:
         self.rows += int(c.shape[0])
 
     def singular_values(self) -> np.ndarray:
-        torch = _torch()
+        torch = torch_module()
         # eigvalsh reads only the lower triangle (no n×n symmetrised copy needed)
         ev = torch.linalg.eigvalsh(self.gram).clamp_min(0.0).sqrt()
         # a matrix with m < n rows has only m singular values (the other eigenvalues are rounding noise)
@@ -260,7 +267,7 @@ class QRAccumulator:
             raise RuntimeError(f"LAPACK dtpqrt failed (info={info})")
 
     def _flush_cuda(self) -> None:
-        torch = _torch()
+        torch = torch_module()
         r_rows = 0 if self.r is None else int(self.r.shape[0])
         stacked = torch.empty((r_rows + self._buf_rows, self.n_cols), dtype=torch.float64, device=self.device)
         if self.r is not None:
@@ -282,38 +289,31 @@ class QRAccumulator:
             return self._sv.copy()
         if not self.cuda and self.r is None and 0 < self._buf_rows < self.n_cols:
             # fewer rows than columns, all still buffered: their own SVD (m×n) is far cheaper than R's (n×n)
-            self._sv = _svdvals_of_rows(self._buf, self._buf_rows, self.n_cols)
+            self._sv = _svdvals_inplace(_drain_to_f64(self._buf, self._buf_rows, self.n_cols))
             return self._sv.copy()
         self._flush()
         if self.r is None:
             return np.zeros(0)
         if self.cuda:
-            torch = _torch()
-            sv = torch.linalg.svdvals(self.r).cpu().numpy()
+            sv = np.sort(torch_module().linalg.svdvals(self.r).cpu().numpy())[::-1]
         else:
-            import scipy.linalg
-
             r = self.r  # Fortran order: zero the strict lower triangle column by column, in place
             for j in range(r.shape[1] - 1):
                 r[j + 1 :, j] = 0.0
-            sv = scipy.linalg.svdvals(r, overwrite_a=True, check_finite=False)
+            sv = _svdvals_inplace(r)
         self.r = None
         # a matrix with m < n rows has only m singular values (R then has zero rows)
-        self._sv = np.sort(sv)[::-1][: min(self.rows, self.n_cols)].copy()
+        self._sv = sv[: min(self.rows, self.n_cols)].copy()
         return self._sv.copy()
 
 
-def _svdvals_of_rows(chunks: list, rows: int, n_cols: int) -> np.ndarray:
-    """Float64 singular values (descending) of the stacked CPU ``chunks``, which are consumed."""
-    import scipy.linalg
-
-    a64 = _drain_to_f64(chunks, rows, n_cols)
-    sv = scipy.linalg.svdvals(a64, overwrite_a=True, check_finite=False)
-    return np.sort(sv)[::-1].copy()
-
-
 class _ExactBuffer:
-    """Buffers float32 chunks (numpy on CPU, tensors on CUDA) for one float64 SVD at the end."""
+    """Buffers the chunks (numpy on CPU, tensors on CUDA) for one float64 SVD at the end.
+
+    Each chunk keeps its own precision, at least float32 (``np.result_type(dtype, float32)``): float32 log-P rows
+    take half the memory of float64, and a float64 matrix is not rounded to float32 (which would put a noise floor
+    at ≈1e-7·σ_max under its spectrum).
+    """
 
     method = "exact"
 
@@ -328,12 +328,11 @@ class _ExactBuffer:
         if chunk.shape[0] == 0:
             return
         if is_cuda(self.device):
-            torch = _torch()
-            chunk = torch.as_tensor(chunk).to(device=self.device, dtype=torch.float32)
+            chunk = _to_device(chunk, self.device)
         else:
             if is_tensor(chunk):
                 chunk = chunk.detach().cpu().numpy()
-            chunk = np.array(chunk, dtype=np.float32, copy=True)
+            chunk = np.array(chunk, dtype=np.result_type(chunk.dtype, np.float32), copy=True)
         self.chunks.append(chunk)
         self.rows += int(chunk.shape[0])
 
@@ -343,7 +342,7 @@ class _ExactBuffer:
         if is_cuda(self.device):
             chunks, self.chunks = self.chunks, []
             return _svdvals_torch(chunks, self.device)
-        return _svdvals_of_rows(self.chunks, self.rows, self.n_cols)
+        return _svdvals_inplace(_drain_to_f64(self.chunks, self.rows, self.n_cols))
 
 
 def accumulator(method: str, n_cols: int, device: str):

@@ -167,16 +167,6 @@ def evaluate_all(embedding, vocab: Sequence[str], benchmark_dir: str | Path):
     return pd.DataFrame(rows, columns=["benchmark", "pairs", "found", "not_found", "spearman"])
 
 
-def coverage(vocab: Sequence[str] | set[str], benchmark_dir: str | Path) -> OrderedDict[str, int]:
-    """SM Table 13: number of :func:`unique_pairs` of each benchmark with at least one word missing from ``vocab``."""
-    words = set(vocab)
-    out: OrderedDict[str, int] = OrderedDict()
-    for name, path in benchmark_files(benchmark_dir).items():
-        pairs = unique_pairs(read_benchmark(path))
-        out[name] = sum(1 for w1, w2, _ in pairs if w1 not in words or w2 not in words)
-    return out
-
-
 # --------------------------------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ Snakemake's ``--resources gpu=N`` only *counts* GPU jobs; it never tells a job w
 (snakemake/snakemake#281). This module gives each running GPU job a device:
 
 * ``K`` slots per GPU (``--per-gpu K``, else ``$SOFTMAX_BOTTLENECK_GPU_SLOTS``, else 1), one lock
-  file per slot, ``gpu<id>.slot<k>.lock``, in a node-local directory (default: a per-user directory
-  under ``$XDG_RUNTIME_DIR``, else ``/tmp/softmax-bottleneck-gpu-<uid>``). With ``K > 1`` up to K
+  file per slot, ``gpu<id>.slot<k>.lock``, in one node-local directory per user: ``--lock-dir``, else
+  ``$SOFTMAX_BOTTLENECK_GPU_LOCK_DIR``, else ``/var/tmp/softmax-bottleneck-gpu-<uid>`` (the same path in every
+  process, whatever its login session). It must be the user's own directory (not a symbolic link) that nobody
+  else can write, or the wrapper refuses it in one line. With ``K > 1`` up to K
   jobs share one device (an AWD-LSTM at paper scale uses a fraction of a modern GPU); a new job goes
   to the least-loaded GPU, so the runs spread over the devices before they share one;
 * the wrapper takes a non-blocking ``fcntl.flock`` on a free slot, sets ``CUDA_VISIBLE_DEVICES=<id>``
@@ -45,6 +47,7 @@ import os
 import random
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Sequence
@@ -147,14 +150,17 @@ def no_gpu_reason(source: str, environ: dict[str, str] | None = None) -> str:
 
 
 def default_lock_dir(environ: dict[str, str] | None = None) -> Path:
-    """A node-local, per-user directory: ``$XDG_RUNTIME_DIR/softmax-bottleneck-gpu`` or ``/tmp/...-<uid>``."""
+    """``$SOFTMAX_BOTTLENECK_GPU_LOCK_DIR``, else the fixed per-user ``/var/tmp/softmax-bottleneck-gpu-<uid>``.
+
+    Fixed, so that every job of the user on this node sees the same slots: a login-session directory such as
+    ``$XDG_RUNTIME_DIR`` comes and goes with the session (systemd removes ``/run/user/<uid>`` when the last one
+    ends), and a job started under tmux or nohup would then lock in another directory than its siblings.
+    ``/var/tmp`` is node-local and survives reboots on most systems; a stale lock file holds no lock.
+    """
     environ = os.environ if environ is None else environ
     if environ.get(ENV_LOCK_DIR):
         return Path(environ[ENV_LOCK_DIR])
-    runtime = environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
-        return Path(runtime) / "softmax-bottleneck-gpu"
-    return Path("/tmp") / f"softmax-bottleneck-gpu-{os.getuid()}"
+    return Path("/var/tmp") / f"softmax-bottleneck-gpu-{os.getuid()}"
 
 
 def step_aside_reason(gpus: Sequence[int], environ: dict[str, str] | None = None) -> str | None:
@@ -194,8 +200,30 @@ def _lock_path(lock_dir: Path, gpu: int, slot: int) -> Path:
     return lock_dir / f"gpu{gpu}.slot{slot}.lock"
 
 
+class UnsafeLockDir(PermissionError):
+    """A lock directory another user could tamper with (its one-line message says why)."""
+
+
+def check_lock_dir(lock_dir: Path) -> None:
+    """Refuse ``lock_dir`` unless it is a directory (not a symbolic link) of this user that no one else can write.
+
+    In a world-writable place such as ``/var/tmp`` another user could create the directory first (or a link in
+    its place) and then delete or swap the lock files, so that two jobs lease the same GPU.
+    """
+    info = os.lstat(lock_dir)
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafeLockDir("is a symbolic link, not a directory")
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeLockDir("is not a directory")
+    if info.st_uid != os.getuid():
+        raise UnsafeLockDir(f"belongs to uid {info.st_uid}, not to this user (uid {os.getuid()})")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeLockDir(f"is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); chmod 700 it")
+
+
 def _prepare_lock_dir(lock_dir: Path) -> None:
     lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_lock_dir(lock_dir)
     if not os.access(lock_dir, os.W_OK):
         raise PermissionError(f"GPU lock directory {lock_dir} is not writable")
 
@@ -351,8 +379,8 @@ def add_gpu_lease_cli(parser: argparse.ArgumentParser) -> None:
         "--lock-dir",
         type=Path,
         default=None,
-        help=f"node-local directory of the lock files (default: ${ENV_LOCK_DIR}, "
-        "else $XDG_RUNTIME_DIR/softmax-bottleneck-gpu, else /tmp/softmax-bottleneck-gpu-<uid>)",
+        help=f"node-local directory of the lock files, yours alone (default: ${ENV_LOCK_DIR}, "
+        "else /var/tmp/softmax-bottleneck-gpu-<uid>)",
     )
     parser.add_argument(
         "--gpus",
@@ -366,9 +394,13 @@ def add_gpu_lease_cli(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help=f"jobs that may share one GPU (default: ${ENV_SLOTS}, else 1); give Snakemake --resources gpu=<GPUs x K>",
     )
-    parser.add_argument("--poll", type=float, default=2.0, help="seconds between attempts while waiting")
-    parser.add_argument("--log-every", type=float, default=60.0, help="seconds between 'waiting' log lines")
-    parser.add_argument("--timeout", type=float, default=None, help="give up (exit 75) after this many seconds")
+    from softmax_bottleneck.analysis.rank import positive_float  # a finite number > 0
+
+    parser.add_argument("--poll", type=positive_float, default=2.0, help="seconds between attempts while waiting")
+    parser.add_argument("--log-every", type=positive_float, default=60.0, help="seconds between 'waiting' log lines")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=None, help="give up (exit 75) after this many seconds"
+    )
     parser.add_argument("--status", action="store_true", help="print which GPU slots are held, by whom, and exit")
     parser.add_argument("--json", action="store_true", help="with --status: one JSON object per GPU instead of text")
     # dest is not "command": the dispatcher (cli.py) keeps the sub-command name there
@@ -414,6 +446,14 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
         return 2
     lock_dir = args.lock_dir or default_lock_dir()
     if args.status:
+        try:
+            if os.path.lexists(lock_dir):  # --status creates nothing, but reads only a safe directory
+                check_lock_dir(lock_dir)
+        except OSError as exc:
+            log.error(
+                "gpu-lease: lock directory %s: %s (choose one with --lock-dir or $%s)", lock_dir, exc, ENV_LOCK_DIR
+            )
+            return 2
         if args.json:
             for row in lease_table(lock_dir, gpus, slots):
                 print(json.dumps(row))

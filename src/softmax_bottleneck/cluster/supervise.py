@@ -67,12 +67,8 @@ def run_supervised(command: Sequence[str], env: Mapping[str, str], keep_fd: int)
     try:
         try:
             proc = subprocess.Popen(list(command), env=dict(env), pass_fds=(keep_fd,), preexec_fn=preexec)
-        except FileNotFoundError:
-            log.error("command not found: %s", command[0])
-            return 127
-        except PermissionError:
-            log.error("command not executable: %s", command[0])
-            return 126
+        except (FileNotFoundError, PermissionError) as exc:
+            return _cannot_run(command, exc)
         # a signal that arrived between installing the handlers and Popen returning
         for signum in received:
             if not (signum == signal.SIGINT and terminal_sigint):
@@ -94,10 +90,15 @@ def exec_command(command: Sequence[str]) -> int:
     sys.stderr.flush()
     try:
         os.execvp(command[0], list(command))
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError) as exc:
+        return _cannot_run(command, exc)
+    return 0  # pragma: no cover - exec does not return
+
+
+def _cannot_run(command: Sequence[str], exc: OSError) -> int:
+    """Log why ``command`` could not start; the shell's status: 127 not found, 126 not executable."""
+    if isinstance(exc, FileNotFoundError):
         log.error("command not found: %s", command[0])
         return 127
-    except PermissionError:
-        log.error("command not executable: %s", command[0])
-        return 126
-    return 0  # pragma: no cover - exec does not return
+    log.error("command not executable: %s", command[0])
+    return 126

@@ -11,8 +11,11 @@ Integrity: :func:`read_corpus` hashes the bytes it tokenises (SHA-256 per split,
 :attr:`Corpus.sources`); given ``dataset`` it compares them with the published files'
 (:func:`softmax_bottleneck.corpora.download.corpus_checksums`) before tokenising. The tensor cache
 (:func:`save_corpus`, readable with ``torch.load(weights_only=True)``) stores those checksums, and
-:func:`load_corpus` compares them with the text files beside it whenever they are there. Every
-mismatch raises :class:`CorpusError` with one line naming the file and both checksums.
+:func:`load_corpus` compares them with the text files beside it whenever they are there. :func:`load_corpus`
+also holds every corpus that claims to be PTB or WikiText-2 (by its ``dataset``, its folder's name or its
+vocabulary size, :func:`claimed_dataset`) to the published files, so that edited data never trains or is
+analysed as the study's. Every mismatch raises :class:`CorpusError` with one line naming the file and both
+checksums.
 """
 
 from __future__ import annotations
@@ -27,14 +30,15 @@ from pathlib import Path
 import torch
 
 from softmax_bottleneck.atomic import atomic_torch_save
+from softmax_bottleneck.corpora.download import CORPUS_DIRS, corpus_checksums
 from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
 
 log = logging.getLogger(__name__)
 
 EOS = "<eos>"
 SPLITS = ("train", "valid", "test")
-#: dataset name used throughout the study -> folder name of its files
-DATASET_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}
+#: dataset name used throughout the study -> folder name of its files (the same dict as ``download.CORPUS_DIRS``)
+DATASET_DIRS = CORPUS_DIRS
 #: 2: the cache records the SHA-256 of the text files it was built from (format 1 did not)
 CACHE_FORMAT = 2
 
@@ -106,12 +110,8 @@ def _head(stream: torch.Tensor, n, key: str) -> torch.Tensor:
     return stream[: int(n)]
 
 
-def tokenize_lines(path: Path) -> list[list[str]]:
-    """Split every line of ``path`` on whitespace and append ``<eos>``."""
-    return _tokenize(Path(path).read_bytes())
-
-
 def _tokenize(data: bytes) -> list[list[str]]:
+    """Split every line on whitespace and append ``<eos>`` (the reference's ``data.py``)."""
     # newline="" keeps "\r" inside lines, exactly like the reference's open(); the corpora have none.
     return [line.split() + [EOS] for line in io.StringIO(data.decode("utf-8"), newline="")]
 
@@ -128,32 +128,50 @@ def _fetch_hint(dataset: str, split: str) -> str:
     return f"restore it with: python -m softmax_bottleneck fetch {DATASET_DIRS[dataset]}/{split}.txt"
 
 
-def expected_checksums(dataset: str) -> dict[str, str]:
-    """``{split: SHA-256}`` of the study's published text files of ``dataset`` (``"ptb"`` or ``"wt2"``)."""
-    from softmax_bottleneck.corpora.download import corpus_checksums
+def claimed_dataset(data_dir: str | os.PathLike | None = None, vocab_size: int | None = None) -> str | None:
+    """The study dataset a corpus claims to be: by its folder's name (``ptb``, ``wikitext-2`` or ``wt2``), else by
+    its vocabulary size (10,000 or 33,278 words, the only sizes a PTB or WT2 model accepts); ``None`` for neither."""
+    if data_dir is not None:
+        name = Path(data_dir).name
+        for dataset, folder in DATASET_DIRS.items():
+            if name in (dataset, folder):
+                return dataset
+    if vocab_size is not None:
+        from softmax_bottleneck.presets import VOCAB_SIZES
 
-    return corpus_checksums(dataset)
+        for dataset, size in VOCAB_SIZES.items():
+            if vocab_size == size:
+                return dataset
+    return None
+
+
+def check_published(sources: dict[str, str], dataset: str, data_dir: Path, why: str = "") -> None:
+    """Each split's SHA-256 in ``sources`` must be that of the study's published file of ``dataset``.
+
+    :class:`CorpusError` names the first file that differs (in ``data_dir``), both checksums, and how to restore it;
+    ``why`` says why the files are taken for ``dataset`` (e.g. its vocabulary size).
+    """
+    for split, sha in corpus_checksums(dataset).items():
+        if sources.get(split) != sha:
+            raise _mismatch(data_dir / f"{split}.txt", sources.get(split), sha,
+                            f"the published {dataset} {split}.txt{why}", _fetch_hint(dataset, split))  # fmt: skip
 
 
 def read_corpus(data_dir: str | os.PathLike, dataset: str | None = None) -> Corpus:
-    """Read ``train.txt``, ``valid.txt`` and ``test.txt`` from ``data_dir`` (tokenised as :func:`tokenize_lines`).
+    """Read ``train.txt``, ``valid.txt`` and ``test.txt`` from ``data_dir`` (each line split on whitespace, plus
+    ``<eos>``).
 
-    With ``dataset`` (``"ptb"``/``"wt2"``) each file must be the study's (SHA-256 of
-    :func:`expected_checksums`), or :class:`CorpusError` names the file and both checksums.
+    With ``dataset`` (``"ptb"``/``"wt2"``) each file must be the study's (:func:`check_published`), checked before
+    anything is tokenised, or :class:`CorpusError` names the file and both checksums.
     """
     data_dir = Path(data_dir)
     missing = [s for s in SPLITS if not (data_dir / f"{s}.txt").is_file()]
     if missing:
         raise FileNotFoundError(f"{data_dir}: missing {', '.join(f'{s}.txt' for s in missing)}")
-    expected = expected_checksums(dataset) if dataset is not None else {}
-    raw, sources = {}, {}
-    for split in SPLITS:  # hash every file before tokenising any
-        path = data_dir / f"{split}.txt"
-        raw[split] = path.read_bytes()
-        sources[split] = _sha256(raw[split])
-        if expected and sources[split] != expected[split]:
-            raise _mismatch(path, sources[split], expected[split], f"the published {dataset} {split}.txt",
-                            _fetch_hint(dataset, split))  # fmt: skip
+    raw = {split: (data_dir / f"{split}.txt").read_bytes() for split in SPLITS}
+    sources = {split: _sha256(data) for split, data in raw.items()}
+    if dataset is not None:
+        check_published(sources, dataset, data_dir)
     dictionary = Dictionary()
     streams = {}
     for split in SPLITS:
@@ -242,11 +260,11 @@ def _verify_cache_sources(corpus: Corpus, path: Path, data_dir: Path, legacy: bo
 
 
 def verify_sources(corpus: Corpus, dataset: str, origin: str | os.PathLike) -> None:
-    """The corpus must come from the study's files of ``dataset``; ``origin`` names it in the error."""
+    """The cached corpus ``origin`` must come from the study's files of ``dataset``."""
     if not corpus.sources:  # a format-1 cache with no text files beside it: nothing to compare
-        log.warning("corpus: %s records no checksums and no text files were found to check it", origin)
-        return
-    for split, sha in expected_checksums(dataset).items():
+        raise CorpusError(f"{origin}: old corpus cache (format 1) without checksums, and no {dataset} text files "
+                          "beside it to check it against; delete it, it is rebuilt from the data")  # fmt: skip
+    for split, sha in corpus_checksums(dataset).items():
         got = corpus.sources.get(split)
         if got != sha:
             raise CorpusError(f"{origin}: {split} split has SHA-256 {got}, the published {dataset} {split}.txt {sha}; "
@@ -258,19 +276,31 @@ def load_corpus(
 ) -> Corpus:
     """Load a corpus from its cache when it exists, else read the text files (and write the cache).
 
-    The cache is checked against the text files in ``data_dir`` when they exist; with ``dataset``
-    (``"ptb"``/``"wt2"``), the text files, or the files the cache was built from, must be the study's.
+    The cache is checked against the text files in ``data_dir`` when they exist. A corpus of a study dataset,
+    ``dataset`` (``"ptb"``/``"wt2"``) or else the one it claims to be (:func:`claimed_dataset`: the folder's name,
+    or the vocabulary size), must be made of the published files: the text files, or those the cache was built
+    from; nothing is cached from other data. A corpus that claims neither (a toy corpus) is returned as read.
     """
+    if cache is not None and Path(cache).is_dir():
+        raise CorpusError(
+            f"{cache}: the corpus cache is a directory; give a file path (the cache is written if absent)"
+        )
     if cache is not None and Path(cache).is_file():
         log.info("corpus: loading cache %s", cache)
         corpus = load_cached_corpus(cache, data_dir)
-        if dataset is not None:
-            verify_sources(corpus, dataset, cache)
+        claimed = dataset or claimed_dataset(data_dir, corpus.vocab_size)
+        if claimed is not None:
+            verify_sources(corpus, claimed, cache)
         return corpus
     if data_dir is None:
         raise ValueError("load_corpus needs data_dir when the cache does not exist")
     log.info("corpus: reading %s", data_dir)
-    corpus = read_corpus(data_dir, dataset)
+    by_name = dataset or claimed_dataset(data_dir)
+    corpus = read_corpus(data_dir, by_name)  # checked before tokenising
+    by_size = None if by_name else claimed_dataset(vocab_size=corpus.vocab_size)
+    if by_size is not None:  # checked before anything is cached
+        why = f" (a corpus of {corpus.vocab_size:,} words is taken for {by_size})"
+        check_published(corpus.sources, by_size, Path(data_dir), why)
     if cache is not None:
         save_corpus(corpus, cache)
     return corpus

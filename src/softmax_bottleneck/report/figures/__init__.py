@@ -30,6 +30,7 @@ from softmax_bottleneck.report.figures import gss_grid, mos_sweeps, plif_curves,
 from softmax_bottleneck.report.figures.common import STYLE, add_banner
 from softmax_bottleneck.report.figures.gss_grid import fit_line
 from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
+from softmax_bottleneck.report.tables.common import require_summaries
 
 __all__ = [
     "FIGURES",
@@ -85,10 +86,7 @@ def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
     """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``, ``banner`` in red on top."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
-    for fname in REQUIRES[name]:
-        path = Path(summary_dir) / fname
-        if not path.is_file():
-            raise FileNotFoundError(f"figure {name} needs summary file {path}, which does not exist")
+    require_summaries(f"figure {name}", summary_dir, REQUIRES[name])
     with matplotlib.rc_context(STYLE):
         fig = FIGURES[name](Path(summary_dir))
         if banner:

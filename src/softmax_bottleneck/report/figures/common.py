@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
-from softmax_bottleneck.report.tables import read_summary
+from softmax_bottleneck.report.tables.common import one_run_per, read_summary
 
 log = logging.getLogger(__name__)
 
@@ -50,24 +50,9 @@ def empty_panel(ax, text: str = "no data") -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.5")
 
 
-def read_runs(summary_dir, name: str) -> pd.DataFrame:
-    frame = read_summary(summary_dir, name)
-    for col in ("dataset", "variant", "seed_kind", "seed"):
-        if col not in frame.columns:
-            frame[col] = pd.Series(dtype=object)
-    for col in ("test_ppl", "train_ppl", "press_rank", "n_experts", "dropoutl", "parameters"):
-        if col not in frame.columns:
-            frame[col] = pd.Series(dtype=float)
-    return frame
-
-
 def one_per(frame: pd.DataFrame, key: str) -> pd.DataFrame:
-    """One run per value of ``key`` (authors' seed first, then lowest seed), sorted by ``key``."""
-    if frame.empty:
-        return frame
-    frame = frame.assign(_pref=(frame["seed_kind"] != "authors").astype(int))
-    frame = frame.sort_values(["_pref", "seed"], kind="mergesort").drop_duplicates(key)
-    return frame.sort_values(key, kind="mergesort").drop(columns="_pref")
+    """One run per value of ``key`` (:func:`~softmax_bottleneck.report.tables.common.one_run_per`), sorted by it."""
+    return one_run_per(frame, [key]).sort_values(key, kind="mergesort")
 
 
 def read_spectra(summary_dir) -> pd.DataFrame:

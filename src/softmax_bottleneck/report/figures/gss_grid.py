@@ -9,9 +9,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.figures.common import degenerate, empty_panel, limits, note, plain_ticks, read_runs
+from softmax_bottleneck.report.figures.common import degenerate, empty_panel, limits, note, plain_ticks
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables import pearson
+from softmax_bottleneck.report.tables.common import read_runs
 
 
 def fit_line(x, y, level: float = 0.95):

@@ -11,8 +11,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported
-from softmax_bottleneck.report.figures.common import empty_panel, limits, note, one_per, plain_ticks, read_runs
+from softmax_bottleneck.report.figures.common import empty_panel, limits, note, one_per, plain_ticks
 from softmax_bottleneck.report.reported import DATASETS
+from softmax_bottleneck.report.tables.common import read_runs
 
 PPL_COLOR, RANK_COLOR, TRAIN_COLOR = "#d62728", "#1f77b4", "#2ca02c"
 OURS, PAPER = "this reproduction", "paper"
@@ -66,8 +67,8 @@ def _k_text(values) -> str:
 
 def figure5(summary_dir) -> Figure:
     """WT2 MoS: test ppl and Press' rank vs K (SM Table 5) and vs dropoutl (SM Table 12)."""
-    k_runs = read_runs(summary_dir, "mos_k.csv")
-    d_runs = read_runs(summary_dir, "mos_dropoutl.csv")
+    k_runs = read_runs(summary_dir, "mos_k.csv", extra=["n_experts"])
+    d_runs = read_runs(summary_dir, "mos_dropoutl.csv", extra=["n_experts", "dropoutl"])
     k_paper = reported.load("mos_k").query("dataset == 'wt2'").sort_values("n_experts")
     d_paper = reported.load("mos_dropoutl").query("dataset == 'wt2'").sort_values("dropoutl", ascending=False)
     fig = Figure(figsize=(7.0, 5.6))
@@ -159,7 +160,7 @@ def _spaced_labels(x, labels: list[str], min_gap: float = 0.15) -> list[str]:
 
 def figure6(summary_dir) -> Figure:
     """MoS train and test perplexity vs K on PTB and WT2 (SM Tables 4, 5), #Param on the top axis."""
-    runs = read_runs(summary_dir, "mos_k.csv")
+    runs = read_runs(summary_dir, "mos_k.csv", extra=["n_experts"])
     paper = reported.load("mos_k")
     fig = Figure(figsize=(7.0, 5.6))
     axes = fig.subplots(2, 2)

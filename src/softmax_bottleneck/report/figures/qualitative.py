@@ -10,13 +10,7 @@ from matplotlib.figure import Figure
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.common import note
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
-from softmax_bottleneck.report.tables import read_summary
-
-
-def _hit_value(value) -> float:
-    if isinstance(value, str):
-        return {"true": 1.0, "1": 1.0, "yes": 1.0, "false": 0.0, "0": 0.0, "no": 0.0}.get(value.strip().lower(), np.nan)
-    return np.nan if pd.isna(value) else float(bool(value))
+from softmax_bottleneck.report.tables.common import as_hit, read_summary
 
 
 def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
@@ -29,9 +23,7 @@ def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
         except (TypeError, ValueError):
             continue
         if 1 <= number <= 6:
-            grid[models.index(rec["model"]), FIGURE3_GROUPS.index(rec["group"]) * 6 + number - 1] = _hit_value(
-                rec["hit"]
-            )
+            grid[models.index(rec["model"]), FIGURE3_GROUPS.index(rec["group"]) * 6 + number - 1] = as_hit(rec["hit"])
     return grid
 
 

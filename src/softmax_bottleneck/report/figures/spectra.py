@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.figures.common import empty_panel, note, read_spectra
+from softmax_bottleneck.report.figures.common import empty_panel, note, plain_ticks, read_spectra
 from softmax_bottleneck.report.reported import DATASETS
 
 #: Figure 7's window (and SM Figures 3, 5): the first 500 indices, σ_i / σ_max up to 0.2
@@ -119,6 +119,7 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
     if normalised:
         x_max, y_max, scaled = _normalised_window(shown)
         ax.set(xlim=(0, x_max), ylim=(0, y_max), ylabel=r"$\sigma_i / \sigma_{\max}$")
+        plain_ticks(ax)  # linear as the paper's; a tiny window reads 0.000002, not an offset "1e−5" in the corner
         if scaled:
             panel_notes.append(scaled)
     else:

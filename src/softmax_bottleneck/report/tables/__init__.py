@@ -34,7 +34,7 @@ from softmax_bottleneck.report.tables import (
     wordsim,
 )
 from softmax_bottleneck.report.tables.catalog import CAPTIONS, REQUIRES
-from softmax_bottleneck.report.tables.common import compare, mean_sd, pearson, read_summary, t_test
+from softmax_bottleneck.report.tables.common import compare, mean_sd, pearson, read_summary, require_summaries, t_test
 from softmax_bottleneck.report.tables.render import LAYOUTS, to_html, to_markdown
 
 __all__ = [
@@ -87,10 +87,7 @@ def build(name: str, summary_dir) -> pd.DataFrame:
     """Table ``name`` (see :data:`TABLES`) from the summary CSVs in ``summary_dir``."""
     if name not in TABLES:
         raise KeyError(f"unknown table {name!r}; valid names: {', '.join(TABLES)}")
-    for fname in REQUIRES[name]:
-        path = Path(summary_dir) / fname
-        if not path.is_file():
-            raise FileNotFoundError(f"table {name} needs summary file {path}, which does not exist")
+    require_summaries(f"table {name}", summary_dir, REQUIRES[name])
     return TABLES[name](Path(summary_dir))
 
 
@@ -99,7 +96,7 @@ def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> 
     paper's layout, with ``banner`` on top when given), atomically."""
     table = build(name, summary_dir)
     prefix = str(out_prefix)
-    atomic_write_text(table.to_csv(index=False, lineterminator="\n", float_format="%.10g"), prefix + ".csv")
+    atomic_write_text(table.to_csv(index=False, lineterminator="\n"), prefix + ".csv")  # floats as repr: exact
     atomic_write_text(to_markdown(name, table, banner), prefix + ".md")
     atomic_write_text(to_html(name, table, banner), prefix + ".html")
     return table

@@ -17,6 +17,8 @@ from softmax_bottleneck.report.reported import DATASETS
 
 #: shown where a value is missing (ours not run yet, or a row the paper does not have)
 MISSING = "—"
+#: shown where a value cannot exist, as the paper prints it (the p-value of the baseline against itself)
+NOT_APPLICABLE = "N/A"
 
 Formatter = Callable[[object], str]
 Cell = Callable[[pd.Series], str]
@@ -80,8 +82,14 @@ def times_ten_to(exponent: int) -> Formatter:
     return _number(fmt)
 
 
-#: noise scales c of SM Tables 15, 16 ("1e-20")
-scale = _number(lambda v: f"{v:.0e}")
+def power_of_ten(v: float) -> str:
+    """``1e-2``, ``1e-20``, ``2.5e-3``: a power of ten as SM Tables 15 and 16 print c (no padded exponent)."""
+    mantissa, exponent = f"{v:.6e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
+#: noise scales c of SM Tables 15, 16 ("1e-2", "1e-20")
+scale = _number(power_of_ten)
 
 
 def seconds(v) -> str:
@@ -110,6 +118,13 @@ def mean_sd(mean, sd, fmt: Formatter) -> str:
 def both(q: str, fmt: Formatter, paper_fmt: Formatter | None = None) -> Cell:
     """Cell ``ours (paper)`` of quantity ``q`` (columns ``q_ours``, ``q_paper``)."""
     return lambda row: pair(fmt(row.get(f"{q}_ours")), (paper_fmt or fmt)(row.get(f"{q}_paper")))
+
+
+def p_value(baseline: str, fmt: Formatter = scientific) -> Cell:
+    """Cell ``ours (paper)`` of ``p_value``; ``N/A`` on the row of the ``baseline`` variant the others are tested
+    against, as the paper prints it (Table 2, SM Table 1)."""
+    cell = both("p_value", fmt)
+    return lambda row: NOT_APPLICABLE if row.get("variant") == baseline else cell(row)
 
 
 def both_mean_sd(q: str, fmt: Formatter) -> Cell:

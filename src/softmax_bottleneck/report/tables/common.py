@@ -68,6 +68,14 @@ def pearson(x, y) -> tuple[float, float]:
 
 
 # --------------------------------------------------------------------------------------------- inputs
+def require_summaries(what: str, summary_dir, files: Sequence[str]) -> None:
+    """FileNotFoundError naming the first of ``files`` missing from ``summary_dir`` (``what`` needs them)."""
+    for fname in files:
+        path = Path(summary_dir) / fname
+        if not path.is_file():
+            raise FileNotFoundError(f"{what} needs summary file {path}, which does not exist")
+
+
 def read_summary(summary_dir, name: str) -> pd.DataFrame:
     """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent."""
     path = Path(summary_dir) / name
@@ -79,9 +87,11 @@ def read_summary(summary_dir, name: str) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-def read_runs(summary_dir, name: str) -> pd.DataFrame:
+def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """A run summary (one row per run) with every column the tables and figures read, plus the numeric ``extra``
+    ones (e.g. ``n_experts``); a column the file lacks is there, empty (small-scale runs)."""
     frame = read_summary(summary_dir, name)
-    needed = ["dataset", "variant", "schedule", "seed", "seed_kind", "parameters", *PPL3, "press_rank", *EPS]
+    needed = ["dataset", "variant", "schedule", "seed", "seed_kind", "parameters", *PPL3, "press_rank", *EPS, *extra]
     for col in needed:
         if col not in frame.columns:
             frame[col] = pd.Series(dtype=object if col in ("dataset", "variant", "schedule", "seed_kind") else float)
@@ -100,6 +110,24 @@ def one_run_per(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             "several runs for %s; keeping the authors'-seed / lowest seed", order.loc[dup, keys].values.tolist()
         )
     return order[~dup].drop(columns="_pref")
+
+
+def as_hit(value) -> float:
+    """A top-5 hit flag as 1.0 / 0.0 (NaN if absent or unreadable): ``True``/``False``, 1/0 (also ``"1.0"``),
+    ``"yes"``/``"no"``, ``"y"``/``"n"``, any case; Figure 3 and SM Table 2 read it alike."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "yes", "y"):
+            return 1.0
+        if text in ("false", "no", "n"):
+            return 0.0
+        try:
+            value = float(text)
+        except ValueError:
+            return math.nan
+    if value is None or pd.isna(value):
+        return math.nan
+    return float(value) if float(value) in (0.0, 1.0) else math.nan
 
 
 def params_m(values) -> float:

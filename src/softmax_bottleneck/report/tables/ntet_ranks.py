@@ -86,10 +86,15 @@ def ntet_table(summary_dir, dataset: str) -> pd.DataFrame:
     return order_rows(table, paper, groups=("schedule",))
 
 
+def _reported_rank(value) -> str:
+    """The original papers' rank; ``N/A`` where the paper prints it (LMS-PLIF's paper reports none)."""
+    return cells.NOT_APPLICABLE if cells.missing(value) else cells.integer(value)
+
+
 def table1_layout(table: pd.DataFrame) -> pd.DataFrame:
     """Table 1 as printed: one column per model, rows = rank and ppl difference, original papers' and ours."""
     rows = [
-        ("rank, reported in the original papers", lambda r: cells.integer(r["rank_original_papers"])),
+        ("rank, reported in the original papers", lambda r: _reported_rank(r["rank_original_papers"])),
         ("rank, ours (this paper's)", cells.both("press_rank", cells.integer)),
         ("ppl difference, reported in the original papers", lambda r: cells.two(r["ppl_diff_original_papers"])),
         ("ppl difference, ours (this paper's)", cells.both("ppl_diff", cells.two)),

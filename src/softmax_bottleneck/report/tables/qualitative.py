@@ -9,7 +9,7 @@ import pandas as pd
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
 from softmax_bottleneck.report.tables import cells
-from softmax_bottleneck.report.tables.common import compare, read_summary
+from softmax_bottleneck.report.tables.common import as_hit, compare, read_summary
 
 
 def _top5_text(row) -> str:
@@ -26,17 +26,6 @@ def _top5_words(row) -> set[str]:
     return {str(row.get(f"word_{i}")) for i in range(1, 6) if pd.notna(row.get(f"word_{i}"))}
 
 
-def _as_hit(value) -> float:
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "yes", "y", "1", "1.0"):
-            return 1.0
-        if text in ("false", "no", "n", "0", "0.0"):
-            return 0.0
-        return math.nan
-    return math.nan if pd.isna(value) else float(bool(value))
-
-
 def sm_table2(summary_dir) -> pd.DataFrame:
     ours = read_summary(summary_dir, "top5.csv")
     from softmax_bottleneck.report.summaries import TOP5_COLUMNS
@@ -47,7 +36,7 @@ def sm_table2(summary_dir) -> pd.DataFrame:
     paper = reported.load("sm_table2")
     paper = paper[~paper["model"].str.endswith("**")]  # Yang et al.'s own numbers: nothing to reproduce
     keys = ["model", "group", "number"]
-    ours = ours.assign(number=pd.to_numeric(ours["number"], errors="coerce"), hit=ours["hit"].map(_as_hit))
+    ours = ours.assign(number=pd.to_numeric(ours["number"], errors="coerce"), hit=ours["hit"].map(as_hit))
     ours = ours.dropna(subset=["number"]).astype({"number": "int64"}).drop_duplicates(keys)
     table = compare(
         ours,
