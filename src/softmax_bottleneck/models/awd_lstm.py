@@ -32,10 +32,16 @@ class AWDLSTM(nn.Module):
         self.input_drop = LockedDropout(hp["dropouti"])
         self.hidden_drop = LockedDropout(hp["dropouth"])
         self.output_drop = LockedDropout(hp["dropout"])
+        # Paper §3: the tied matrix is drawn U(-0.1, 0.1); the LSTMs and mixture layers keep PyTorch's defaults.
+        # The authors' draw order: the encoder's own U(-0.1, 0.1) (KIT base_models/dai.py:88) comes before the output
+        # layer, whose decoder draws it again (KIT top_models/smax/smax.py:17, mos.py:26); the embedding is tied to
+        # that last draw (KIT models/model.py:21). A layer that replays none keeps the first one.
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
         self.output_layer = build_output_layer(hp["output_layer"], vocab_size, d, dl, hp)
-        # the tied matrix is drawn U(-0.1, 0.1); LSTM and mixture layers keep PyTorch's defaults.
-        if self.encoder.weight.device.type != "meta":
-            nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+        tied = self.output_layer.take_tied_init()
+        if tied is not None:
+            with torch.no_grad():
+                self.encoder.weight.copy_(tied)
 
     def init_hidden(self, batch_size: int) -> Hidden:
         weight = self.encoder.weight

@@ -74,6 +74,7 @@ class PLIF(SoftmaxOfScores):
         self.delta = 2.0 * self.t / self.knots
         self.init_std = float(plif_init_std)
         self.plif_lr = float(plif_lr)
+        # drawn after the decoder and its U(-0.1, 0.1) (in OutputLayer.__init__), as in the KIT (plif_smax.py:23-28)
         init = torch.randn(self.knots) * self.init_std + UNIT_SLOPE_RAW
         self.slope_raw = nn.Parameter(init, requires_grad=not self.frozen)
 
