@@ -62,6 +62,8 @@ def test_softmax_family_replays_the_authors_construction(variant):
     if "plif" in variant:  # KIT plif_smax.py:26-28, after the decoder
         slopes = torch.randn(hp["plif_knots"]) * hp["plif_init_std"] + math.log(math.e - 1)
         assert torch.equal(model.output_layer.slope_raw, slopes)
+        # the authors' parameter order: plif_w before the decoder's bias
+        assert [n for n, _ in model.output_layer.named_parameters()] == ["slope_raw", "bias"]
 
 
 @pytest.mark.parametrize("variant", ["mos", "moc"])
@@ -82,6 +84,13 @@ def test_mixtures_replay_the_authors_construction(variant):
     assert torch.equal(layer.prior.weight, prior.weight)
     assert torch.equal(layer.latent.weight, latent.weight) and torch.equal(layer.latent.bias, latent.bias)
     assert [n for n, _ in layer.named_parameters()] == ["bias", "prior.weight", "latent.weight", "latent.bias"]
+
+
+def test_the_authors_parameter_order_puts_each_raw_recurrent_weight_last():
+    model = AWDLSTM(V, _hp("softmax"))
+    names = [n for n, _ in model.named_parameters()]
+    per_lstm = ["lstm.weight_ih_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0", "lstm.weight_hh_l0"]
+    assert names == ["encoder.weight", *[f"rnns.{i}.{n}" for i in range(3) for n in per_lstm], "output_layer.bias"]
 
 
 def test_a_layer_without_the_authors_draw_order_keeps_the_models_uniform_draw(monkeypatch):
