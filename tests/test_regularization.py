@@ -82,6 +82,21 @@ def test_embedded_dropout_gradient_and_eval_identity():
     torch.testing.assert_close(row_grad[~dropped], torch.full_like(row_grad[~dropped], 2.0))
 
 
+def test_embedding_noise_replays_the_authors_extra_mask_draw():
+    """With embedding dropout, the authors' noise path draws one more V×1 Bernoulli mask before the noise."""
+    x = torch.zeros(7, 3, 5)
+    torch.manual_seed(11)
+    noisy = embedding_noise(x, 0.15, training=True, dropoute=0.1, vocab_size=40)
+    torch.manual_seed(11)
+    torch.empty(40, 1).bernoulli_(0.9)
+    assert torch.equal(noisy, x + torch.randn(7, 3, 5) * 0.15)
+    for dropoute, vocab in ((0.0, 40), (None, 40), (0.1, 0)):  # no embedding dropout: no extra draw
+        torch.manual_seed(11)
+        noisy = embedding_noise(x, 0.15, True, dropoute, vocab)
+        torch.manual_seed(11)
+        assert torch.equal(noisy, x + torch.randn(7, 3, 5) * 0.15)
+
+
 def test_embedding_noise():
     x = torch.zeros(50, 40, 30)
     assert torch.equal(embedding_noise(x, 0.5, training=False), x)

@@ -53,7 +53,7 @@ class AWDLSTM(nn.Module):
     def _context(self, tokens: torch.Tensor, hidden: Hidden):
         """The body shared by :meth:`forward` and :meth:`nll`: (new hidden, raw h³, dropped h³)."""
         emb = embedded_dropout(self.encoder, tokens, self.hp["dropoute"], self.training)
-        emb = embedding_noise(emb, self.hp.get("emb_noise", 0.0), self.training)
+        emb = embedding_noise(emb, self.hp.get("emb_noise", 0.0), self.training, self.hp["dropoute"], self.vocab_size)
         output = self.input_drop(emb)
         new_hidden = []
         last = len(self.rnns) - 1

@@ -84,15 +84,23 @@ def embedded_dropout(embed: nn.Embedding, words: Tensor, p: float | None = 0.1, 
     )
 
 
-def embedding_noise(x: Tensor, std: float | None, training: bool = True) -> Tensor:
+def embedding_noise(
+    x: Tensor, std: float | None, training: bool = True, dropoute: float | None = None, vocab_size: int = 0
+) -> Tensor:
     """Add i.i.d. N(0, std²) noise to every element of the looked-up embeddings (fair comparison, SM Table 9).
 
     Applied after embedding dropout and before the ``dropouti`` locked dropout; identity when not training
-    or when std = 0.
+    or when std = 0. The authors' draw order: their noise path repeats the embedding dropout on a matrix of
+    ones, used only for its shape (KIT ``embed_regularize.py:52-56``), i.e. one more V×1 Bernoulli(1−p) mask is
+    drawn, and discarded, before the noise; given the embedding dropout ``dropoute`` > 0 and the ``vocab_size``
+    V, that draw is replayed.
     """
     std = 0.0 if std is None else float(std)
     if std < 0:
         raise ValueError(f"noise std must be >= 0, got {std}")
     if not training or std == 0.0:
         return x
+    p = _check_p(dropoute)
+    if p > 0.0 and vocab_size > 0:
+        x.new_empty((vocab_size, 1)).bernoulli_(1.0 - p)  # the authors' draw order: a discarded V×1 mask
     return x + torch.randn_like(x) * std
