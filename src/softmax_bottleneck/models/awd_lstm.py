@@ -52,8 +52,10 @@ class AWDLSTM(nn.Module):
 
     def _context(self, tokens: torch.Tensor, hidden: Hidden):
         """The body shared by :meth:`forward` and :meth:`nll`: (new hidden, raw h³, dropped h³)."""
-        emb = embedded_dropout(self.encoder, tokens, self.hp["dropoute"], self.training)
-        emb = embedding_noise(emb, self.hp.get("emb_noise", 0.0), self.training, self.hp["dropoute"], self.vocab_size)
+        hp = self.hp
+        last_word_grad = hp.get("embed_last_word_grad", False)  # False: as the authors (padding_idx=-1)
+        emb = embedded_dropout(self.encoder, tokens, hp["dropoute"], self.training, last_word_grad)
+        emb = embedding_noise(emb, hp.get("emb_noise", 0.0), self.training, hp["dropoute"], self.vocab_size)
         output = self.input_drop(emb)
         new_hidden = []
         last = len(self.rnns) - 1
