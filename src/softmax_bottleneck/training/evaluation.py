@@ -32,17 +32,25 @@ def chunk_nll(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model, data: torch.Tensor, bptt: int) -> float:
-    """The authors' loss of batchified ``data`` [T, B] (see module docstring)."""
+def evaluate(model, data: torch.Tensor, bptt: int, loss_path: str = "nll") -> float:
+    """The authors' loss of batchified ``data`` [T, B] (see module docstring).
+
+    ``loss_path="full"`` computes each chunk from the [L, B, V] log-probabilities instead (for comparison).
+    """
+    if loss_path not in ("nll", "full"):
+        raise ValueError(f"loss path must be one of nll, full, got {loss_path!r}")
     model.eval()
     device = model.encoder.weight.device
     hidden = model.init_hidden(data.size(1))
     total = 0.0
     for i in range(0, data.size(0) - 1, bptt):
         inputs, targets = get_batch(data, i, bptt)
-        targets = targets.to(device)
-        nll, hidden, _, _ = model.nll(inputs.to(device), hidden, targets)
-        total += len(inputs) * chunk_nll(nll, targets).item()
+        inputs, targets = inputs.to(device), targets.to(device)
+        if loss_path == "nll":
+            scores, hidden, _, _ = model.nll(inputs, hidden, targets)
+        else:
+            scores, hidden, _, _ = model(inputs, hidden)
+        total += len(inputs) * chunk_nll(scores, targets).item()
     return total / len(data)
 
 
