@@ -67,3 +67,22 @@ def test_bench_rejects_a_bad_variant_in_one_line(tmp_path):
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=ENV)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("bench: unknown variant 'nope'")
+
+
+@pytest.mark.parametrize("loss_path", ["nll", "full"])
+def test_the_loss_path_option_decides_which_path_is_timed(loss_path, monkeypatch):
+    from softmax_bottleneck.models.awd_lstm import AWDLSTM
+
+    calls = {"forward": 0, "nll": 0}
+    for name in calls:
+        real = getattr(AWDLSTM, name)
+
+        def spy(self, *args, _name=name, _real=real):
+            calls[_name] += 1
+            return _real(self, *args)
+
+        monkeypatch.setattr(AWDLSTM, name, spy)
+    result = bench.run_bench(_opts("ptb", "mos", loss_path=loss_path))
+    assert result["loss_path"] == loss_path
+    used, unused = ("nll", "forward") if loss_path == "nll" else ("forward", "nll")
+    assert calls[used] > 0 and calls[unused] == 0  # in training and in the validation estimate

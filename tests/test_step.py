@@ -6,13 +6,16 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import TINY, tiny_corpus
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.corpus import batchify
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training import step
+from softmax_bottleneck.training.evaluation import evaluate
 from softmax_bottleneck.training.schedule import make_optimizer
+from softmax_bottleneck.training.state import seed_everything
 from softmax_bottleneck.training.trainer import Diverged, Trainer
 
 #: Tensor methods that copy a value to the host (a GPU→CPU synchronisation on CUDA)
@@ -53,6 +56,45 @@ def test_training_steps_read_nothing_back(host_reads, variant):
         assert (host_reads if phase == "sgd" else ours) == []
     raw, finite, batches = sums.read()
     assert finite and batches == 8 and raw > 0
+
+
+def _steps(variant: str, loss_path: str, batches: int = 6):
+    """Weights and summed raw loss after ``batches`` SGD then ``batches`` ASGD steps on the given loss path."""
+    hp = presets.resolve("ptb", variant, "et", {**TINY, "n_experts": 2} if variant == "mos" else TINY)
+    corpus = tiny_corpus()
+    seed_everything(hp["seed"])  # the model's draws and the batch lengths
+    model = AWDLSTM(corpus.vocab_size, hp).train()
+    data = batchify(corpus.train, hp["batch_size"])
+    hidden = [model.init_hidden(hp["small_batch_size"]) for _ in range(hp["batch_size"] // hp["small_batch_size"])]
+    sums = step.LossSums(torch.device("cpu"))
+    position = 0
+    for phase in ("sgd", "asgd"):
+        optimizer = make_optimizer(model, hp, phase)
+        for _ in range(batches):
+            position += step.train_batch(model, optimizer, hp, data, position, hidden, sums, loss_path=loss_path)
+    return {k: v.clone() for k, v in model.state_dict().items()}, sums.read()[0]
+
+
+@pytest.mark.parametrize("variant", ["softmax", "gss", "lms_plif", "mos"])
+def test_the_loss_path_trains_as_the_full_matrix_path(variant):
+    """Same dropout masks, same losses, same updates: bit for bit for the softmax family; MoS to rounding."""
+    full_weights, full_loss = _steps(variant, "full")
+    weights, loss = _steps(variant, "nll")
+    if variant == "mos":
+        assert loss == pytest.approx(full_loss, rel=1e-5)
+        for key, value in full_weights.items():
+            torch.testing.assert_close(weights[key], value, rtol=1e-4, atol=1e-5, msg=key)
+    else:
+        assert loss == full_loss
+        assert all(torch.equal(weights[k], v) for k, v in full_weights.items())
+
+
+def test_an_unknown_loss_path_is_refused():
+    hp = presets.resolve("ptb", "softmax", "et", TINY)
+    model = AWDLSTM(12, hp)
+    tokens = torch.zeros(3, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="loss path must be one of nll, full, got 'logits'"):
+        step.chunk_loss(model, tokens, tokens, model.init_hidden(2), hp, "logits")
 
 
 def test_first_non_finite_loss_is_located_exactly(tmp_path, monkeypatch):
@@ -96,3 +138,27 @@ def test_capturable_asgd_equals_the_default_asgd_on_cuda():
         runs.append([(p.detach().clone(), opt.state[p]["ax"].clone()) for p in params])
     for (p0, ax0), (p1, ax1) in zip(*runs, strict=True):
         assert torch.equal(p0, p1) and torch.equal(ax0, ax1)
+
+
+@pytest.mark.parametrize("variant", ["softmax", "lms_plif", "mos"])
+def test_evaluation_on_the_loss_path_equals_the_authors_evaluate(variant):
+    """The authors' evaluate(): Σ_chunks len(chunk) · NLLLoss(log-probabilities) / len(data), on the full matrix."""
+    hp = presets.resolve("ptb", variant, "et", {**TINY, "n_experts": 2} if variant == "mos" else TINY)
+    corpus = tiny_corpus()
+    model = AWDLSTM(corpus.vocab_size, hp)
+    data = batchify(corpus.valid, 3)
+    bptt = 7
+    total = 0.0
+    model.eval()
+    with torch.no_grad():
+        hidden = model.init_hidden(3)
+        for i in range(0, data.size(0) - 1, bptt):
+            inputs, targets = data[i : i + min(bptt, data.size(0) - 1 - i)], data[i + 1 : i + 1 + bptt]
+            log_prob, hidden, _, _ = model(inputs, hidden)
+            total += len(inputs) * F.nll_loss(log_prob.reshape(-1, log_prob.size(-1)), targets.reshape(-1)).item()
+    reference = total / len(data)
+    loss = evaluate(model, data, bptt)
+    if variant == "mos":
+        assert loss == pytest.approx(reference, rel=1e-6)
+    else:
+        assert loss == reference

@@ -32,10 +32,16 @@ class AWDLSTM(nn.Module):
         self.input_drop = LockedDropout(hp["dropouti"])
         self.hidden_drop = LockedDropout(hp["dropouth"])
         self.output_drop = LockedDropout(hp["dropout"])
+        # Paper §3: the tied matrix is drawn U(-0.1, 0.1); the LSTMs and mixture layers keep PyTorch's defaults.
+        # The authors' draw order: the encoder's own U(-0.1, 0.1) (KIT base_models/dai.py:88) comes before the output
+        # layer, whose decoder draws it again (KIT top_models/smax/smax.py:17, mos.py:26); the embedding is tied to
+        # that last draw (KIT models/model.py:21). A layer that replays none keeps the first one.
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
         self.output_layer = build_output_layer(hp["output_layer"], vocab_size, d, dl, hp)
-        # the tied matrix is drawn U(-0.1, 0.1); LSTM and mixture layers keep PyTorch's defaults.
-        if self.encoder.weight.device.type != "meta":
-            nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+        tied = self.output_layer.take_tied_init()
+        if tied is not None:
+            with torch.no_grad():
+                self.encoder.weight.copy_(tied)
 
     def init_hidden(self, batch_size: int) -> Hidden:
         weight = self.encoder.weight
@@ -46,8 +52,10 @@ class AWDLSTM(nn.Module):
 
     def _context(self, tokens: torch.Tensor, hidden: Hidden):
         """The body shared by :meth:`forward` and :meth:`nll`: (new hidden, raw h³, dropped h³)."""
-        emb = embedded_dropout(self.encoder, tokens, self.hp["dropoute"], self.training)
-        emb = embedding_noise(emb, self.hp.get("emb_noise", 0.0), self.training)
+        hp = self.hp
+        last_word_grad = hp.get("embed_last_word_grad", False)  # False: as the authors (padding_idx=-1)
+        emb = embedded_dropout(self.encoder, tokens, hp["dropoute"], self.training, last_word_grad)
+        emb = embedding_noise(emb, hp.get("emb_noise", 0.0), self.training, hp["dropoute"], self.vocab_size)
         output = self.input_drop(emb)
         new_hidden = []
         last = len(self.rnns) - 1

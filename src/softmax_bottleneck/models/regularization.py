@@ -65,34 +65,51 @@ class LockedDropout(nn.Module):
         return f"p={self.p}"
 
 
-def embedded_dropout(embed: nn.Embedding, words: Tensor, p: float | None = 0.1, training: bool = True) -> Tensor:
+def embedded_dropout(
+    embed: nn.Embedding, words: Tensor, p: float | None = 0.1, training: bool = True, last_word_grad: bool = False
+) -> Tensor:
     """Embedding lookup with word-level dropout (AWD-LSTM's embedding dropout ``dropoute``).
 
     In training with p > 0, a mask ``m ∈ {0, 1/(1−p)}^{V×1}`` (one Bernoulli(1−p) draw per vocabulary row) is
     multiplied into the embedding matrix, so every occurrence of a dropped word in the batch gets the zero
     vector, and kept rows are rescaled. Gradients flow to ``embed.weight``. Otherwise a plain lookup.
     The embedding's ``padding_idx``/``max_norm``/... options are honoured as in AWD-LSTM.
+
+    The authors pass ``padding_idx=-1`` when the embedding has none (KIT ``embed_regularize.py:30-37``), which
+    torch (0.4 as today) reads as the last row: the last vocabulary word gets no gradient through the lookup (its
+    row still learns as an output word, through the tied decoder). That is the default here;
+    ``last_word_grad=True`` (preset key ``embed_last_word_grad``) gives it its gradient.
     """
     p = _check_p(p)
     weight = embed.weight
     if training and p > 0.0:
         mask = weight.new_empty((weight.size(0), 1)).bernoulli_(1.0 - p).div_(1.0 - p)
         weight = weight * mask
-    # (AWD-LSTM passed padding_idx=-1 for "none", which modern torch reads as the last row: pass None through)
+    padding_idx = embed.padding_idx
+    if padding_idx is None and not last_word_grad:
+        padding_idx = -1
     return F.embedding(
-        words, weight, embed.padding_idx, embed.max_norm, embed.norm_type, embed.scale_grad_by_freq, embed.sparse
+        words, weight, padding_idx, embed.max_norm, embed.norm_type, embed.scale_grad_by_freq, embed.sparse
     )
 
 
-def embedding_noise(x: Tensor, std: float | None, training: bool = True) -> Tensor:
+def embedding_noise(
+    x: Tensor, std: float | None, training: bool = True, dropoute: float | None = None, vocab_size: int = 0
+) -> Tensor:
     """Add i.i.d. N(0, std²) noise to every element of the looked-up embeddings (fair comparison, SM Table 9).
 
     Applied after embedding dropout and before the ``dropouti`` locked dropout; identity when not training
-    or when std = 0.
+    or when std = 0. The authors' draw order: their noise path repeats the embedding dropout on a matrix of
+    ones, used only for its shape (KIT ``embed_regularize.py:52-56``), i.e. one more V×1 Bernoulli(1−p) mask is
+    drawn, and discarded, before the noise; given the embedding dropout ``dropoute`` > 0 and the ``vocab_size``
+    V, that draw is replayed.
     """
     std = 0.0 if std is None else float(std)
     if std < 0:
         raise ValueError(f"noise std must be >= 0, got {std}")
     if not training or std == 0.0:
         return x
+    p = _check_p(dropoute)
+    if p > 0.0 and vocab_size > 0:
+        x.new_empty((vocab_size, 1)).bernoulli_(1.0 - p)  # the authors' draw order: a discarded V×1 mask
     return x + torch.randn_like(x) * std

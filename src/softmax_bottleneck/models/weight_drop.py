@@ -24,6 +24,11 @@ class WeightDropLSTM(nn.Module):
         if not 0 <= dropout < 1:
             raise ValueError(f"wdrop must lie in [0, 1), got {dropout}")
         self.lstm = nn.LSTM(input_size, hidden_size, num_layers=1)
+        # the authors' parameter order: their WeightDrop re-registers the raw weight last (KIT
+        # utils/base_models/dai/weight_drop.py:29-30); clip_grad_norm_ sums the per-tensor norms in parameter order
+        raw = self.lstm.weight_hh_l0
+        del self.lstm.weight_hh_l0
+        self.lstm.register_parameter("weight_hh_l0", raw)
         self.dropout = float(dropout)
 
     @property

@@ -7,7 +7,9 @@ first ``--valid-chunks`` × ``bptt`` rows of the validation split and scales by 
 Without a data folder the splits are random tokens of the published sizes (PTB 929,589 / 73,760 /
 82,430; WT2 2,088,628 / 217,646 / 245,569): the cost of a step does not depend on which words it sees.
 ``--runs K`` starts K independent runs at once on the same device (one process each, timed between
-a common start barrier and their ends) and reports their aggregate throughput.
+a common start barrier and their ends) and reports their aggregate throughput. ``--loss-path full`` times the
+full-matrix path (``forward``'s [L, B, V] log-probabilities and a gather) instead of the loss path the trainer
+uses (``nll``: the targets' log-probabilities only), for comparison.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from softmax_bottleneck.training.environment import configure_precision, resolve
 from softmax_bottleneck.training.evaluation import evaluate
 from softmax_bottleneck.training.schedule import make_optimizer
 from softmax_bottleneck.training.state import seed_everything
-from softmax_bottleneck.training.step import LossSums, train_batch
+from softmax_bottleneck.training.step import LOSS_PATHS, LossSums, train_batch
 
 log = logging.getLogger("softmax_bottleneck.bench")
 
@@ -82,6 +84,7 @@ def measure(opts: dict, barrier=None) -> dict:
     hidden = [model.init_hidden(hp["small_batch_size"]) for _ in range(chunks)]
     sums = LossSums(device)
     state = {"position": 0}
+    loss_path = opts.get("loss_path", "nll")
 
     def steps(n: int) -> int:
         model.train()
@@ -90,7 +93,7 @@ def measure(opts: dict, barrier=None) -> dict:
             if state["position"] >= rows - 2:
                 state["position"] = 0
             start = state["position"]
-            state["position"] += train_batch(model, optimizer, hp, data, start, hidden, sums)
+            state["position"] += train_batch(model, optimizer, hp, data, start, hidden, sums, loss_path)
             tokens += min(state["position"], rows - 1) - start
         return tokens * width
 
@@ -110,9 +113,9 @@ def measure(opts: dict, barrier=None) -> dict:
 
     val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
     sample = val_data[: min(val_data.size(0), opts["valid_chunks"] * hp["bptt"] + 1)]
-    evaluate(model, sample[: hp["bptt"] + 1], hp["bptt"])  # warm-up of the eval path
+    evaluate(model, sample[: hp["bptt"] + 1], hp["bptt"], loss_path)  # warm-up of the eval path
     tick = time.monotonic()
-    evaluate(model, sample, hp["bptt"])
+    evaluate(model, sample, hp["bptt"], loss_path)
     _sync(device)
     valid_seconds = (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
 
@@ -122,6 +125,7 @@ def measure(opts: dict, barrier=None) -> dict:
         "dataset": opts["dataset"],
         "variant": opts["variant"],
         "phase": opts["phase"],
+        "loss_path": loss_path,
         "data": source,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -217,6 +221,10 @@ def add_cli(parser) -> None:
     parser.add_argument("--runs", type=_positive, default=1, help="independent runs started at once on the device")
     parser.add_argument("--phase", choices=("sgd", "asgd"), default="sgd", help="time SGD steps or ASGD steps")
     parser.add_argument("--threads", type=_positive, default=None, help="torch CPU threads per run (default: torch's)")
+    parser.add_argument(
+        "--loss-path", choices=LOSS_PATHS, default="nll",
+        help="nll: the trainer's loss path (default); full: the [L, B, V] log-probabilities, for comparison",
+    )  # fmt: skip
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
 
@@ -236,6 +244,7 @@ def run_cli(args) -> int:
             "runs": args.runs,
             "phase": args.phase,
             "threads": args.threads,
+            "loss_path": args.loss_path,
         }
         presets.resolve(args.dataset, args.variant, "et", opts["overrides"])  # fail before any work
         result = run_bench(opts)

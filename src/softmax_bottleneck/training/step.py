@@ -16,11 +16,24 @@ from softmax_bottleneck.models.awd_lstm import detach_hidden
 from softmax_bottleneck.training.evaluation import chunk_nll
 from softmax_bottleneck.training.schedule import restore_lr, sample_seq_len, scale_lr
 
+#: how a chunk's NLL is computed: ``nll`` the loss path (:meth:`.AWDLSTM.nll`: the targets' log-probabilities only),
+#: ``full`` the [L, B, V] log-probabilities of ``forward`` and a gather (kept for comparison: ``bench --loss-path``)
+LOSS_PATHS = ("nll", "full")
 
-def chunk_loss(model, inputs, targets, hidden, hp: dict):
-    """``(loss, raw NLL, new hidden)``: loss = mean NLL + α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²)."""
-    log_prob, hidden, raw_last, dropped_last = model(inputs, hidden)
-    raw_loss = chunk_nll(log_prob, targets)
+
+def chunk_loss(model, inputs, targets, hidden, hp: dict, loss_path: str = "nll"):
+    """``(loss, raw NLL, new hidden)``: loss = mean NLL + α·mean(dropped h³²) + β·mean((raw h³_t − raw h³_{t−1})²).
+
+    AR and TAR as the authors' ``main.py`` (paper §3, SM §2.1). Both loss paths draw the same dropout masks and
+    give the same losses (bit for bit for the softmax family; MoS to ~1e-6).
+    """
+    if loss_path == "nll":
+        scores, hidden, raw_last, dropped_last = model.nll(inputs, hidden, targets)
+    elif loss_path == "full":
+        scores, hidden, raw_last, dropped_last = model(inputs, hidden)
+    else:
+        raise ValueError(f"loss path must be one of {', '.join(LOSS_PATHS)}, got {loss_path!r}")
+    raw_loss = chunk_nll(scores, targets)
     loss = raw_loss + hp["alpha"] * dropped_last.pow(2).mean()
     if raw_last.size(0) > 1:
         loss = loss + hp["beta"] * (raw_last[1:] - raw_last[:-1]).pow(2).mean()
@@ -58,8 +71,14 @@ class LossSums:
         self.finite_batches.zero_()
 
 
-def train_batch(model, optimizer, hp: dict, data: torch.Tensor, position: int, hidden: list, sums: LossSums) -> int:
-    """One update on the rows of ``data`` from ``position``; updates ``hidden`` in place, returns ``seq_len``."""
+def train_batch(
+    model, optimizer, hp: dict, data: torch.Tensor, position: int, hidden: list, sums: LossSums, loss_path: str = "nll"
+) -> int:
+    """One update on the rows of ``data`` from ``position``; updates ``hidden`` in place, returns ``seq_len``.
+
+    ``clip_grad_norm_`` sums the per-tensor norms in the model's parameter order, which is the authors' (see
+    :class:`.WeightDropLSTM`); the result can differ by an ulp in another order.
+    """
     seq_len = sample_seq_len(hp)
     base_lrs = scale_lr(optimizer, seq_len, hp["bptt"])
     inputs, targets = get_batch(data, position, seq_len)
@@ -67,7 +86,7 @@ def train_batch(model, optimizer, hp: dict, data: torch.Tensor, position: int, h
     chunk, batch_size = hp["small_batch_size"], hp["batch_size"]
     for s_id, start in enumerate(range(0, batch_size, chunk)):
         x, y = inputs[:, start : start + chunk], targets[:, start : start + chunk]
-        loss, raw_loss, hidden[s_id] = chunk_loss(model, x, y, detach_hidden(hidden[s_id]), hp)
+        loss, raw_loss, hidden[s_id] = chunk_loss(model, x, y, detach_hidden(hidden[s_id]), hp, loss_path)
         (loss * chunk / batch_size).backward()
         sums.add_chunk(loss, raw_loss, chunk / batch_size)
     torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], hp["clip"])

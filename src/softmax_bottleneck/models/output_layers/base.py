@@ -11,6 +11,9 @@
   a layer that only implements ``forward`` works unchanged; layers override it where a target-only formula
   is cheaper (``F.cross_entropy`` for the softmax family, the fused MoS formula);
 * the output bias ``self.bias`` (V zeros at init) belongs to the layer;
+* initialisation: the model draws the tied matrix U(−0.1, 0.1) (paper §3). A layer with
+  ``authors_draw_order = True`` (the built-in ones, and every :class:`SoftmaxOfScores`) replays the authors' random
+  draws at construction instead, so that the same seed gives the authors' initial weights (:meth:`take_tied_init`);
 * ``extra_parameter_count(vocab_size, nemb, nhidlast, **hp)`` (classmethod) counts the parameters the layer
   adds to the base network;
 * ``own_lr_parameters()`` lists ``(parameter, lr_hyper_parameter_key)`` pairs that need their own optimiser
@@ -40,6 +43,9 @@ class OutputLayer(nn.Module):
     projects_context = False
     #: the name under which the class is registered (set by ``register_output_layer``)
     registered_name: str | None = None
+    #: replay the authors' initialisation draws (see :meth:`_authors_decoder_draws`); False: the model draws the
+    #: tied matrix U(−0.1, 0.1) itself and the layer's own parameters keep whatever their constructors drew
+    authors_draw_order = False
 
     def __init__(self, vocab_size: int, nemb: int, nhidlast: int, **hp):
         super().__init__()
@@ -54,6 +60,33 @@ class OutputLayer(nn.Module):
         self.nemb = int(nemb)
         self.nhidlast = int(nhidlast)
         self.bias = nn.Parameter(torch.zeros(self.vocab_size))
+        self._tied_init: Tensor | None = None
+        if self.authors_draw_order:
+            self._authors_decoder_draws()
+            if not self.projects_context:  # the authors' Smax draws the tied matrix right away (smax.py:12-17)
+                self.draw_tied_init()
+
+    # -- initialisation in the authors' draw order ----------------------------------------------------------------
+    def _authors_decoder_draws(self) -> None:
+        """The authors' draw order: their decoder is an ``nn.Linear(d, V)`` (KIT ``top_models/smax/smax.py:10``,
+        ``top_models/s_smax/s_smax.py:9``, ``top_models/mos/mos.py:11``, ``moc.py:11``) whose default
+        initialisation draws a V×d weight and a V bias, both overwritten afterwards (the bias by zeros, the weight
+        by the U(−0.1, 0.1) draw of :meth:`draw_tied_init`). Replayed here as throwaway draws: same random stream.
+        """
+        nn.Linear(self.nemb, self.vocab_size, device=self.bias.device)
+
+    def draw_tied_init(self) -> None:
+        """Draw the tied matrix ``U(−0.1, 0.1)`` ``[V, d]`` now, in the authors' order: it is their decoder's
+        ``init_weights`` (KIT ``smax.py:17``, ``s_smax.py:16``, ``mos.py:26``, ``moc.py:26``), to which the tied
+        embedding is set (KIT ``models/model.py:21``). The model takes it with :meth:`take_tied_init`.
+        """
+        self._tied_init = torch.empty(self.vocab_size, self.nemb, device=self.bias.device).uniform_(-0.1, 0.1)
+
+    def take_tied_init(self) -> Tensor | None:
+        """The U(−0.1, 0.1) draw of :meth:`draw_tied_init` for the tied embedding, handed over once (then
+        forgotten); None when the layer drew none (the model keeps its own U(−0.1, 0.1) draw)."""
+        tied, self._tied_init = self._tied_init, None
+        return tied
 
     # -- helpers -------------------------------------------------------------------------------------------
     def _check(self, context: Tensor, weight: Tensor) -> None:
@@ -116,7 +149,12 @@ class SoftmaxOfScores(OutputLayer):
     Sub-classes implement :meth:`scores` (e.g. ``l + log σ(l)`` for SS). ``forward`` is ``log_softmax(s)``;
     ``nll`` is ``F.cross_entropy(s, targets, reduction="none")``, which equals ``−log_softmax(s)[targets]``
     bit for bit (values and gradients).
+
+    Initialised in the authors' draw order of their ``Smax`` (``authors_draw_order``): the authors' layers of this
+    form (SS, GSS, LMS-PLIF) all draw their decoder as ``Smax`` does; a sub-class may set it to False.
     """
+
+    authors_draw_order = True
 
     def scores(self, context: Tensor, weight: Tensor) -> Tensor:  # pragma: no cover - abstract
         """The pre-softmax scores ``[..., V]`` (at least float32)."""

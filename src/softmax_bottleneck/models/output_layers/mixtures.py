@@ -8,7 +8,8 @@ Shared parameters, from the context g = h³_t ∈ R^{d'} (d' = ``nhidlast``, d =
 * mixture weights ``π = softmax(W_π g)``, ``W_π ∈ R^{K×d'}``, no bias (``self.prior``);
 * the tied decoder ``U = weight ∈ R^{V×d}`` and the layer's own bias ``b ∈ R^V``.
 
-Both linear layers keep PyTorch's default initialisation, as in the reference code.
+Both linear layers keep PyTorch's default initialisation, as in the reference code, drawn in its order (decoder,
+prior, latent, then the tied matrix; see :meth:`.OutputLayer.draw_tied_init`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ MIXTURE_HYPERPARAMETERS = {
 
 class _Mixture(OutputLayer):
     projects_context = True
+    authors_draw_order = True
 
     def __init__(
         self,
@@ -51,8 +53,12 @@ class _Mixture(OutputLayer):
             raise ValueError(f"dropoutl must be in [0, 1), got {dropoutl}")
         self.n_experts = int(n_experts)
         self.dropoutl = float(dropoutl)
-        self.latent = nn.Linear(self.nhidlast, self.n_experts * self.nemb)
+        # the authors' draw order (KIT top_models/mos/mos.py:11-14, 26; moc.py the same): decoder (its throwaway
+        # draws, in OutputLayer.__init__), prior, latent, then the decoder's U(-0.1, 0.1) that the embedding keeps
         self.prior = nn.Linear(self.nhidlast, self.n_experts, bias=False)
+        self.latent = nn.Linear(self.nhidlast, self.n_experts * self.nemb)
+        if self.authors_draw_order:
+            self.draw_tied_init()
 
     @classmethod
     def extra_parameter_count(cls, vocab_size: int, nemb: int, nhidlast: int, **hp) -> int:

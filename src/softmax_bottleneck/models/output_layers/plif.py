@@ -74,8 +74,14 @@ class PLIF(SoftmaxOfScores):
         self.delta = 2.0 * self.t / self.knots
         self.init_std = float(plif_init_std)
         self.plif_lr = float(plif_lr)
+        # drawn after the decoder and its U(-0.1, 0.1) (in OutputLayer.__init__), as in the KIT (plif_smax.py:23-28)
         init = torch.randn(self.knots) * self.init_std + UNIT_SLOPE_RAW
         self.slope_raw = nn.Parameter(init, requires_grad=not self.frozen)
+        # the authors' parameter order: their plif_w is the module's own parameter, listed before its decoder's bias
+        # (KIT plif_smax.py:26); clip_grad_norm_ sums the per-tensor norms in parameter order
+        bias = self.bias
+        del self.bias
+        self.bias = bias
 
     @classmethod
     def extra_parameter_count(cls, vocab_size: int, nemb: int, nhidlast: int, **hp) -> int:
