@@ -6,6 +6,7 @@
 #   snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data
 #   snakemake table2 | figure2 | reports/tables/table2.md   build one item and only what it needs
 #   snakemake --report reports/report.html         bundle every table and figure
+#   snakemake --list-rules                         what each rule does
 #
 # Targets go right after `snakemake` (--configfile and --config swallow what follows them).
 # See config/README.md for every config key and README.md ("Running the workflow") for usage,
@@ -41,6 +42,7 @@ include: "workflow/rules/reports.smk"
 
 
 rule all:
+    """Every table and figure of the paper and its SM (and everything they need)."""
     default_target: True
     input:
         all_reports(),

@@ -6,6 +6,7 @@ so the test environment itself is untouched; nothing under ``src/`` knows about 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -99,11 +100,6 @@ def test_example_trains_reloads_analyzes_and_renders_table2(plugin_path, shared_
     assert row["n_runs"] == 1 and row["test_ppl_mean_ours"] == pytest.approx(metrics["test_ppl"], rel=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="report/ still takes display names from its own hand-kept DISPLAY table (#14.1, report helper's work); "
-    "remove this marker when it derives them from the registry",
-)
 def test_table2_shows_the_plugins_display_name(plugin_path, tmp_path):
     from softmax_bottleneck.report.summaries import RUN_COLUMNS
 
@@ -188,12 +184,6 @@ def reduced_config(path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
-@pytest.mark.xfail(
-    strict=True,
-    reason="pending #14 work outside models/: the config schema's closed variant enum (workflow/) rejects 'taylor', "
-    "and Table 6 / Figure 7 keep to report/'s hand-kept MAIN_VARIANTS; remove this marker when both derive from "
-    "the registry",
-)
 def test_naming_the_plugin_in_the_config_puts_it_in_table2_table6_and_figure7(plugin_path, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
@@ -206,20 +196,20 @@ def test_naming_the_plugin_in_the_config_puts_it_in_table2_table6_and_figure7(pl
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
     models = [path.parts for path in (work / "results").rglob("model.pt")]
     assert len(models) == 4 and sum("taylor" in parts for parts in models) == 2  # 2 seeds each, nothing else
-    tables = work / "reports" / "tables"
+    tables = work / "reports" / "small" / "tables"  # config/small.yaml's output_subdir
     table2 = pd.read_csv(tables / "table2.csv")
     taylor = table2[table2["variant"] == "taylor"]
     assert len(taylor) == 1 and taylor.iloc[0]["n_runs"] == 2
     table6 = pd.read_csv(tables / "table6.csv")
     assert "taylor" in set(table6["variant"])
-    for name in ("table2", "table6"):
-        assert "Taylor" in (tables / f"{name}.md").read_text(), name
-    assert (work / "reports" / "figures" / "figure7.png").stat().st_size > 1000
+    for name, ext in itertools.product(("table2", "table6"), ("md", "html")):
+        assert "Taylor" in (tables / f"{name}.{ext}").read_text(), (name, ext)
+    assert (work / "reports" / "small" / "figures" / "figure7.png").stat().st_size > 1000
     labels = subprocess.run(
         [sys.executable, "-c", "import sys; from softmax_bottleneck.report import figures; "
          "fig = figures.build('figure7', sys.argv[1]); "
          "print('\\n'.join(l.get_label() for ax in fig.axes for l in ax.get_lines()))",
-         str(work / "results" / "summary")],
+         str(work / "results" / "small" / "summary")],
         capture_output=True, text=True, env=env, check=True, timeout=300,
     ).stdout.splitlines()  # fmt: skip
     assert "Taylor" in labels and "Softmax" in labels

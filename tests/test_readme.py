@@ -35,6 +35,7 @@ NEEDS_SLURM_OR_GPUS = {
     "STATE=/tmp/slurm-ci/state bash .ci/slurm/start_cluster.sh": "starts a SLURM cluster (tests/test_slurm.py)",
     "STATE=/tmp/slurm-ci/state bash .ci/slurm/stop_cluster.sh": "stops a SLURM cluster (tests/test_slurm.py)",
     "snakemake --report reports/report.html": "needs every paper-scale table and figure (GPU-weeks)",
+    "python -m softmax_bottleneck bench --dataset wt2 --variant mos --device cuda --runs 4": "needs a CUDA GPU",
 }
 #: commands that need the small scale's results: run by test_small_scale_end_to_end after it
 NEEDS_SMALL_SCALE_RESULTS = {

@@ -23,7 +23,9 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -297,6 +299,88 @@ def test_train_rule_sets_no_retries():
     assert "retries" not in (yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text()))
 
 
+def helper_functions(stage: str) -> dict:
+    """The input functions of workflow/rules/helpers/<stage>.smk (pure Python), to call them directly."""
+    path = ROOT / "workflow" / "rules" / "helpers" / f"{stage}.smk"
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+def test_train_memory_stops_growing_after_attempt_2():
+    """The SLURM profile gives a long training up to 31 attempts (time limits, pre-emption): its memory
+    doubles once (an out-of-memory retry) and then stays, instead of growing 31-fold."""
+    mem = helper_functions("train")["train_mem_mb"]
+    for dataset, first in (("ptb", 8000), ("wt2", 16000)):  # README: 8 GB PTB, 16 GB WT2
+        got = [mem(SimpleNamespace(dataset=dataset), attempt) for attempt in (1, 2, 3, 31)]
+        assert got == [first, 2 * first, 2 * first, 2 * first], (dataset, got)
+
+
+def test_every_rule_says_what_it_does(tmp_path):
+    """``snakemake --list-rules`` prints a description beside every rule (#11.4)."""
+    result = snakemake(tmp_path, "--list-rules")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line and not line.startswith("Using ")]
+    names = {line.split(" ", 1)[0] for line in lines}
+    assert {"train", "analyze", "plan", "table2", "figure7", "sm_figure5", "all"} <= names, names
+    bare = [line for line in lines if not re.fullmatch(r"\w+ \(.{10,}\)", line)]
+    assert not bare, bare
+    described = dict(line[:-1].split(" (", 1) for line in lines)
+    assert described["table2"].startswith("Table 2") and described["sm_figure5"].startswith("SM Figure 5")
+
+
+BANNER = "small scale — pipeline check, not the paper"
+
+
+def test_report_banner_marks_tables_and_figures_and_reruns_only_them(tmp_path):
+    """``report_banner`` reaches ``--banner`` of every table and figure (small scale: set; paper: none),
+    and changing it re-renders those items and nothing else (#8.1, #11.3)."""
+    assert load(SMALL_CONFIG)["report_banner"] == BANNER and load(PAPER_CONFIG)["report_banner"] is None
+    # Figure 1 reads no summary: render it for real, then change the banner
+    made = snakemake(tmp_path, "figure1", "--cores", "1", configfile=SMALL_CONFIG)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert f"--banner '{BANNER}'" in made.stdout + made.stderr
+    assert (tmp_path / "reports" / "small" / "figures" / "figure1.png").is_file()
+    same = snakemake(tmp_path, "figure1", "-n", configfile=SMALL_CONFIG)
+    assert "Nothing to be done" in same.stdout + same.stderr, same.stdout[-3000:]
+    changed = snakemake(tmp_path, "figure1", "-n", "--quiet", "rules", "--config", "report_banner=another mark",
+                        configfile=SMALL_CONFIG)  # fmt: skip
+    assert planned_jobs(changed) == {"figure1": 1}
+    # every table and figure passes it; the paper's configuration passes none (a fresh folder: plan all)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    small = snakemake(fresh, "-n", "--printshellcmds", configfile=SMALL_CONFIG)
+    paper = snakemake(fresh, "-n", "--printshellcmds")
+    for result, count in ((small, len(tables.REQUIRES) + len(figures.REQUIRES)), (paper, 0)):
+        assert result.returncode == 0, result.stderr[-3000:]
+        commands = [line for line in result.stdout.splitlines() if " softmax_bottleneck table " in line
+                    or " softmax_bottleneck figure " in line]  # fmt: skip
+        assert len(commands) == len(tables.REQUIRES) + len(figures.REQUIRES)
+        assert sum(f"--banner '{BANNER}'" in line for line in commands) == count
+        assert sum("--banner" in line for line in commands) == count
+
+
+def test_each_table_rule_writes_the_html_page(tmp_path):
+    """NAME.html (the paper's layout) is an output of each table rule, beside the CSV and Markdown; the
+    slow test checks that ``snakemake --report`` shows it (#11.2)."""
+    for name in ("table2", "sm_table17"):
+        result = snakemake(tmp_path, f"reports/tables/{name}.html", "-n", "--quiet", "rules")
+        assert planned_jobs(result).get(name) == 1
+
+
+@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+def test_a_change_of_data_mirror_fetches_nothing_again(tmp_path):
+    """The data are verified by their pinned SHA-256 whatever their source: PTB fetched from a mirror (the
+    README's small-scale command) is not fetched again by the paper's configuration (data_mirror: null), and
+    the paper's plan keeps every training job (a re-fetch used to hide the PTB trainings from the plan)."""
+    fetched = snakemake(tmp_path, "resources/data/ptb/train.txt", "--cores", "1", "--config",
+                        f"data_mirror={MIRROR}", configfile=SMALL_CONFIG)  # fmt: skip
+    assert fetched.returncode == 0, fetched.stderr[-3000:]
+    assert f"data mirror: {MIRROR}" in (tmp_path / "logs" / "fetch_corpus" / "ptb.log").read_text()
+    counts = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules"))
+    assert counts["train"] == PAPER_TRAIN_JOBS and counts["fetch_corpus"] == 1, counts  # WT2 only
+
+
 # --------------------------------------------------------------------------------------------- bad configs
 BAD_CONFIGS = {
     "unknown variant": (
@@ -452,8 +536,24 @@ def test_small_scale_end_to_end(tmp_path):
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # the README's commands on these results (report, costs, logs); the report bundles every item
     run_small_scale_commands(repo)
-    assert (repo / "reports" / "small" / "report.zip").stat().st_size > 10_000
+    check_html_report(repo / "reports" / "small" / "report.zip")
     check_rerun_policy(repo, models, run_in)
+
+
+def check_html_report(path: Path) -> None:
+    """The HTML report embeds every table as its HTML page in the paper's layout (with the small-scale
+    banner) and every figure as its PNG; no table is shown as a raw CSV (#11.2)."""
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        assert any(name.endswith("/report.html") for name in names), names[:20]
+        for name in tables.REQUIRES:
+            pages = [n for n in names if n.endswith(f"/{name}.html")]
+            assert len(pages) == 1, (name, pages)
+            page = archive.read(pages[0]).decode()
+            assert "<table" in page and BANNER in page, name
+        for name in figures.REQUIRES:
+            assert sum(n.endswith(f"/{name}.png") for n in names) == 1, name
+        assert not [n for n in names if n.endswith(".csv")], "a table is embedded as CSV"
 
 
 def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
@@ -472,6 +572,9 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
         os.utime(figure_code, (stat.st_atime, stat.st_mtime))
     assert all(touched.get(name) == 1 for name in figures.REQUIRES), touched
     assert not set(UPSTREAM_RULES) & set(touched), touched
+    # a new banner re-renders every table and figure, and nothing else (not even the summaries)
+    rebanner = planned_jobs(run_in(repo, f"snakemake -n --quiet rules {SMALL} 'report_banner=another mark'"))
+    assert set(rebanner) - {"all"} == {*tables.REQUIRES, *figures.REQUIRES}, rebanner
     # -F and -R train keep a finished model: the job refuses, the file is untouched
     model = models[0]
     digest, mtime = hashlib.sha256(model.read_bytes()).hexdigest(), model.stat().st_mtime

@@ -18,6 +18,7 @@ localrules:
 
 
 rule analyze:
+    """Press' and ε-effective ranks and the spectrum of one model's test log-P matrix (E3, E11)."""
     input:
         model=f"{RUN_DIR}/model.pt",
         corpus=ancient_corpus,
@@ -46,6 +47,7 @@ rule analyze:
 
 
 rule wordsim:
+    """Spearman ρ of one model's embeddings on the 13 word-similarity benchmarks (E6)."""
     input:
         model=f"{RUN_DIR}/model.pt",
         benchmarks=wordsim_files,
@@ -65,6 +67,7 @@ rule wordsim:
 
 
 rule qualitative:
+    """One PTB model's top-5 predictions at the 18 test contexts (E5)."""
     input:
         model=f"{RUN_DIR}/model.pt",
         corpus=ancient_corpus,
@@ -89,6 +92,7 @@ rule qualitative:
 
 
 rule robustness_logp:
+    """Write the first rows of one model's log-P matrix (temporary) for E12, with their rank."""
     input:
         model=f"{RUN_DIR}/model.pt",
         corpus=ancient_corpus,
@@ -118,6 +122,7 @@ rule robustness_logp:
 
 
 rule robustness:
+    """Robustness of Press' rank on that slice, Algorithms 1 and 2 (E12, SM Tables 14-16)."""
     input:
         f"{RUN_DIR}/robustness-{{rows}}/logp.npy",
     output:
@@ -137,6 +142,7 @@ rule robustness:
 
 
 rule summarize_runs:
+    """One experiment's runs (metrics and ranks) in one summary CSV."""
     input:
         runs=summary_inputs,
         code=rendering_code,
@@ -153,6 +159,7 @@ rule summarize_runs:
 
 
 rule summarize_spectra:
+    """Singular values of the spectra models in one summary CSV (Table 6, Figure 7)."""
     input:
         spectra=spectra_inputs,
         code=rendering_code,
@@ -169,6 +176,7 @@ rule summarize_spectra:
 
 
 rule summarize_wordsim:
+    """Word-similarity scores of the wordsim models in one summary CSV."""
     input:
         wordsim=wordsim_inputs,
         code=rendering_code,
@@ -185,6 +193,7 @@ rule summarize_wordsim:
 
 
 rule summarize_top5:
+    """Top-5 predictions of the top5 models in one summary CSV."""
     input:
         top5=top5_inputs,
         code=rendering_code,
@@ -201,6 +210,7 @@ rule summarize_top5:
 
 
 rule summarize_robustness:
+    """The E12 result as this configuration's summary CSV."""
     input:
         robustness_result,
     output:

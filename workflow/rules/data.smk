@@ -1,5 +1,7 @@
-# Data: PTB, WikiText-2 and the 13 word-similarity benchmarks (spec §2.1, §12), each file verified
-# by SHA-256 (softmax_bottleneck.corpora.download). `data_mirror: DIR` copies from a local folder instead.
+# Data: PTB, WikiText-2 and the 13 word-similarity benchmarks of E6 (Faruqui & Dyer's
+# wordvectors.org files), each file verified by SHA-256 (softmax_bottleneck.corpora.download).
+# `data_mirror: DIR` copies from a local folder instead (passed through the environment, not as a
+# parameter: helpers/data.smk says why).
 
 
 include: "helpers/data.smk"
@@ -11,6 +13,7 @@ localrules:
 
 
 rule fetch_corpus:
+    """Download (or copy from data_mirror) one corpus's train/valid/test.txt, verified by SHA-256."""
     output:
         expand("resources/data/{{corpus}}/{split}.txt", split=SPLITS),
     log:
@@ -20,12 +23,14 @@ rule fetch_corpus:
         "../../envs/softmax-bottleneck.yaml"
     params:
         files=corpus_fetch_paths,
-        mirror=mirror_arg,
     shell:
-        "python -m softmax_bottleneck.corpora.download --out-dir resources/data {params.mirror} {params.files} > {log} 2>&1"
+        'echo "data mirror: ${{SOFTMAX_BOTTLENECK_DATA_MIRROR:-none (download)}}" > {log}; '
+        "python -m softmax_bottleneck.corpora.download --out-dir resources/data "
+        '${{SOFTMAX_BOTTLENECK_DATA_MIRROR:+--mirror "$SOFTMAX_BOTTLENECK_DATA_MIRROR"}} {params.files} >> {log} 2>&1'
 
 
 rule fetch_wordsim:
+    """Download (or copy from data_mirror) one word-similarity benchmark, verified by SHA-256."""
     output:
         "resources/data/word-sim/{benchmark}.txt",
     log:
@@ -33,14 +38,15 @@ rule fetch_wordsim:
     retries: 2
     conda:
         "../../envs/softmax-bottleneck.yaml"
-    params:
-        mirror=mirror_arg,
     shell:
-        "python -m softmax_bottleneck.corpora.download --out-dir resources/data {params.mirror} "
-        "word-sim/{wildcards.benchmark}.txt > {log} 2>&1"
+        'echo "data mirror: ${{SOFTMAX_BOTTLENECK_DATA_MIRROR:-none (download)}}" > {log}; '
+        "python -m softmax_bottleneck.corpora.download --out-dir resources/data "
+        '${{SOFTMAX_BOTTLENECK_DATA_MIRROR:+--mirror "$SOFTMAX_BOTTLENECK_DATA_MIRROR"}} '
+        "word-sim/{wildcards.benchmark}.txt >> {log} 2>&1"
 
 
 rule corpus_cache:
+    """Tokenise one corpus once into a tensor cache that records the text files' SHA-256."""
     input:
         corpus_files,
     output:

@@ -16,6 +16,7 @@ localrules:
 
 
 rule train:
+    """Train one run folder's model (resumable; never retrains a finished run)."""
     input:
         corpus=ancient_corpus,
         cache=ancient_corpus_cache,
@@ -48,6 +49,7 @@ rule train:
 
 
 rule training_plan:
+    """Write every training job, its experiments and projected GPU-hours to <results>/plan/."""
     output:
         f"{RESULTS}/plan/training_jobs.csv",
     log:

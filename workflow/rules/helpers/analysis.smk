@@ -10,7 +10,9 @@ ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
 def wordsim_files(wildcards):
     """The benchmarks as ancient(): verified by their pinned SHA-256, a re-fetched copy (e.g. after a
     change of data_mirror) re-scores nothing."""
-    return ancient([f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS])
+    return ancient(
+        [f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS]
+    )
 
 
 def record_arg(**fields):

@@ -41,8 +41,15 @@ def train_runtime(wildcards, attempt):
     )
 
 
+#: attempts after which a training job's memory stops growing (a time-limit or pre-emption retry
+#: is not an out-of-memory one: the SLURM profile allows 30 attempts per run)
+TRAIN_MEM_ATTEMPTS = 2
+
+
 def train_mem_mb(wildcards, attempt):
-    return (8000 if wildcards.dataset == "ptb" else 16000) * attempt
+    """8 GB (PTB) or 16 GB (WT2), doubled for attempt 2 and kept there."""
+    base = 8000 if wildcards.dataset == "ptb" else 16000
+    return base * min(attempt, TRAIN_MEM_ATTEMPTS)
 
 
 def training_plan():
