@@ -578,7 +578,8 @@ def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(sm
         assert second in trains and second != first_jobs[variant], (variant, second, trains)
         assert _job(second).get("JobState") == "COMPLETED", _job(second)
         assert "resumed from" in (workdir / r["log"]).read_text(), diagnosis()
-        assert not (workdir / r["run"] / ".resume").exists(), "the resume state was not removed after success"
+        kept = sorted(p.name for p in (workdir / r["run"] / ".resume").iterdir())
+        assert kept == ["final"], f"the resume state was not removed after success: {kept}"
         assert metrics["epochs_run"] == TEST_CONFIG["model_overrides"]["variants"].get(variant, {}).get(
             "epochs", TEST_CONFIG["model_overrides"]["all"]["epochs"]
         )

@@ -3,9 +3,11 @@
 # killed (pre-emption, time limit, Ctrl-C) resumes from its last epoch when it runs again.
 #
 # A finished run is never redone by accident (README, "Rerun policy"): its outputs are protected()
-# (read-only) and update() (Snakemake never deletes them before a job), and the command refuses to
-# overwrite a finished model.pt, e.g. under `snakemake -F` or `-R train`. To retrain a run on
-# purpose, delete its folder.
+# (read-only) and update() (Snakemake never deletes them before a job), and `train` never trains
+# over a finished run: under `snakemake -F` or `-R train`, or when Snakemake re-runs a job whose
+# finish it did not record, it finds the outputs equal to the copy it kept in <run>/.resume/final/
+# and exits 0; if Snakemake removed the outputs of a job killed after training, it restores them
+# from that copy. To retrain a run on purpose, delete its whole folder.
 
 
 include: "helpers/train.smk"
@@ -40,8 +42,6 @@ rule train:
         sets=train_sets,
         out=RUN_DIR,
     shell:
-        "if [ -e {output.model} ]; then echo 'refusing to retrain the finished run {params.out}: "
-        "delete that folder to retrain it on purpose (README, Rerun policy)' | tee -a {log} >&2; exit 1; fi; "
         "python -m softmax_bottleneck gpu-lease -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "

@@ -448,7 +448,9 @@ def train(
 def add_cli(parser) -> None:
     parser.add_argument("--dataset", required=True, choices=presets.DATASETS, help="ptb or wt2")
     parser.add_argument("--variant", required=True, help=f"one of: {', '.join(presets.variants())}")
-    parser.add_argument("--schedule", default="et", choices=presets.SCHEDULES, help="ET-ASGD or NT-ASGD (§6.3)")
+    parser.add_argument(
+        "--schedule", default="et", choices=presets.SCHEDULES, help="et: ET-ASGD, nt: NT-ASGD (paper §4; SM §2)"
+    )
     parser.add_argument("--seed", type=int, default=None, help="default: the authors' seed of the preset")
     parser.add_argument("--out", required=True, help="run folder: model.pt, metrics.json, curve.csv")
     parser.add_argument(
