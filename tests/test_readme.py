@@ -66,14 +66,17 @@ def readme_commands(text: str | None = None) -> list[str]:
 
 
 def scratch_repo(dest: Path) -> Path:
-    """A copy of the repository's workflow files at ``dest/repo`` with ``../shared``, ``src`` and ``.venv``."""
+    """A copy of the repository's workflow files and ``src`` at ``dest/repo``, with ``../shared`` and ``.venv``.
+
+    ``src`` is copied, not linked, so that a test may edit the package's code there (the rules run this copy).
+    """
     repo = dest / "repo"
     repo.mkdir(parents=True)
     for name in ("Snakefile", "workflow", "config", "profiles", "envs", ".ci", "README.md", "pyproject.toml"):
         source = ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, repo / name)
     shutil.copy(ROOT / "requirements.lock", repo)
-    (repo / "src").symlink_to(ROOT / "src")
+    shutil.copytree(ROOT / "src", repo / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (repo / ".venv").symlink_to(VENV)
     (dest / "shared").symlink_to(MIRROR.parent)
     return repo

@@ -4,6 +4,10 @@
 # Analysis outputs live in the run folder, named by the rows they use (rank-<rows>.json), so every
 # configuration that asks for the same analysis of the same model shares it. The log-P matrices are
 # streamed into the rank and never written, except E12's slice, which is temp().
+# A run folder's model.pt is never rewritten (train refuses; retraining means deleting the folder, and
+# with it these outputs), so it is an ancient() input: a copy with a newer date, e.g. the one Snakemake
+# puts back after a refused `-F`/`-R train` (update()), re-analyses nothing. Each analysis checks the
+# model's SHA-256 against its metrics.json before use.
 
 
 include: "helpers/analysis.smk"
@@ -20,7 +24,7 @@ localrules:
 rule analyze:
     """Press' and ε-effective ranks and the spectrum of one model's test log-P matrix (E3, E11)."""
     input:
-        model=f"{RUN_DIR}/model.pt",
+        model=ancient(f"{RUN_DIR}/model.pt"),
         corpus=ancient_corpus,
         cache=ancient_corpus_cache,
     output:
@@ -49,7 +53,7 @@ rule analyze:
 rule wordsim:
     """Spearman ρ of one model's embeddings on the 13 word-similarity benchmarks (E6)."""
     input:
-        model=f"{RUN_DIR}/model.pt",
+        model=ancient(f"{RUN_DIR}/model.pt"),
         benchmarks=wordsim_files,
     output:
         f"{RUN_DIR}/wordsim.csv",
@@ -69,7 +73,7 @@ rule wordsim:
 rule qualitative:
     """One PTB model's top-5 predictions at the 18 test contexts (E5)."""
     input:
-        model=f"{RUN_DIR}/model.pt",
+        model=ancient(f"{RUN_DIR}/model.pt"),
         corpus=ancient_corpus,
         cache=ancient_corpus_cache,
     output:
@@ -94,7 +98,7 @@ rule qualitative:
 rule robustness_logp:
     """Write the first rows of one model's log-P matrix (temporary) for E12, with their rank."""
     input:
-        model=f"{RUN_DIR}/model.pt",
+        model=ancient(f"{RUN_DIR}/model.pt"),
         corpus=ancient_corpus,
         cache=ancient_corpus_cache,
     output:
