@@ -69,7 +69,7 @@ def test_tiny_model_overfits_tiny_corpus(tmp_path):
     no_dropout = dict.fromkeys(("dropoute", "dropouti", "dropouth", "dropout", "wdrop"), 0.0)
     size = {"nemb": 16, "nhidlast": 16, "nhid": 64, "small_batch_size": 4}
     metrics = _train(
-        tmp_path, corpus=tiny_corpus(tokens=1000), epochs=40, switch_epoch=30, lr=20.0, alpha=0.0, beta=0.0,
+        tmp_path, corpus=tiny_corpus(tokens=1000), epochs=80, switch_epoch=60, lr=20.0, alpha=0.0, beta=0.0,
         embed_last_word_grad=True,  # 1 of 12 words: the authors' frozen last input row would dominate here
         **size, **no_dropout,
     )  # fmt: skip
