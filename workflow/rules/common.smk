@@ -337,12 +337,14 @@ def rank_rows():
 
 
 def rendering_code(wildcards=None):
-    """The package's rendering code and the paper's reported numbers (``report/``, ``data/reported/``),
-    globbed when the DAG is built: an edit re-renders the summaries, tables and figures, nothing upstream.
+    """The package's rendering code, the statistics the tables quote and the paper's reported numbers
+    (``report/``, ``analysis/stats.py``, ``data/reported/``), globbed when the DAG is built: an edit
+    re-renders the summaries, tables and figures, nothing upstream.
     """
     package = Path(presets.__file__).parent
     files = [
         *(package / "report").rglob("*.py"),
+        package / "analysis" / "stats.py",
         *(package / "data" / "reported").glob("*"),
     ]
     return sorted(str(p) for p in files if "__pycache__" not in p.parts)
