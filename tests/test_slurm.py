@@ -111,7 +111,8 @@ def _jobs_of(text: str, rule: str | None = None) -> list[dict]:
 
 def _run_dir(job: dict) -> Path:
     """The run folder of a train job: where its metrics.json goes."""
-    return Path(next(o for o in job["output"] if o.endswith("metrics.json"))).parent
+    outputs = [o.split(" (")[0] for o in job["output"]]  # Snakemake appends flags, e.g. "(update)"
+    return Path(next(o for o in outputs if o.endswith("metrics.json"))).parent
 
 
 def test_slurm_profile_settings():
@@ -416,11 +417,13 @@ def small_study(cluster, tmp_path_factory):
 def test_train_analyze_figure_through_sbatch(small_study):
     workdir, run, _ = small_study
     assert run.returncode == 0, _tail(run)
-    assert (workdir / "reports/figures/figure7.png").stat().st_size > 0
+    assert (workdir / "reports/small/figures/figure7.png").stat().st_size > 0
     runs = _train_runs(run.log)
     assert sorted(runs) == ["softmax", "ss"], runs
     for variant in ("softmax", "ss"):
-        rank = json.loads((workdir / runs[variant]["run"] / "rank.json").read_text())
+        rank = json.loads(
+            (workdir / runs[variant]["run"] / f"rank-{TEST_CONFIG['analysis']['rank_rows']}.json").read_text()
+        )
         assert rank["press_rank"] > 0
 
     # every non-local job went through sbatch; the local ones (downloads, summaries, plots) did not
