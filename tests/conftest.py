@@ -17,6 +17,28 @@ REPO = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session")
+def _scontrol_without_controller(tmp_path_factory) -> Path:
+    """A folder holding an ``scontrol`` that answers "no controller" at once."""
+    folder = tmp_path_factory.mktemp("no-slurm-controller")
+    shim = folder / "scontrol"
+    shim.write_text("#!/bin/sh\necho 'scontrol: no SLURM controller outside the tests marked slurm' >&2\nexit 1\n")
+    shim.chmod(0o755)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _no_wait_for_a_slurm_controller(request, monkeypatch, _scontrol_without_controller) -> None:
+    """Every Snakemake call imports the SLURM executor plugin, which runs ``scontrol show config`` (10 s timeout).
+
+    Where the SLURM client is installed but no controller runs (CI installs it for the tests marked ``slurm``),
+    that costs each Snakemake call of a test 10 s of waiting. Outside the tests marked ``slurm`` ``scontrol``
+    answers at once that there is none, which is the truth for those tests.
+    """
+    if request.node.get_closest_marker("slurm") is None:
+        monkeypatch.setenv("PATH", f"{_scontrol_without_controller}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
 def shared_data_dir() -> Path:
     return Path(os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", REPO.parent / "shared" / "data"))
 

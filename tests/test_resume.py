@@ -95,3 +95,21 @@ def test_the_cli_prints_one_line_for_a_truncated_state(tmp_path, ptb_cache):
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"train: {out / '.resume' / 'state.pt'}: not a readable resume state")
+
+
+def test_a_state_of_another_configuration_is_refused_and_kept(tmp_path):
+    """Days of another run's progress are never discarded: the state is refused in one line and left as it is."""
+    state = _real_state(tmp_path)
+    before = state.read_bytes()
+    hp = presets.resolve("ptb", "softmax", "et", {**TINY, "epochs": 2, "lr": 10.0})
+    other = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path,
+                    checkpoint_seconds=0)  # fmt: skip
+    with pytest.raises(ResumeError) as err:
+        other.fit()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{state}: the resume state of another configuration")
+    assert f"delete {state} to start this run" in message
+    assert state.read_bytes() == before
+    assert not (tmp_path / "model.pt").exists() and not (tmp_path / "metrics.json").exists()
+    _trainer(tmp_path).fit()  # its own configuration still resumes from it and finishes
+    assert (tmp_path / "metrics.json").is_file() and not state.exists()

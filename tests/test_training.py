@@ -107,6 +107,7 @@ def test_same_seed_same_metrics_other_seed_differs(tmp_path):
     b = _train(tmp_path / "b", seed=7)
     c = _train(tmp_path / "c", seed=8)
     assert [a[k] for k in PPL_KEYS] == [b[k] for k in PPL_KEYS]
+    assert a["model_sha256"] == b["model_sha256"]  # byte-identical checkpoints, whatever the temporary names
     assert a["test_ppl"] != c["test_ppl"]
 
 
@@ -136,13 +137,6 @@ def test_asgd_average_is_the_mean_of_the_iterates():
     with AveragedWeights(model, opt, active=True):
         assert torch.allclose(param.detach(), expected, atol=1e-6)
     assert torch.equal(param.detach(), iterates[-1])  # swapped back
-
-
-def test_stale_resume_state_of_another_config_is_ignored(tmp_path):
-    _run_partial_state(tmp_path)
-    metrics = _train(tmp_path, epochs=2, lr=5.0)  # another lr: the saved state must not be used
-    fresh = _train(tmp_path / "fresh", epochs=2, lr=5.0)
-    assert metrics["test_ppl"] == fresh["test_ppl"]
 
 
 def _run_partial_state(tmp_path):

@@ -77,11 +77,15 @@ def atomic_write_csv(frame, path: str | os.PathLike) -> None:
 
 
 def atomic_torch_save(obj, path: str | os.PathLike) -> None:
-    """``torch.save`` ``obj`` to ``path`` atomically (checkpoints, resume states, corpus caches)."""
+    """``torch.save`` ``obj`` to ``path`` atomically (checkpoints, resume states, corpus caches).
+
+    Saved through an open file, so the archive inside is named ``archive`` rather than after the random
+    temporary name: equal objects give byte-identical files.
+    """
     import torch
 
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        torch.save(obj, handle)
 
 
 #: ``os.link`` errors that mean "no hard link here" (another file system, none supported, too many links)

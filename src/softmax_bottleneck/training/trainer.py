@@ -170,9 +170,11 @@ class Trainer:
             return False
         state = load_resume(self.state_path)
         if state["fingerprint"] != self.fingerprint:
-            log.warning("resume state %s belongs to another configuration; starting afresh", self.state_path)
-            self.state_path.unlink()
-            return False
+            raise ResumeError(
+                f"{self.state_path}: the resume state of another configuration or corpus (fingerprint "
+                f"{str(state['fingerprint'])[:12]}, this run {self.fingerprint[:12]}), never resumed nor deleted; use "
+                f"another --out, or delete {self.state_path} to start this run there (that run's progress is lost)"
+            )
         try:
             self.progress = Progress(**state["progress"])
             self.model.load_state_dict(state["model"])
