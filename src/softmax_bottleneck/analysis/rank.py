@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from softmax_bottleneck.analysis.svd_stream import accumulator, iter_row_chunks
+from softmax_bottleneck.argtypes import positive_float, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -192,28 +193,6 @@ class RankStream:
 # --------------------------------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------------------------------
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
-    return value
 
 
 def add_memory_budget_option(parser: argparse.ArgumentParser) -> None:

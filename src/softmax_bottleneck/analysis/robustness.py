@@ -14,9 +14,10 @@ import numpy as np
 
 from softmax_bottleneck.analysis import svd_stream
 from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device
-from softmax_bottleneck.analysis.rank import EPSILONS, effective_ranks, positive_float, positive_int, press_rank
+from softmax_bottleneck.analysis.rank import EPSILONS, effective_ranks, press_rank
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.analysis.svd_stream import singular_values_exact
+from softmax_bottleneck.argtypes import positive_float, positive_int
 from softmax_bottleneck.atomic import atomic_path
 
 log = logging.getLogger(__name__)

@@ -394,7 +394,7 @@ def add_gpu_lease_cli(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help=f"jobs that may share one GPU (default: ${ENV_SLOTS}, else 1); give Snakemake --resources gpu=<GPUs x K>",
     )
-    from softmax_bottleneck.analysis.rank import positive_float  # a finite number > 0
+    from softmax_bottleneck.argtypes import positive_float
 
     parser.add_argument("--poll", type=positive_float, default=2.0, help="seconds between attempts while waiting")
     parser.add_argument("--log-every", type=positive_float, default=60.0, help="seconds between 'waiting' log lines")

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, Dictionary, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.environment import configure_precision, resolve_device
@@ -197,14 +198,6 @@ def run_bench(opts: dict) -> dict:
     return summary
 
 
-def _positive(text: str) -> int:
-    import argparse
-
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
-
-
 def add_cli(parser) -> None:
     parser.add_argument("--dataset", required=True, choices=presets.DATASETS, help="ptb or wt2")
     parser.add_argument("--variant", required=True, help=f"one of: {', '.join(presets.variants())}")
@@ -213,14 +206,16 @@ def add_cli(parser) -> None:
         help="folder with train/valid/test.txt (default resources/data/<dataset> if present, else random tokens)",
     )  # fmt: skip
     parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus to read instead of --data")
-    parser.add_argument("--batches", type=_positive, default=50, help="timed training steps per run (default 50)")
-    parser.add_argument("--warmup", type=_positive, default=3, help="untimed steps before timing (default 3)")
-    parser.add_argument("--valid-chunks", type=_positive, default=20,
+    parser.add_argument("--batches", type=positive_int, default=50, help="timed training steps per run (default 50)")
+    parser.add_argument("--warmup", type=positive_int, default=3, help="untimed steps before timing (default 3)")
+    parser.add_argument("--valid-chunks", type=positive_int, default=20,
                         help="bptt-row chunks of the validation split timed for the estimate (default 20)")  # fmt: skip
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument("--runs", type=_positive, default=1, help="independent runs started at once on the device")
+    parser.add_argument("--runs", type=positive_int, default=1, help="independent runs started at once on the device")
     parser.add_argument("--phase", choices=("sgd", "asgd"), default="sgd", help="time SGD steps or ASGD steps")
-    parser.add_argument("--threads", type=_positive, default=None, help="torch CPU threads per run (default: torch's)")
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="torch CPU threads per run (default: torch's)"
+    )
     parser.add_argument(
         "--loss-path", choices=LOSS_PATHS, default="nll",
         help="nll: the trainer's loss path (default); full: the [L, B, V] log-probabilities, for comparison",

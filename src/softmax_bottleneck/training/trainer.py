@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck import presets
+from softmax_bottleneck import argtypes, presets
 from softmax_bottleneck.atomic import atomic_write_json, atomic_write_text, fsync_dir
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
@@ -463,21 +463,9 @@ def add_cli(parser) -> None:
                         help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument(
-        "--checkpoint-seconds", type=_seconds, default=600.0, metavar="S",
+        "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
         help="write the resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
     )  # fmt: skip
-
-
-def _seconds(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
-    return value
 
 
 def run_cli(args) -> int:
