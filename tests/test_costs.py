@@ -106,7 +106,7 @@ def test_paper_runs_match_the_papers_experiments():
     e1 = body[body["experiment"].str.startswith("E1 ")]
     assert int(e1["runs"].sum()) == 110
     assert float(e1["gpu_hours"].sum()) == pytest.approx(2900, rel=0.05)
-    assert body["v100_s_per_epoch"].notna().all()
+    assert body["s_per_epoch"].notna().all()
 
 
 def test_runs_from_config_deduplicates_like_the_workflow():
@@ -254,3 +254,104 @@ def test_cli_names_a_bad_plan_in_one_line(bench, tmp_path):
     assert "not_registered" in result.stderr and str(plan) in result.stderr
     result = subprocess.run([*cmd, "--config", str(tmp_path / "absent.yaml")], capture_output=True, text=True)
     assert result.returncode == 1 and "absent.yaml: no such file" in result.stderr and "Traceback" not in result.stderr
+
+
+# --------------------------------------------------------------------------------------------- --bench: your device
+def _bench_json(path, dataset="ptb", variant="softmax", phase="sgd", seconds=100.0, **extra):
+    """A file as ``bench`` prints it (the keys the projection reads; the test below checks a real one)."""
+    result = {"dataset": dataset, "variant": variant, "phase": phase, "device": "cuda:0", "device_name": "GPU X",
+              "projected_seconds_per_epoch": seconds, "runs": 1, "overrides": {}, **extra}  # fmt: skip
+    path.write_text(json.dumps(result, indent=2))
+    return path
+
+
+def test_a_real_bench_output_projects_the_runs_on_its_device(tmp_path):
+    """``bench`` at the paper's hyper-parameters, then ``costs --bench``: runs × epochs × its seconds per epoch."""
+    out = tmp_path / "ptb-softmax.json"
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "bench", "--dataset", "ptb", "--variant", "softmax",
+           "--batches", "1", "--warmup", "1", "--valid-chunks", "1", "--threads", "1", "--device", "cpu"]  # fmt: skip
+    with out.open("w") as fh:
+        subprocess.run(cmd, stdout=fh, check=True)
+    measured = json.loads(out.read_text())["projected_seconds_per_epoch"]
+    config = tmp_path / "config.yaml"
+    config.write_text("experiments:\n  main: {datasets: [ptb], variants: [softmax, ss], schedules: [et], seeds: 3}\n")
+    csv = tmp_path / "costs.csv"
+    costs_cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(tmp_path),
+                 "--config", str(config), "--bench", str(out)]  # fmt: skip
+    subprocess.run([*costs_cmd, "--out", str(csv)], check=True, capture_output=True)
+    projection = pd.read_csv(tmp_path / "costs.projection.csv").set_index("variant")
+    assert projection.loc["softmax", "s_per_epoch"] == pytest.approx(measured)
+    assert projection.loc["softmax", "gpu_hours"] == pytest.approx(3 * 1000 * measured / 3600)
+    # SS was not measured: the family default (Softmax), said so, with the phase measured
+    assert projection.loc["ss", "time_of"] == "softmax (family default) (sgd steps only)"
+    text = subprocess.run(costs_cmd, capture_output=True, text=True, check=True).stdout
+    assert "device-hours on cpu" in text and "V100" not in text.split("## Projected")[1]
+
+
+def test_both_phases_weight_an_et_run_by_its_switch_epoch_and_nt_takes_asgd(tmp_path):
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.report.bench_speeds import load_speeds
+
+    files = [_bench_json(tmp_path / "a.json", phase="sgd", seconds=10.0),
+             _bench_json(tmp_path / "b.json", phase="asgd", seconds=30.0)]  # fmt: skip
+    speeds = load_speeds(files)
+    switch = presets.resolve("ptb", "softmax", "et")["switch_epoch"]
+    et, _ = speeds.seconds_per_epoch("ptb", "softmax", "et", 1000)
+    assert et == pytest.approx((switch * 10.0 + (1000 - switch) * 30.0) / 1000)
+    assert speeds.seconds_per_epoch("ptb", "softmax", "nt", 1000) == (30.0, "(NT: ASGD time)")
+    assert speeds.seconds_per_epoch("ptb", "softmax", "et", 100)[0] == pytest.approx(10.0)  # ends before the switch
+
+
+def test_runs_sharing_a_device_cost_their_share(tmp_path):
+    from softmax_bottleneck.report.bench_speeds import load_speeds
+
+    runs = [{"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "et", "runs": 8, "epochs": 10}]
+    alone = costs.project_training(runs, load_speeds([_bench_json(tmp_path / "one.json", seconds=90.0)]))
+    packed = costs.project_training(runs, load_speeds([_bench_json(tmp_path / "four.json", seconds=120.0, runs=4)]))
+    assert alone["gpu_hours"].iloc[0] == pytest.approx(8 * 10 * 90.0 / 3600)
+    assert packed["gpu_hours"].iloc[0] == pytest.approx(8 * 10 * 120.0 / 3600 / 4)
+
+
+BAD_BENCH = {
+    "overrides": ({"overrides": {"lr": 1.0}}, "measured with --set lr=1.0, not at the paper's hyper-parameters"),
+    "variant": ({"variant": "sofmax"}, "unknown variant 'sofmax'"),
+    "seconds": ({"seconds": float("nan")}, "is not a positive number"),
+    "negative": ({"seconds": -3.0}, "is not a positive number"),
+    "runs": ({"runs": 0}, "runs 0 is not a positive integer"),
+    "phase": ({"phase": "warm"}, "phase 'warm' unknown"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BENCH))
+def test_an_unusable_bench_file_is_refused_in_one_line_naming_it(tmp_path, case):
+    changes, message = BAD_BENCH[case]
+    path = _bench_json(tmp_path / "bad.json", **changes)
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(tmp_path), "--bench", str(path)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"{path}: " in last and message in last
+
+
+def test_files_of_two_devices_or_twice_the_same_measurement_are_refused(tmp_path):
+    from softmax_bottleneck.report.bench_speeds import BenchFileError, load_speeds
+
+    a = _bench_json(tmp_path / "a.json")
+    b = _bench_json(tmp_path / "b.json", variant="mos", device_name="GPU Y")
+    with pytest.raises(BenchFileError, match=f"^{b}: measured on GPU Y with 1 run.*{a} on GPU X"):
+        load_speeds([a, b])
+    c = _bench_json(tmp_path / "c.json", seconds=50.0)
+    with pytest.raises(BenchFileError, match=f"^{c}: a second measurement of ptb/softmax \\(sgd\\), after {a}"):
+        load_speeds([a, c])
+    (tmp_path / "d.json").write_text("{not json")
+    with pytest.raises(BenchFileError, match="d.json: not the JSON that bench prints"):
+        load_speeds([tmp_path / "d.json"])
+
+
+def test_a_run_with_no_measurement_names_the_bench_command(tmp_path):
+    from softmax_bottleneck.report.bench_speeds import BenchFileError, load_speeds
+
+    speeds = load_speeds([_bench_json(tmp_path / "a.json")])
+    with pytest.raises(BenchFileError, match="no bench measurement for wt2/mos .* --dataset wt2 --variant mos"):
+        costs.project_training([{"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "nt", "runs": 1}],
+                               speeds)  # fmt: skip

@@ -36,6 +36,11 @@ NEEDS_SLURM_OR_GPUS = {
     "STATE=/tmp/slurm-ci/state bash .ci/slurm/stop_cluster.sh": "stops a SLURM cluster (tests/test_slurm.py)",
     "snakemake --report reports/report.html": "needs every paper-scale table and figure (GPU-weeks)",
     "python -m softmax_bottleneck bench --dataset wt2 --variant mos --device cuda --runs 4": "needs a CUDA GPU",
+    "for d in ptb wt2; do for v in softmax ss gss lms_plif mos moc; do for p in sgd asgd; do python -m"
+    " softmax_bottleneck bench --dataset $d --variant $v --phase $p --device cuda --batches 100 --warmup 10"
+    " > results/bench/$d-$v-$p.json; done; done; done": "needs a CUDA GPU (24 paper-scale measurements)",
+    "snakemake plan && python -m softmax_bottleneck costs --plan results/plan/training_jobs.csv"
+    " --bench results/bench/*.json": "needs the bench files of a GPU (tests/test_costs.py runs costs --bench)",
 }
 #: commands that need the small scale's results: run by test_small_scale_end_to_end after it
 NEEDS_SMALL_SCALE_RESULTS = {

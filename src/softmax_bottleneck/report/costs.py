@@ -10,7 +10,8 @@ Two tables:
    × the number of training runs of the paper-scale configuration, per experiment, dataset and variant.
    A variant whose time the paper does not report (a plug-in layer, MoC, E10's variants) uses its registered
    cost proxy's, else its family's (Softmax for the softmax family, MoS for the mixture family); the
-   ``time_of`` column says which, e.g. ``mos (family default)``.
+   ``time_of`` column says which, e.g. ``mos (family default)``. With ``--bench FILE.json ...`` the seconds per
+   epoch are instead those that ``bench`` measured on your own device (:mod:`.bench_speeds`).
 
 The runs come from ``--plan`` (the workflow's training plan, ``snakemake plan`` →
 ``results/plan/training_jobs.csv``), else ``--config`` (a workflow config such as
@@ -36,6 +37,7 @@ import pandas as pd
 import yaml
 
 from softmax_bottleneck.atomic import atomic_write_text
+from softmax_bottleneck.report.bench_speeds import BenchFileError, MeasuredSpeeds, load_speeds
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +202,7 @@ PROJECTION_COLUMNS = [
     "schedule",
     "runs",
     "epochs",
-    "v100_s_per_epoch",
+    "s_per_epoch",
     "time_of",
     "gpu_hours",
 ]
@@ -336,12 +338,20 @@ def runs_from_plan(plan: pd.DataFrame) -> list[dict]:
     ]
 
 
-def project_training(runs: Iterable[dict]) -> pd.DataFrame:
-    """V100 GPU-hours per (experiment, dataset, variant, schedule) row, plus a total row."""
+def project_training(runs: Iterable[dict], speeds: MeasuredSpeeds | None = None) -> pd.DataFrame:
+    """GPU-hours per (experiment, dataset, variant, schedule) row, plus a total row.
+
+    Seconds per epoch are the paper's V100 times, or with ``speeds`` those measured by ``bench`` on your device
+    (:mod:`.bench_speeds`); with ``speeds.runs_per_device`` runs sharing a device, a run costs that fraction of it.
+    """
     rows = []
+    share = speeds.runs_per_device if speeds else 1
     for run in runs:
-        sec, time_of = seconds_per_epoch(run["dataset"], run["variant"])
         epochs = int(run.get("epochs") or epochs_for(run["dataset"], run["variant"]))
+        if speeds is None:
+            sec, time_of = seconds_per_epoch(run["dataset"], run["variant"])
+        else:
+            sec, time_of = speeds.seconds_per_epoch(run["dataset"], run["variant"], run["schedule"], epochs)
         rows.append(
             {
                 "experiment": run["experiment"],
@@ -350,9 +360,9 @@ def project_training(runs: Iterable[dict]) -> pd.DataFrame:
                 "schedule": run["schedule"],
                 "runs": int(run["runs"]),
                 "epochs": epochs,
-                "v100_s_per_epoch": sec,
+                "s_per_epoch": sec,
                 "time_of": time_of if time_of != run["variant"] else "",
-                "gpu_hours": int(run["runs"]) * epochs * sec / 3600.0,
+                "gpu_hours": int(run["runs"]) * epochs * sec / 3600.0 / share,
             }
         )
     frame = pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
@@ -374,7 +384,14 @@ def _fmt(frame: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     return out
 
 
-def render_markdown(measured: pd.DataFrame, projection: pd.DataFrame, *, source: str, runs_source: str) -> str:
+def render_markdown(
+    measured: pd.DataFrame,
+    projection: pd.DataFrame,
+    *,
+    source: str,
+    runs_source: str,
+    speeds: MeasuredSpeeds | None = None,
+) -> str:
     lines = [f"## Measured cost per rule ({source})", ""]
     if measured.empty:
         lines.append("_no benchmark files found_")
@@ -403,14 +420,29 @@ def render_markdown(measured: pd.DataFrame, projection: pd.DataFrame, *, source:
         "",
         _fmt(projection.assign(gpu_hours=projection["gpu_hours"].astype(float)), 0).to_markdown(index=False),
         "",
-        f"Total: {total_h:,.0f} V100 GPU-hours ({total_h / 24:,.0f} GPU-days; "
-        f"{total_h / 24 / 4:,.0f} days on a 4-GPU workstation). Seconds per epoch are the paper's V100 times "
-        "(Table 2); `time_of` names the reported variant used for one whose time the paper does not give "
-        "(its cost proxy, or its family's default). "
-        "Log-P extraction, ranks, word similarity and figures are not projected: they are minutes per model "
-        "next to training's hours.",
+        _total_line(total_h, speeds),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:
+    days = f"({total_h / 24:,.0f} GPU-days; {total_h / 24 / 4:,.0f} days on a 4-GPU workstation)"
+    tail = (
+        "Log-P extraction, ranks, word similarity and figures are not projected: they are minutes per model "
+        "next to training's hours."
+    )
+    if speeds is None:
+        return (
+            f"Total: {total_h:,.0f} V100 GPU-hours {days}. Seconds per epoch are the paper's V100 times "
+            "(Table 2); `time_of` names the reported variant used for one whose time the paper does not give "
+            f"(its cost proxy, or its family's default). {tail}"
+        )
+    packing = f", {speeds.runs_per_device} runs sharing each device" if speeds.runs_per_device > 1 else ""
+    return (
+        f"Total: {total_h:,.0f} device-hours on {speeds.device}{packing} {days}. Seconds per epoch are those "
+        f"`bench` measured there ({len(speeds.files)} file(s)); `time_of` names the measured variant used for one "
+        f"that was not measured (its cost proxy, or its family's default) and the phases measured. {tail}"
+    )
 
 
 def load_runs(
@@ -432,7 +464,8 @@ def load_runs(
 def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Wall time and memory per rule from the workflow's benchmark files, and the training cost projected to "
-        "paper scale in V100 GPU-hours (the paper's seconds per epoch × epochs × runs)."
+        "paper scale in GPU-hours (seconds per epoch × epochs × runs; the paper's V100 times, or your device's "
+        "measured by `bench` with --bench)."
     )
     parser.add_argument(
         "--benchmarks", default="benchmarks", help="folder of Snakemake benchmark files, benchmarks/<rule>/..."
@@ -441,6 +474,11 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plan", default=None, help="the workflow's training plan (snakemake plan: results/plan/training_jobs.csv)"
     )
+    parser.add_argument(
+        "--bench", nargs="+", default=None, metavar="JSON",
+        help="project with the seconds per epoch that `bench` measured on your device (its JSON output files, "
+        "paper hyper-parameters, one device) instead of the paper's V100 times",
+    )  # fmt: skip
     parser.add_argument("--out", default=None, help="report file: .md (Markdown) or .csv (default: Markdown to stdout)")
 
 
@@ -453,8 +491,12 @@ def run_cli(args: argparse.Namespace) -> int:
     measured = summarize_rules(records)
     source = args.plan or args.config or "the paper's runs"
     try:
+        speeds = load_speeds(args.bench) if args.bench else None
         runs, runs_source = load_runs(args.config, args.plan)
-        projection = project_training(runs)
+        projection = project_training(runs, speeds)
+    except BenchFileError as exc:
+        log.error("costs: %s", exc)
+        return 1
     except FileNotFoundError as exc:
         log.error("costs: %s: no such file", exc.filename or source)
         return 1
@@ -467,7 +509,7 @@ def run_cli(args: argparse.Namespace) -> int:
         atomic_write_text(projection.to_csv(index=False), out.with_suffix(".projection.csv"))
         log.info("wrote %s and %s", out, out.with_suffix(".projection.csv"))
         return 0
-    text = render_markdown(measured, projection, source=str(args.benchmarks), runs_source=runs_source)
+    text = render_markdown(measured, projection, source=str(args.benchmarks), runs_source=runs_source, speeds=speeds)
     if args.out:
         atomic_write_text(text, Path(args.out))
         log.info("wrote %s", args.out)

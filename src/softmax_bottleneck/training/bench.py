@@ -126,6 +126,7 @@ def measure(opts: dict, barrier=None) -> dict:
         "dataset": opts["dataset"],
         "variant": opts["variant"],
         "phase": opts["phase"],
+        "overrides": dict(opts["overrides"]),  # --set values: {} at the paper's hyper-parameters
         "loss_path": loss_path,
         "data": source,
         "device": str(device),
