@@ -9,8 +9,8 @@ Per training run, the seconds per epoch are the measured ``projected_seconds_per
 the validation pass) of its (dataset, variant), else of its cost proxy, else of its family's default (as the
 V100 projection chooses, :func:`softmax_bottleneck.report.costs.seconds_per_epoch`). ASGD steps cost more than
 SGD steps (the average is updated every step); where both phases are measured (``bench --phase sgd`` and
-``--phase asgd``), an ET run is weighted ``(s·sgd + (E − s)·asgd) / E`` with its switch epoch ``s`` of ``E``
-epochs, and an NT run (its switch depends on the validation curve) is counted at the ASGD time, an upper
+``--phase asgd``), an ET run is weighted ``(s·sgd + (E − s)·asgd) / E`` with the preset's switch epoch ``s`` (200) of
+its ``E`` epochs, and an NT run (its switch depends on the validation curve) is counted at the ASGD time, an upper
 bound. With one phase measured, that phase's time is used and ``time_of`` says so.
 """
 

@@ -427,6 +427,8 @@ def render_markdown(
 
 def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:
     days = f"({total_h / 24:,.0f} GPU-days; {total_h / 24 / 4:,.0f} days on a 4-GPU workstation)"
+    if speeds is not None:
+        days = f"({total_h / 24:,.0f} device-days; {total_h / 24 / 4:,.0f} days on 4 such devices)"
     tail = (
         "Log-P extraction, ranks, word similarity and figures are not projected: they are minutes per model "
         "next to training's hours."
