@@ -33,7 +33,7 @@ import yaml
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
-from softmax_bottleneck.report import figures, tables
+from softmax_bottleneck.report import costs, figures, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -580,6 +580,13 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
     assert all(touched.get(name) == 1 for name in figures.REQUIRES), touched
     assert not set(UPSTREAM_RULES) & set(touched), touched
     assert nothing_to_do(run_in(repo, f"snakemake -n {SMALL}"))
+    # the cost report's code is not rendering code: an edit of it re-renders nothing
+    cost_code = repo / Path(costs.__file__).relative_to(ROOT)
+    original = cost_code.read_text()
+    cost_code.write_text(original + "\n# an edit\n")
+    unrelated = run_in(repo, f"snakemake -n {SMALL}")
+    cost_code.write_text(original)
+    assert nothing_to_do(unrelated), unrelated.stdout[-3000:]
     # a new banner re-renders every table and figure, and nothing else (not even the summaries)
     rebanner = planned_jobs(run_in(repo, f"snakemake -n --quiet rules {SMALL} 'report_banner=another mark'"))
     assert set(rebanner) - {"all"} == {*tables.REQUIRES, *figures.REQUIRES}, rebanner

@@ -336,10 +336,14 @@ def rank_rows():
     return str(config["analysis"]["rank_rows"])
 
 
+#: modules under report/ that no summary, table or figure uses (the cost report): editing them renders nothing
+NOT_RENDERING_CODE = {"costs.py", "bench_speeds.py"}
+
+
 def rendering_code(wildcards=None):
     """The package's rendering code, the statistics the tables quote and the paper's reported numbers
-    (``report/``, ``analysis/stats.py``, ``data/reported/``), globbed when the DAG is built: an edit
-    re-renders the summaries, tables and figures, nothing upstream.
+    (``report/`` but the cost report, ``analysis/stats.py``, ``data/reported/``), globbed when the DAG
+    is built: an edit re-renders the summaries, tables and figures, nothing upstream.
     """
     package = Path(presets.__file__).parent
     files = [
@@ -347,7 +351,12 @@ def rendering_code(wildcards=None):
         package / "analysis" / "stats.py",
         *(package / "data" / "reported").glob("*"),
     ]
-    return sorted(str(p) for p in files if "__pycache__" not in p.parts)
+    return sorted(
+        str(p)
+        for p in files
+        if "__pycache__" not in p.parts
+        and p.relative_to(package).as_posix() not in {f"report/{name}" for name in NOT_RENDERING_CODE}
+    )
 
 
 # --------------------------------------------------------------------------------------------- the study
