@@ -54,6 +54,7 @@ def test_seconds_refuses(text):
          "--checkpoint-seconds"),
         (["rank", "--logp", "x.npy", "--out-json", "y.json", "--chunk-rows", "zero"], "--chunk-rows"),
         (["gpu-lease", "--poll", "nan", "--", "true"], "--poll"),
+        (["analyze", "--checkpoint", "model.pt", "--rows", "0"], "--rows"),
     ],
 )  # fmt: skip
 def test_each_command_names_the_bad_option_in_one_line(argv, option, tmp_path):

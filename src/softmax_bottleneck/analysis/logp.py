@@ -42,6 +42,7 @@ from softmax_bottleneck.analysis.rank import (
     spectrum_table,
 )
 from softmax_bottleneck.analysis.signals import stop_on_signals
+from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.atomic import atomic_path, atomic_write_json
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
 
@@ -163,12 +164,11 @@ def _rows(text: str) -> str | int:
     if text in ("reference", "full"):
         return text
     try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected reference, full or a positive number of rows, not {text!r}")
-    return n
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected reference, full or a positive number of rows, not {text!r}"
+        ) from None
 
 
 def add_cli(parser) -> None:
