@@ -337,7 +337,7 @@ def rank_rows():
 
 
 #: modules under report/ that no summary, table or figure uses (the cost report): editing them renders nothing
-NOT_RENDERING_CODE = {"costs.py", "bench_speeds.py"}
+NOT_RENDERING_CODE = {"report/costs.py", "report/bench_speeds.py"}
 
 
 def rendering_code(wildcards=None):
@@ -355,7 +355,7 @@ def rendering_code(wildcards=None):
         str(p)
         for p in files
         if "__pycache__" not in p.parts
-        and p.relative_to(package).as_posix() not in {f"report/{name}" for name in NOT_RENDERING_CODE}
+        and p.relative_to(package).as_posix() not in NOT_RENDERING_CODE
     )
 
 
