@@ -7,7 +7,7 @@ one projection; each refusal is one line naming the file.
 
 Per training run, the seconds per epoch are the measured ``projected_seconds_per_epoch`` (training steps plus
 the validation pass) of its (dataset, variant), else of its cost proxy, else of its family's default (as the
-V100 projection chooses, :func:`softmax_bottleneck.report.costs.seconds_per_epoch`). ASGD steps cost more than
+V100 projection chooses, :func:`softmax_bottleneck.report.costs.time_sources`). ASGD steps cost more than
 SGD steps (the average is updated every step); where both phases are measured (``bench --phase sgd`` and
 ``--phase asgd``), an ET run is weighted ``(s·sgd + (E − s)·asgd) / E`` with the preset's switch epoch ``s`` (200) of
 its ``E`` epochs, and an NT run (its switch depends on the validation curve) is counted at the ASGD time, an upper
@@ -42,24 +42,19 @@ class MeasuredSpeeds:
     def seconds_per_epoch(self, dataset: str, variant: str, schedule: str, epochs: int) -> tuple[float, str]:
         """The run's seconds per epoch on this device, and whose measurement it is (empty: its own, both phases)."""
         from softmax_bottleneck import presets
-        from softmax_bottleneck.report.costs import FAMILY_COST_PROXY
+        from softmax_bottleneck.report.costs import first_time, time_sources
 
-        info = presets.variant_info(variant)
-        candidates = [(variant, "")]
-        if info.cost_proxy:
-            candidates.append((info.cost_proxy, info.cost_proxy))
-        family = FAMILY_COST_PROXY[info.family]
-        candidates.append((family, f"{family} (family default)"))
-        found = next(((self.seconds[dataset, name], label) for name, label in candidates
-                      if (dataset, name) in self.seconds), None)  # fmt: skip
+        found = first_time(self.seconds, dataset, variant)
         if found is None:
             measured = ", ".join(f"{d}/{v}" for d, v in sorted(self.seconds)) or "none"
+            family = time_sources(variant)[-1][0]
             raise BenchFileError(
                 f"no bench measurement for {dataset}/{variant} (nor its cost proxy or family default "
                 f"{family}); measured: {measured}; run: python -m softmax_bottleneck bench --dataset {dataset} "
                 f"--variant {variant} > {dataset}-{variant}.json"
             )
         phases, label = found
+        label = "" if label == variant else label  # its own measurement
         if len(phases) == 1:
             ((phase, sec),) = phases.items()
             return sec, " ".join(filter(None, [label, f"({phase} steps only)"]))
@@ -76,8 +71,8 @@ def _read(path: Path) -> dict:
         raise BenchFileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise BenchFileError(f"{path}: not the JSON that bench prints ({err})") from None
-    if not isinstance(result, dict) or any(key not in result for key in _KEYS):
-        missing = [key for key in _KEYS if not isinstance(result, dict) or key not in result]
+    missing = [key for key in _KEYS if not isinstance(result, dict) or key not in result]
+    if missing:
         raise BenchFileError(f"{path}: not the JSON that bench prints (no {', '.join(missing)})")
     return result
 

@@ -218,24 +218,37 @@ def epochs_for(dataset: str, variant: str) -> int:
         return 500 if (dataset, variant) == ("wt2", "mos") else DEFAULT_EPOCHS
 
 
-def seconds_per_epoch(dataset: str, variant: str) -> tuple[float, str]:
-    """The paper's V100 seconds per epoch for ``variant`` (Table 2), and whose time it is.
+def time_sources(variant: str) -> list[tuple[str, str]]:
+    """Whose time stands for ``variant``'s, in order, as ``(variant, label)``: itself, its registered cost proxy
+    (e.g. ``lms_plif`` for LMS-PLIF†), its family's default (``"<proxy> (family default)"``).
 
-    The second value is ``variant`` itself, its registered cost proxy (e.g. ``lms_plif`` for LMS-PLIF†), or
-    ``"<proxy> (family default)"`` when neither has a reported time. Never NaN: a variant that is not registered
-    raises ValueError naming the registered ones.
+    A variant that is not registered raises ValueError naming the registered ones.
     """
-    if (dataset, variant) in PAPER_SECONDS_PER_EPOCH:
-        return PAPER_SECONDS_PER_EPOCH[dataset, variant], variant
     from softmax_bottleneck import presets
 
     info = presets.variant_info(variant)
-    if info.cost_proxy and (dataset, info.cost_proxy) in PAPER_SECONDS_PER_EPOCH:
-        return PAPER_SECONDS_PER_EPOCH[dataset, info.cost_proxy], info.cost_proxy
-    proxy = FAMILY_COST_PROXY[info.family]
-    if (dataset, proxy) in PAPER_SECONDS_PER_EPOCH:
-        return PAPER_SECONDS_PER_EPOCH[dataset, proxy], f"{proxy} (family default)"
-    raise ValueError(f"no reported time per epoch for dataset {dataset!r} (variant {variant!r})")
+    family = FAMILY_COST_PROXY[info.family]
+    sources = [(variant, variant)]
+    if info.cost_proxy:
+        sources.append((info.cost_proxy, info.cost_proxy))
+    return [*sources, (family, f"{family} (family default)")]
+
+
+def first_time(table: dict, dataset: str, variant: str):
+    """``(table[dataset, name], label)`` for the first of :func:`time_sources` in ``table``, else None."""
+    return next(((table[dataset, name], label) for name, label in time_sources(variant) if (dataset, name) in table),
+                None)  # fmt: skip
+
+
+def seconds_per_epoch(dataset: str, variant: str) -> tuple[float, str]:
+    """The paper's V100 seconds per epoch for ``variant`` (Table 2), and whose time it is (:func:`time_sources`).
+
+    Never NaN: a variant that is not registered raises ValueError naming the registered ones.
+    """
+    found = first_time(PAPER_SECONDS_PER_EPOCH, dataset, variant)
+    if found is None:
+        raise ValueError(f"no reported time per epoch for dataset {dataset!r} (variant {variant!r})")
+    return found
 
 
 def _as_list(value) -> list:

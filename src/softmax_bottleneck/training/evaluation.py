@@ -18,6 +18,10 @@ import torch.nn.functional as F
 from softmax_bottleneck.corpora.corpus import get_batch
 from softmax_bottleneck.models.awd_lstm import mean_nll
 
+#: how a chunk's NLL is computed: ``nll`` the loss path (:meth:`.AWDLSTM.nll`: the targets' log-probabilities only),
+#: ``full`` the [L, B, V] log-probabilities of ``forward`` and a gather (kept for comparison: ``bench --loss-path``)
+LOSS_PATHS = ("nll", "full")
+
 
 def chunk_nll(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean negative log-likelihood of ``targets`` [L, B], reduced as the authors' ``nn.NLLLoss`` (mean).
@@ -37,8 +41,8 @@ def evaluate(model, data: torch.Tensor, bptt: int, loss_path: str = "nll") -> fl
 
     ``loss_path="full"`` computes each chunk from the [L, B, V] log-probabilities instead (for comparison).
     """
-    if loss_path not in ("nll", "full"):
-        raise ValueError(f"loss path must be one of nll, full, got {loss_path!r}")
+    if loss_path not in LOSS_PATHS:
+        raise ValueError(f"loss path must be one of {', '.join(LOSS_PATHS)}, got {loss_path!r}")
     model.eval()
     device = model.encoder.weight.device
     hidden = model.init_hidden(data.size(1))

@@ -150,11 +150,15 @@ class FinalSetError(ValueError):
     """A kept final set that cannot be used; one line naming the file. Nothing is restored, trained or deleted."""
 
 
-def _refuse(path: Path, problem: str, final: Path) -> FinalSetError:
+def _refusal(message: str, final: Path) -> FinalSetError:
     return FinalSetError(
-        f"{path}: {problem}; nothing was restored, trained or deleted: check {final} (a finished training), then "
+        f"{message}; nothing was restored, trained or deleted: check {final} (a finished training), then "
         f"delete it to train this run again, or use another --out"
     )
+
+
+def _refuse(path: Path, problem: str, final: Path) -> FinalSetError:
+    return _refusal(f"{path}: {problem}", final)
 
 
 def commit_final(staging: Path, final: Path) -> None:
@@ -195,8 +199,7 @@ def verify_final(final: Path, *, fingerprint: str, dataset: str, variant: str, h
     try:
         blob = read_checkpoint(final / "model.pt")  # checks model_sha256 of the metrics.json beside it first
     except CheckpointError as err:
-        raise FinalSetError(f"{err}; nothing was restored, trained or deleted: check {final}, then delete it to "
-                            "train this run again, or use another --out") from None  # fmt: skip
+        raise _refusal(str(err), final) from None
     if (blob["dataset"], blob["variant"], blob["hyperparameters"], blob["vocab_sha256"]) != (
         dataset, variant, hp, vocab_sha256,
     ):  # fmt: skip

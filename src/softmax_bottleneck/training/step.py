@@ -13,12 +13,8 @@ import torch
 
 from softmax_bottleneck.corpora.corpus import get_batch
 from softmax_bottleneck.models.awd_lstm import detach_hidden
-from softmax_bottleneck.training.evaluation import chunk_nll
+from softmax_bottleneck.training.evaluation import LOSS_PATHS, chunk_nll
 from softmax_bottleneck.training.schedule import restore_lr, sample_seq_len, scale_lr
-
-#: how a chunk's NLL is computed: ``nll`` the loss path (:meth:`.AWDLSTM.nll`: the targets' log-probabilities only),
-#: ``full`` the [L, B, V] log-probabilities of ``forward`` and a gather (kept for comparison: ``bench --loss-path``)
-LOSS_PATHS = ("nll", "full")
 
 
 def chunk_loss(model, inputs, targets, hidden, hp: dict, loss_path: str = "nll"):
