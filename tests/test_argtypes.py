@@ -12,38 +12,27 @@ from conftest import REPO
 
 from softmax_bottleneck.argtypes import positive_float, positive_int, seconds
 
+ACCEPTED = [
+    (positive_int, "1", 1), (positive_int, "4096", 4096), (positive_int, " 7 ", 7),
+    (positive_float, "0.5", 0.5), (positive_float, "40", 40.0), (positive_float, "1e-3", 0.001),
+    (seconds, "0", 0.0), (seconds, "600", 600.0), (seconds, "inf", math.inf),  # inf: never (only on SIGTERM)
+]  # fmt: skip
+REFUSED = [
+    *[(positive_int, text) for text in ["0", "-3", "2.5", "abc", "", "1e3"]],
+    *[(positive_float, text) for text in ["0", "-1", "nan", "inf", "-inf", "x"]],
+    *[(seconds, text) for text in ["-1", "nan", "soon"]],
+]
 
-@pytest.mark.parametrize("text,value", [("1", 1), ("4096", 4096), (" 7 ", 7)])
-def test_positive_int_accepts(text, value):
-    assert positive_int(text) == value
+
+@pytest.mark.parametrize("check,text,value", ACCEPTED)
+def test_a_good_value_is_read(check, text, value):
+    assert check(text) == value
 
 
-@pytest.mark.parametrize("text", ["0", "-3", "2.5", "abc", "", "1e3"])
-def test_positive_int_refuses(text):
+@pytest.mark.parametrize("check,text", REFUSED)
+def test_a_bad_value_is_refused_naming_it(check, text):
     with pytest.raises(argparse.ArgumentTypeError, match=f"not {text!r}$"):
-        positive_int(text)
-
-
-@pytest.mark.parametrize("text,value", [("0.5", 0.5), ("40", 40.0), ("1e-3", 0.001)])
-def test_positive_float_accepts(text, value):
-    assert positive_float(text) == value
-
-
-@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "-inf", "x"])
-def test_positive_float_refuses(text):
-    with pytest.raises(argparse.ArgumentTypeError, match=f"not {text!r}$"):
-        positive_float(text)
-
-
-@pytest.mark.parametrize("text,value", [("0", 0.0), ("600", 600.0), ("inf", math.inf)])
-def test_seconds_accepts_zero_and_never(text, value):
-    assert seconds(text) == value
-
-
-@pytest.mark.parametrize("text", ["-1", "nan", "soon"])
-def test_seconds_refuses(text):
-    with pytest.raises(argparse.ArgumentTypeError, match=f"not {text!r}$"):
-        seconds(text)
+        check(text)
 
 
 @pytest.mark.parametrize(

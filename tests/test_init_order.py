@@ -41,6 +41,16 @@ def _authors_base(hp: dict):
     return encoder, lstms
 
 
+def _ours_and_authors_base(hp: dict, seed: int):
+    """This package's model and the authors' base network ``(encoder, LSTMs)``, each built from ``seed``; the random
+    stream is then where the authors' top model starts drawing."""
+    torch.manual_seed(seed)
+    model = AWDLSTM(V, hp)
+    torch.manual_seed(seed)
+    encoder, lstms = _authors_base(hp)
+    return model, encoder, lstms
+
+
 def _assert_base(model: AWDLSTM, lstms) -> None:
     for rnn, lstm in zip(model.rnns, lstms, strict=True):
         for name, value in lstm.named_parameters():
@@ -50,10 +60,7 @@ def _assert_base(model: AWDLSTM, lstms) -> None:
 @pytest.mark.parametrize("variant", ["softmax", "ss", "gss", "lms_plif", "lms_plif_frozen"])
 def test_softmax_family_replays_the_authors_construction(variant):
     hp = _hp(variant)
-    torch.manual_seed(hp["seed"])
-    model = AWDLSTM(V, hp)
-    torch.manual_seed(hp["seed"])
-    _, lstms = _authors_base(hp)
+    model, _, lstms = _ours_and_authors_base(hp, hp["seed"])
     decoder = nn.Linear(hp["nemb"], V)  # KIT smax.py:10 (default init), then init_weights (smax.py:16-17)
     decoder.weight.data.uniform_(-0.1, 0.1)
     _assert_base(model, lstms)
@@ -69,10 +76,7 @@ def test_softmax_family_replays_the_authors_construction(variant):
 @pytest.mark.parametrize("variant", ["mos", "moc"])
 def test_mixtures_replay_the_authors_construction(variant):
     hp = _hp(variant)
-    torch.manual_seed(hp["seed"])
-    model = AWDLSTM(V, hp)
-    torch.manual_seed(hp["seed"])
-    _, lstms = _authors_base(hp)
+    model, _, lstms = _ours_and_authors_base(hp, hp["seed"])
     k, d, dl = hp["n_experts"], hp["nemb"], hp["nhidlast"]
     decoder = nn.Linear(d, V)  # KIT mos.py:11-14: decoder, prior, latent; then mos.py:26
     prior = nn.Linear(dl, k, bias=False)
@@ -103,10 +107,7 @@ def test_a_layer_without_the_authors_draw_order_keeps_the_models_uniform_draw(mo
             return F.log_softmax(self.logits(context, weight), dim=-1)
 
     hp = {**_hp("softmax"), "output_layer": "plain_plugin"}
-    torch.manual_seed(3)
-    model = AWDLSTM(V, hp)
-    torch.manual_seed(3)
-    encoder, lstms = _authors_base(hp)
+    model, encoder, lstms = _ours_and_authors_base(hp, 3)
     _assert_base(model, lstms)
     assert torch.equal(model.encoder.weight, encoder.weight)
     assert model.encoder.weight.abs().max() <= 0.1
