@@ -10,7 +10,55 @@
 # model's SHA-256 against its metrics.json before use.
 
 
-include: "helpers/analysis.smk"
+RANK = f"rank-{config['analysis']['rank_rows']}.json"
+SPECTRUM = f"spectrum-{config['analysis']['rank_rows']}.csv"
+ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
+
+
+def record_arg(**fields):
+    """One ``--record key=value,...`` argument of ``softmax_bottleneck summarize``."""
+    return "--record " + shlex.quote(",".join(f"{key}={value}" for key, value in fields.items()))
+
+
+def summary_records(wildcards):
+    """One record per run of the experiment: its identity, metrics and rank files."""
+    return " ".join(
+        record_arg(experiment=wildcards.experiment, dataset=r.dataset, variant=r.variant, schedule=r.schedule,
+                   seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"), rank=r.file(RANK))
+        for r in STUDY.experiments[wildcards.experiment]
+    )  # fmt: skip
+
+
+def summary_inputs(wildcards):
+    return [r.file(name) for r in STUDY.experiments[wildcards.experiment] for name in ("metrics.json", RANK)]
+
+
+def model_records(key, name):
+    """``--record dataset=..,variant=..,csv=<run>/<name>`` of each reference model of ``analysis/<key>``."""
+    return " ".join(
+        record_arg(dataset=r.dataset, variant=r.variant, csv=r.file(name)) for r in STUDY.model_set(key)
+    )
+
+
+def analysis_files(key, name):
+    """The ``name`` file of each reference model of ``analysis/<key>`` (spectra, wordsim, top5)."""
+    runs = STUDY.top5_models.values() if key == "top5" else STUDY.model_set(key)
+    return [run.file(name) for run in runs]
+
+
+def top5_records(wildcards):
+    return " ".join(record_arg(model=name, csv=r.file("top5.csv")) for name, r in STUDY.top5_models.items())
+
+
+def analyze_mem_mb(wildcards, attempt):
+    """Host memory of the log-P → rank step (streamed; the exact SVD holds a float64 Gram or matrix)."""
+    return (24000 if wildcards.dataset == "ptb" else 32000) * attempt
+
+
+def analyze_threads(wildcards):
+    """1 CPU thread for a few hundred rows, 8 for the paper's matrices (the float64 SVD/Gram runs on CPU)."""
+    rows = config["analysis"]["rank_rows"]
+    return 1 if isinstance(rows, int) and rows <= 5000 else 8
 
 
 localrules:
@@ -54,7 +102,7 @@ rule wordsim:
     """Spearman ρ of one model's embeddings on the 13 word-similarity benchmarks (E6)."""
     input:
         model=ancient(f"{RUN_DIR}/model.pt"),
-        benchmarks=wordsim_files,
+        benchmarks=ancient(expand("resources/data/word-sim/{name}.txt", name=WORDSIM_BENCHMARKS)),
     output:
         f"{RUN_DIR}/wordsim.csv",
     log:
@@ -165,7 +213,7 @@ rule summarize_runs:
 rule summarize_spectra:
     """Singular values of the spectra models in one summary CSV (Table 6, Figure 7)."""
     input:
-        spectra=spectra_inputs,
+        spectra=analysis_files("spectra", SPECTRUM),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/spectra.csv",
@@ -174,7 +222,7 @@ rule summarize_spectra:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        records=spectra_records,
+        records=model_records("spectra", SPECTRUM),
     shell:
         "python -m softmax_bottleneck summarize --kind spectra --out {output} {params.records} > {log} 2>&1"
 
@@ -182,7 +230,7 @@ rule summarize_spectra:
 rule summarize_wordsim:
     """Word-similarity scores of the wordsim models in one summary CSV."""
     input:
-        wordsim=wordsim_inputs,
+        wordsim=analysis_files("wordsim", "wordsim.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/wordsim.csv",
@@ -191,7 +239,7 @@ rule summarize_wordsim:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        records=wordsim_records,
+        records=model_records("wordsim", "wordsim.csv"),
     shell:
         "python -m softmax_bottleneck summarize --kind wordsim --out {output} {params.records} > {log} 2>&1"
 
@@ -199,7 +247,7 @@ rule summarize_wordsim:
 rule summarize_top5:
     """Top-5 predictions of the top5 models in one summary CSV."""
     input:
-        top5=top5_inputs,
+        top5=analysis_files("top5", "top5.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/top5.csv",
@@ -216,7 +264,7 @@ rule summarize_top5:
 rule summarize_robustness:
     """The E12 result as this configuration's summary CSV."""
     input:
-        robustness_result,
+        STUDY.robustness_model.file(f"{ROBUSTNESS}/robustness.csv"),
     output:
         f"{RESULTS}/summary/robustness.csv",
     log:

@@ -1,10 +1,16 @@
 # Data: PTB, WikiText-2 and the 13 word-similarity benchmarks of E6 (Faruqui & Dyer's
 # wordvectors.org files), each file verified by SHA-256 (softmax_bottleneck.corpora.download).
-# `data_mirror: DIR` copies from a local folder instead (passed through the environment, not as a
-# parameter: helpers/data.smk says why).
+# `data_mirror: DIR` copies from a local folder instead. It reaches the fetch commands through the
+# environment, set here from the config (never from the user's shell), not as a rule parameter: every
+# file is verified by its pinned SHA-256 whatever its source, so switching between a mirror and the
+# download must not fetch again (as a parameter it did, and a re-fetch hides the trainings still to run
+# from that invocation: Snakemake skips jobs downstream of a rerun job when their inputs from it are
+# ancient(), snakemake/snakemake#4166).
+os.environ["SOFTMAX_BOTTLENECK_DATA_MIRROR"] = str(config.get("data_mirror") or "")
 
 
-include: "helpers/data.smk"
+def corpus_fetch_paths(wildcards):
+    return " ".join(f"{wildcards.corpus}/{split}.txt" for split in SPLITS)
 
 
 localrules:

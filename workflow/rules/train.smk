@@ -10,7 +10,31 @@
 # from that copy. To retrain a run on purpose, delete its whole folder.
 
 
-include: "helpers/train.smk"
+import math
+
+from softmax_bottleneck.study.plan import gpu_hours, plan_rows
+
+
+def train_sets(wildcards):
+    """``--set key=value`` arguments of one training job (model overrides + the experiment's values)."""
+    return " ".join(f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments)
+
+
+def train_runtime(wildcards, attempt):
+    """Minutes for one attempt: 1.5 × the paper's V100 time (at least 10), growing with the attempt; a
+    killed or timed-out job resumes from its checkpoint (<run>/.resume) on retry."""
+    return max(10, math.ceil(90 * gpu_hours(STUDY.job(wildcards)) * attempt))
+
+
+def train_mem_mb(wildcards, attempt):
+    """8 GB (PTB) or 16 GB (WT2), doubled for attempt 2 and kept there (a time-limit or pre-emption
+    retry is not an out-of-memory one: the SLURM profile allows 30 attempts per run)."""
+    return (8000 if wildcards.dataset == "ptb" else 16000) * min(attempt, 2)
+
+
+def finished_runs(wildcards):
+    """Run folders of the plan whose model is already trained."""
+    return [path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")]
 
 
 localrules:
@@ -58,7 +82,7 @@ rule training_plan:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        rows=training_plan(),
+        rows=plan_rows(STUDY),
     script:
         "../scripts/plan.py"
 

@@ -1,0 +1,262 @@
+"""The runs of the study (paper §4; SM Table 6): a configuration expanded into its training runs.
+
+An experiment of the configuration is datasets × variants × schedules × sweep points × seeds. A sweep point
+keeps only the values that differ from the effective preset (the package preset plus the config's
+``model_overrides``), so the GSS grid point equal to the preset (c, k) or MoS with K = 15 *is* the E1/E2 run and is
+trained once. A run's folder is ``results/runs/{dataset}/{variant}/{schedule}/seed{seed}/{tag}-{hash}``: the tag
+names the swept values (``default``, ``c-1.0_k2.25``, ``K10``), the hash is the first 8 hex digits of the SHA-256
+of the run's identity (:func:`run_identity`: every resolved hyper-parameter, the seed and the SHA-256 of the
+corpus files), so every configuration that asks for the same model shares its folder, and a model that differs in
+anything has its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
+
+SPLITS = ("train", "valid", "test")
+#: the run experiments of the configuration (paper §4-5, SM), each summarised in <results>/summary/<name>.csv
+RUN_EXPERIMENTS = ("main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl", "fair")
+#: a run folder (shared by every configuration that asks for the same run)
+RUN_DIR = "results/runs/{dataset}/{variant}/{schedule}/seed{seed}/{runid}"
+#: hex digits of the run hash in the folder name
+HASH_LENGTH = 8
+#: short names of swept hyper-parameters in a run's tag (c-1.0_k2.25, K10)
+SHORT_NAMES = {"gss_c": "c", "gss_k": "k", "n_experts": "K"}
+#: the order of swept keys in a tag; other keys follow alphabetically
+SWEEP_ORDER = ("gss_c", "gss_k", "n_experts", "dropoutl")
+
+
+class StudyError(ValueError):
+    """A configuration whose runs cannot be expanded; the message starts with the key path at fault."""
+
+
+def format_value(value) -> str:
+    """Canonical text of a hyper-parameter value (a run's tag and its ``--set`` arguments)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    return repr(float(value))
+
+
+def same_value(a, b) -> bool:
+    """Equal hyper-parameter values: numbers within 1e-12, anything else exactly."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=1e-12)
+
+
+@functools.cache
+def _resolve(dataset: str, variant: str, schedule: str, sets: tuple) -> dict:
+    return presets.resolve(dataset, variant, schedule, dict(sets))
+
+
+def corpus_sha256(dataset: str) -> dict[str, str]:
+    """The pinned SHA-256 of a corpus's three text files, by split."""
+    return {split: FILES[f"{CORPUS_DIRS[dataset]}/{split}.txt"].sha256 for split in SPLITS}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One trained model of the study.
+
+    ``overrides`` are the experiment's swept values that differ from the effective preset (they name the run);
+    ``sets`` every ``--set`` of the run (the config's ``model_overrides``, then ``overrides``), sorted by key.
+    """
+
+    dataset: str
+    variant: str
+    schedule: str
+    seed: int
+    seed_kind: str  # authors | random
+    overrides: tuple = ()
+    sets: tuple = ()
+
+    @property
+    def tag(self) -> str:
+        parts = [f"{SHORT_NAMES.get(key, key)}{format_value(value)}" for key, value in self.overrides]
+        return "_".join(parts) or "default"
+
+    @property
+    def hyperparameters(self) -> dict:
+        """The run's hyper-parameters as the trainer resolves them (preset + ``sets``), without the seed."""
+        return dict(_resolve(self.dataset, self.variant, self.schedule, self.sets))
+
+    @cached_property
+    def identity(self) -> dict:
+        return run_identity(self.hyperparameters, self.seed, corpus_sha256(self.dataset))
+
+    @property
+    def runid(self) -> str:
+        """``<tag>-<hash>``: readable swept values, then the hash of the run's identity."""
+        return f"{self.tag}-{identity_hash(self.identity)[:HASH_LENGTH]}"
+
+    @property
+    def wildcards(self) -> dict:
+        return dict(
+            dataset=self.dataset, variant=self.variant, schedule=self.schedule, seed=self.seed, runid=self.runid
+        )
+
+    @property
+    def dir(self) -> str:
+        return RUN_DIR.format(**self.wildcards)
+
+    def file(self, name: str) -> str:
+        return f"{self.dir}/{name}"
+
+    @property
+    def set_arguments(self) -> list[str]:
+        """The run's ``train --set KEY=VALUE`` arguments."""
+        return [f"{key}={format_value(value)}" for key, value in self.sets]
+
+
+def run_identity(hyperparameters: dict, seed: int, data_sha256: dict[str, str]) -> dict:
+    """Everything that determines a trained model: its resolved hyper-parameters, its seed, its data."""
+    return {"hyperparameters": {**hyperparameters, "seed": seed}, "data": dict(data_sha256)}
+
+
+def identity_hash(identity: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of a run identity."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Study:
+    """A checked configuration (:func:`.config.check`) and the runs it asks for."""
+
+    def __init__(self, config: dict):
+        self.config = config
+
+    # ------------------------------------------------------------------ one run
+    def model_overrides(self, variant: str) -> dict:
+        """``model_overrides`` of one variant: ``all``, then its family, then the variant."""
+        block = self.config.get("model_overrides") or {}
+        merged = dict(block.get("all") or {})
+        merged.update((block.get("families") or {}).get(presets.family(variant)) or {})
+        merged.update((block.get("variants") or {}).get(variant) or {})
+        return merged
+
+    def run(self, dataset: str, variant: str, schedule: str, seed: int, seed_kind: str, point: tuple = ()) -> Run:
+        """The run of one sweep point; values equal to the effective preset are dropped from its name."""
+        base_sets = self.model_overrides(variant)
+        base = _resolve(dataset, variant, schedule, tuple(sorted(base_sets.items())))
+        overrides = tuple((key, value) for key, value in point if not same_value(base.get(key), value))
+        sets = {**base_sets, **dict(overrides)}
+        return Run(dataset, variant, schedule, seed, seed_kind, overrides, tuple(sorted(sets.items())))
+
+    def seeds(self, dataset: str, variant: str, which: str) -> list[tuple[int, str]]:
+        """``[(seed, kind)]`` for ``which`` in authors | random | all (the authors' seed by family, SM Table 6)."""
+        out = []
+        if which in ("authors", "all"):
+            out.append((int(self.config["seeds"]["authors"][dataset][presets.family(variant)]), "authors"))
+        if which in ("random", "all"):
+            out.extend((int(seed), "random") for seed in self.config["seeds"]["random"])
+        return out
+
+    def reference_run(self, dataset: str, variant: str, schedule: str) -> Run:
+        """The authors'-seed, preset-hyper-parameter run behind spectra, word similarity and top-5."""
+        seed, kind = self.seeds(dataset, variant, "authors")[0]
+        return self.run(dataset, variant, schedule, seed, kind)
+
+    # ------------------------------------------------------------------ experiments
+    def sweep_points(self, name: str, dataset: str) -> list[tuple]:
+        """Cartesian product of one experiment's sweep for one dataset: ``[((key, value), ...)]``."""
+        sweep = (self.config["experiments"][name].get("sweep") or {}).get(dataset) or {}
+        keys = sorted(sweep, key=lambda k: (SWEEP_ORDER.index(k) if k in SWEEP_ORDER else len(SWEEP_ORDER), k))
+        return [tuple(zip(keys, values, strict=True)) for values in itertools.product(*(sweep[k] for k in keys))]
+
+    def experiment_runs(self, name: str) -> list[Run]:
+        """The runs of one experiment, in config order."""
+        experiment = self.config["experiments"][name]
+        try:
+            return [
+                self.run(dataset, variant, schedule, seed, kind, point)
+                for dataset in experiment["datasets"]
+                for variant in experiment["variants"]
+                for schedule in experiment["schedules"]
+                for point in self.sweep_points(name, dataset)
+                for seed, kind in self.seeds(dataset, variant, experiment["seeds"])
+            ]
+        except ValueError as err:
+            raise StudyError(f"experiments/{name}: {err}") from None
+
+    @cached_property
+    def experiments(self) -> dict[str, list[Run]]:
+        """``{experiment: [Run]}`` for :data:`RUN_EXPERIMENTS`."""
+        return {name: self.experiment_runs(name) for name in RUN_EXPERIMENTS}
+
+    # ------------------------------------------------------------------ analyses' reference models
+    def model_set(self, key: str) -> list[Run]:
+        """The reference models of ``analysis/<key>`` (spectra, wordsim)."""
+        block = self.config["analysis"][key]
+        return [
+            self.reference_run(dataset, variant, block["schedule"])
+            for dataset in block["datasets"]
+            for variant in block["variants"]
+        ]
+
+    @cached_property
+    def top5_models(self) -> dict[str, Run]:
+        models = self.config["analysis"]["top5"]["models"]
+        return {name: self.reference_run("ptb", m["variant"], m["schedule"]) for name, m in models.items()}
+
+    @cached_property
+    def robustness_model(self) -> Run:
+        block = self.config["analysis"]["robustness"]
+        return self.reference_run(block["dataset"], block["variant"], block["schedule"])
+
+    def analysis_models(self) -> list[Run]:
+        """Reference models of the analyses (spectra, word similarity, top-5, robustness)."""
+        return [
+            *self.model_set("spectra"),
+            *self.model_set("wordsim"),
+            *self.top5_models.values(),
+            self.robustness_model,
+        ]
+
+    # ------------------------------------------------------------------ the training jobs
+    @cached_property
+    def jobs(self) -> dict[str, Run]:
+        """The distinct training runs, by run folder, in first-use order (experiments, then analyses).
+
+        Every run's hyper-parameters and hash are resolved here: a bad combination fails before any job.
+        """
+        jobs: dict[str, Run] = {}
+        for run in [*itertools.chain(*self.experiments.values()), *self.analysis_models()]:
+            try:
+                jobs.setdefault(run.dir, run)
+            except ValueError as err:
+                raise StudyError(f"{run.dataset} {run.variant} {run.schedule} {run.tag}: {err}") from None
+        return jobs
+
+    def job(self, wildcards) -> Run:
+        """The training job of a rule's wildcards (``dataset``, ``variant``, ``schedule``, ``seed``, ``runid``)."""
+        keys = ("dataset", "variant", "schedule", "seed", "runid")
+        return self.jobs[RUN_DIR.format(**{key: wildcards[key] for key in keys})]
+
+    def members(self) -> dict[str, list[str]]:
+        """Run folder → the experiments that use it (``analysis`` for the analyses' reference models)."""
+        members: dict[str, list[str]] = {}
+        for name, runs in self.experiments.items():
+            for run in runs:
+                members.setdefault(run.dir, []).append(name)
+        for run in self.analysis_models():
+            if "analysis" not in members.setdefault(run.dir, []):
+                members[run.dir].append("analysis")
+        return members
