@@ -14,7 +14,7 @@ from torch import nn
 
 from softmax_bottleneck.models.output_layers import OutputLayer, output_layers, register_output_layer
 from softmax_bottleneck.models.output_layers import registry as registry_module
-from softmax_bottleneck.models.output_layers.conformance import CHECKS, check_layer
+from softmax_bottleneck.training.conformance import CHECKS, check_layer
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_a_broken_layer_fails_the_right_check(scratch_registry, cls, check, mess
 
 
 def test_overflow_is_caught_only_at_large_logits(scratch_registry):
-    from softmax_bottleneck.models.output_layers.conformance import SCALES
+    from softmax_bottleneck.training.conformance import SCALES
 
     assert SCALES == (5.0, 50.0, 500.0)
     results = _register("bad_overflow", _Overflowing)

@@ -10,7 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from softmax_bottleneck import presets
 from softmax_bottleneck.report import costs
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study import plan
+from softmax_bottleneck.study.runs import Study
+
+REPO = Path(__file__).resolve().parents[1]
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
 EXTENDED = HEADER + "\tjobid\trule_name\twildcards\tparams\tthreads\tcpu_usage\tresources\tinput_size_mb"
@@ -80,15 +86,14 @@ def test_paper_rates_and_epochs():
     assert costs.seconds_per_epoch("ptb", "softmax") == (55.0, "softmax")
     assert costs.seconds_per_epoch("wt2", "mos") == (600.0, "mos")
     assert costs.seconds_per_epoch("ptb", "lms_plif_frozen") == (59.0, "lms_plif")
-    assert costs.epochs_for("wt2", "mos") == 500
-    assert costs.epochs_for("ptb", "mos") == 1000
-    assert costs.epochs_for("wt2", "softmax") == 1000
+    assert presets.resolve("wt2", "mos")["epochs"] == 500
+    assert presets.resolve("ptb", "mos")["epochs"] == 1000
 
 
 def test_projection_arithmetic():
     runs = [
-        {"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "et", "runs": 11},
-        {"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "et", "runs": 2},
+        {"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "et", "runs": 11, "epochs": 1000},
+        {"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "et", "runs": 2, "epochs": 500},
     ]
     proj = costs.project_training(runs)
     assert list(proj.columns) == costs.PROJECTION_COLUMNS
@@ -98,60 +103,31 @@ def test_projection_arithmetic():
     assert proj["gpu_hours"].iloc[-1] == pytest.approx(11 * 1000 * 55 / 3600 + 2 * 500 * 600 / 3600)
 
 
-def test_paper_runs_match_the_papers_experiments():
-    """~300 training runs behind the paper; E1 alone (Table 2: 110 runs) ~2,900 V100-hours."""
-    proj = costs.project_training(costs.PAPER_RUNS)
+def test_the_paper_configuration_is_projected_as_the_workflow_plans_it():
+    """config/config.yaml: 283 distinct training runs; E1 alone (Table 2: 110 runs) ~2,900 V100-hours."""
+    runs, source = costs.load_runs(REPO / "config" / "config.yaml")
+    assert source.startswith("runs of ")
+    proj = costs.project_training(runs)
     body = proj.iloc[:-1]
-    assert 250 <= int(proj["runs"].iloc[-1]) <= 320
-    e1 = body[body["experiment"].str.startswith("E1 ")]
-    assert int(e1["runs"].sum()) == 110
-    assert float(e1["gpu_hours"].sum()) == pytest.approx(2900, rel=0.05)
+    assert int(proj["runs"].iloc[-1]) == 283
+    main = body[body["experiment"] == "main"]
+    assert int(main["runs"].sum()) == 110
+    assert float(main["gpu_hours"].sum()) == pytest.approx(2900, rel=0.05)
     assert body["s_per_epoch"].notna().all()
+    study = Study(study_config.check(study_config.read(REPO / "config" / "config.yaml")))
+    assert float(proj["gpu_hours"].iloc[-1]) == pytest.approx(sum(plan.gpu_hours(r) for r in study.jobs.values()))
 
 
-def test_runs_from_config_deduplicates_like_the_workflow():
-    config = {
-        "seeds": {"authors": {"ptb": {"softmax": 141, "mixture": 28}}, "random": [1, 2, 3]},
-        "experiments": {
-            "main": {"datasets": ["ptb"], "variants": ["softmax", "gss"], "schedules": ["et"], "seeds": "all"},
-            # 2 x 2 grid that contains the preset point (-1.5, 2.5): that run is main's authors' run
-            "gss_grid": {
-                "datasets": ["ptb"],
-                "variants": ["gss"],
-                "schedules": ["et"],
-                "seeds": "authors",
-                "sweep": {"ptb": {"gss_c": [-1.5, 0.0], "gss_k": [2.5, 3.0]}},
-            },
-            # the ET run is main's authors' run again; NT is new
-            "ntet": {"datasets": ["ptb"], "variants": ["softmax"], "schedules": ["nt", "et"], "seeds": "authors"},
-            "fair": {"datasets": ["ptb"], "variants": ["mos_fair"], "schedules": ["et"], "seeds": "random"},
-            "off": {"datasets": ["ptb"], "variants": ["ss"], "schedules": ["et"], "enabled": False},
-        },
-    }
-    runs = costs.runs_from_config(config)
-    by = {(r["experiment"], r["variant"], r["schedule"]): r["runs"] for r in runs}
-    assert by == {
-        ("main", "softmax", "et"): 4,
-        ("main", "gss", "et"): 4,
-        ("gss_grid", "gss", "et"): 3,
-        ("ntet", "softmax", "nt"): 1,
-        ("fair", "mos_fair", "et"): 3,
-    }
-    assert all(r["epochs"] == 1000 for r in runs)
-    assert costs.runs_from_config({"datasets": ["ptb"]}) is None
-
-
-def test_paper_config_matches_the_paper_runs():
-    """config/config.yaml, counted as the workflow counts it, is the paper's ~283 runs / ~7,000 GPU-hours."""
-    yaml = pytest.importorskip("yaml")
-    path = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
-    if not path.exists():
-        pytest.skip("no config/config.yaml")
-    runs = costs.runs_from_config(yaml.safe_load(path.read_text()))
-    from_config = costs.project_training(runs).iloc[-1]
-    paper = costs.project_training(costs.PAPER_RUNS).iloc[-1]
-    assert from_config["runs"] == paper["runs"]
-    assert from_config["gpu_hours"] == pytest.approx(paper["gpu_hours"])
+def test_a_bad_config_fails_in_one_line_naming_it(tmp_path):
+    config = (REPO / "config" / "small.yaml").read_text().replace("variants: [lms_plif_frozen]", "variants: [nope]")
+    path = tmp_path / "config" / "bad.yaml"
+    path.parent.mkdir()
+    path.write_text(config)
+    out = subprocess.run([sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(tmp_path),
+                          "--config", str(path)], capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 1
+    assert "experiments/frozen/variants: unknown variant 'nope'" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_runs_from_plan(tmp_path):
@@ -193,10 +169,14 @@ def test_cli_markdown_and_csv(bench, tmp_path):
     assert projection["experiment"].iloc[-1] == "total"
 
     config = tmp_path / "config.yaml"
-    config.write_text("experiments:\n  main: {datasets: [ptb], variants: [softmax], schedules: [et], seeds: 3}\n")
+    config.write_text((REPO / "config" / "small.yaml").read_text())
     out = subprocess.run([*cmd, "--config", str(config)], capture_output=True, text=True, check=True).stdout
     assert f"runs of {config}" in out
     assert "| total" in out
+    # a configuration is complete or refused, as the workflow refuses it
+    config.write_text("experiments:\n  main: {datasets: [ptb], variants: [softmax], schedules: [et], seeds: 3}\n")
+    out = subprocess.run([*cmd, "--config", str(config)], capture_output=True, text=True)
+    assert out.returncode == 1 and "missing key" in out.stderr and "Traceback" not in out.stderr
 
     missing = subprocess.run([*cmd[:-1], str(tmp_path / "absent")], capture_output=True, text=True)
     assert missing.returncode == 1
@@ -222,9 +202,9 @@ def plugins(monkeypatch):
 def test_paper_times_are_table2s():
     # paper Table 2, "time/epoch" (V100): PTB ~55, 57, 58, 59, 100 s; WT2 ~72, 83, 87, 93, 600 s
     expected = dict(zip(["softmax", "ss", "gss", "lms_plif", "mos"], [55, 57, 58, 59, 100], strict=True))
-    assert {v: costs.PAPER_SECONDS_PER_EPOCH["ptb", v] for v in expected} == expected
+    assert {v: plan.paper_seconds_per_epoch()["ptb", v] for v in expected} == expected
     expected = dict(zip(["softmax", "ss", "gss", "lms_plif", "mos"], [72, 83, 87, 93, 600], strict=True))
-    assert {v: costs.PAPER_SECONDS_PER_EPOCH["wt2", v] for v in expected} == expected
+    assert {v: plan.paper_seconds_per_epoch()["wt2", v] for v in expected} == expected
 
 
 def test_a_variant_without_a_paper_time_uses_its_family_and_says_so(plugins):
@@ -234,10 +214,10 @@ def test_a_variant_without_a_paper_time_uses_its_family_and_says_so(plugins):
     assert costs.seconds_per_epoch("ptb", "moc") == (100.0, "mos")
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         costs.seconds_per_epoch("ptb", "nope")
-    runs = [{"experiment": "mine", "dataset": "wt2", "variant": "toy_mix", "schedule": "et", "runs": 2}]
+    runs = [{"experiment": "mine", "dataset": "wt2", "variant": "toy_mix", "schedule": "et", "runs": 2, "epochs": 1000}]
     proj = costs.project_training(runs)
     assert proj["time_of"].iloc[0] == "mos (family default)"
-    assert proj["gpu_hours"].iloc[0] == pytest.approx(2 * costs.epochs_for("wt2", "toy_mix") * 600 / 3600)
+    assert proj["gpu_hours"].iloc[0] == pytest.approx(2 * 1000 * 600 / 3600)
     assert proj["gpu_hours"].notna().all()
     text = costs.render_markdown(costs.summarize_rules(pd.DataFrame()), proj, source="b", runs_source="r")
     assert "mos (family default)" in text
@@ -253,7 +233,7 @@ def test_cli_names_a_bad_plan_in_one_line(bench, tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "not_registered" in result.stderr and str(plan) in result.stderr
     result = subprocess.run([*cmd, "--config", str(tmp_path / "absent.yaml")], capture_output=True, text=True)
-    assert result.returncode == 1 and "absent.yaml: no such file" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 1 and "absent.yaml: not found" in result.stderr and "Traceback" not in result.stderr
 
 
 # --------------------------------------------------------------------------------------------- --bench: your device
@@ -273,11 +253,13 @@ def test_a_real_bench_output_projects_the_runs_on_its_device(tmp_path):
     with out.open("w") as fh:
         subprocess.run(cmd, stdout=fh, check=True)
     measured = json.loads(out.read_text())["projected_seconds_per_epoch"]
-    config = tmp_path / "config.yaml"
-    config.write_text("experiments:\n  main: {datasets: [ptb], variants: [softmax, ss], schedules: [et], seeds: 3}\n")
+    plan = tmp_path / "plan.csv"
+    rows = [dict(run=f"r{i}", experiments="main", dataset="ptb", variant=v, schedule="et", epochs=1000)
+            for v in ("softmax", "ss") for i in range(3)]  # fmt: skip
+    pd.DataFrame(rows).to_csv(plan, index=False)
     csv = tmp_path / "costs.csv"
     costs_cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(tmp_path),
-                 "--config", str(config), "--bench", str(out)]  # fmt: skip
+                 "--plan", str(plan), "--bench", str(out)]  # fmt: skip
     subprocess.run([*costs_cmd, "--out", str(csv)], check=True, capture_output=True)
     projection = pd.read_csv(tmp_path / "costs.projection.csv").set_index("variant")
     assert projection.loc["softmax", "s_per_epoch"] == pytest.approx(measured)

@@ -17,13 +17,12 @@ from softmax_bottleneck.study.plan import plan_frame
 from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, Study, StudyError
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = study_config.read_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
 
 
 def study_of(name: str, **changes) -> Study:
     config = study_config.read(REPO / "config" / name)
     config.update(changes)
-    return Study(study_config.check(config, SCHEMA))
+    return Study(study_config.check(config))
 
 
 @pytest.mark.parametrize("name", ["config", "small"])
@@ -56,7 +55,7 @@ def test_the_run_hash_covers_every_resolved_hyperparameter():
     base = study_of("small.yaml")
     config = study_config.read(REPO / "config" / "small.yaml")
     config["model_overrides"]["all"]["epochs"] = 4
-    changed = Study(study_config.check(config, SCHEMA))
+    changed = Study(study_config.check(config))
     before = base.reference_run("ptb", "softmax", "et")
     after = changed.reference_run("ptb", "softmax", "et")
     assert before.tag == after.tag == "default"
@@ -103,7 +102,7 @@ def test_config_errors_name_the_key(change, message):
     config = study_config.read(REPO / "config" / "small.yaml")
     change(config)
     with pytest.raises(study_config.ConfigError, match=message):
-        study_config.check(config, SCHEMA)
+        study_config.check(config)
 
 
 @pytest.mark.parametrize(
@@ -116,3 +115,14 @@ def test_unreadable_config_files_name_the_file(tmp_path, text, message):
     with pytest.raises(study_config.ConfigError, match=message) as err:
         study_config.read(path)
     assert str(path) in err.value.source
+
+
+def test_hyperparameters_decide_the_run_folder_not_their_spelling():
+    """lr: 30 (int) and lr: 30.0 are the same run; lr: 20 is another one."""
+    folders = {}
+    for label, lr in (("int", 30), ("float", 30.0), ("other", 20.0)):
+        config = study_config.read(REPO / "config" / "small.yaml")
+        config["model_overrides"]["all"]["lr"] = lr
+        folders[label] = set(Study(study_config.check(config)).jobs)
+    assert folders["int"] == folders["float"]
+    assert not folders["int"] & folders["other"]

@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
     "check-layer": (
-        "softmax_bottleneck.models.output_layers.conformance",
+        "softmax_bottleneck.training.conformance",
         "run the conformance checks on a registered output layer (yours too)",
     ),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),

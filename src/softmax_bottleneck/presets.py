@@ -30,6 +30,7 @@ from importlib import resources
 
 import yaml
 
+from softmax_bottleneck.corpora.datasets import DATASETS as CORPORA
 from softmax_bottleneck.models.output_layers.registry import (
     Hyperparameter,
     RegistryError,
@@ -37,9 +38,9 @@ from softmax_bottleneck.models.output_layers.registry import (
     output_layers,
 )
 
-DATASETS = ("ptb", "wt2")
+DATASETS = tuple(CORPORA)
 #: vocabulary sizes including <eos> (paper §4; SM §1)
-VOCAB_SIZES = {"ptb": 10_000, "wt2": 33_278}
+VOCAB_SIZES = {name: d.vocab_size for name, d in CORPORA.items()}
 SCHEDULES = ("et", "nt")
 
 

@@ -27,7 +27,6 @@ from softmax_bottleneck.study.runs import RUN_DIR, RUN_EXPERIMENTS, SPLITS, Stud
 # With --configfile FILE [FILE ...] those files (then --config) are the whole configuration: nothing is
 # merged underneath, so a key missing from a user's file fails instead of taking the paper's value.
 DEFAULT_CONFIG = "config/config.yaml"
-SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 CONFIG_FILES = [os.path.relpath(p) for p in workflow.overwrite_configfiles] or [DEFAULT_CONFIG]
 CONFIG_SOURCE = " + ".join(p if not p.startswith("..") else str(Path(p).resolve()) for p in CONFIG_FILES)
 
@@ -47,7 +46,7 @@ if not workflow.overwrite_configfiles:
 
 
 try:
-    study_config.check(config, study_config.read_schema(SCHEMA))
+    study_config.check(config)
     STUDY = Study(config)
     TRAIN_JOBS = STUDY.jobs
 except (study_config.ConfigError, StudyError) as err:

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from softmax_bottleneck.atomic import atomic_torch_save
+from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, corpus_checksums
 from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
 
@@ -137,10 +138,8 @@ def claimed_dataset(data_dir: str | os.PathLike | None = None, vocab_size: int |
             if name in (dataset, folder):
                 return dataset
     if vocab_size is not None:
-        from softmax_bottleneck.presets import VOCAB_SIZES
-
-        for dataset, size in VOCAB_SIZES.items():
-            if vocab_size == size:
+        for dataset, facts in DATASETS.items():
+            if vocab_size == facts.vocab_size:
                 return dataset
     return None
 

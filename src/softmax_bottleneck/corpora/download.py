@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from softmax_bottleneck.atomic import atomic_path
+from softmax_bottleneck.corpora.datasets import DATASETS
 
 log = logging.getLogger("softmax_bottleneck.corpora.download")
 
@@ -119,7 +120,7 @@ FILES: dict[str, DataFile] = {
     )
 }
 #: dataset name of the study -> folder under resources/data
-CORPUS_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}
+CORPUS_DIRS = {name: d.folder for name, d in DATASETS.items()}
 WORDSIM_BENCHMARKS = tuple(sorted(Path(p).stem for p in FILES if p.startswith("word-sim/")))
 
 

@@ -7,7 +7,7 @@ one projection; each refusal is one line naming the file.
 
 Per training run, the seconds per epoch are the measured ``projected_seconds_per_epoch`` (training steps plus
 the validation pass) of its (dataset, variant), else of its cost proxy, else of its family's default (as the
-V100 projection chooses, :func:`softmax_bottleneck.report.costs.time_sources`). ASGD steps cost more than
+V100 projection chooses, :func:`softmax_bottleneck.study.plan.time_sources`). ASGD steps cost more than
 SGD steps (the average is updated every step); where both phases are measured (``bench --phase sgd`` and
 ``--phase asgd``), an ET run is weighted ``(s·sgd + (E − s)·asgd) / E`` with the preset's switch epoch ``s`` (200) of
 its ``E`` epochs, and an NT run (its switch depends on the validation curve) is counted at the ASGD time, an upper
@@ -21,6 +21,9 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.study.plan import first_time, time_sources
 
 PHASES = ("sgd", "asgd")
 _KEYS = ("dataset", "variant", "phase", "device", "projected_seconds_per_epoch", "runs")
@@ -41,9 +44,6 @@ class MeasuredSpeeds:
 
     def seconds_per_epoch(self, dataset: str, variant: str, schedule: str, epochs: int) -> tuple[float, str]:
         """The run's seconds per epoch on this device, and whose measurement it is (empty: its own, both phases)."""
-        from softmax_bottleneck import presets
-        from softmax_bottleneck.report.costs import first_time, time_sources
-
         found = first_time(self.seconds, dataset, variant)
         if found is None:
             measured = ", ".join(f"{d}/{v}" for d, v in sorted(self.seconds)) or "none"

@@ -14,9 +14,8 @@ Two tables:
    epoch are instead those that ``bench`` measured on your own device (:mod:`.bench_speeds`).
 
 The runs come from ``--plan`` (the workflow's training plan, ``snakemake plan`` →
-``results/plan/training_jobs.csv``), else ``--config`` (a workflow config such as
-``config/config.yaml``: its ``experiments``, de-duplicated as the workflow does), else
-:data:`PAPER_RUNS`, the run counts behind the paper's Tables 2-6, Figures 2-7 and the SM's tables.
+``results/plan/training_jobs.csv``), else ``--config`` (a workflow config, by default ``config/config.yaml``,
+the paper's study: expanded by :mod:`softmax_bottleneck.study` exactly as the workflow expands it).
 
 ``--out`` writes Markdown (``.md``) or CSV (``.csv``: the per-rule table; the projection goes next to
 it as ``<name>.projection.csv``); without ``--out`` the Markdown report goes to stdout.
@@ -25,79 +24,21 @@ it as ``<name>.projection.csv``); without ``--out`` the Markdown report goes to 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import logging
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report.bench_speeds import BenchFileError, MeasuredSpeeds, load_speeds
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.plan import plan_frame, seconds_per_epoch
+from softmax_bottleneck.study.runs import Study, StudyError
 
 log = logging.getLogger(__name__)
-
-
-def _paper_seconds() -> dict[tuple[str, str], float]:
-    """Seconds per epoch on one V100 as the paper's Table 2 reports them (``data/reported/main.csv``)."""
-    from softmax_bottleneck.report import reported
-
-    main = reported.load("main").dropna(subset=["seconds_per_epoch"])
-    return {(r.dataset, r.variant): float(r.seconds_per_epoch) for r in main.itertuples()}
-
-
-#: (dataset, variant) -> the paper's seconds per epoch on one V100 (Table 2: "~55s" ...)
-PAPER_SECONDS_PER_EPOCH: dict[tuple[str, str], float] = _paper_seconds()
-#: a family's stand-in for variants whose time the paper does not report and that declare no cost proxy
-#: (the registration's ``cost_proxy``, or a presets.yaml variant's output layer, comes first)
-FAMILY_COST_PROXY: dict[str, str] = {"softmax": "softmax", "mixture": "mos"}
-#: 1000 epochs, MoS on WT2 500 (the presets; used when they cannot be read)
-DEFAULT_EPOCHS = 1000
-
-
-def _paper_runs() -> list[dict]:
-    """Unique training runs behind the paper's and the SM's tables and figures; shared runs are counted once."""
-    from softmax_bottleneck.report import reported
-
-    variants_e1 = reported.paper_order("main")  # Table 2's models
-    variants_e2 = reported.paper_order("ntet")  # SM Tables 10, 11: the same and MoC
-    rows: list[dict] = []
-
-    def add(experiment, dataset, variant, schedule, runs, note=""):
-        rows.append(dict(experiment=experiment, dataset=dataset, variant=variant, schedule=schedule, runs=runs))
-        if note:
-            rows[-1]["note"] = note
-
-    for d in ("ptb", "wt2"):
-        for v in variants_e1:  # E1: 11 seeds (authors' + 10 random), ET
-            add("E1 main", d, v, "et", 11)
-        add("E7 frozen", d, "lms_plif_frozen", "et", 11)
-        for v in variants_e2:  # E2: NT for all; ET only new for MoC (the others are E1's authors' run)
-            add("E2 nt-vs-et", d, v, "nt", 1)
-        for v in variants_e2:
-            if v not in variants_e1:
-                add("E2 nt-vs-et", d, v, "et", 1)
-    # E4: GSS (c, k) grid, 9x8 PTB and 9x4 WT2; the preset (c, k) is E1's authors' run
-    add("E4 gss grid", "ptb", "gss", "et", 9 * 8 - 1)
-    add("E4 gss grid", "wt2", "gss", "et", 9 * 4 - 1)
-    # E8: MoS K (NT); K=15 is E2's NT run
-    add("E8 mos K", "ptb", "mos", "nt", 6 - 1)
-    add("E8 mos K", "wt2", "mos", "nt", 3 - 1)
-    # E9: MoS dropoutl in {0.29, 0.145, 0} (NT); 0.29 is E2's NT run
-    add("E9 mos dropoutl", "ptb", "mos", "nt", 2)
-    add("E9 mos dropoutl", "wt2", "mos", "nt", 2)
-    # E10: fair comparison, 10 random seeds each (the hyper-parameter search is not counted)
-    add("E10 fair", "ptb", "mos_fair", "et", 10)
-    add("E10 fair", "ptb", "softmax_fair_large", "et", 10)
-    return rows
-
-
-#: the paper's training runs, ~280 unique runs
-PAPER_RUNS: list[dict] = _paper_runs()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -208,136 +149,9 @@ PROJECTION_COLUMNS = [
 ]
 
 
-def epochs_for(dataset: str, variant: str) -> int:
-    """Epoch cap of a paper-scale run (the presets; 1000, MoS on WT2 500)."""
-    try:
-        from softmax_bottleneck import presets
-
-        return int(presets.resolve(dataset, variant)["epochs"])
-    except Exception:  # noqa: BLE001 - presets missing or variant unknown: the paper's rule
-        return 500 if (dataset, variant) == ("wt2", "mos") else DEFAULT_EPOCHS
-
-
-def time_sources(variant: str) -> list[tuple[str, str]]:
-    """Whose time stands for ``variant``'s, in order, as ``(variant, label)``: itself, its registered cost proxy
-    (e.g. ``lms_plif`` for LMS-PLIF†), its family's default (``"<proxy> (family default)"``).
-
-    A variant that is not registered raises ValueError naming the registered ones.
-    """
-    from softmax_bottleneck import presets
-
-    info = presets.variant_info(variant)
-    family = FAMILY_COST_PROXY[info.family]
-    sources = [(variant, variant)]
-    if info.cost_proxy:
-        sources.append((info.cost_proxy, info.cost_proxy))
-    return [*sources, (family, f"{family} (family default)")]
-
-
-def first_time(table: dict, dataset: str, variant: str):
-    """``(table[dataset, name], label)`` for the first of :func:`time_sources` in ``table``, else None."""
-    return next(((table[dataset, name], label) for name, label in time_sources(variant) if (dataset, name) in table),
-                None)  # fmt: skip
-
-
-def seconds_per_epoch(dataset: str, variant: str) -> tuple[float, str]:
-    """The paper's V100 seconds per epoch for ``variant`` (Table 2), and whose time it is (:func:`time_sources`).
-
-    Never NaN: a variant that is not registered raises ValueError naming the registered ones.
-    """
-    found = first_time(PAPER_SECONDS_PER_EPOCH, dataset, variant)
-    if found is None:
-        raise ValueError(f"no reported time per epoch for dataset {dataset!r} (variant {variant!r})")
-    return found
-
-
-def _as_list(value) -> list:
-    if value is None:
-        return []
-    if isinstance(value, dict):
-        return list(value)
-    if isinstance(value, list | tuple):
-        return list(value)
-    return [value]
-
-
-def _model_overrides(config: dict, variant: str) -> dict:
-    """``model_overrides``: ``all``, then the variant's family, then the variant (as the workflow)."""
-    from softmax_bottleneck import presets
-
-    block = config.get("model_overrides") or {}
-    family = presets.family(variant)
-    merged = dict(block.get("all") or {})
-    merged.update((block.get("families") or {}).get(family) or {})
-    merged.update((block.get("variants") or {}).get(variant) or {})
-    return merged
-
-
-def _seed_count(config: dict, which) -> int:
-    """Seeds per run: ``authors`` 1, ``random`` len(seeds.random), ``all`` both; or a count / list."""
-    n_random = len((config.get("seeds") or {}).get("random") or [])
-    if isinstance(which, int):
-        return which
-    if isinstance(which, list | tuple):
-        return len(which)
-    return {"authors": 1, "random": n_random, "all": 1 + n_random}.get(str(which), 1)
-
-
-def _differs(a, b) -> bool:
-    if a is None or b is None:
-        return a is not b
-    try:
-        return not math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=1e-12)
-    except (TypeError, ValueError):
-        return a != b
-
-
-def runs_from_config(config: dict) -> list[dict] | None:
-    """Training runs of a workflow config (``config/config.yaml``'s ``experiments:``), de-duplicated.
-
-    Each experiment is datasets × variants × schedules × sweep points × seeds, where ``seeds`` is
-    ``authors`` | ``random`` | ``all`` (or a count / list) and ``sweep`` maps a dataset to
-    hyper-parameter lists whose Cartesian product is trained. As in the workflow, a run is identified
-    by dataset, variant, schedule, seed kind and the swept values that differ from the preset
-    (plus ``model_overrides``), so a run that several experiments share (the GSS grid's preset point,
-    MoS K = 15, the ET authors'-seed runs of E2) is counted once, in the first experiment that has
-    it. Returns ``None`` when the config has no ``experiments`` mapping.
-    """
-    from softmax_bottleneck import presets
-
-    experiments = config.get("experiments") if isinstance(config, dict) else None
-    if not isinstance(experiments, dict) or not experiments:
-        return None
-    seen: set = set()
-    counts: dict[tuple, int] = {}
-    for name, exp in experiments.items():
-        if not isinstance(exp, dict) or exp.get("enabled", True) is False:
-            continue
-        which = exp.get("seeds", "authors")
-        kinds = {"all": ("authors", "random")}.get(str(which), (str(which),))
-        for dataset in _as_list(exp.get("datasets")):
-            sweep = (exp.get("sweep") or {}).get(dataset) or {}
-            keys = sorted(sweep)
-            points = [tuple(zip(keys, values, strict=True)) for values in itertools.product(*(sweep[k] for k in keys))]
-            for variant in _as_list(exp.get("variants")):
-                for schedule in _as_list(exp.get("schedules", exp.get("schedule", "et"))):
-                    base = presets.resolve(dataset, variant, schedule, _model_overrides(config, variant))
-                    for point in points:
-                        tag = tuple((k, v) for k, v in point if _differs(base.get(k), v))
-                        for kind in kinds:
-                            key = (dataset, variant, schedule, kind, tag)
-                            if key in seen:
-                                continue
-                            seen.add(key)
-                            n = _seed_count(config, kind if which == "all" else which)
-                            row = (str(name), dataset, variant, schedule, int(base["epochs"]))
-                            counts[row] = counts.get(row, 0) + n
-    rows = [
-        dict(experiment=e, dataset=d, variant=v, schedule=s, runs=n, epochs=ep)
-        for (e, d, v, s, ep), n in counts.items()
-        if n > 0
-    ]
-    return rows or None
+def runs_from_study(study: Study) -> list[dict]:
+    """Training runs of an expanded configuration, grouped by the first experiment that uses each run."""
+    return runs_from_plan(plan_frame(study))
 
 
 def runs_from_plan(plan: pd.DataFrame) -> list[dict]:
@@ -360,7 +174,7 @@ def project_training(runs: Iterable[dict], speeds: MeasuredSpeeds | None = None)
     rows = []
     share = speeds.runs_per_device if speeds else 1
     for run in runs:
-        epochs = int(run.get("epochs") or epochs_for(run["dataset"], run["variant"]))
+        epochs = int(run["epochs"])
         if speeds is None:
             sec, time_of = seconds_per_epoch(run["dataset"], run["variant"])
         else:
@@ -463,17 +277,12 @@ def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:
 def load_runs(
     config_path: str | os.PathLike | None, plan_path: str | os.PathLike | None = None
 ) -> tuple[list[dict], str]:
-    """The training runs to project: the workflow's plan, else a config's experiments, else the paper's."""
+    """The training runs to project: the workflow's plan, else a workflow configuration's (checked as the
+    workflow checks it)."""
     if plan_path:
         return runs_from_plan(pd.read_csv(plan_path)), f"runs of {plan_path}"
-    if config_path:
-        with open(config_path) as fh:
-            config = yaml.safe_load(fh) or {}
-        runs = runs_from_config(config)
-        if runs:
-            return runs, f"runs of {config_path}"
-        log.info("%s has no experiments block; using the paper's run counts", config_path)
-    return PAPER_RUNS, "the paper's runs"
+    config = study_config.check(study_config.read(config_path))
+    return runs_from_study(Study(config)), f"runs of {config_path}"
 
 
 def add_cli(parser: argparse.ArgumentParser) -> None:
@@ -485,7 +294,10 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--benchmarks", default="benchmarks", help="folder of Snakemake benchmark files, benchmarks/<rule>/..."
     )
-    parser.add_argument("--config", default=None, help="workflow config whose training runs to project (paper scale)")
+    parser.add_argument(
+        "--config", default="config/config.yaml", help="workflow config whose training runs to project (default: "
+        "config/config.yaml, the paper's study)"
+    )  # fmt: skip
     parser.add_argument(
         "--plan", default=None, help="the workflow's training plan (snakemake plan: results/plan/training_jobs.csv)"
     )
@@ -504,7 +316,7 @@ def run_cli(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 1
     measured = summarize_rules(records)
-    source = args.plan or args.config or "the paper's runs"
+    source = args.plan or args.config
     try:
         speeds = load_speeds(args.bench) if args.bench else None
         runs, runs_source = load_runs(args.config, args.plan)
@@ -512,10 +324,13 @@ def run_cli(args: argparse.Namespace) -> int:
     except BenchFileError as exc:
         log.error("costs: %s", exc)
         return 1
+    except study_config.ConfigError as exc:
+        log.error("costs: %s: %s", exc.source or source, exc)
+        return 1
     except FileNotFoundError as exc:
         log.error("costs: %s: no such file", exc.filename or source)
         return 1
-    except (ValueError, KeyError, OSError, yaml.YAMLError, pd.errors.ParserError) as exc:
+    except (StudyError, ValueError, KeyError, OSError, pd.errors.ParserError) as exc:
         log.error("costs: cannot project the runs of %s: %s", source, exc)
         return 1
     if args.out and str(args.out).endswith(".csv"):

@@ -1,7 +1,8 @@
 """A workflow configuration checked as a whole before any job (``config/README.md`` explains every key).
 
 :func:`read` reads one YAML file (syntax errors name the file and line); :func:`check` validates a complete
-configuration against the workflow's JSON schema (``workflow/schemas/config.schema.yaml``), then checks what the
+configuration against the workflow's JSON schema (``data/config.schema.yaml``, which ``workflow/schemas/`` links to),
+then checks what the
 schema cannot express: seeds, variant names against the output-layer registry, variant × dataset, sweep datasets,
 and every override's hyper-parameter name, type and range as the presets declare them. Every failure is a
 :class:`ConfigError` whose text starts with the key path at fault.
@@ -9,12 +10,15 @@ and every override's hyper-parameter name, type and range as the presets declare
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import yaml
 
 from softmax_bottleneck import presets
+
+SCHEMA = "data/config.schema.yaml"
 
 
 class ConfigError(ValueError):
@@ -128,13 +132,17 @@ def check_semantics(config: dict) -> None:
             check_hyperparameters(f"model_overrides/{where}/{sub}", values)
 
 
-def check(config: dict, schema: dict) -> dict:
-    """The schema, then :func:`check_semantics`; returns ``config`` with ``data_mirror`` defaulted to None."""
-    validate_schema(config, schema)
+def check(config: dict, schema: dict | None = None) -> dict:
+    """The schema (default: the package's), then :func:`check_semantics`; returns ``config`` with ``data_mirror``
+    defaulted to None."""
+    validate_schema(config, schema or read_schema())
     check_semantics(config)
     config.setdefault("data_mirror", None)
     return config
 
 
-def read_schema(path: str | Path) -> dict:
+def read_schema(path: str | Path | None = None) -> dict:
+    """The configuration's JSON schema (default: the package's ``data/config.schema.yaml``)."""
+    if path is None:
+        return yaml.safe_load(resources.files("softmax_bottleneck").joinpath(SCHEMA).read_text(encoding="utf-8"))
     return yaml.safe_load(Path(path).read_text(encoding="utf-8"))

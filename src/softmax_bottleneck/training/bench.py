@@ -27,6 +27,7 @@ import torch
 from softmax_bottleneck import presets
 from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, Dictionary, batchify, load_corpus
+from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.environment import configure_precision, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate
@@ -37,7 +38,7 @@ from softmax_bottleneck.training.step import LOSS_PATHS, LossSums, train_batch
 log = logging.getLogger("softmax_bottleneck.bench")
 
 #: tokens (one <eos> per line included) of the train/valid/test splits (paper §5; KIT batch shapes)
-SPLIT_TOKENS = {"ptb": (929_589, 73_760, 82_430), "wt2": (2_088_628, 217_646, 245_569)}
+SPLIT_TOKENS = {name: d.split_tokens for name, d in DATASETS.items()}
 
 
 def synthetic_corpus(dataset: str) -> Corpus:

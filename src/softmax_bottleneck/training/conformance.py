@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .base import OutputLayer
-from .registry import OutputLayerSpec, output_layer, output_layers
+from softmax_bottleneck.models.output_layers.base import OutputLayer
+from softmax_bottleneck.models.output_layers.registry import OutputLayerSpec, output_layer, output_layers
 
 __all__ = ["CHECKS", "CheckFailed", "CheckResult", "check_layer"]
 
@@ -322,7 +322,7 @@ def add_check_layer_cli(parser) -> None:
 
 
 def run_check_layer_cli(args) -> int:
-    from .registry import RegistryError
+    from softmax_bottleneck.models.output_layers.registry import RegistryError
 
     try:
         layers = output_layers()
