@@ -9,7 +9,7 @@ held unless the exact SVD fits ``--memory-budget-gb``.
 A transformer sees a bounded context, so the text is read in sliding windows of ``context`` tokens (the model's
 ``n_positions`` / ``max_position_embeddings``, capped) moved by ``stride`` tokens, as in Hugging Face's perplexity
 guide: every token after the first is scored exactly once, with all tokens before it in the first window and at least
-``context − stride`` tokens of left context afterwards. Row order is the text's order.
+``context − stride`` tokens of left context afterwards (``stride < context``). Row order is the text's order.
 
 The softmax bound: a head ``logits = W h (+ b)`` with ``h ∈ R^d`` gives ``log P = H Wᵀ + 1 bᵀ − log Z 1ᵀ``, a matrix of
 rank at most ``d + 1`` without the bias, ``d + 2`` with it, whatever the vocabulary (a subword one included). The
@@ -78,10 +78,11 @@ def windows(n_tokens: int, context: int, stride: int) -> Iterator[tuple[int, int
     """Yield ``(begin, end, first)``: window ``tokens[begin:end]`` scores the targets ``first … end − 1``.
 
     Targets are the tokens 1 … n − 1 (the first token has no context), each in exactly one window; in windows after the
-    first, ``first − begin ≥ context − stride`` (the left context of every scored token).
+    first, ``first − begin = context − stride ≥ 1`` (the left context of the window's first scored token). Hugging
+    Face's guide allows ``stride = context``, which leaves the first token of each window unscored: not here.
     """
-    if not 1 <= stride <= context:
-        raise ValueError(f"stride must be between 1 and the context length {context}, got {stride}")
+    if not 1 <= stride < context:
+        raise ValueError(f"stride must be at least 1 and shorter than the window ({context} tokens), got {stride}")
     if n_tokens < 2:
         return
     begin, scored_to = 0, 1
@@ -458,9 +459,12 @@ def analyze_language_model(args):
             f"{args.text}: {len(ids)} tokens, shorter than one window of {context}; pass a longer text "
             "(or a smaller --context)"
         )
+    if context < 2:
+        raise InputError(f"a window of {context} token(s) leaves no context; pass a --context of at least 2")
     stride = args.stride if args.stride is not None else max(1, context // 2)
-    if stride > context:
-        raise InputError(f"--stride {stride} is longer than the window ({context} tokens)")
+    if stride >= context:
+        raise InputError(f"--stride {stride} must be shorter than the window ({context} tokens): every scored token "
+                         "needs left context")  # fmt: skip
     if info.softcapping:
         log.warning("the model soft-caps its logits (%.1f): its head is not a plain softmax, no bound applies",
                     info.softcapping)  # fmt: skip
