@@ -194,3 +194,27 @@ def test_refusals(tiny, tmp_path, capsys):
     _assert_refused(capsys, ["--model", model_dir, "--text", tmp_path / "none.txt", *common], "no such file", out=out)
     _assert_refused(capsys, ["--model", model_dir, "--text", text, "--context", 64, *common], "context length 32")
     _assert_refused(capsys, ["--model", model_dir, "--text", text, "--context", 8, "--stride", 8, *common], "stride")
+
+
+def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
+    summary = {"press_rank": 769, "effective_rank": {"1e-3": 5, "1e-4": 50, "1e-5": 300}, "shape": [90000, 50257],
+               "perplexity": 35.5, "head_input_size": 768, "hidden_size": 768, "softmax_bound": 769,
+               "text": "resources/data/ptb/test.txt"}  # fmt: skip
+    (tmp_path / "gpt2.json").write_text(json.dumps(summary))
+    code = main(["lm-report", f"gpt2={tmp_path / 'gpt2.json'}", "--out-table", f"{tmp_path}/t", "--out-figure",
+                 f"{tmp_path}/f"])  # fmt: skip
+    assert code == 0
+    import pandas as pd
+
+    frame = pd.read_csv(tmp_path / "t.csv")
+    assert len(frame) == 11 and list(frame["source"]).count("paper") == 10
+    lm_row = frame.iloc[-1]
+    assert (lm_row["model"], lm_row["text"], lm_row["d"], lm_row["press_rank"]) == ("gpt2", "ptb/test.txt", 768, 769)
+    softmax = frame[frame["model"] == "PTB Softmax"].iloc[0]
+    assert (softmax["d"], softmax["press_rank"], softmax["softmax_bound"]) == (400, 402, 402)
+    assert "not comparable cell for cell" in (tmp_path / "t.md").read_text()
+    assert (tmp_path / "f.pdf").stat().st_size and (tmp_path / "f.png").stat().st_size
+    with pytest.raises(SystemExit, match="not an analyze-lm summary"):
+        (tmp_path / "bad.json").write_text("{}")
+        main(["lm-report", f"bad={tmp_path / 'bad.json'}", "--out-table", f"{tmp_path}/u"])
+    assert not (tmp_path / "u.csv").exists()

@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "qualitative": ("softmax_bottleneck.analysis.qualitative", "top-5 predictions at 18 PTB contexts (SM Table 2)"),
     "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics or analyses into one summary CSV"),
     "table": ("softmax_bottleneck.report.tables", "render one table of the paper or SM, ours beside the paper's"),
+    "lm-report": (
+        "softmax_bottleneck.report.language_models",
+        "table and figure: ranks of Hugging Face LMs (analyze-lm) beside the paper's models",
+    ),
     "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
     "gpu-lease": (
         "softmax_bottleneck.cluster.gpu_lease",
