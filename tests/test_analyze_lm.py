@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,3 +219,74 @@ def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
         (tmp_path / "bad.json").write_text("{}")
         main(["lm-report", f"bad={tmp_path / 'bad.json'}", "--out-table", f"{tmp_path}/u"])
     assert not (tmp_path / "u.csv").exists()
+
+
+LM_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["models", "corpus", "rows", "stride"],
+    "properties": {
+        "models": {
+            "type": "object",
+            "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+            "additionalProperties": {"type": "string", "minLength": 1},
+        },
+        "corpus": {"type": "string", "minLength": 1},
+        "rows": {"oneOf": [{"type": "string", "enum": ["full"]}, {"type": "integer", "minimum": 2}]},
+        "stride": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
+    },
+}
+
+
+def _workflow_with_language_models(root):
+    """The repository's workflow with language_models.smk included and the config key in the schema.
+
+    While the Snakefile and the schema do not have them yet, a copy beside ``root`` adds them (the rest are links).
+    """
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    snakefile = (repo / "Snakefile").read_text()
+    schema = yaml.safe_load((repo / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    if "language_models.smk" in snakefile and "language_models" in schema["properties"]:
+        return repo
+    root.mkdir()
+    for name in ("src", "envs", "profiles", "config"):
+        (root / name).symlink_to(repo / name)
+    (root / "workflow").mkdir()
+    for name in ("rules", "report", "scripts"):
+        (root / "workflow" / name).symlink_to(repo / "workflow" / name)
+    (root / "workflow" / "schemas").mkdir()
+    schema["properties"].setdefault("language_models", LM_SCHEMA)
+    (root / "workflow" / "schemas" / "config.schema.yaml").write_text(yaml.safe_dump(schema))
+    if "language_models.smk" not in snakefile:
+        snakefile += '\n\ninclude: "workflow/rules/language_models.smk"\n'
+    (root / "Snakefile").write_text(snakefile)
+    return root
+
+
+@pytest.mark.slow
+def test_workflow_plans_the_analysis_and_the_report(tiny, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    workflow = _workflow_with_language_models(tmp_path / "workflow-copy")
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "config" / "small.yaml").read_text())
+    config["language_models"] = {"models": {"tiny-gpt2": str(tiny[0])}, "corpus": "ptb", "rows": 200, "stride": 16}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    work = tmp_path / "work"
+    work.mkdir()
+    cmd = [sys.executable, "-m", "snakemake", "language_models", "-n", "--printshellcmds", "-s",
+           str(workflow / "Snakefile"), "--configfile", str(tmp_path / "config.yaml"),
+           "--directory", str(work)]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=work)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    for needle in ("rule fetch_corpus", "rule analyze_lm", "rule language_models", f"--model {tiny[0]}",
+                   "--text resources/data/ptb/test.txt", "--rows 200 --stride 16",
+                   "results/small/language_models/tiny-gpt2/rank.json", "lm-report tiny-gpt2=",
+                   "reports/small/figures/language_models"):  # fmt: skip
+        assert needle in output, output[-3000:]
