@@ -384,7 +384,8 @@ def check_vocabulary(tokenizer, ids, n_cols: int, model_dir) -> None:
     if size > n_cols or top >= n_cols:
         raise InputError(
             f"{model_dir}: tokenizer/model vocabulary mismatch: the tokenizer has {size} tokens"
-            f"{f' (the text uses id {top})' if top >= n_cols else ''} but the model outputs {n_cols}"
+            f"{f' and gives the text id {top}' if top >= n_cols else ''}, but the model outputs {n_cols} "
+            f"(ids 0-{n_cols - 1})"
         )
 
 
