@@ -156,6 +156,19 @@ def test_a_mixture_of_softmaxes_exceeds_the_bound(tiny):
     assert mos["shape"] == softmax["shape"] == [200, n_cols]
 
 
+def test_a_failed_analysis_leaves_no_partial_matrix(tmp_path):
+    calls = []
+
+    def logp(window, k):  # finite in the first window, NaN in the second
+        calls.append(k)
+        out = torch.log_softmax(torch.randn(k, 7), -1)
+        return out if len(calls) == 1 else out * math.nan
+
+    with pytest.raises(lm.NonFiniteLogP, match=f"row {CONTEXT - 1} "):
+        lm.analyze_stream(logp, torch.zeros(100, dtype=torch.long), 7, CONTEXT, 16, save_logp=tmp_path / "l.npy")
+    assert list(tmp_path.iterdir()) == []
+
+
 def _assert_refused(capsys, argv, *phrases, out=None):
     code, err = _run(capsys, *argv)
     lines = [line for line in err.splitlines() if line.startswith("analyze-lm: error:")]

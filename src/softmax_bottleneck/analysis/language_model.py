@@ -133,7 +133,9 @@ def hf_logp_function(model) -> LogPFunction:
     """:data:`LogPFunction` of a Hugging Face causal LM (only the needed positions' logits when it allows)."""
     import torch
 
-    keep_arg = "logits_to_keep" if "logits_to_keep" in inspect.signature(model.forward).parameters else None
+    accepted = inspect.signature(model.forward).parameters
+    # transformers ≥ 4.50: logits_to_keep; 4.45-4.49: num_logits_to_keep; older: every position's logits
+    keep_arg = next((name for name in ("logits_to_keep", "num_logits_to_keep") if name in accepted), None)
 
     def logp(window, k: int):
         kwargs = {keep_arg: k + 1} if keep_arg else {}
