@@ -194,6 +194,13 @@ def test_refusals(tiny, tmp_path, capsys):
         folder = tmp_path / config.model_type
         config.save_pretrained(folder)
         _assert_refused(capsys, ["--model", folder, "--text", text, *common], phrase, out=out)
+    custom = tmp_path / "custom"  # a model class of its own: its code is never imported
+    custom.mkdir()
+    (custom / "config.json").write_text(json.dumps({"model_type": "custom-lm", "vocab_size": 10, "auto_map": {
+        "AutoConfig": "code.Config", "AutoModelForCausalLM": "code.Model"}}))  # fmt: skip
+    (custom / "code.py").write_text(f"open({str(custom / 'ran')!r}, 'w').close()\n")
+    _assert_refused(capsys, ["--model", custom, "--text", text, *common], "custom code", "never runs", out=out)
+    assert not (custom / "ran").exists()
     bert = tmp_path / "bert"  # a config AutoModelForCausalLM knows, but no weights in the folder
     BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8,
                is_decoder=True).save_pretrained(bert)  # fmt: skip

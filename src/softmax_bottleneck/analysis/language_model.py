@@ -339,6 +339,11 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
     try:
         config = AutoConfig.from_pretrained(path, **_from_pretrained_kwargs())
     except (OSError, ValueError, KeyError, TypeError) as err:
+        if "trust_remote_code" in str(err) or "custom code" in str(err):
+            raise InputError(
+                f"{path}: the model needs custom code from its folder, which analyze-lm never runs "
+                "(trust_remote_code is off): use a model class that transformers ships"
+            ) from None
         raise InputError(f"{path}: unreadable model config: {_one_line(err)}") from None
     if getattr(config, "is_encoder_decoder", False):
         raise InputError(f"{path}: an encoder-decoder model ({config.model_type}), not a causal language model")
