@@ -310,3 +310,19 @@ def test_workflow_plans_the_analysis_and_the_report(tiny, tmp_path):
                    "results/small/language_models/tiny-gpt2/rank.json", "lm-report tiny-gpt2=",
                    "reports/small/figures/language_models"):  # fmt: skip
         assert needle in output, output[-3000:]
+
+
+@pytest.mark.parametrize("command", ["analyze-lm", "lm-report"])
+def test_every_option_has_a_one_line_help(command):
+    import argparse
+
+    from softmax_bottleneck import cli
+
+    module, summary = cli.COMMANDS[command]
+    assert summary and "\n" not in summary
+    parser = argparse.ArgumentParser(prog=command)
+    cli._load(module, command).add_cli(parser)
+    assert parser.description and len(parser.description) > 40
+    for action in parser._actions:
+        if not isinstance(action, argparse._HelpAction):
+            assert action.help and "\n" not in action.help, f"{command} {action.dest} has no help"
