@@ -456,9 +456,9 @@ def analyze_language_model(args):
     ids = tokenize_text(tokenizer, args.text)
     check_vocabulary(tokenizer, ids, info.vocab_size, args.model)
     if args.context is not None:
-        context = context_length(model.config, None)
-        if args.context > context:
-            raise InputError(f"--context {args.context} is longer than the model's context length {context}")
+        own = context_length(model.config, args.context + 1)  # the model's own, or args.context + 1 if it has none
+        if args.context > own:
+            raise InputError(f"--context {args.context} is longer than the model's context length {own}")
         context = args.context
     else:
         context = context_length(model.config, DEFAULT_MAX_CONTEXT)
