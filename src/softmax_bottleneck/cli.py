@@ -23,12 +23,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
     "bench": ("softmax_bottleneck.training.bench", "time training steps of a preset model, project seconds per epoch"),
     "analyze": ("softmax_bottleneck.analysis.logp", "Press' and ε-effective rank of a model's test log-P matrix"),
+    "analyze-lm": (
+        "softmax_bottleneck.analysis.language_model",
+        "Press' and ε-effective rank of a local Hugging Face causal LM's log-P matrix on a text",
+    ),
     "rank": ("softmax_bottleneck.analysis.rank", "Press' and ε-effective rank of a matrix saved as .npy"),
     "robustness": ("softmax_bottleneck.analysis.robustness", "robustness of Press' rank (SM §5, Tables 14-16)"),
     "wordsim": ("softmax_bottleneck.analysis.wordsim", "word similarity of a model's embedding (SM Table 3)"),
     "qualitative": ("softmax_bottleneck.analysis.qualitative", "top-5 predictions at 18 PTB contexts (SM Table 2)"),
     "summarize": ("softmax_bottleneck.report.summaries", "collect run metrics or analyses into one summary CSV"),
     "table": ("softmax_bottleneck.report.tables", "render one table of the paper or SM, ours beside the paper's"),
+    "lm-report": (
+        "softmax_bottleneck.report.language_models",
+        "table and figure: ranks of Hugging Face LMs (analyze-lm) beside the paper's models",
+    ),
     "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
     "gpu-lease": (
         "softmax_bottleneck.cluster.gpu_lease",

@@ -1,0 +1,522 @@
+"""Press' and ε-effective rank of a local Hugging Face causal LM's log-P matrix on a text (``analyze-lm``).
+
+The same analysis as ``analyze`` (:mod:`softmax_bottleneck.analysis.logp`), for any causal language model saved in a
+local folder (``save_pretrained``: ``config.json``, the weights, the tokenizer files). Row r of the matrix is the
+model's full next-token vector log P(· | tokens 0…r) of the tokenised text, in float32, over the model's whole output
+vocabulary (the columns); rows stream into :class:`softmax_bottleneck.analysis.rank.RankStream`, so the matrix is never
+held unless the exact SVD fits ``--memory-budget-gb``.
+
+A transformer sees a bounded context, so the text is read in sliding windows of ``context`` tokens (the model's
+``n_positions`` / ``max_position_embeddings``, capped) moved by ``stride`` tokens, as in Hugging Face's perplexity
+guide: every token after the first is scored exactly once, with all tokens before it in the first window and at least
+``context − stride`` tokens of left context afterwards (``stride < context``). Row order is the text's order.
+
+The softmax bound: a head ``logits = W h (+ b)`` with ``h ∈ R^d`` gives ``log P = H Wᵀ + 1 bᵀ − log Z 1ᵀ``, a matrix of
+rank at most ``d + 1`` without the bias, ``d + 2`` with it, whatever the vocabulary (a subword one included). The
+summary records ``d`` (the head's input size), the bound, and whether Press' rank exceeds it (it should not, up to
+floating-point noise; a mixture of softmaxes can).
+
+Loading never reaches the network and never runs code from the folder: ``local_files_only=True``,
+``trust_remote_code=False`` and ``HF_HUB_OFFLINE=1``; a path that is not a local folder is refused before
+``transformers`` could take it for a Hub name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from softmax_bottleneck.analysis.inputs import InputError, report, resolve_device
+from softmax_bottleneck.analysis.rank import (
+    DEFAULT_MEMORY_BUDGET,
+    METHODS,
+    RankStream,
+    add_memory_budget_option,
+    spectrum_table,
+)
+from softmax_bottleneck.analysis.signals import stop_on_signals
+from softmax_bottleneck.argtypes import positive_int
+from softmax_bottleneck.atomic import atomic_path, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+#: default cap on the window length (tokens): the model's own context length if shorter
+DEFAULT_MAX_CONTEXT = 1024
+
+#: seconds between two progress lines
+PROGRESS_SECONDS = 30.0
+
+#: the ``--dtype`` choices (the weights' precision; log-P rows are float32 whatever it is)
+DTYPES = ("float32", "bfloat16", "float16")
+
+#: a function ``(window ids [L] (long, on the model's device), k) -> log P [k, V] (float32)``: the next-token
+#: log-probabilities at the window's positions L−k−1 … L−2, i.e. of its last k tokens given the tokens before them
+LogPFunction = Callable[["object", int], "object"]
+
+
+class NonFiniteLogP(ValueError):
+    """The model gave a NaN or infinite log-probability (the message names the row)."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# windows
+# --------------------------------------------------------------------------------------------------------------
+
+
+def windows(n_tokens: int, context: int, stride: int) -> Iterator[tuple[int, int, int]]:
+    """Yield ``(begin, end, first)``: window ``tokens[begin:end]`` scores the targets ``first … end − 1``.
+
+    Targets are the tokens 1 … n − 1 (the first token has no context), each in exactly one window; in windows after the
+    first, ``first − begin = context − stride ≥ 1`` (the left context of the window's first scored token). Hugging
+    Face's guide allows ``stride = context``, which leaves the first token of each window unscored: not here.
+    """
+    if not 1 <= stride < context:
+        raise ValueError(f"stride must be at least 1 and shorter than the window ({context} tokens), got {stride}")
+    if n_tokens < 2:
+        return
+    begin, scored_to = 0, 1
+    while True:
+        end = min(begin + context, n_tokens)
+        if end > scored_to:
+            yield begin, end, scored_to
+            scored_to = end
+        if end == n_tokens:
+            return
+        begin += stride
+
+
+def n_rows_for(rows: str | int, n_tokens: int) -> int:
+    """Rows of the matrix: ``"full"`` = every scored token (n − 1), or the first N of them."""
+    predictable = max(n_tokens - 1, 0)
+    if rows == "full":
+        return predictable
+    n = int(rows)
+    if n < 1:
+        raise ValueError(f"rows must be positive, got {n}")
+    return min(n, predictable)
+
+
+def iter_window_logp(
+    logp_fn: LogPFunction, ids, context: int, stride: int, n_rows: int, device="cpu"
+) -> Iterator[tuple[object, object]]:
+    """Yield ``(log P [k, V] float32, targets [k])`` chunks of the first ``n_rows`` rows, in the text's order."""
+    import torch
+
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    done = 0
+    with torch.inference_mode():
+        for begin, end, first in windows(len(ids), context, stride):
+            if done >= n_rows:
+                return
+            take = min(end - first, n_rows - done)
+            end = first + take  # a shorter last window: nothing after the last row is computed
+            window = ids[begin:end].to(device)
+            log_prob = logp_fn(window, take)
+            if tuple(log_prob.shape[:1]) != (take,):
+                raise RuntimeError(f"log-P function gave {tuple(log_prob.shape)} rows for a window of {take}")
+            yield log_prob.float(), ids[first:end].to(log_prob.device)
+            done += take
+
+
+def hf_logp_function(model) -> LogPFunction:
+    """:data:`LogPFunction` of a Hugging Face causal LM (only the needed positions' logits when it allows)."""
+    import torch
+
+    accepted = inspect.signature(model.forward).parameters
+    # transformers ≥ 4.50: logits_to_keep; 4.45-4.49: num_logits_to_keep; older: every position's logits
+    keep_arg = next((name for name in ("logits_to_keep", "num_logits_to_keep") if name in accepted), None)
+
+    def logp(window, k: int):
+        kwargs = {keep_arg: k + 1} if keep_arg else {}
+        out = model(input_ids=window[None], use_cache=False, **kwargs)
+        logits = out.logits[0, -(k + 1) : -1]
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    return logp
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the analysis
+# --------------------------------------------------------------------------------------------------------------
+
+
+def analyze_stream(
+    logp_fn: LogPFunction,
+    ids,
+    n_cols: int,
+    context: int,
+    stride: int,
+    rows: str | int = "full",
+    method: str = "auto",
+    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
+    save_logp: str | os.PathLike | None = None,
+    device: str = "cpu",
+):
+    """Stream the windowed log-P rows of ``logp_fn`` on ``ids`` into their rank; returns ``(σ, summary dict)``.
+
+    The summary has the keys of :func:`softmax_bottleneck.analysis.rank.rank_summary` plus ``rows`` (m),
+    ``rows_rule``, ``tokens``, ``context``, ``stride``, ``logp_test_loss`` (mean NLL of the true next tokens over
+    the rows), ``perplexity`` (its exp), ``max_abs_log_normaliser`` (max over rows of |logsumexp(row)|, 0 up to
+    rounding), ``seconds``, ``seconds_rows``, ``device`` and, on CUDA, ``peak_cuda_memory_gib``.
+    """
+    import torch
+
+    n_tokens = len(ids)
+    n_rows = n_rows_for(rows, n_tokens)
+    if n_rows < 1:
+        raise ValueError(f"the text has {n_tokens} token(s): no next-token rows to analyse")
+    stream = RankStream(n_cols, method, device=str(device), memory_budget_bytes=memory_budget_bytes,
+                        expected_rows=n_rows)  # fmt: skip
+    cuda = str(device).startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    nll_sum, worst_norm, done = 0.0, 0.0, 0
+    started = last_log = time.monotonic()
+    with _npy_writer(save_logp, (n_rows, n_cols)) as out:
+        for log_prob, targets in iter_window_logp(logp_fn, ids, context, stride, n_rows, device):
+            if not torch.isfinite(log_prob).all():
+                bad = done + int((~torch.isfinite(log_prob)).any(1).nonzero()[0])
+                raise NonFiniteLogP(f"log-P row {bad} has non-finite entries; the SVD needs a finite matrix")
+            nll_sum -= float(log_prob.gather(1, targets[:, None]).double().sum())
+            worst_norm = max(worst_norm, float(torch.logsumexp(log_prob.double(), 1).abs().max()))
+            stream.update(log_prob)
+            if out is not None:
+                out[done : done + len(log_prob)] = log_prob.cpu().numpy()
+            done += len(log_prob)
+            now = time.monotonic()
+            if now - last_log >= PROGRESS_SECONDS or done == n_rows:
+                rate = done / max(now - started, 1e-9)
+                log.info(
+                    "log-P: %d/%d rows, %.0f rows/s, %.0fs so far, about %.0fs left",
+                    done, n_rows, rate, now - started, (n_rows - done) / rate,
+                )  # fmt: skip
+                last_log = now
+    seconds_rows = time.monotonic() - started
+    log.info("log-P: %d rows in %.0fs; computing singular values (%s)", done, seconds_rows, stream.method)
+    sv, summary = stream.finish()
+    loss = nll_sum / done
+    summary.update(
+        rows=done,
+        rows_rule=str(rows),
+        tokens=n_tokens,
+        context=context,
+        stride=stride,
+        logp_test_loss=loss,
+        perplexity=math.exp(loss) if loss < 700 else float(np.finfo(np.float64).max),
+        max_abs_log_normaliser=worst_norm,
+        seconds=time.monotonic() - started,
+        seconds_rows=seconds_rows,
+        device=str(device),
+    )
+    if cuda:
+        summary["peak_cuda_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return sv, summary
+
+
+@contextmanager
+def _npy_writer(path, shape):
+    """A memory-mapped float32 ``.npy`` of ``shape`` that appears at ``path`` only once complete (or None)."""
+    if path is None:
+        yield None
+        return
+    with atomic_path(path) as tmp:
+        array = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
+        try:
+            yield array
+            array.flush()
+        finally:
+            del array
+
+
+# --------------------------------------------------------------------------------------------------------------
+# loading a local model, its tokenizer and a text
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HeadInfo:
+    """What the softmax bound needs from a model: ``d`` (the head's input size) and whether the head has a bias."""
+
+    hidden_size: int | None  # config's hidden size (n_embd, d_model, ...)
+    head_input_size: int | None  # d: the output layer's input size (= hidden_size for most models)
+    output_bias: bool
+    vocab_size: int  # the output layer's size: the matrix's columns
+    softcapping: float | None  # a final logit soft-capping (Gemma 2): the head is then not linear
+
+    @property
+    def softmax_bound(self) -> int | None:
+        d = self.head_input_size or self.hidden_size
+        if d is None or self.softcapping:
+            return None
+        return d + (2 if self.output_bias else 1)
+
+
+def _text_config(config):
+    getter = getattr(config, "get_text_config", None)
+    return getter() if callable(getter) else config
+
+
+def head_info(model) -> HeadInfo:
+    config = _text_config(model.config)
+    hidden = next(
+        (int(v) for k in ("hidden_size", "n_embd", "d_model", "dim") if isinstance(v := getattr(config, k, None), int)),
+        None,
+    )
+    head = model.get_output_embeddings()
+    weight = getattr(head, "weight", None)
+    if weight is not None and weight.ndim == 2:
+        vocab, d = int(weight.shape[0]), int(weight.shape[1])
+    else:
+        vocab, d = int(config.vocab_size), hidden
+    bias = getattr(head, "bias", None) is not None
+    soft = getattr(config, "final_logit_softcapping", None)
+    return HeadInfo(hidden, d, bias, vocab, float(soft) if soft else None)
+
+
+def context_length(config, cap: int | None) -> int:
+    """The model's context length (``n_positions``, ``max_position_embeddings``, ...), capped at ``cap``."""
+    config = _text_config(config)
+    own = next(
+        (
+            int(v)
+            for k in ("n_positions", "max_position_embeddings", "n_ctx", "max_sequence_length", "seq_length")
+            if isinstance(v := getattr(config, k, None), int) and v > 0
+        ),
+        None,
+    )
+    if own is None:
+        if cap is None:
+            raise InputError("the model's config gives no context length (n_positions, max_position_embeddings); "
+                             "pass --context")  # fmt: skip
+        return cap
+    return min(own, cap) if cap else own
+
+
+def _from_pretrained_kwargs(dtype: str | None = None) -> dict:
+    import torch
+    import transformers
+
+    kwargs = {"local_files_only": True, "trust_remote_code": False}
+    if dtype is not None:
+        key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+        kwargs[key] = getattr(torch, dtype)
+    return kwargs
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype: str = "float32"):
+    """``(model, tokenizer)`` of a local folder, in eval mode on ``device``; every failure one :class:`InputError`."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise InputError(f"{path}: no such folder (a model saved with save_pretrained; Hub names are not fetched)")
+    if not (path / "config.json").is_file():
+        raise InputError(f"{path}: not a Hugging Face model folder (no config.json)")
+    try:
+        import transformers
+    except ImportError:
+        raise InputError("analyze-lm needs transformers: pip install 'softmax-bottleneck[hf]'") from None
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(path, **_from_pretrained_kwargs())
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        if "trust_remote_code" in str(err) or "custom code" in str(err):
+            raise InputError(
+                f"{path}: the model needs custom code from its folder, which analyze-lm never runs "
+                "(trust_remote_code is off): use a model class that transformers ships"
+            ) from None
+        raise InputError(f"{path}: unreadable model config: {_one_line(err)}") from None
+    if getattr(config, "is_encoder_decoder", False):
+        raise InputError(f"{path}: an encoder-decoder model ({config.model_type}), not a causal language model")
+    if type(config) not in AutoModelForCausalLM._model_mapping:
+        raise InputError(
+            f"{path}: not a causal language model (model_type {getattr(config, 'model_type', '?')!r} has no "
+            "AutoModelForCausalLM class in this transformers; custom code is never run)"
+        )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, config=config, **_from_pretrained_kwargs(dtype))
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
+        raise InputError(f"{path}: cannot load the causal language model: {_one_line(err)}") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, **_from_pretrained_kwargs())
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"{path}: cannot load its tokenizer: {_one_line(err)}") from None
+    if isinstance(tokenizer, bool) or not callable(tokenizer):
+        raise InputError(f"{path}: no usable tokenizer in the folder")
+    model.eval()
+    model.to(device)
+    return model, tokenizer
+
+
+def tokenize_text(tokenizer, text_file: str | os.PathLike):
+    """The token ids (a 1-D long tensor) of the whole text file, without added special tokens."""
+    import torch
+
+    path = Path(text_file)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a text file")
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def check_vocabulary(tokenizer, ids, n_cols: int, model_dir) -> None:
+    """The tokenizer's ids must be columns of the model's output (else the targets index past its logits)."""
+    size = len(tokenizer)
+    top = int(ids.max()) if len(ids) else -1
+    if size > n_cols or top >= n_cols:
+        raise InputError(
+            f"{model_dir}: tokenizer/model vocabulary mismatch: the tokenizer has {size} tokens"
+            f"{f' and gives the text id {top}' if top >= n_cols else ''}, but the model outputs {n_cols} "
+            f"(ids 0-{n_cols - 1})"
+        )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _rows(text: str) -> str | int:
+    if text == "full":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected full or a positive number of rows, not {text!r}") from None
+
+
+def add_cli(parser) -> None:
+    parser.description = (
+        "Press' rank, ε-effective ranks and singular values of a local Hugging Face causal LM's next-token "
+        "log-probability matrix on a text (sliding windows, each token scored once), without holding the matrix in "
+        "memory; with the softmax bound d + 1 (d + 2 with an output bias) from the model."
+    )
+    parser.add_argument("--model", required=True, metavar="DIR", help="local folder written by save_pretrained")
+    parser.add_argument("--text", required=True, metavar="FILE", help="UTF-8 text to score (e.g. PTB's test.txt)")
+    parser.add_argument("--rows", default="full", type=_rows, help="log-P rows: full (default) or the first N")
+    parser.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"window length in tokens (default: the model's context length, at most {DEFAULT_MAX_CONTEXT})",
+    )
+    parser.add_argument(
+        "--stride", type=positive_int, default=None, metavar="S", help="window step (default: half the window)"
+    )
+    parser.add_argument("--out-json", required=True, metavar="JSON", help="where to write the rank summary")
+    parser.add_argument("--out-spectrum", default=None, metavar="CSV", help="also write the singular values")
+    parser.add_argument("--save-logp", default=None, metavar="FILE.npy", help="also write the ranked rows (float32)")
+    parser.add_argument(
+        "--method",
+        default="auto",
+        choices=METHODS,
+        help="singular-value method; auto: exact SVD if it fits --memory-budget-gb, else TSQR",
+    )
+    add_memory_budget_option(parser)
+    parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--dtype", default="float32", choices=DTYPES, help="weights' precision (default float32; rows are float32)"
+    )
+
+
+def analyze_language_model(args):
+    """Load, check and analyse as ``args`` say; returns ``(σ, summary)``. Input problems raise :class:`InputError`."""
+    from softmax_bottleneck.training.environment import configure_precision
+
+    device = resolve_device(args.device)
+    configure_precision(tf32=False)
+    model, tokenizer = load_language_model(args.model, device, args.dtype)
+    info = head_info(model)
+    ids = tokenize_text(tokenizer, args.text)
+    check_vocabulary(tokenizer, ids, info.vocab_size, args.model)
+    if args.context is not None:
+        own = context_length(model.config, args.context + 1)  # the model's own, or args.context + 1 if it has none
+        if args.context > own:
+            raise InputError(f"--context {args.context} is longer than the model's context length {own}")
+        context = args.context
+    else:
+        context = context_length(model.config, DEFAULT_MAX_CONTEXT)
+    if len(ids) < context:
+        raise InputError(
+            f"{args.text}: {len(ids)} tokens, shorter than one window of {context}; pass a longer text "
+            "(or a smaller --context)"
+        )
+    if context < 2:
+        raise InputError(f"a window of {context} token(s) leaves no context; pass a --context of at least 2")
+    stride = args.stride if args.stride is not None else max(1, context // 2)
+    if stride >= context:
+        raise InputError(f"--stride {stride} must be shorter than the window ({context} tokens): every scored token "
+                         "needs left context")  # fmt: skip
+    if info.softcapping:
+        log.warning("the model soft-caps its logits (%.1f): its head is not a plain softmax, no bound applies",
+                    info.softcapping)  # fmt: skip
+    log.info(
+        "%s: %s, %d tokens of %s, window %d, stride %d, %d columns, d = %s",
+        args.model, type(model).__name__, len(ids), args.text, context, stride, info.vocab_size, info.head_input_size,
+    )  # fmt: skip
+    sv, summary = analyze_stream(
+        hf_logp_function(model), ids, info.vocab_size, context, stride, args.rows, args.method,
+        int(args.memory_budget_gb * 2**30), args.save_logp, device,
+    )  # fmt: skip
+    bound = info.softmax_bound
+    summary.update(
+        model=str(args.model),
+        model_type=str(getattr(model.config, "model_type", "")),
+        model_class=type(model).__name__,
+        parameters=int(sum(p.numel() for p in model.parameters())),
+        dtype=args.dtype,
+        text=str(args.text),
+        tokenizer_size=len(tokenizer),
+        hidden_size=info.hidden_size,
+        head_input_size=info.head_input_size,
+        output_bias=info.output_bias,
+        softmax_bound=bound,
+        exceeds_softmax_bound=None if bound is None else bool(summary["press_rank"] > bound),
+    )
+    return sv, summary
+
+
+def run_cli(args) -> int:
+    with stop_on_signals("analyze-lm"):
+        try:
+            sv, summary = analyze_language_model(args)
+        except NonFiniteLogP as err:
+            return report("analyze-lm", f"{args.model}: {err}")
+        except InputError as err:
+            return report("analyze-lm", err)
+        if args.out_spectrum:
+            with atomic_path(args.out_spectrum) as tmp:
+                spectrum_table(sv).to_csv(tmp, index=False)
+        atomic_write_json(summary, args.out_json)
+    log.info(
+        "Press' rank %d of %s (softmax bound %s); ε-ranks %s; perplexity %.2f; %.0fs (%s)",
+        summary["press_rank"], summary["shape"], summary["softmax_bound"], json.dumps(summary["effective_rank"]),
+        summary["perplexity"], summary["seconds"], summary["method"],
+    )  # fmt: skip
+    return 0

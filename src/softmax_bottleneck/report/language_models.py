@@ -1,0 +1,213 @@
+"""Hugging Face language models beside the paper's: one table and one figure (the ``lm-report`` command).
+
+Rows: the paper's AWD-LSTM models (Press' and ε-effective ranks of Table 6 = SM Tables 17/18, test perplexity the
+11-seed mean of Table 2, ``d`` the size of the vector the output layer reads: ``nemb`` of the presets) and every
+``analyze-lm`` summary given (``d`` = the head's input size). The figure has two panels: Press' rank against ``d``, with
+the softmax bound ``d + 2`` as a line (a single softmax lies on or under it: the paper's Softmax at 402 = 400 + 2), and
+Press' rank against test perplexity.
+
+Caveat, also in the table's note: a language model's perplexity is per token of its own tokenizer and its matrix has
+its own columns (e.g. GPT-2's 50,257 subwords against PTB's 10,000 words), so neither its perplexity nor its rank is
+comparable cell for cell with the paper's; the bound ``d + 1`` (``d + 2`` with an output bias) holds for any softmax.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from softmax_bottleneck.atomic import atomic_path, atomic_write_csv, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+#: the table's columns, in order
+COLUMNS: tuple[str, ...] = (
+    "source",
+    "model",
+    "text",
+    "d",
+    "columns",
+    "rows",
+    "press_rank",
+    "softmax_bound",
+    "erank_1e-3",
+    "erank_1e-4",
+    "erank_1e-5",
+    "test_ppl",
+)
+
+NOTE = (
+    "d: size of the vector the output layer reads; softmax_bound: d + 1, or d + 2 with an output bias, for a single "
+    "softmax (the paper's other layers are not bounded by it). A language model's perplexity is per token of its own "
+    "tokenizer and its matrix has its own columns: not comparable cell for cell with the paper's word-level PTB/WT2."
+)
+
+
+def paper_models() -> pd.DataFrame:
+    """The paper's models: ranks of Table 6, the mean test perplexity of Table 2, d = ``nemb``."""
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.report import reported
+
+    ranks = reported.load("table6")
+    ppl = reported.load("main").set_index(["dataset", "variant"])["test_ppl_mean"]
+    rows = []
+    for rec in ranks.to_dict("records"):
+        dataset, variant = rec["dataset"], rec["variant"]
+        d = int(presets.resolve(dataset, variant)["nemb"])
+        rows.append(
+            {
+                "source": "paper",
+                "model": f"{reported.DATASETS[dataset]} {presets.display_name(variant)}",
+                "text": dataset,
+                "d": d,
+                "columns": {"ptb": 10000, "wt2": 33278}[dataset],
+                "rows": {"ptb": 82429, "wt2": 33320}[dataset],  # the paper's rows (WT2: rows > columns)
+                "press_rank": int(rec["press_rank"]),
+                "softmax_bound": d + 2 if variant == "softmax" else pd.NA,
+                **{f"erank_{e}": int(rec[f"erank_{e}"]) for e in ("1e-3", "1e-4", "1e-5")},
+                "test_ppl": float(ppl.get((dataset, variant), math.nan)),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def read_analysis(name: str, path) -> dict:
+    """One table row from an ``analyze-lm`` summary JSON."""
+    path = Path(path)
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable analyze-lm summary ({' '.join(str(err).split())})") from None
+    missing = [k for k in ("press_rank", "effective_rank", "shape", "perplexity") if k not in summary]
+    if missing:
+        raise ValueError(f"{path}: not an analyze-lm summary (no {', '.join(missing)})")
+    d = summary.get("head_input_size") or summary.get("hidden_size")
+    return {
+        "source": "lm",
+        "model": name,
+        "text": _text_label(summary.get("text", "")),
+        "d": d if d is not None else pd.NA,
+        "columns": int(summary["shape"][1]),
+        "rows": int(summary["shape"][0]),
+        "press_rank": int(summary["press_rank"]),
+        "softmax_bound": summary.get("softmax_bound") if summary.get("softmax_bound") is not None else pd.NA,
+        **{f"erank_{e}": summary["effective_rank"].get(e, pd.NA) for e in ("1e-3", "1e-4", "1e-5")},
+        "test_ppl": float(summary["perplexity"]),
+    }
+
+
+def _text_label(text) -> str:
+    """``ptb/test.txt`` of ``resources/data/ptb/test.txt``: the file and its folder."""
+    path = Path(str(text))
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+def table(analyses: dict[str, str | Path]) -> pd.DataFrame:
+    """The paper's models, then one row per ``name -> analyze-lm JSON`` (in the given order)."""
+    lms = pd.DataFrame([read_analysis(name, path) for name, path in analyses.items()], columns=list(COLUMNS))
+    frames = [f for f in (paper_models(), lms) if len(f)]
+    return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    shown = frame.astype(object).where(frame.notna(), "")
+    shown["test_ppl"] = [f"{v:.2f}" if isinstance(v, float) else v for v in shown["test_ppl"]]
+    return shown.to_markdown(index=False) + f"\n\n{NOTE}\n"
+
+
+def figure(frame: pd.DataFrame):
+    """Press' rank against d (with the bound d + 2) and against test perplexity."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
+
+    fig = Figure(figsize=(7.0, 3.0))
+    ax_d, ax_ppl = fig.subplots(1, 2)
+    markers = {"ptb": "o", "wt2": "s"}
+    for ax, x, label in ((ax_d, "d", "d (input size of the output layer)"), (ax_ppl, "test_ppl", "test perplexity")):
+        for (source, text), group in frame.groupby(["source", "text"], sort=False):
+            group = group.dropna(subset=[x])
+            if group.empty:
+                continue
+            paper = source == "paper"
+            ax.scatter(
+                group[x].astype(float), group["press_rank"].astype(float),
+                marker=markers.get(text, "o") if paper else "*", s=18 if paper else 60,
+                label=f"paper, {text.upper()}" if paper else f"LM on {text}", zorder=3,
+            )  # fmt: skip
+            for _, row in group.iterrows():
+                ax.annotate(
+                    str(row["model"]).split(" ", 1)[-1] if paper else str(row["model"]),
+                    (float(row[x]), float(row["press_rank"])), fontsize=5, xytext=(3, 2), textcoords="offset points",
+                )  # fmt: skip
+        ax.set_xlabel(label)
+        ax.set_ylabel("Press' rank")
+        ax.set_yscale("log")
+        ax.set_xscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_minor_formatter(NullFormatter())
+    ds = frame["d"].dropna().astype(float)
+    if len(ds):
+        lo, hi = ds.min() / 1.3, ds.max() * 1.3
+        ax_d.plot([lo, hi], [lo + 2, hi + 2], "k--", lw=0.8, label="softmax bound d + 2", zorder=2)
+    ax_d.set_title("rank against d")
+    ax_ppl.set_title("rank against test perplexity")
+    ax_d.legend(loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def render(analyses: dict[str, str | Path], out_table=None, out_figure=None) -> pd.DataFrame:
+    """Write ``<out_table>.csv`` / ``.md`` and ``<out_figure>.pdf`` / ``.png`` (each atomically)."""
+    frame = table(analyses)
+    if out_table:
+        atomic_write_csv(frame, f"{out_table}.csv")
+        atomic_write_text(to_markdown(frame), f"{out_table}.md")
+    if out_figure:
+        import matplotlib
+
+        from softmax_bottleneck.report.figures.common import STYLE
+
+        with matplotlib.rc_context(STYLE):
+            fig = figure(frame)
+            with atomic_path(f"{out_figure}.pdf") as tmp:
+                fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None})
+            with atomic_path(f"{out_figure}.png") as tmp:
+                fig.savefig(tmp, format="png", metadata={"Software": None})
+    return frame
+
+
+def _analysis(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep:
+        path, name = text, Path(text).parent.name or Path(text).stem
+    if not name or not path:
+        raise ValueError(f"expected NAME=JSON, not {text!r}")
+    return name, path
+
+
+def add_cli(parser) -> None:
+    parser.description = (
+        "Set the ranks of Hugging Face LMs (analyze-lm summaries) beside the paper's models: a table "
+        "(PREFIX.csv, PREFIX.md) and a figure of Press' rank against d and against test perplexity (PREFIX.pdf/.png)."
+    )
+    parser.add_argument(
+        "analyses", nargs="*", metavar="NAME=JSON", help="analyze-lm summaries (NAME defaults to the JSON's folder)"
+    )
+    parser.add_argument("--out-table", metavar="PREFIX", help="write PREFIX.csv and PREFIX.md")
+    parser.add_argument("--out-figure", metavar="PREFIX", help="write PREFIX.pdf and PREFIX.png")
+
+
+def run_cli(args) -> int:
+    if not (args.out_table or args.out_figure):
+        raise SystemExit("lm-report: nothing to write: pass --out-table and/or --out-figure")
+    try:
+        analyses = dict(_analysis(a) for a in args.analyses)
+        render(analyses, args.out_table, args.out_figure)
+    except ValueError as err:
+        raise SystemExit(f"lm-report: {err}") from None
+    log.info("wrote %s", ", ".join(p for p in (args.out_table, args.out_figure) if p))
+    return 0

@@ -1,0 +1,328 @@
+"""``analyze-lm``: the rank of a local Hugging Face causal LM's log-P matrix (tiny random GPT-2, no download)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from softmax_bottleneck.analysis import language_model as lm  # noqa: E402
+from softmax_bottleneck.analysis.rank import press_rank  # noqa: E402
+from softmax_bottleneck.cli import main  # noqa: E402
+
+N_EMBD = 8
+CONTEXT = 32
+WORDS = [f"w{i}" for i in range(120)]
+
+
+def _text(n_lines: int = 60, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    return "".join(" " + " ".join(rng.choice(WORDS) for _ in range(20)) + " \n" for _ in range(n_lines))
+
+
+def _tokenizer(words):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, **{w: i + 1 for i, w in enumerate(words)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+
+
+def _save_gpt2(folder, vocab_size: int, words=WORDS):
+    """A random 1-layer GPT-2 (d = 8, context 32; large weights, so that its logits vary) and a word tokenizer."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=vocab_size, n_positions=CONTEXT, n_embd=N_EMBD, n_layer=1, n_head=2, initializer_range=0.5,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    _tokenizer(words).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm")
+    text = root / "text.txt"
+    text.write_text(_text(), encoding="utf-8")
+    return _save_gpt2(root / "gpt2", len(WORDS) + 1), text
+
+
+def _run(capsys, *argv):
+    code = main(["analyze-lm", *map(str, argv)])
+    return code, capsys.readouterr().err
+
+
+def test_windows_score_every_token_once_with_left_context():
+    for n, ctx, stride in [(100, 32, 16), (100, 32, 31), (33, 32, 5), (32, 32, 1), (70, 10, 3), (70, 2, 1)]:
+        targets = []
+        for i, (begin, end, first) in enumerate(lm.windows(n, ctx, stride)):
+            assert end - begin <= ctx and begin < first <= end
+            if i:
+                assert first - begin == ctx - stride
+            targets += range(first, end)
+        assert targets == list(range(1, n))
+    with pytest.raises(ValueError, match="stride"):
+        list(lm.windows(100, 8, 8))
+
+
+def test_tiny_gpt2_end_to_end(tiny, tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO, logger=lm.__name__)
+    model_dir, text = tiny
+    out, spectrum, logp = tmp_path / "rank.json", tmp_path / "spectrum.csv", tmp_path / "logp.npy"
+    code, err = _run(capsys, "--model", model_dir, "--text", text, "--rows", 200, "--stride", 16, "--device", "cpu",
+                     "--out-json", out, "--out-spectrum", spectrum, "--save-logp", logp)  # fmt: skip
+    assert code == 0, err
+    assert "200/200 rows" in caplog.text and "rows/s" in caplog.text and "left" in caplog.text  # progress lines
+    summary = json.loads(out.read_text())
+    n_cols = len(WORDS) + 1
+    assert summary["rows"] == 200 and summary["shape"] == [200, n_cols]
+    assert summary["hidden_size"] == summary["head_input_size"] == N_EMBD
+    assert summary["output_bias"] is False and summary["softmax_bound"] == N_EMBD + 1  # GPT-2's head has no bias
+    assert summary["context"] == CONTEXT and summary["stride"] == 16
+    assert set(summary["effective_rank"]) == {"1e-3", "1e-4", "1e-5"}
+    # log P = H·Wᵀ − log Z: the bound holds, and is reached by a random model
+    assert N_EMBD <= summary["press_rank"] <= N_EMBD + 2
+    assert summary["exceeds_softmax_bound"] is False
+
+    rows = np.load(logp)
+    assert rows.shape == (200, n_cols) and rows.dtype == np.float32
+    sv = np.linalg.svd(rows.astype(np.float64), compute_uv=False)
+    assert press_rank(sv, rows.shape) == summary["press_rank"]
+    assert np.allclose(np.sort(sv)[::-1][: len(sv)], np.loadtxt(spectrum, delimiter=",", skiprows=1)[:, 1])
+
+    # the rows are the model's next-token log-probabilities, the targets the text's tokens
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
+    ids = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)(text.read_text())["input_ids"]
+    with torch.no_grad():
+        first = torch.log_softmax(model(torch.tensor([ids[:CONTEXT]])).logits[0].float(), -1).numpy()
+    np.testing.assert_allclose(rows[: CONTEXT - 1], first[:-1], atol=1e-5)
+    nll = -rows[np.arange(200), ids[1:201]].astype(np.float64).mean()
+    assert summary["logp_test_loss"] == pytest.approx(nll, rel=1e-6)
+    assert summary["perplexity"] == pytest.approx(math.exp(nll), rel=1e-6)
+    assert summary["max_abs_log_normaliser"] < 1e-4
+
+
+def test_bound_with_an_output_bias(tiny):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny[0], local_files_only=True)
+    assert lm.head_info(model).softmax_bound == N_EMBD + 1
+    model.lm_head = torch.nn.Linear(N_EMBD, len(WORDS) + 1, bias=True)
+    info = lm.head_info(model)
+    assert info.output_bias and info.softmax_bound == N_EMBD + 2
+
+
+def _mixture_of_softmaxes(body, n_cols: int, components: int = 2):
+    """A 2-component mixture of softmaxes on the tiny GPT-2's hidden states: log P is no longer rank ≤ d + 2."""
+    gen = torch.Generator().manual_seed(1)
+    prior = torch.randn(N_EMBD, components, generator=gen)
+    latent = torch.randn(components, N_EMBD, N_EMBD, generator=gen)
+    embedding = torch.randn(n_cols, N_EMBD, generator=gen) * 2
+
+    def logp(window, k):
+        h = body(input_ids=window[None]).last_hidden_state[0, -(k + 1) : -1]
+        log_prior = torch.log_softmax(h @ prior, -1)  # [k, K]
+        comps = torch.log_softmax(torch.tanh(torch.einsum("ld,kde->kle", h, latent)) @ embedding.T, -1)  # [K, k, V]
+        return torch.logsumexp(log_prior.T[:, :, None] + comps, 0)
+
+    return logp
+
+
+def test_a_mixture_of_softmaxes_exceeds_the_bound(tiny):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny[0], local_files_only=True).eval()
+    ids = lm.tokenize_text(AutoTokenizer.from_pretrained(tiny[0], local_files_only=True), tiny[1])
+    n_cols = len(WORDS) + 1
+    softmax_sv, softmax = lm.analyze_stream(lm.hf_logp_function(model), ids, n_cols, CONTEXT, 16, rows=200)
+    mos_sv, mos = lm.analyze_stream(_mixture_of_softmaxes(model.transformer, n_cols), ids, n_cols, CONTEXT, 16, 200)
+    assert softmax["press_rank"] <= N_EMBD + 1 < N_EMBD + 2 < mos["press_rank"]
+    assert mos["shape"] == softmax["shape"] == [200, n_cols]
+
+
+def test_a_failed_analysis_leaves_no_partial_matrix(tmp_path):
+    calls = []
+
+    def logp(window, k):  # finite in the first window, NaN in the second
+        calls.append(k)
+        out = torch.log_softmax(torch.randn(k, 7), -1)
+        return out if len(calls) == 1 else out * math.nan
+
+    with pytest.raises(lm.NonFiniteLogP, match=f"row {CONTEXT - 1} "):
+        lm.analyze_stream(logp, torch.zeros(100, dtype=torch.long), 7, CONTEXT, 16, save_logp=tmp_path / "l.npy")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _assert_refused(capsys, argv, *phrases, out=None):
+    code, err = _run(capsys, *argv)
+    lines = [line for line in err.splitlines() if line.startswith("analyze-lm: error:")]
+    assert code == 2 and len(lines) == 1, err
+    for phrase in phrases:
+        assert phrase in lines[0]
+    assert out is None or not out.exists()
+
+
+def test_refusals(tiny, tmp_path, capsys):
+    model_dir, text = tiny
+    out = tmp_path / "rank.json"
+    common = ["--out-json", out, "--device", "cpu"]
+    _assert_refused(capsys, ["--model", tmp_path / "nowhere", "--text", text, *common], "no such folder", out=out)
+    _assert_refused(capsys, ["--model", "gpt2", "--text", text, *common], "no such folder", out=out)  # not the Hub
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _assert_refused(capsys, ["--model", empty, "--text", text, *common], "no config.json", out=out)
+
+    from transformers import BertConfig, T5Config, ViTConfig
+
+    for config, phrase in [(ViTConfig(), "not a causal language model"), (T5Config(), "encoder-decoder")]:
+        folder = tmp_path / config.model_type
+        config.save_pretrained(folder)
+        _assert_refused(capsys, ["--model", folder, "--text", text, *common], phrase, out=out)
+    custom = tmp_path / "custom"  # a model class of its own: its code is never imported
+    custom.mkdir()
+    (custom / "config.json").write_text(json.dumps({"model_type": "custom-lm", "vocab_size": 10, "auto_map": {
+        "AutoConfig": "code.Config", "AutoModelForCausalLM": "code.Model"}}))  # fmt: skip
+    (custom / "code.py").write_text(f"open({str(custom / 'ran')!r}, 'w').close()\n")
+    _assert_refused(capsys, ["--model", custom, "--text", text, *common], "custom code", "never runs", out=out)
+    assert not (custom / "ran").exists()
+    bert = tmp_path / "bert"  # a config AutoModelForCausalLM knows, but no weights in the folder
+    BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8,
+               is_decoder=True).save_pretrained(bert)  # fmt: skip
+    _assert_refused(capsys, ["--model", bert, "--text", text, *common], "cannot load", out=out)
+
+    small = _save_gpt2(tmp_path / "small-vocab", vocab_size=50)  # 121 tokenizer ids, 50 outputs
+    _assert_refused(capsys, ["--model", small, "--text", text, *common], "vocabulary mismatch", "121", "50", out=out)
+
+    short = tmp_path / "short.txt"
+    short.write_text(" ".join(WORDS[:10]))
+    _assert_refused(capsys, ["--model", model_dir, "--text", short, *common], "10 tokens", "one window of 32", out=out)
+    _assert_refused(capsys, ["--model", model_dir, "--text", tmp_path / "none.txt", *common], "no such file", out=out)
+    _assert_refused(capsys, ["--model", model_dir, "--text", text, "--context", 64, *common], "context length 32")
+    _assert_refused(capsys, ["--model", model_dir, "--text", text, "--context", 8, "--stride", 8, *common], "stride")
+
+
+def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
+    summary = {"press_rank": 769, "effective_rank": {"1e-3": 5, "1e-4": 50, "1e-5": 300}, "shape": [90000, 50257],
+               "perplexity": 35.5, "head_input_size": 768, "hidden_size": 768, "softmax_bound": 769,
+               "text": "resources/data/ptb/test.txt"}  # fmt: skip
+    (tmp_path / "gpt2.json").write_text(json.dumps(summary))
+    code = main(["lm-report", f"gpt2={tmp_path / 'gpt2.json'}", "--out-table", f"{tmp_path}/t", "--out-figure",
+                 f"{tmp_path}/f"])  # fmt: skip
+    assert code == 0
+    import pandas as pd
+
+    frame = pd.read_csv(tmp_path / "t.csv")
+    assert len(frame) == 11 and list(frame["source"]).count("paper") == 10
+    lm_row = frame.iloc[-1]
+    assert (lm_row["model"], lm_row["text"], lm_row["d"], lm_row["press_rank"]) == ("gpt2", "ptb/test.txt", 768, 769)
+    softmax = frame[frame["model"] == "PTB Softmax"].iloc[0]
+    assert (softmax["d"], softmax["press_rank"], softmax["softmax_bound"]) == (400, 402, 402)
+    assert "not comparable cell for cell" in (tmp_path / "t.md").read_text()
+    assert (tmp_path / "f.pdf").stat().st_size and (tmp_path / "f.png").stat().st_size
+    with pytest.raises(SystemExit, match="not an analyze-lm summary"):
+        (tmp_path / "bad.json").write_text("{}")
+        main(["lm-report", f"bad={tmp_path / 'bad.json'}", "--out-table", f"{tmp_path}/u"])
+    assert not (tmp_path / "u.csv").exists()
+
+
+LM_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["models", "corpus", "rows", "stride"],
+    "properties": {
+        "models": {
+            "type": "object",
+            "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+            "additionalProperties": {"type": "string", "minLength": 1},
+        },
+        "corpus": {"type": "string", "minLength": 1},
+        "rows": {"oneOf": [{"type": "string", "enum": ["full"]}, {"type": "integer", "minimum": 2}]},
+        "stride": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
+    },
+}
+
+
+def _workflow_with_language_models(root):
+    """The repository's workflow with language_models.smk included and the config key in the schema.
+
+    While the Snakefile and the schema do not have them yet, a copy beside ``root`` adds them (the rest are links).
+    """
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    snakefile = (repo / "Snakefile").read_text()
+    schema = yaml.safe_load((repo / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    if "language_models.smk" in snakefile and "language_models" in schema["properties"]:
+        return repo
+    root.mkdir()
+    for name in ("src", "envs", "profiles", "config"):
+        (root / name).symlink_to(repo / name)
+    (root / "workflow").mkdir()
+    for name in ("rules", "report", "scripts"):
+        (root / "workflow" / name).symlink_to(repo / "workflow" / name)
+    (root / "workflow" / "schemas").mkdir()
+    schema["properties"].setdefault("language_models", LM_SCHEMA)
+    (root / "workflow" / "schemas" / "config.schema.yaml").write_text(yaml.safe_dump(schema))
+    if "language_models.smk" not in snakefile:
+        snakefile += '\n\ninclude: "workflow/rules/language_models.smk"\n'
+    (root / "Snakefile").write_text(snakefile)
+    return root
+
+
+@pytest.mark.slow
+def test_workflow_plans_the_analysis_and_the_report(tiny, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    workflow = _workflow_with_language_models(tmp_path / "workflow-copy")
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "config" / "small.yaml").read_text())
+    config["language_models"] = {"models": {"tiny-gpt2": str(tiny[0])}, "corpus": "ptb", "rows": 200, "stride": 16}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    work = tmp_path / "work"
+    work.mkdir()
+    cmd = [sys.executable, "-m", "snakemake", "language_models", "-n", "--printshellcmds", "-s",
+           str(workflow / "Snakefile"), "--configfile", str(tmp_path / "config.yaml"),
+           "--directory", str(work)]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=work)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    for needle in ("rule fetch_corpus", "rule analyze_lm", "rule language_models", f"--model {tiny[0]}",
+                   "--text resources/data/ptb/test.txt", "--rows 200 --stride 16",
+                   "results/small/language_models/tiny-gpt2/rank.json", "lm-report tiny-gpt2=",
+                   "reports/small/figures/language_models"):  # fmt: skip
+        assert needle in output, output[-3000:]
+
+
+@pytest.mark.parametrize("command", ["analyze-lm", "lm-report"])
+def test_every_option_has_a_one_line_help(command):
+    import argparse
+
+    from softmax_bottleneck import cli
+
+    module, summary = cli.COMMANDS[command]
+    assert summary and "\n" not in summary
+    parser = argparse.ArgumentParser(prog=command)
+    cli._load(module, command).add_cli(parser)
+    assert parser.description and len(parser.description) > 40
+    for action in parser._actions:
+        if not isinstance(action, argparse._HelpAction):
+            assert action.help and "\n" not in action.help, f"{command} {action.dest} has no help"
