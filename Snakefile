@@ -39,10 +39,13 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/reports.smk"
+include: "workflow/rules/language_models.smk"
 
 
 rule all:
-    """Every table and figure of the paper and its SM (and everything they need)."""
+    """Every table and figure of the paper and its SM (and everything they need), and the configured
+    language models' table and figure."""
     default_target: True
     input:
         all_reports(),
+        LANGUAGE_MODEL_REPORTS,
