@@ -17,7 +17,9 @@ ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
 
 def record_arg(**fields):
     """One ``--record key=value,...`` argument of ``softmax_bottleneck summarize``."""
-    return "--record " + shlex.quote(",".join(f"{key}={value}" for key, value in fields.items()))
+    return "--record " + shlex.quote(
+        ",".join(f"{key}={value}" for key, value in fields.items())
+    )
 
 
 def summary_records(wildcards):
@@ -30,13 +32,18 @@ def summary_records(wildcards):
 
 
 def summary_inputs(wildcards):
-    return [r.file(name) for r in STUDY.experiments[wildcards.experiment] for name in ("metrics.json", RANK)]
+    return [
+        r.file(name)
+        for r in STUDY.experiments[wildcards.experiment]
+        for name in ("metrics.json", RANK)
+    ]
 
 
 def model_records(key, name):
     """``--record dataset=..,variant=..,csv=<run>/<name>`` of each reference model of ``analysis/<key>``."""
     return " ".join(
-        record_arg(dataset=r.dataset, variant=r.variant, csv=r.file(name)) for r in STUDY.model_set(key)
+        record_arg(dataset=r.dataset, variant=r.variant, csv=r.file(name))
+        for r in STUDY.model_set(key)
     )
 
 
@@ -47,7 +54,10 @@ def analysis_files(key, name):
 
 
 def top5_records(wildcards):
-    return " ".join(record_arg(model=name, csv=r.file("top5.csv")) for name, r in STUDY.top5_models.items())
+    return " ".join(
+        record_arg(model=name, csv=r.file("top5.csv"))
+        for name, r in STUDY.top5_models.items()
+    )
 
 
 def analyze_mem_mb(wildcards, attempt):
@@ -102,7 +112,9 @@ rule wordsim:
     """Spearman ρ of one model's embeddings on the 13 word-similarity benchmarks (E6)."""
     input:
         model=ancient(f"{RUN_DIR}/model.pt"),
-        benchmarks=ancient(expand("resources/data/word-sim/{name}.txt", name=WORDSIM_BENCHMARKS)),
+        benchmarks=ancient(
+            expand("resources/data/word-sim/{name}.txt", name=WORDSIM_BENCHMARKS)
+        ),
     output:
         f"{RUN_DIR}/wordsim.csv",
     log:

@@ -14,21 +14,35 @@ from pathlib import Path
 PACKAGE_SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, PACKAGE_SRC)
 os.environ.update(
-    PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-    PYTHONPATH=os.pathsep.join(p for p in [PACKAGE_SRC, os.environ.get("PYTHONPATH", "")] if p),
+    PATH=os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    ),
+    PYTHONPATH=os.pathsep.join(
+        p for p in [PACKAGE_SRC, os.environ.get("PYTHONPATH", "")] if p
+    ),
 )
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
 from softmax_bottleneck.study import config as study_config
-from softmax_bottleneck.study.runs import RUN_DIR, RUN_EXPERIMENTS, SPLITS, Study, StudyError
+from softmax_bottleneck.study.runs import (
+    RUN_DIR,
+    RUN_EXPERIMENTS,
+    SPLITS,
+    Study,
+    StudyError,
+)
 
 # --------------------------------------------------------------------------------------------- configuration
 # With --configfile FILE [FILE ...] those files (then --config) are the whole configuration: nothing is
 # merged underneath, so a key missing from a user's file fails instead of taking the paper's value.
 DEFAULT_CONFIG = "config/config.yaml"
-CONFIG_FILES = [os.path.relpath(p) for p in workflow.overwrite_configfiles] or [DEFAULT_CONFIG]
-CONFIG_SOURCE = " + ".join(p if not p.startswith("..") else str(Path(p).resolve()) for p in CONFIG_FILES)
+CONFIG_FILES = [os.path.relpath(p) for p in workflow.overwrite_configfiles] or [
+    DEFAULT_CONFIG
+]
+CONFIG_SOURCE = " + ".join(
+    p if not p.startswith("..") else str(Path(p).resolve()) for p in CONFIG_FILES
+)
 
 
 def config_failure(err):
@@ -59,7 +73,10 @@ RUNIDS = sorted({run.runid for run in TRAIN_JOBS.values()})
 # This configuration's own outputs: results/summary/, reports/tables/ for the paper's configuration
 # (output_subdir: null), results/<subdir>/summary/, reports/<subdir>/tables/ for another one.
 OUTPUT_SUBDIR = config["output_subdir"]
-RESULTS, REPORTS, LOGS = (f"{root}/{OUTPUT_SUBDIR}" if OUTPUT_SUBDIR else root for root in ("results", "reports", "logs"))
+RESULTS, REPORTS, LOGS = (
+    f"{root}/{OUTPUT_SUBDIR}" if OUTPUT_SUBDIR else root
+    for root in ("results", "reports", "logs")
+)
 
 
 def corpus_dir(dataset):
@@ -90,12 +107,14 @@ NOT_RENDERING_CODE = {"report/costs.py", "report/bench_speeds.py"}
 
 def rendering_code(wildcards=None):
     """The rendering code (report/ but the cost report, analysis/stats.py, data/reported/), globbed when
-    the DAG is built: an edit re-renders the summaries, tables and figures, nothing upstream."""
+    the DAG is built: an edit re-renders the summaries, tables and figures, nothing upstream.
+    """
     package = Path(presets.__file__).parent
     files = [*(package / "report").rglob("*.py"), package / "analysis" / "stats.py"]
     files += (package / "data" / "reported").glob("*")
     return sorted(
         str(p)
         for p in files
-        if "__pycache__" not in p.parts and p.relative_to(package).as_posix() not in NOT_RENDERING_CODE
+        if "__pycache__" not in p.parts
+        and p.relative_to(package).as_posix() not in NOT_RENDERING_CODE
     )

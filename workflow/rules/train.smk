@@ -17,7 +17,9 @@ from softmax_bottleneck.study.plan import gpu_hours, plan_rows
 
 def train_sets(wildcards):
     """``--set key=value`` arguments of one training job (model overrides + the experiment's values)."""
-    return " ".join(f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments)
+    return " ".join(
+        f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments
+    )
 
 
 def train_runtime(wildcards, attempt):
