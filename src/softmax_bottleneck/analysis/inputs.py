@@ -33,6 +33,13 @@ def report(prog: str, err: BaseException) -> int:
     return INPUT_ERROR_EXIT
 
 
+def write_error(path, err: OSError) -> str:
+    """One line for an output that could not be written (a full disk, a read-only folder, ...)."""
+    from softmax_bottleneck.atomic import WriteError, os_error_reason
+
+    return str(err) if isinstance(err, WriteError) else f"{path}: cannot write ({os_error_reason(err)})"
+
+
 def resolve_device(name: str) -> str:
     """:func:`softmax_bottleneck.training.environment.resolve_device`, its error as an :class:`InputError`."""
     from softmax_bottleneck.training.environment import resolve_device as resolve
