@@ -59,6 +59,24 @@ class Progress:
     epoch_seconds: float = 0.0  # time spent so far in the current epoch (across attempts)
 
 
+#: the types of each :class:`Progress` field, checked when a state is resumed
+_PROGRESS_TYPES = {
+    "epoch": int, "position": int, "batch": int, "phase": str, "best_val_loss": (int, float), "best_epoch": int,
+    "switch_epoch": (int, type(None)), "val_history": list, "curve": list, "interval_loss": (int, float),
+    "interval_means": list, "epoch_seconds": (int, float),
+}  # fmt: skip
+
+
+def check_progress(progress: Progress) -> None:
+    """``TypeError`` naming the first field of ``progress`` whose value has the wrong type (e.g. ``epoch = 'x'``)."""
+    for name, types in _PROGRESS_TYPES.items():
+        value = getattr(progress, name)
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise TypeError(f"progress.{name} = {value!r} has the wrong type")
+    if progress.phase not in ("sgd", "asgd"):
+        raise TypeError(f"progress.phase = {progress.phase!r} is neither sgd nor asgd")
+
+
 def seed_everything(seed: int) -> None:
     """Python, numpy, torch CPU and CUDA seeds; deterministic cuDNN (as the KIT's ``init_random``)."""
     random.seed(seed)
