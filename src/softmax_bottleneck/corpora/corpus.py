@@ -54,6 +54,38 @@ class CorpusError(ValueError):
     """A data file or corpus cache that must not be used; the one-line message names the file and what to do."""
 
 
+class WrongDataset(CorpusError):
+    """Intact study data of the other dataset (PTB given where WikiText-2 is needed, or the reverse).
+
+    ``found`` is the dataset the data is, ``needed`` the one asked for; the data itself is fine, so the message says
+    which mix-up it is instead of advising to delete or restore anything.
+    """
+
+    def __init__(self, message: str, found: str, needed: str):
+        super().__init__(message)
+        self.found, self.needed = found, needed
+
+
+def published_dataset(sources: dict[str, str]) -> str | None:
+    """The study dataset whose published files ``sources`` (``{split: SHA-256}``) are, else None."""
+    for dataset in DATASET_DIRS:
+        if all(sources.get(split) == sha for split, sha in corpus_checksums(dataset).items()):
+            return dataset
+    return None
+
+
+def _wrong_dataset(origin, sources: dict[str, str], dataset: str) -> WrongDataset | None:
+    found = published_dataset(sources)
+    if found is None or found == dataset:
+        return None
+    return WrongDataset(
+        f"{origin}: the published {found} corpus, not {dataset} (it is intact: keep it); give the {dataset} data "
+        f"({DATASET_DIRS[dataset]}) instead",
+        found,
+        dataset,
+    )
+
+
 class OldCorpusCache(CorpusError):
     """A cache of an older format, without the checksum of its content: rebuilt from the text files, never used."""
 
@@ -171,6 +203,9 @@ def check_published(sources: dict[str, str], dataset: str, data_dir: Path, why: 
     :class:`CorpusError` names the first file that differs (in ``data_dir``), both checksums, and how to restore it;
     ``why`` says why the files are taken for ``dataset`` (e.g. its vocabulary size).
     """
+    wrong = _wrong_dataset(data_dir, sources, dataset)
+    if wrong is not None:
+        raise wrong
     for split, sha in corpus_checksums(dataset).items():
         if sources.get(split) != sha:
             raise _mismatch(data_dir / f"{split}.txt", sources.get(split), sha,
@@ -293,6 +328,9 @@ def verify_sources(corpus: Corpus, dataset: str, origin: str | os.PathLike) -> N
     if not corpus.sources:  # a cache built from a corpus made in memory: nothing to compare
         raise CorpusError(f"{origin}: corpus cache without the checksums of its text files, so it cannot be the "
                           f"published {dataset}; delete it and rebuild it from verified data")  # fmt: skip
+    wrong = _wrong_dataset(origin, corpus.sources, dataset)
+    if wrong is not None:
+        raise wrong
     for split, sha in corpus_checksums(dataset).items():
         got = corpus.sources.get(split)
         if got != sha:
