@@ -267,3 +267,170 @@ def test_a_non_utf8_data_file_is_named(tmp_path):
     with pytest.raises(CorpusError) as err:
         read_corpus(data)
     assert str(err.value).startswith(f"{data / 'train.txt'}: not UTF-8 text (byte 0xff at offset 6)")
+
+
+# --------------------------------------------------------------------------- item: one line, nothing partial left
+TINY_SETS = ["nemb=8", "nhid=16", "nhidlast=8", "batch_size=4", "small_batch_size=2", "bptt=10", "epochs=1",
+             "train_tokens=2000", "valid_tokens=300", "test_tokens=300", "log_interval=10"]  # fmt: skip
+
+
+def _train_cli(out, cache, *extra, **kwargs) -> subprocess.CompletedProcess:
+    sets = [a for kv in TINY_SETS for a in ("--set", kv)]
+    return _cli("train", "--dataset", "ptb", "--variant", "softmax", "--out", out, "--corpus-cache", cache,
+                "--device", "cpu", *sets, *extra, timeout=600, **kwargs)  # fmt: skip
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.name.endswith(".tmp") or "partial" in p.name
+    )
+
+
+def _file_size_limit(limit: int):
+    def apply():
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def test_a_full_disk_during_training_is_one_line_and_leaves_nothing_partial(tmp_path, ptb_cache):
+    """torch.save says only "RuntimeError: ... unexpected pos" when a write fails: the file-size limit stands in
+    for a full disk (the same failed write, without filling a real one)."""
+    out = tmp_path / "run"
+    result = _train_cli(out, ptb_cache, "--checkpoint-seconds", "0", preexec_fn=_file_size_limit(100_000))
+    line = _one_line(result)
+    state = out / ".resume" / "state.pt"
+    assert line.startswith(f"train: {state}: cannot write (the disk is full or the file exceeds a size limit")
+    assert "rerun the same command to resume" in line
+    assert not state.exists() and not (out / "model.pt").exists() and _leftovers(out) == []
+
+
+def test_a_failed_finish_leaves_no_partial_final_set_and_keeps_the_state(tmp_path, monkeypatch):
+    from softmax_bottleneck import atomic
+
+    trainer = _trainer(tmp_path, epochs=1)
+    real = atomic.atomic_torch_save
+
+    def full_disk_for_models(obj, path):
+        if Path(path).name == "model.pt":
+            with atomic.atomic_path(path) as tmp:
+                tmp.write_bytes(b"PK half a model")
+                raise atomic.WriteError(path, "no space left on the device (disk or quota full)")
+        return real(obj, path)
+
+    monkeypatch.setattr("softmax_bottleneck.training.checkpoint.atomic_torch_save", full_disk_for_models)
+    trainer._save_state()  # a state to fall back on
+    with pytest.raises(OSError, match=r"model.pt: cannot write \(no space left"):
+        trainer.fit()
+    assert _leftovers(tmp_path) == [] and not (tmp_path / ".resume" / "final").exists()
+    assert (tmp_path / ".resume" / "state.pt").is_file() and not (tmp_path / "model.pt").exists()
+    monkeypatch.undo()
+    assert _trainer(tmp_path, epochs=1).fit()["epochs_run"] == 1  # resumes and finishes
+
+
+@pytest.mark.parametrize("settings", [["nhid=1e9"], ["nemb=1000000000", "nhidlast=1000000000"]])
+def test_an_absurd_size_is_refused_before_allocating(tmp_path, ptb_cache, settings):
+    out = tmp_path / "run"
+    line = _one_line(_train_cli(out, ptb_cache, *[a for kv in settings for a in ("--set", kv)]))
+    key = settings[0].split("=")[0]
+    assert line.startswith("train: the model (") and f"{key}=1000000000" in line and "more than the" in line
+    assert not (out / "model.pt").exists() and not (out / ".resume").exists()
+
+
+def test_a_file_where_the_run_folder_is_expected_is_one_line(tmp_path, ptb_cache):
+    blocker = tmp_path / "results"
+    blocker.write_text("not a folder\n")
+    for out in (blocker, blocker / "run"):
+        line = _one_line(_train_cli(out, ptb_cache))
+        assert line.startswith("train: ") and str(blocker) in line and "where a folder is expected" in line
+    assert blocker.read_text() == "not a folder\n"
+
+
+def test_non_utf8_training_data_is_named(tmp_path):
+    data = _text_corpus(tmp_path / "d")
+    (data / "valid.txt").write_bytes("w1 w2 caf\u00e9\n".encode("latin-1"))
+    line = _one_line(_cli("train", "--dataset", "ptb", "--variant", "softmax", "--out", tmp_path / "run", "--data",
+                          data, "--device", "cpu", timeout=300))  # fmt: skip
+    assert line.startswith(f"train: {data / 'valid.txt'}: not UTF-8 text")
+
+
+def test_a_state_with_a_wrongly_typed_counter_is_one_line(tmp_path):
+    from softmax_bottleneck.corpora.integrity import seal
+
+    state = _real_state(tmp_path)
+    blob = torch.load(state, weights_only=True)
+    blob["progress"]["epoch"] = "x"
+    with open(state, "wb") as handle:
+        torch.save(seal(blob), handle)  # a well-formed file whose content is wrong
+    with pytest.raises(ResumeError) as err:
+        _trainer(tmp_path).fit()
+    message = str(err.value)
+    assert message.startswith(f"{state}: damaged resume state (progress.epoch = 'x' has the wrong type)")
+    assert "\n" not in message and not (tmp_path / "model.pt").exists()
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder nobody can write: chmod where that binds (not root), else a read-only tmpfs (root)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.getuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True
+    ).returncode:
+        pytest.skip("running as root without the right to mount a read-only file system")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_a_read_only_run_folder_is_one_line(read_only_folder, ptb_cache):
+    line = _one_line(_train_cli(read_only_folder, ptb_cache))
+    assert line.startswith("train: ") and str(read_only_folder) in line
+    assert "read-only file system" in line or "permission denied" in line
+
+
+def test_a_read_only_output_folder_of_wordsim_is_one_line(read_only_folder, run, shared_data):
+    out = read_only_folder / "wordsim.csv"
+    result = _cli("wordsim", "--checkpoint", run / "model.pt", "--benchmarks", shared_data / "word-sim", "--out", out)
+    line = _one_line(result)
+    assert result.returncode == 2 and line.startswith(f"wordsim: error: {out}: cannot write") and not out.exists()
+
+
+def test_huge_regularisation_finishes_with_finite_numbers_or_stops_as_diverged(tmp_path, ptb_cache):
+    """No JSON the project writes holds NaN or Infinity (a strict parser reads every one)."""
+    for setting in ("alpha=1e30", "emb_noise=1e30"):
+        out = tmp_path / setting.split("=")[0]
+        result = _train_cli(out, ptb_cache, "--set", setting)
+        if result.returncode == 0:
+            metrics = _strict_json(out / "metrics.json")
+            assert all(isinstance(v, int | float) for v in (metrics["train_ppl"], metrics["test_ppl"]))
+        else:
+            assert _one_line(result).startswith("train: training diverged") and not (out / "metrics.json").exists()
+
+
+# --------------------------------------------------------------------------- item: the right blame
+def test_analyze_of_a_wt2_model_with_ptb_data_names_the_mix_up_not_the_cache(tmp_path, ptb_cache, shared_data, capsys):
+    from softmax_bottleneck import cli
+
+    hp = presets.resolve("wt2", "softmax", "et", {**TINY, "epochs": 1})
+    Trainer(dataset="wt2", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path / "wt2").fit()
+    model = tmp_path / "wt2" / "model.pt"
+    before = ptb_cache.read_bytes()
+    for data in (["--data", shared_data / "ptb", "--corpus-cache", ptb_cache], ["--data", shared_data / "ptb"]):
+        argv = ["analyze", "--checkpoint", model, *data, "--out-json", tmp_path / "rank.json", "--device", "cpu"]
+        assert cli.main([str(a) for a in argv]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"analyze: error: {model}: a wt2 model, but ") and "holds the ptb corpus" in lines[0]
+        assert "delete" not in lines[0] and "restore" not in lines[0]
+    assert ptb_cache.read_bytes() == before and not (tmp_path / "rank.json").exists()
