@@ -169,6 +169,8 @@ def checkpoint_and_corpus(path: str | os.PathLike, device, data_dir=None, cache=
         ) from None
     except (CorpusError, FileNotFoundError) as err:
         raise InputError(str(err)) from None
+    except OSError as err:  # the corpus cache could not be written (full disk, read-only folder, ...)
+        raise InputError(write_error(cache, err)) from None
     if meta.get("vocab_sha256") != corpus.dictionary.sha256():
         raise InputError(
             f"{path}: checkpoint vocabulary ({len(meta['vocab'])} words, dataset {dataset}) does not match the "
