@@ -12,6 +12,7 @@ import torch
 from conftest import TINY, tiny_corpus
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.corpora.integrity import seal
 from softmax_bottleneck.training.checkpoint import CheckpointError, load_model
 from softmax_bottleneck.training.trainer import Trainer
 
@@ -54,9 +55,10 @@ CASES = {
     "planted pickle": (lambda p, m: p.write_bytes(pickle.dumps(Planted(m), protocol=2)), "not a readable"),
     "foreign dict": (lambda p, m: torch.save({"weights": torch.zeros(2)}, p), "not a softmax_bottleneck model"),
     "wrong format": (lambda p, m: torch.save({**torch.load(p, weights_only=True), "format": 7}, p), "format 7"),
-    "misfit weights": (
+    "misfit weights": (  # a well-formed file (its checksum recomputed) whose weights do not fit
         lambda p, m: torch.save(
-            {**(b := torch.load(p, weights_only=True)), "hyperparameters": {**b["hyperparameters"], "nhid": 32}}, p
+            seal({**(b := torch.load(p, weights_only=True)), "hyperparameters": {**b["hyperparameters"], "nhid": 32}}),
+            p,
         ),  # fmt: skip
         "weights do not fit",
     ),

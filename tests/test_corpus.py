@@ -16,6 +16,7 @@ from conftest import REPO, TINY
 
 from softmax_bottleneck.corpora import download
 from softmax_bottleneck.corpora.corpus import (
+    CACHE_FORMAT,
     EOS,
     CorpusError,
     batchify,
@@ -197,16 +198,20 @@ def test_bad_cache_is_one_line_naming_it(tmp_path, content, reason):
     assert str(err.value).startswith(f"{cache}: ") and reason in str(err.value) and "\n" not in str(err.value)
 
 
-def test_format_1_cache_is_still_read_and_checked_by_content(tmp_path):
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_an_old_cache_is_rebuilt_from_the_text_files_never_used(tmp_path, fmt):
+    """A cache without the checksum of its content (formats 1, 2) is rebuilt from the text files beside it."""
     data = _tiny_files(tmp_path / "d")
     corpus = read_corpus(data)
     cache = tmp_path / "old.pt"
-    torch.save({"format": 1, "vocab": corpus.dictionary.idx2word, "train": corpus.train, "valid": corpus.valid,
-                "test": corpus.test}, cache)  # fmt: skip
-    assert load_corpus(data, cache).sources == corpus.sources
-    (data / "test.txt").write_text(" a c \n")
-    with pytest.raises(CorpusError, match="built from other text files"):
-        load_corpus(data, cache)
+    rotated = torch.roll(corpus.train, 1)  # what an old cache could hold without anyone noticing
+    extra = {"sha256": dict(corpus.sources)} if fmt == 2 else {}
+    torch.save({"format": fmt, "vocab": corpus.dictionary.idx2word, "train": rotated, "valid": corpus.valid,
+                "test": corpus.test, **extra}, cache)  # fmt: skip
+    again = load_corpus(data, cache)
+    assert torch.equal(again.train, corpus.train) and again.sources == corpus.sources
+    assert torch.load(cache, weights_only=True)["format"] == CACHE_FORMAT  # rebuilt in place
+    assert torch.equal(load_corpus(None, cache).train, corpus.train)
 
 
 def _run_corpus_cache_script(data: Path, dataset: str, out: Path, log: Path):
@@ -309,14 +314,14 @@ def test_train_and_bench_stop_on_edited_study_data(edited_ptb, tmp_path):
 
 
 def test_format_1_cache_of_a_study_dataset_needs_its_text_files(shared_data, ptb_cache, tmp_path):
-    """A format-1 cache records no checksums: usable only where the text files beside it vouch for its content."""
+    """A format-1 cache records no checksums: never used; rebuilt where the text files are, else refused."""
     blob = torch.load(ptb_cache, map_location="cpu", weights_only=True)
     old = tmp_path / "old.pt"
     torch.save({"format": 1, **{k: blob[k] for k in ("vocab", "train", "valid", "test")}}, old)
     for dataset in (None, "ptb"):
-        with pytest.raises(CorpusError, match=rf"^{old}: old corpus cache \(format 1\).*delete it, it is rebuilt"):
+        with pytest.raises(CorpusError, match=rf"^{old}: old corpus cache \(format 1\).*no text files to rebuild it"):
             load_corpus(tmp_path / "nowhere", old, dataset=dataset)
-    corpus = load_corpus(shared_data / "ptb", old, dataset="ptb")  # compared with the published files
+    corpus = load_corpus(shared_data / "ptb", old, dataset="ptb")  # rebuilt from the published files
     assert corpus.sources == download.corpus_checksums("ptb")
 
 

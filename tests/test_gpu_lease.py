@@ -521,3 +521,26 @@ def test_every_option_has_help():
     assert parser.description
     for action in parser._actions:
         assert action.help and "\n" not in action.help, action.dest
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_lock_file_that_is_a_link_or_not_a_file_is_refused_and_never_written(tmp_path, kind):
+    lock_dir = tmp_path / "locks"
+    lock_dir.mkdir(mode=0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    slot = lock_dir / "gpu0.slot0.lock"
+    if kind == "symlink":
+        slot.symlink_to(victim)
+    else:
+        os.mkfifo(slot)
+    with pytest.raises(gpu_lease.UnsafeLockFile, match=f"lock file {slot} is "):
+        gpu_lease.try_acquire(lock_dir, [0])
+    for status in (False, True):
+        cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(lock_dir), "--gpus", "1"]
+        cmd += ["--status"] if status else ["--", sys.executable, "-c", "open('ran', 'w')"]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and str(slot) in lines[0], r.stderr
+        assert not (tmp_path / "ran").exists()
+    assert victim.read_text() == "precious\n"

@@ -211,7 +211,9 @@ def test_killed_before_the_kept_set_is_committed_the_rerun_resumes(tmp_path, mon
     monkeypatch.setattr(loop, "commit_final", die)
     with pytest.raises(Killed):
         _trainer(out).fit()
-    assert (out / ".resume" / "final.partial" / "metrics.json").is_file() and not (out / "metrics.json").exists()
+    # an exception removes the staging folder; a SIGKILL would leave it, and the next finish removes it
+    assert not (out / ".resume" / "final.partial").exists() and not (out / "metrics.json").exists()
+    assert not (out / ".resume" / "final").exists() and (out / ".resume" / "state.pt").is_file()
     monkeypatch.undo()
     with caplog.at_level(logging.INFO, logger="softmax_bottleneck.train"):
         _trainer(out).fit()

@@ -58,7 +58,7 @@ def test_a_planted_pickle_is_never_run(tmp_path, writer):
 
 def test_the_state_is_weights_only_loadable(tmp_path):
     blob = torch.load(_real_state(tmp_path), weights_only=True)
-    assert blob["format"] == 2 and blob["progress"]["batch"] > 0
+    assert blob["format"] == 3 and blob["progress"]["batch"] > 0
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "text", "foreign dict", "old format"])

@@ -165,3 +165,57 @@ def test_cli_names_a_bad_record_in_one_line(tmp_path, capsys):
         main(["summarize", "--help"])
     text = capsys.readouterr().out
     assert "one row per trained model" in text and "--record" in text
+
+
+@pytest.mark.parametrize(
+    "file,edit,named",
+    [
+        ("rank.json", lambda d: {**d, "press_rank": "abc"}, "press_rank = 'abc' is not a number"),
+        ("rank.json", lambda d: {**d, "effective_rank": {"1e-3": [1]}}, "effective_rank.1e-3 = [1] is not a number"),
+        ("metrics.json", lambda d: {**d, "test_ppl": "57"}, "test_ppl = '57' is not a number"),
+        ("metrics.json", lambda d: {**d, "epochs_run": "x"}, "epochs_run = 'x' is not a number"),
+        ("metrics.json", lambda d: {**d, "hyperparameters": {"gss_c": "-1.5"}}, "hyperparameters.gss_c = '-1.5'"),
+    ],
+    ids=["press_rank", "erank", "test_ppl", "epochs_run", "gss_c"],
+)
+def test_a_value_that_is_not_a_number_is_refused_not_an_empty_cell(tmp_path, file, edit, named, capsys):
+    from softmax_bottleneck.cli import main
+
+    rec = _fake_run(tmp_path, "a")
+    path = tmp_path / "a" / file
+    path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    out = tmp_path / "main.csv"
+    with pytest.raises(SystemExit) as exc:
+        main(
+            ["summarize", "--kind", "runs", "--out", str(out), "--record", ",".join(f"{k}={v}" for k, v in rec.items())]
+        )
+    message = str(exc.value)
+    assert message.startswith(f"summarize: {path}: {named}") and "\n" not in message and not out.exists()
+
+
+@pytest.mark.parametrize("content", [b"\x80\x04\x95binary", b'{"press_rank": NaN}', b"PK\x03\x04\xff\xfe"])
+def test_a_binary_or_non_standard_json_file_is_named(tmp_path, content):
+    rec = _fake_run(tmp_path, "a")
+    (tmp_path / "a" / "rank.json").write_bytes(content)
+    with pytest.raises(RecordError, match=rf"^{tmp_path / 'a' / 'rank.json'}: not valid JSON"):
+        collect_runs([rec])
+
+
+def test_a_read_only_output_folder_is_one_line(tmp_path):
+    import os
+
+    from softmax_bottleneck.cli import main
+
+    if os.getuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    rec = _fake_run(tmp_path, "a")
+    folder = tmp_path / "summary"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main(["summarize", "--kind", "runs", "--out", str(folder / "main.csv"), "--record",
+                  ",".join(f"{k}={v}" for k, v in rec.items())])  # fmt: skip
+    finally:
+        folder.chmod(0o755)
+    assert str(exc.value).startswith(f"summarize: {folder / 'main.csv'}: cannot write") and not list(folder.iterdir())

@@ -193,3 +193,26 @@ def test_wordsim_cli_with_fake_checkpoint(tmp_path, monkeypatch):
     seen.clear()
     assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(bad), "--out", str(out)]) == 2
     assert "args" not in seen
+
+
+@pytest.mark.parametrize(
+    "content,reason",
+    [(b"", "no word pairs (empty file)"), (b"\n  \n", "no word pairs"), (b"caf\xe9 cup 3.0\n", "not UTF-8 text")],
+    ids=["empty", "blank", "latin-1"],
+)
+def test_an_empty_or_non_utf8_benchmark_is_refused_naming_it(tmp_path, content, reason, capsys):
+    """An empty file would score "0 pairs, Spearman 0"; a Latin-1 file a UnicodeDecodeError traceback."""
+    from softmax_bottleneck.cli import main as cli_main
+
+    for name in wordsim.BENCHMARKS.values():
+        (tmp_path / name).write_text("a b 1\nc d 2\n")
+    bad = tmp_path / "WS-353-ALL.txt"
+    bad.write_bytes(content)
+    with pytest.raises(ValueError) as err:
+        wordsim.read_benchmark(bad)
+    assert str(err.value).startswith(f"{bad}: {reason}")
+    out = tmp_path / "out.csv"
+    code = cli_main(["wordsim", "--checkpoint", str(tmp_path / "none.pt"), "--benchmarks", str(tmp_path), "--out",
+                     str(out)])  # fmt: skip
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and str(bad) in lines[0] and reason in lines[0] and not out.exists()

@@ -5,6 +5,11 @@ so a crash or a killed job never leaves a half-written file that Snakemake could
 :func:`atomic_link` gives an existing file a second name the same way (a hard link, or a copy where
 the file system has none). torch is imported only by :func:`atomic_torch_save`: table and figure
 code uses this module too.
+
+A write that fails (full disk, file-size limit, read-only or foreign folder, a file where a folder is expected)
+raises :class:`WriteError`, an ``OSError`` whose message is one line naming the output, why, and that nothing was
+written; the temporary is removed. ``torch.save`` reports a full disk only as ``RuntimeError: ... unexpected pos``:
+:func:`atomic_torch_save` turns that into a :class:`WriteError` too.
 """
 
 from __future__ import annotations
@@ -20,6 +25,39 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+class WriteError(OSError):
+    """An output that could not be written; the one-line message names it and why. Nothing of it is left."""
+
+    def __init__(self, path, reason: str, code: int | None = None):
+        super().__init__(f"{path}: cannot write ({reason}); nothing was written")
+        self.reason = reason
+        self.errno = code
+        self.filename = str(path)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def os_error_reason(err: OSError) -> str:
+    """A short reason for an ``OSError`` of a write, naming the file when it is not the output itself."""
+    if isinstance(err, WriteError):
+        return str(err)
+    where = f" at {err.filename}" if getattr(err, "filename", None) else ""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device (disk or quota full)"
+    if err.errno == errno.EFBIG:
+        return "file too large for this file system or the process's file-size limit"
+    if err.errno == errno.EROFS:
+        return f"read-only file system{where}"
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied{where}"
+    if err.errno in (errno.EEXIST, errno.ENOTDIR):
+        return f"a file is where a folder is expected{where}"
+    if err.errno == errno.EISDIR:
+        return f"a folder is where a file is expected{where}"
+    return f"{err.strerror or type(err).__name__}{where}"
+
+
 def _file_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -30,15 +68,23 @@ def _file_mode() -> int:
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise WriteError(path, "a folder is where a file is expected", errno.EISDIR)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise WriteError(path, os_error_reason(err), err.errno) from None
     os.close(fd)
     try:
         yield Path(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(tmp, _file_mode())  # mkstemp creates 0600; give the output the usual permissions
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.chmod(tmp, _file_mode())  # mkstemp creates 0600; give the output the usual permissions
+            os.replace(tmp, path)
+        except OSError as err:
+            raise WriteError(path, os_error_reason(err), err.errno) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -46,7 +92,10 @@ def atomic_path(path: str | os.PathLike):
 
 def atomic_write_text(text: str, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise WriteError(path, os_error_reason(err), err.errno) from None
 
 
 def atomic_write_json(obj, path: str | os.PathLike) -> None:
@@ -84,8 +133,16 @@ def atomic_torch_save(obj, path: str | os.PathLike) -> None:
     """
     import torch
 
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        torch.save(obj, handle)
+    with atomic_path(path) as tmp:
+        try:
+            with open(tmp, "wb") as handle:
+                torch.save(obj, handle)
+        except OSError as err:
+            raise WriteError(path, os_error_reason(err), err.errno) from None
+        except RuntimeError as err:  # torch's writer reports a failed write as "unexpected pos" (errno lost)
+            if "unexpected pos" not in str(err) and "write" not in str(err).lower():
+                raise
+            raise WriteError(path, "the disk is full or the file exceeds a size limit (torch.save stopped)") from None
 
 
 #: ``os.link`` errors that mean "no hard link here" (another file system, none supported, too many links)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, CorpusError, load_corpus
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, CorpusError, WrongDataset, load_corpus
 from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
 
 #: exit status of a command stopped by a bad input (argparse uses the same)
@@ -31,6 +31,13 @@ def report(prog: str, err: BaseException) -> int:
     """Print ``prog: error: <one line>`` to stderr; return :data:`INPUT_ERROR_EXIT`."""
     print(f"{prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
     return INPUT_ERROR_EXIT
+
+
+def write_error(path, err: OSError) -> str:
+    """One line for an output that could not be written (a full disk, a read-only folder, ...)."""
+    from softmax_bottleneck.atomic import WriteError, os_error_reason
+
+    return str(err) if isinstance(err, WriteError) else f"{path}: cannot write ({os_error_reason(err)})"
 
 
 def resolve_device(name: str) -> str:
@@ -155,8 +162,15 @@ def checkpoint_and_corpus(path: str | os.PathLike, device, data_dir=None, cache=
         raise InputError(f"{data_dir}: no such data folder for the {dataset} model {path}; pass --data")
     try:
         corpus = load_corpus(data_dir, cache, dataset=dataset)
+    except WrongDataset as err:  # the data is fine, the pair is not: name the mix-up, advise no deletion
+        raise InputError(
+            f"{path}: a {dataset} model, but {cache or data_dir} holds the {err.found} corpus; give the {dataset} "
+            f"data (--data resources/data/{DATASET_DIRS[dataset]}, or its corpus cache) to analyse it"
+        ) from None
     except (CorpusError, FileNotFoundError) as err:
         raise InputError(str(err)) from None
+    except OSError as err:  # the corpus cache could not be written (full disk, read-only folder, ...)
+        raise InputError(write_error(cache, err)) from None
     if meta.get("vocab_sha256") != corpus.dictionary.sha256():
         raise InputError(
             f"{path}: checkpoint vocabulary ({len(meta['vocab'])} words, dataset {dataset}) does not match the "

@@ -13,7 +13,7 @@ import logging
 import pandas as pd
 import torch
 
-from softmax_bottleneck.analysis.inputs import model_and_corpus, report
+from softmax_bottleneck.analysis.inputs import model_and_corpus, report, write_error
 from softmax_bottleneck.analysis.logp import iter_logp
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.atomic import atomic_path
@@ -82,7 +82,10 @@ def run_cli(args) -> int:
         except ValueError as err:  # InputError, or a test set whose contexts are not where SM Table 2 has them
             return report("qualitative", err)
         table = top5(model, corpus.test, corpus.dictionary.idx2word)
-        with atomic_path(args.out) as tmp:
-            table.to_csv(tmp, index=False)
+        try:
+            with atomic_path(args.out) as tmp:
+                table.to_csv(tmp, index=False)
+        except OSError as err:
+            return report("qualitative", write_error(args.out, err))
     log.info("top-5 hits: %d of %d contexts", int(table["hit"].sum()), len(table))
     return 0

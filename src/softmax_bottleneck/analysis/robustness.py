@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from softmax_bottleneck.analysis import svd_stream
-from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device
+from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device, write_error
 from softmax_bottleneck.analysis.rank import EPSILONS, effective_ranks, press_rank
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.analysis.svd_stream import singular_values_exact
@@ -206,6 +206,9 @@ def run_cli(args) -> int:
             return report("robustness", f"--k {args.k} exceeds the {a.shape[0]}×{a.shape[1]} matrix's possible rank")
         log.info("robustness: %d×%d matrix, k=%d", a.shape[0], a.shape[1], args.k)
         table = robustness_table(a, args.k, args.iterations, args.cs, args.seed, device)
-        with atomic_path(args.out) as tmp:
-            table.to_csv(tmp, index=False)
+        try:
+            with atomic_path(args.out) as tmp:
+                table.to_csv(tmp, index=False)
+        except OSError as err:
+            return report("robustness", write_error(args.out, err))
     return 0

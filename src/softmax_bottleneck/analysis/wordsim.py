@@ -23,6 +23,7 @@ replicated (it changes ρ at most in the 4th decimal).
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import math
 from collections import OrderedDict
@@ -59,24 +60,30 @@ def read_benchmark(path: str | Path) -> list[Pair]:
     """Read ``word1 word2 score`` lines (``line.strip().lower().split()``), skipping blank lines.
 
     Handles CRLF, mixed case and a missing final newline. A line that does not have exactly three fields or whose
-    score is not a finite number raises ``ValueError`` naming the file and the (1-based) line number.
+    score is not a finite number raises ``ValueError`` naming the file and the (1-based) line number; so do a file
+    that is not UTF-8 text and a file without a single pair (a benchmark of 0 pairs would score a Spearman of 0).
     """
     path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte offset {err.start}); restore the benchmark file") from None
     pairs: list[Pair] = []
-    with open(path, encoding="utf-8", newline=None) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            fields = line.strip().lower().split()
-            if not fields:
-                continue
-            if len(fields) != 3:
-                raise ValueError(f"{path}:{lineno}: expected 'word1 word2 score', got {len(fields)} field(s)")
-            try:
-                score = float(fields[2])
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: score {fields[2]!r} is not a number") from None
-            if not math.isfinite(score):
-                raise ValueError(f"{path}:{lineno}: score {fields[2]!r} is not finite")
-            pairs.append((fields[0], fields[1], score))
+    for lineno, line in enumerate(io.StringIO(text, newline=None), start=1):
+        fields = line.strip().lower().split()
+        if not fields:
+            continue
+        if len(fields) != 3:
+            raise ValueError(f"{path}:{lineno}: expected 'word1 word2 score', got {len(fields)} field(s)")
+        try:
+            score = float(fields[2])
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: score {fields[2]!r} is not a number") from None
+        if not math.isfinite(score):
+            raise ValueError(f"{path}:{lineno}: score {fields[2]!r} is not finite")
+        pairs.append((fields[0], fields[1], score))
+    if not pairs:
+        raise ValueError(f"{path}: no word pairs (empty file); restore the benchmark file")
     return pairs
 
 
@@ -183,7 +190,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args) -> int:
-    from softmax_bottleneck.analysis.inputs import InputError, load_checkpoint, report
+    from softmax_bottleneck.analysis.inputs import InputError, load_checkpoint, report, write_error
     from softmax_bottleneck.analysis.signals import stop_on_signals
     from softmax_bottleneck.atomic import atomic_path
 
@@ -192,7 +199,7 @@ def run_cli(args) -> int:
             files = benchmark_files(args.benchmarks)
             for p in files.values():  # fail on a malformed file before loading the model
                 read_benchmark(p)
-        except (FileNotFoundError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             return report("wordsim", exc)
         try:
             model, meta = load_checkpoint(args.checkpoint, "cpu")
@@ -202,8 +209,11 @@ def run_cli(args) -> int:
         table = evaluate_all(model.encoder.weight, vocab, args.benchmarks)
         table.insert(0, "variant", meta.get("variant"))
         table.insert(0, "dataset", meta.get("dataset"))
-        with atomic_path(args.out) as tmp:
-            table.to_csv(tmp, index=False, float_format="%.9g")
+        try:
+            with atomic_path(args.out) as tmp:
+                table.to_csv(tmp, index=False, float_format="%.9g")
+        except OSError as err:
+            return report("wordsim", write_error(args.out, err))
     for row in table.itertuples():
         log.info("%-13s %4d/%4d pairs  rho = %.4f", row.benchmark, row.found, row.pairs, row.spearman)
     return 0

@@ -7,7 +7,9 @@ Snakemake's ``--resources gpu=N`` only *counts* GPU jobs; it never tells a job w
   file per slot, ``gpu<id>.slot<k>.lock``, in one node-local directory per user: ``--lock-dir``, else
   ``$SOFTMAX_BOTTLENECK_GPU_LOCK_DIR``, else ``/var/tmp/softmax-bottleneck-gpu-<uid>`` (the same path in every
   process, whatever its login session). It must be the user's own directory (not a symbolic link) that nobody
-  else can write, or the wrapper refuses it in one line. With ``K > 1`` up to K
+  else can write, or the wrapper refuses it in one line. A lock file is opened without following a symbolic link
+  (``O_NOFOLLOW``) and must be a regular file, or the wrapper refuses it in one line naming it (it never writes
+  through a link to another file). With ``K > 1`` up to K
   jobs share one device (an AWD-LSTM at paper scale uses a fraction of a modern GPU); a new job goes
   to the least-loaded GPU, so the runs spread over the devices before they share one;
 * the wrapper takes a non-blocking ``fcntl.flock`` on a free slot, sets ``CUDA_VISIBLE_DEVICES=<id>``
@@ -221,6 +223,25 @@ def check_lock_dir(lock_dir: Path) -> None:
         raise UnsafeLockDir(f"is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); chmod 700 it")
 
 
+class UnsafeLockFile(PermissionError):
+    """A slot's lock file that is a symbolic link or not a regular file (the one-line message names it)."""
+
+
+def _open_lock_file(path: Path, flags: int) -> int:
+    """``os.open`` of a slot's lock file that never follows a symbolic link nor opens a FIFO or device."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeLockFile(f"lock file {path} is a symbolic link, never followed; remove it") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UnsafeLockFile(f"lock file {path} is not a regular file; remove it")
+    return fd
+
+
 def _prepare_lock_dir(lock_dir: Path) -> None:
     lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     check_lock_dir(lock_dir)
@@ -230,7 +251,7 @@ def _prepare_lock_dir(lock_dir: Path) -> None:
 
 def _lock_slot(path: Path) -> int | None:
     """A descriptor holding an exclusive ``flock`` on ``path``; ``None`` if someone else holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = _open_lock_file(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -277,7 +298,7 @@ def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None,
 def is_held(path: Path) -> bool:
     """True if another open file description holds a lock on ``path``."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = _open_lock_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -299,8 +320,10 @@ def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dic
             if not is_held(path):
                 continue
             holder: dict = {"slot": slot}
-            with contextlib.suppress(OSError, ValueError):
-                info = json.loads(path.read_text() or "{}")
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                fd = _open_lock_file(path, os.O_RDONLY)
+                with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
+                    info = json.loads(handle.read() or "{}")
                 holder.update({k: v for k, v in info.items() if k not in ("gpu", "slot")})
             holders.append(holder)
         rows.append({"gpu": gpu, "slots": slots, "held": len(holders), "holders": holders})
@@ -449,16 +472,17 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
         try:
             if os.path.lexists(lock_dir):  # --status creates nothing, but reads only a safe directory
                 check_lock_dir(lock_dir)
+            if args.json:
+                lines = [json.dumps(row) for row in lease_table(lock_dir, gpus, slots)]
+            else:
+                lines = status_lines(lock_dir, gpus, source, slots)
         except OSError as exc:
             log.error(
                 "gpu-lease: lock directory %s: %s (choose one with --lock-dir or $%s)", lock_dir, exc, ENV_LOCK_DIR
             )
             return 2
-        if args.json:
-            for row in lease_table(lock_dir, gpus, slots):
-                print(json.dumps(row))
-        else:
-            print("\n".join(status_lines(lock_dir, gpus, source, slots)))
+        if lines:
+            print("\n".join(lines))
         return 0
     if not command:
         log.error("gpu-lease: no command given: gpu-lease [options] -- CMD [ARGS ...]")

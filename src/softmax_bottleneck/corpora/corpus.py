@@ -11,7 +11,12 @@ Integrity: :func:`read_corpus` hashes the bytes it tokenises (SHA-256 per split,
 :attr:`Corpus.sources`); given ``dataset`` it compares them with the published files'
 (:func:`softmax_bottleneck.corpora.download.corpus_checksums`) before tokenising. The tensor cache
 (:func:`save_corpus`, readable with ``torch.load(weights_only=True)``) stores those checksums, and
-:func:`load_corpus` compares them with the text files beside it whenever they are there. :func:`load_corpus`
+:func:`load_corpus` compares them with the text files beside it whenever they are there. The cache also carries the
+SHA-256 of its own content (``content_sha256``: the ids' bytes, the vocabulary and the text checksums), checked on
+every load, so a cache whose ids or words changed after it was written (a flipped bit, an edit) is refused in one
+line even where no text file is there to compare it with. A cache of an older format (1, 2: no such checksum) is
+never used: :func:`load_corpus` rebuilds it from the text files when they are there (a cache is cheap), else
+refuses it. :func:`load_corpus`
 also holds every corpus that claims to be PTB or WikiText-2 (by its ``dataset``, its folder's name or its
 vocabulary size, :func:`claimed_dataset`) to the published files, so that edited data never trains or is
 analysed as the study's. Every mismatch raises :class:`CorpusError` with one line naming the file and both
@@ -32,7 +37,7 @@ import torch
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, corpus_checksums
-from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
+from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, check_seal, describe_load_error, seal
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +45,50 @@ EOS = "<eos>"
 SPLITS = ("train", "valid", "test")
 #: dataset name used throughout the study -> folder name of its files (the same dict as ``download.CORPUS_DIRS``)
 DATASET_DIRS = CORPUS_DIRS
-#: 2: the cache records the SHA-256 of the text files it was built from (format 1 did not)
-CACHE_FORMAT = 2
+#: 2: the cache records the SHA-256 of the text files it was built from (format 1 did not); 3: and the SHA-256 of its
+#: own content (``content_sha256``)
+CACHE_FORMAT = 3
+OLD_CACHE_FORMATS = (1, 2)
 
 
 class CorpusError(ValueError):
     """A data file or corpus cache that must not be used; the one-line message names the file and what to do."""
+
+
+class WrongDataset(CorpusError):
+    """Intact study data of the other dataset (PTB given where WikiText-2 is needed, or the reverse).
+
+    ``found`` is the dataset the data is, ``needed`` the one asked for; the data itself is fine, so the message says
+    which mix-up it is instead of advising to delete or restore anything.
+    """
+
+    def __init__(self, message: str, found: str, needed: str):
+        super().__init__(message)
+        self.found, self.needed = found, needed
+
+
+def published_dataset(sources: dict[str, str]) -> str | None:
+    """The study dataset whose published files ``sources`` (``{split: SHA-256}``) are, else None."""
+    for dataset in DATASET_DIRS:
+        if all(sources.get(split) == sha for split, sha in corpus_checksums(dataset).items()):
+            return dataset
+    return None
+
+
+def _wrong_dataset(origin, sources: dict[str, str], dataset: str) -> WrongDataset | None:
+    found = published_dataset(sources)
+    if found is None or found == dataset:
+        return None
+    return WrongDataset(
+        f"{origin}: the published {found} corpus, not {dataset} (it is intact: keep it); give the {dataset} data "
+        f"({DATASET_DIRS[dataset]}) instead",
+        found,
+        dataset,
+    )
+
+
+class OldCorpusCache(CorpusError):
+    """A cache of an older format, without the checksum of its content: rebuilt from the text files, never used."""
 
 
 @dataclass
@@ -111,10 +154,19 @@ def _head(stream: torch.Tensor, n, key: str) -> torch.Tensor:
     return stream[: int(n)]
 
 
-def _tokenize(data: bytes) -> list[list[str]]:
-    """Split every line on whitespace and append ``<eos>`` (the reference's ``data.py``)."""
+def _tokenize(data: bytes, path: Path | str = "<memory>") -> list[list[str]]:
+    """Split every line on whitespace and append ``<eos>`` (the reference's ``data.py``).
+
+    :class:`CorpusError` names ``path`` and the first byte that is not UTF-8.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CorpusError(
+            f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); a corpus file must be UTF-8"
+        ) from None
     # newline="" keeps "\r" inside lines, exactly like the reference's open(); the corpora have none.
-    return [line.split() + [EOS] for line in io.StringIO(data.decode("utf-8"), newline="")]
+    return [line.split() + [EOS] for line in io.StringIO(text, newline="")]
 
 
 def _sha256(data: bytes) -> str:
@@ -150,6 +202,9 @@ def check_published(sources: dict[str, str], dataset: str, data_dir: Path, why: 
     :class:`CorpusError` names the first file that differs (in ``data_dir``), both checksums, and how to restore it;
     ``why`` says why the files are taken for ``dataset`` (e.g. its vocabulary size).
     """
+    wrong = _wrong_dataset(data_dir, sources, dataset)
+    if wrong is not None:
+        raise wrong
     for split, sha in corpus_checksums(dataset).items():
         if sources.get(split) != sha:
             raise _mismatch(data_dir / f"{split}.txt", sources.get(split), sha,
@@ -174,30 +229,37 @@ def read_corpus(data_dir: str | os.PathLike, dataset: str | None = None) -> Corp
     dictionary = Dictionary()
     streams = {}
     for split in SPLITS:
-        ids = [dictionary.add(word) for line in _tokenize(raw.pop(split)) for word in line]
+        path = data_dir / f"{split}.txt"
+        ids = [dictionary.add(word) for line in _tokenize(raw.pop(split), path) for word in line]
+        if not ids:
+            raise CorpusError(f"{path}: empty file, no tokens to read; restore the file (nothing was cached)")
         streams[split] = torch.tensor(ids, dtype=torch.int64)
     return Corpus(dictionary, streams["train"], streams["valid"], streams["test"], sources)
 
 
 def save_corpus(corpus: Corpus, path: str | os.PathLike) -> None:
-    """Cache a corpus as a plain tensor file (written atomically) with the SHA-256 of its source files."""
+    """Cache a corpus as a plain tensor file (written atomically) with the SHA-256 of its source files and of its own
+    content."""
     atomic_torch_save(
-        {
-            "format": CACHE_FORMAT,
-            "vocab": corpus.dictionary.idx2word,
-            "train": corpus.train,
-            "valid": corpus.valid,
-            "test": corpus.test,
-            "sha256": dict(corpus.sources),
-        },
+        seal(
+            {
+                "format": CACHE_FORMAT,
+                "vocab": list(corpus.dictionary.idx2word),
+                "train": corpus.train,
+                "valid": corpus.valid,
+                "test": corpus.test,
+                "sha256": dict(corpus.sources),
+            }
+        ),
         path,
     )
 
 
 def _check_blob(blob, path) -> None:
-    """Shape of a cache: the format, a list of words, three 1-D int64 streams of ids in range, checksums."""
+    """Shape of a cache (the format, a list of words, three 1-D int64 streams of ids in range, checksums), then the
+    checksum of its content."""
     keys = {"format", "vocab", *SPLITS}
-    if not isinstance(blob, dict) or not keys <= set(blob) or blob["format"] not in (1, CACHE_FORMAT):
+    if not isinstance(blob, dict) or not keys <= set(blob) or blob["format"] not in (*OLD_CACHE_FORMATS, CACHE_FORMAT):
         raise CorpusError(f"{path}: not a corpus cache (format {CACHE_FORMAT}); delete it, it is rebuilt from the data")
     vocab = blob["vocab"]
     if not isinstance(vocab, list) or not vocab or not all(isinstance(w, str) for w in vocab):
@@ -212,13 +274,23 @@ def _check_blob(blob, path) -> None:
     sums = blob.get("sha256", {})
     if not isinstance(sums, dict) or not all(isinstance(sums.get(s, ""), str) for s in SPLITS):
         raise CorpusError(f"{path}: corrupt checksums in the corpus cache; delete it, it is rebuilt from the data")
+    if blob["format"] in OLD_CACHE_FORMATS:
+        raise OldCorpusCache(
+            f"{path}: old corpus cache (format {blob['format']}) without the checksum of its content, never used; "
+            "delete it, it is rebuilt from the data"
+        )
+    problem = check_seal(blob)
+    if problem is not None:
+        raise CorpusError(f"{path}: damaged corpus cache: {problem}; delete it, it is rebuilt from the data")
 
 
 def load_cached_corpus(path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Corpus:
-    """Load a cache written by :func:`save_corpus`, verified against the text files in ``data_dir`` when present.
+    """Load a cache written by :func:`save_corpus`, verified against its own checksum and against the text files in
+    ``data_dir`` when present.
 
-    Raises :class:`CorpusError` (one line naming the file) for an unreadable or foreign cache, and for a cache
-    built from other text files than those in ``data_dir`` (SHA-256 compared split by split).
+    Raises :class:`CorpusError` (one line naming the file) for an unreadable, damaged or foreign cache, and for a
+    cache built from other text files than those in ``data_dir`` (SHA-256 compared split by split);
+    :class:`OldCorpusCache` for a cache of an older format (no checksum of its content).
     """
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
@@ -228,26 +300,18 @@ def load_cached_corpus(path: str | os.PathLike, data_dir: str | os.PathLike | No
     dictionary = Dictionary()
     for word in blob["vocab"]:
         dictionary.add(word)
+    if len(dictionary) != len(blob["vocab"]):
+        raise CorpusError(f"{path}: corpus cache whose vocabulary lists a word twice; delete it, it is rebuilt")
     corpus = Corpus(dictionary, blob["train"], blob["valid"], blob["test"], dict(blob.get("sha256", {})))
     if data_dir is not None:
-        _verify_cache_sources(corpus, Path(path), Path(data_dir), legacy=blob["format"] == 1)
+        _verify_cache_sources(corpus, Path(path), Path(data_dir))
     return corpus
 
 
-def _verify_cache_sources(corpus: Corpus, path: Path, data_dir: Path, legacy: bool) -> None:
+def _verify_cache_sources(corpus: Corpus, path: Path, data_dir: Path) -> None:
     files = {s: data_dir / f"{s}.txt" for s in SPLITS if (data_dir / f"{s}.txt").is_file()}
     if not files:
         log.info("corpus: %s has no text files to check the cache %s against", data_dir, path)
-        return
-    if legacy:  # a format-1 cache records no checksums: compare its content with the text files instead
-        if len(files) == len(SPLITS):
-            fresh = read_corpus(data_dir)
-            same = fresh.dictionary.idx2word == corpus.dictionary.idx2word and all(
-                torch.equal(getattr(fresh, s), getattr(corpus, s)) for s in SPLITS
-            )
-            if not same:
-                raise CorpusError(f"{path}: corpus cache built from other text files than {data_dir}; delete it")
-            corpus.sources = fresh.sources
         return
     for split, file in files.items():
         got, recorded = _sha256(file.read_bytes()), corpus.sources.get(split)
@@ -260,9 +324,12 @@ def _verify_cache_sources(corpus: Corpus, path: Path, data_dir: Path, legacy: bo
 
 def verify_sources(corpus: Corpus, dataset: str, origin: str | os.PathLike) -> None:
     """The cached corpus ``origin`` must come from the study's files of ``dataset``."""
-    if not corpus.sources:  # a format-1 cache with no text files beside it: nothing to compare
-        raise CorpusError(f"{origin}: old corpus cache (format 1) without checksums, and no {dataset} text files "
-                          "beside it to check it against; delete it, it is rebuilt from the data")  # fmt: skip
+    if not corpus.sources:  # a cache built from a corpus made in memory: nothing to compare
+        raise CorpusError(f"{origin}: corpus cache without the checksums of its text files, so it cannot be the "
+                          f"published {dataset}; delete it and rebuild it from verified data")  # fmt: skip
+    wrong = _wrong_dataset(origin, corpus.sources, dataset)
+    if wrong is not None:
+        raise wrong
     for split, sha in corpus_checksums(dataset).items():
         got = corpus.sources.get(split)
         if got != sha:
@@ -286,11 +353,19 @@ def load_corpus(
         )
     if cache is not None and Path(cache).is_file():
         log.info("corpus: loading cache %s", cache)
-        corpus = load_cached_corpus(cache, data_dir)
-        claimed = dataset or claimed_dataset(data_dir, corpus.vocab_size)
-        if claimed is not None:
-            verify_sources(corpus, claimed, cache)
-        return corpus
+        try:
+            corpus = load_cached_corpus(cache, data_dir)
+        except OldCorpusCache as old:  # never used: rebuilt (cheap) when the text files are here
+            if data_dir is None or not all((Path(data_dir) / f"{s}.txt").is_file() for s in SPLITS):
+                raise CorpusError(f"{old}; no text files to rebuild it from here (pass the data folder)") from None
+            log.warning(
+                "corpus: %s is an old cache without the checksum of its content: rebuilt from %s", cache, data_dir
+            )
+        else:
+            claimed = dataset or claimed_dataset(data_dir, corpus.vocab_size)
+            if claimed is not None:
+                verify_sources(corpus, claimed, cache)
+            return corpus
     if data_dir is None:
         raise ValueError("load_corpus needs data_dir when the cache does not exist")
     log.info("corpus: reading %s", data_dir)

@@ -5,11 +5,16 @@ wrong file they raise a zoo of exceptions with unhelpful messages: ``KeyError: 1
 ``EOFError`` with no message for an empty one, a five-line ``UnpicklingError`` for a pickle of arbitrary objects.
 :data:`LOAD_ERRORS` lists what to catch around such a load (and only around it), :func:`describe_load_error`
 turns the exception into a short reason for a one-line message that names the file.
+
+:func:`seal` / :func:`check_seal`: the SHA-256 of a saved file's content (tensors' bytes and the metadata) stored
+inside the file, so that ``model.pt``, a resume state and a corpus cache are each verifiable alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pickle
+import struct
 import zipfile
 
 #: what ``torch.load`` / ``numpy.load`` raise for a missing, empty, truncated, corrupt or foreign file
@@ -56,3 +61,71 @@ def describe_load_error(exc: BaseException) -> str:
     if "pickled (object) data" in message:
         return "not a .npy array file (it holds pickled data, which is never loaded)"
     return f"{type(exc).__name__}: {_first_line(message) or 'unreadable'}"
+
+
+# --------------------------------------------------------------------------- content checksums
+#: the key under which a saved file (model.pt, a resume state, a corpus cache) carries the checksum of its content
+CONTENT_KEY = "content_sha256"
+
+
+def content_sha256(obj) -> str:
+    """SHA-256 of a nest of dicts, lists, strings, numbers and tensors: every tensor's dtype, shape and bytes, every
+    key and value, in order. Equal content gives the same checksum wherever the file lives (it hashes the content,
+    not the archive), so a file that carries it (:func:`seal`) is verifiable alone (:func:`check_seal`)."""
+    digest = hashlib.sha256()
+    _feed(digest, obj)
+    return digest.hexdigest()
+
+
+def _feed(digest, obj) -> None:
+    if obj is None or isinstance(obj, bool):
+        digest.update(b"N" if obj is None else b"T" if obj else b"F")
+    elif isinstance(obj, int):
+        digest.update(b"i%d;" % obj)
+    elif isinstance(obj, float):
+        digest.update(b"f" + struct.pack("<d", obj))
+    elif isinstance(obj, str):
+        data = obj.encode("utf-8", "surrogatepass")
+        digest.update(b"s%d:" % len(data) + data)
+    elif isinstance(obj, bytes):
+        digest.update(b"b%d:" % len(obj) + obj)
+    elif isinstance(obj, dict):
+        digest.update(b"d%d{" % len(obj))
+        for key, value in obj.items():
+            _feed(digest, key)
+            _feed(digest, value)
+        digest.update(b"}")
+    elif isinstance(obj, list | tuple):
+        digest.update(b"l%d[" % len(obj))
+        for value in obj:
+            _feed(digest, value)
+        digest.update(b"]")
+    elif type(obj).__module__.startswith("torch") and hasattr(obj, "dtype"):
+        import torch
+
+        flat = obj.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"t{obj.dtype}{tuple(obj.shape)}:".encode())
+        if flat.numel():
+            digest.update(flat.view(torch.uint8).numpy().data)
+    else:
+        raise TypeError(f"cannot checksum a {type(obj).__name__}")
+
+
+def seal(blob: dict) -> dict:
+    """``blob`` with :data:`CONTENT_KEY` set to the checksum of everything else in it."""
+    content = {k: v for k, v in blob.items() if k != CONTENT_KEY}
+    return {**content, CONTENT_KEY: content_sha256(content)}
+
+
+def check_seal(blob: dict) -> str | None:
+    """``None`` when ``blob`` carries the checksum of its content, else why not (missing / which checksum differs)."""
+    recorded = blob.get(CONTENT_KEY)
+    if not isinstance(recorded, str) or len(recorded) != 64:
+        return f"no checksum of its content ({CONTENT_KEY})"
+    try:
+        actual = content_sha256({k: v for k, v in blob.items() if k != CONTENT_KEY})
+    except TypeError as err:
+        return f"content that cannot be checksummed ({err})"
+    if actual != recorded:
+        return f"its content has SHA-256 {actual[:16]}…, not the {recorded[:16]}… it records (damaged or edited)"
+    return None

@@ -106,9 +106,11 @@ def _read_json(path, record: dict) -> dict:
         raise FileNotFoundError(f"{path}: no such file (record [{_describe(record)}])")
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise RecordError(f"{path}: not valid JSON ({err}) (record [{_describe(record)}])") from err
+            data = json.load(handle, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+        raise RecordError(f"{path}: not valid JSON ({_first_line(err)}) (record [{_describe(record)}])") from None
+    except OSError as err:
+        raise RecordError(f"{path}: unreadable ({err.strerror or err}) (record [{_describe(record)}])") from None
     if not isinstance(data, dict):
         raise RecordError(f"{path}: expected a JSON object (record [{_describe(record)}])")
     return data
@@ -124,24 +126,33 @@ def _read_csv(path, record: dict, needed: Iterable[str]) -> pd.DataFrame:
         frame = read_csv(path)
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame()
+    except (ValueError, UnicodeDecodeError) as err:  # pandas' ParserError is a ValueError
+        raise RecordError(f"{path}: not a readable CSV ({_first_line(err)}) (record [{_describe(record)}])") from None
+    except OSError as err:
+        raise RecordError(f"{path}: unreadable ({err.strerror or err}) (record [{_describe(record)}])") from None
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise RecordError(f"{path}: missing column(s) {', '.join(missing)} (record [{_describe(record)}])")
     return frame
 
 
-def _number(value):
-    """JSON value -> float/int or NaN (``None``/missing -> NaN)."""
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _number(value, path, key: str, record: dict):
+    """A JSON value of ``key`` in ``path`` -> int/float; ``None``/missing -> NaN (an empty cell); anything else (a
+    string such as ``"abc"``, a list, a boolean) is a :class:`RecordError` naming the file and the key, never an
+    empty cell."""
     if value is None:
         return math.nan
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    raise RecordError(f"{path}: {key} = {value!r} is not a number (record [{_describe(record)}])")
 
 
 def _same(a, b) -> bool:
@@ -180,20 +191,24 @@ def run_row(record: dict) -> dict:
         "seed": seed,
         "seed_kind": str(record["seed_kind"]),
     }
-    row.update({k: _number(hp.get(k)) for k in _HP_KEYS})
-    row.update({k: _number(metrics.get(k)) for k in _METRIC_KEYS})
+    if not isinstance(hp, dict):
+        raise RecordError(f"{record['metrics']}: hyperparameters is not an object (record [{_describe(record)}])")
+    row.update({k: _number(hp.get(k), record["metrics"], f"hyperparameters.{k}", record) for k in _HP_KEYS})
+    row.update({k: _number(metrics.get(k), record["metrics"], k, record) for k in _METRIC_KEYS})
     rank_path = record.get("rank")
     if rank_path:
         rank = _read_json(rank_path, record)
         if "press_rank" not in rank:
             raise RecordError(f"{rank_path}: missing key press_rank (record [{_describe(record)}])")
-        row["press_rank"] = _number(rank["press_rank"])
+        row["press_rank"] = _number(rank["press_rank"], rank_path, "press_rank", record)
         eranks = rank.get("effective_rank") or {}
+        if not isinstance(eranks, dict):
+            raise RecordError(f"{rank_path}: effective_rank is not an object (record [{_describe(record)}])")
         for eps in _EPSILONS:
             value = eranks.get(eps)
             if value is None:  # tolerate keys written as floats ("0.001")
                 value = next((v for k, v in eranks.items() if _same(k, eps)), None)
-            row[f"erank_{eps}"] = _number(value)
+            row[f"erank_{eps}"] = _number(value, rank_path, f"effective_rank.{eps}", record)
     else:
         row.update({"press_rank": math.nan, **{f"erank_{e}": math.nan for e in _EPSILONS}})
     return row
@@ -302,6 +317,9 @@ def run_cli(args) -> int:
         frame = COLLECTORS[args.kind](records)
     except (RecordError, FileNotFoundError) as err:
         raise SystemExit(f"summarize: {err}") from None
-    atomic_write_csv(frame, args.out)
+    try:
+        atomic_write_csv(frame, args.out)
+    except OSError as err:
+        raise SystemExit(f"summarize: {args.out}: cannot write ({err.strerror or err}); nothing was written") from None
     log.info("wrote %s (%d rows from %d records)", args.out, len(frame), len(records))
     return 0

@@ -2,9 +2,18 @@
 
 ``model.pt`` is a plain dict of tensors and builtins (``torch.load(weights_only=True)`` reads it),
 never a pickled module: ``{"format", "dataset", "variant", "hyperparameters", "vocab",
-"vocab_sha256", "state_dict"}``. Its SHA-256 is recorded as ``model_sha256`` in the run's
-``metrics.json``; :func:`load_model` checks it before unpickling anything, so a changed, truncated or
-swapped file fails with one line (:class:`CheckpointError`) instead of giving other numbers.
+"vocab_sha256", "state_dict", "content_sha256"}``. Two checks, so that a changed, truncated or swapped file fails
+with one line (:class:`CheckpointError`) instead of giving other numbers:
+
+* ``content_sha256`` (format 2): the SHA-256 of everything else in the file, the weights' bytes included
+  (:func:`softmax_bottleneck.corpora.integrity.seal`); the file alone is verifiable. It is a function of the
+  content only, so identical runs still write byte-identical files.
+* the file's SHA-256 is recorded as ``model_sha256`` in the run's ``metrics.json``; :func:`load_model` checks it
+  before unpickling anything whenever that ``metrics.json`` is beside the file.
+
+A format-1 file (written before the file carried its own checksum) is read only when the ``metrics.json`` beside it
+records its SHA-256 (finished runs stay usable); alone it is refused in one line: put it back beside its run's
+``metrics.json``.
 """
 
 from __future__ import annotations
@@ -18,8 +27,11 @@ import torch
 
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.corpus import vocab_sha256
+from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
 
-MODEL_FORMAT = 1
+#: 2: the file carries the SHA-256 of its own content (``content_sha256``); 1: verifiable only through metrics.json
+MODEL_FORMAT = 2
+READABLE_FORMATS = (1, MODEL_FORMAT)
 MODEL_KEYS = {"format", "dataset", "variant", "hyperparameters", "vocab", "vocab_sha256", "state_dict"}
 
 
@@ -28,15 +40,17 @@ class CheckpointError(ValueError):
 
 
 def model_blob(model, *, dataset: str, variant: str, hyperparameters: dict, vocab: list[str]) -> dict:
-    return {
-        "format": MODEL_FORMAT,
-        "dataset": dataset,
-        "variant": variant,
-        "hyperparameters": dict(hyperparameters),
-        "vocab": list(vocab),
-        "vocab_sha256": vocab_sha256(list(vocab)),
-        "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-    }
+    return seal(
+        {
+            "format": MODEL_FORMAT,
+            "dataset": dataset,
+            "variant": variant,
+            "hyperparameters": dict(hyperparameters),
+            "vocab": list(vocab),
+            "vocab_sha256": vocab_sha256(list(vocab)),
+            "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+        }
+    )
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -95,8 +109,22 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"{path}: not a readable weights-only torch file ({error_line(err)})") from None
     if not isinstance(blob, dict) or "format" not in blob:
         raise CheckpointError(f"{path}: not a softmax_bottleneck model checkpoint")
-    if blob["format"] != MODEL_FORMAT:
+    if blob["format"] not in READABLE_FORMATS:
         raise CheckpointError(f"{path}: checkpoint format {blob['format']!r}, this version reads {MODEL_FORMAT}")
+    if blob["format"] == MODEL_FORMAT:
+        problem = check_seal(blob)
+        if problem is not None:
+            raise CheckpointError(
+                f"{path}: {problem}; the file changed after it was written (damaged copy?): restore it from a "
+                "good copy or retrain the run"
+            )
+    elif expected is None:
+        raise CheckpointError(
+            f"{path}: a format-1 model (written before model files carried their own checksum) with no metrics.json "
+            "beside it recording its model_sha256, so it cannot be verified; put it back in its run folder beside "
+            "its metrics.json"
+        )
+    blob = {k: v for k, v in blob.items() if k != CONTENT_KEY}
     missing = sorted(MODEL_KEYS - set(blob))
     if missing or not isinstance(blob["state_dict"], dict) or not isinstance(blob["hyperparameters"], dict):
         what = ", ".join(missing) or "types"

@@ -5,6 +5,10 @@ uninterrupted run: the state holds the weights, the best weights so far, the opt
 averages), the hidden states of the accumulation chunks, the python/numpy/torch RNG states and every
 counter of :class:`Progress`.
 The fingerprint ties a state to one configuration and corpus; a state of another run is never resumed.
+The state carries the SHA-256 of its own content (``content_sha256``, :func:`softmax_bottleneck.corpora.integrity.seal`:
+every tensor's bytes and every counter), checked before anything in it is used: a state with one flipped bit is
+refused in one line (delete it to restart), never resumed. A state of format 2 (written before states carried
+that checksum) is refused the same way: finish the run with the version that started it, or restart it.
 
 The kept final set ``.resume/final/``: a finished run's ``model.pt``, ``curve.csv`` and ``metrics.json``
 are written there first (one folder rename commits all three), then given their declared names as hard
@@ -29,9 +33,11 @@ import torch
 
 from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
+from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
 from softmax_bottleneck.training.checkpoint import CheckpointError, error_line, file_sha256, read_checkpoint
 
-RESUME_FORMAT = 2  # 2: weights-only loadable (RNG states as tensors/lists), best weights inside
+#: 2: weights-only loadable (RNG states as tensors/lists), best weights inside; 3: with the checksum of its content
+RESUME_FORMAT = 3
 RESUME_KEYS = {"format", "fingerprint", "progress", "model", "optimizer", "hidden", "rng", "best"}
 
 
@@ -51,6 +57,24 @@ class Progress:
     interval_loss: float = 0.0  # summed batch losses of the open logging interval
     interval_means: list = field(default_factory=list)  # means of the intervals logged this epoch
     epoch_seconds: float = 0.0  # time spent so far in the current epoch (across attempts)
+
+
+#: the types of each :class:`Progress` field, checked when a state is resumed
+_PROGRESS_TYPES = {
+    "epoch": int, "position": int, "batch": int, "phase": str, "best_val_loss": (int, float), "best_epoch": int,
+    "switch_epoch": (int, type(None)), "val_history": list, "curve": list, "interval_loss": (int, float),
+    "interval_means": list, "epoch_seconds": (int, float),
+}  # fmt: skip
+
+
+def check_progress(progress: Progress) -> None:
+    """``TypeError`` naming the first field of ``progress`` whose value has the wrong type (e.g. ``epoch = 'x'``)."""
+    for name, types in _PROGRESS_TYPES.items():
+        value = getattr(progress, name)
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise TypeError(f"progress.{name} = {value!r} has the wrong type")
+    if progress.phase not in ("sgd", "asgd"):
+        raise TypeError(f"progress.phase = {progress.phase!r} is neither sgd nor asgd")
 
 
 def seed_everything(seed: int) -> None:
@@ -98,16 +122,18 @@ def save_resume(path: Path, *, fingerprint: str, progress: Progress, model, opti
     """Write the whole training state atomically to ``path`` (``best``: the best weights so far, or None)."""
     hidden = [[(h.cpu(), c.cpu()) for h, c in chunk] for chunk in hidden]
     atomic_torch_save(
-        {
-            "format": RESUME_FORMAT,
-            "fingerprint": fingerprint,
-            "progress": asdict(progress),
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "hidden": hidden,
-            "rng": rng_state(),
-            "best": best,
-        },
+        seal(
+            {
+                "format": RESUME_FORMAT,
+                "fingerprint": fingerprint,
+                "progress": asdict(progress),
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "hidden": hidden,
+                "rng": rng_state(),
+                "best": best,
+            }
+        ),
         path,
     )
 
@@ -132,10 +158,15 @@ def load_resume(path: Path) -> dict:
     if not isinstance(blob, dict) or not RESUME_KEYS <= set(blob):
         raise ResumeError(f"{path}: not a resume state of this package; {_restart_hint(path)}")
     if blob["format"] != RESUME_FORMAT:
+        why = " (written before resume states carried their own checksum)" if blob["format"] == 2 else ""
         raise ResumeError(
-            f"{path}: resume state format {blob['format']!r}, this version reads {RESUME_FORMAT}; finish the run "
-            f"with the version that started it, or {_restart_hint(path)}"
+            f"{path}: resume state format {blob['format']!r}{why}, this version reads {RESUME_FORMAT}; finish the "
+            f"run with the version that started it, or {_restart_hint(path)}"
         )
+    problem = check_seal(blob)
+    if problem is not None:
+        raise ResumeError(f"{path}: damaged resume state: {problem}; {_restart_hint(path)}")
+    blob.pop(CONTENT_KEY)
     return blob
 
 

@@ -28,6 +28,7 @@ import csv
 import io
 import logging
 import math
+import os
 import shutil
 import signal
 import time
@@ -37,7 +38,7 @@ import numpy as np
 import torch
 
 from softmax_bottleneck import argtypes, presets
-from softmax_bottleneck.atomic import atomic_write_json, atomic_write_text, fsync_dir
+from softmax_bottleneck.atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir, os_error_reason
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import error_line, file_sha256, save_model
@@ -52,6 +53,7 @@ from softmax_bottleneck.training.state import (
     FinalSetError,
     Progress,
     ResumeError,
+    check_progress,
     commit_final,
     load_resume,
     publish_final,
@@ -90,6 +92,41 @@ class RunFinished(ValueError):
 
 class Diverged(FloatingPointError):
     """The training loss became non-finite (or left the sane range); the message names epoch and batch."""
+
+
+class TooLarge(ValueError):
+    """A model whose weights alone would not fit the device's memory; refused before anything is allocated."""
+
+
+def _memory_bytes(device: torch.device) -> int | None:
+    """The device's memory: the GPU's for CUDA, else the machine's physical memory (None where unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device.index or 0).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024:
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} EiB"
+
+
+def check_model_fits(hp: dict, vocab_size: int, device: torch.device) -> None:
+    """:class:`TooLarge`, naming the sizes, when the float32 weights alone exceed the device's memory (before torch
+    tries, and fails with "Storage size calculation overflowed" or an out-of-memory kill)."""
+    count = presets.parameter_count(hp, vocab_size)
+    memory = _memory_bytes(device)
+    if memory is not None and 4 * count > memory:
+        sizes = ", ".join(f"{k}={hp[k]}" for k in ("nemb", "nhid", "nhidlast", "n_experts") if hp.get(k) is not None)
+        raise TooLarge(
+            f"the model ({sizes}, {vocab_size:,} words) has {count:.3g} parameters, {_bytes(4.0 * count)} of weights "
+            f"alone, more than the {_bytes(memory)} of memory of {device}; lower the sizes"
+        )
 
 
 class _StopFlag:
@@ -136,6 +173,7 @@ class Trainer:
         self.device = torch.device(device)
         self.fingerprint = run_fingerprint(dataset, variant, self.hp, corpus)
 
+        check_model_fits(self.hp, corpus.vocab_size, self.device)
         configure_precision(self.hp.get("tf32", False))
         seed_everything(self.hp["seed"])
         self.model = AWDLSTM(corpus.vocab_size, self.hp).to(self.device)
@@ -158,8 +196,13 @@ class Trainer:
     def _save_state(self) -> None:
         p = self.progress
         p.interval_loss = self._read_sums(p.epoch + 1, p.batch - p.batch % self.hp["log_interval"])
-        save_resume(self.state_path, fingerprint=self.fingerprint, progress=self.progress, model=self.model,
-                    optimizer=self.optimizer, hidden=self.hidden, best=self.best_weights)  # fmt: skip
+        try:
+            save_resume(self.state_path, fingerprint=self.fingerprint, progress=self.progress, model=self.model,
+                        optimizer=self.optimizer, hidden=self.hidden, best=self.best_weights)  # fmt: skip
+        except WriteError as err:
+            kept = "the previous resume state is kept" if self.state_path.is_file() else "no resume state yet"
+            raise WriteError(self.state_path, f"{err.reason}; {kept}: make room, then rerun the same command to resume",
+                             err.errno) from None  # fmt: skip
         self._last_save = time.monotonic()
 
     def _checkpoint_due(self) -> bool:
@@ -177,6 +220,7 @@ class Trainer:
             )
         try:
             self.progress = Progress(**state["progress"])
+            check_progress(self.progress)
             self.model.load_state_dict(state["model"])
             self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
             self.optimizer.load_state_dict(state["optimizer"])
@@ -384,13 +428,17 @@ class Trainer:
         metrics["run_fingerprint"] = self.fingerprint
         staging = self.resume_dir / f"{FINAL_DIR}.partial"  # left by a finish killed before its commit: not a run
         shutil.rmtree(staging, ignore_errors=True)
-        metrics["model_sha256"] = save_model(self.model, staging / "model.pt", dataset=self.dataset,
-                                             variant=self.variant, hyperparameters=hp,
-                                             vocab=total.dictionary.idx2word)  # fmt: skip
-        atomic_write_text(curve_csv(p.curve), staging / "curve.csv")
-        metrics["curve_sha256"] = file_sha256(staging / "curve.csv")
-        atomic_write_json(metrics, staging / "metrics.json")
-        commit_final(staging, self.final_dir)
+        try:
+            metrics["model_sha256"] = save_model(self.model, staging / "model.pt", dataset=self.dataset,
+                                                 variant=self.variant, hyperparameters=hp,
+                                                 vocab=total.dictionary.idx2word)  # fmt: skip
+            atomic_write_text(curve_csv(p.curve), staging / "curve.csv")
+            metrics["curve_sha256"] = file_sha256(staging / "curve.csv")
+            atomic_write_json(metrics, staging / "metrics.json")
+            commit_final(staging, self.final_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)  # nothing partial is left; the resume state is kept
+            raise
         self.state_path.unlink(missing_ok=True)
         for stale in self.resume_dir.glob(".state.pt.*.tmp"):  # of a killed save
             stale.unlink(missing_ok=True)
@@ -480,4 +528,6 @@ def run_cli(args) -> int:
         return PREEMPTED_EXIT
     except (ValueError, FileNotFoundError, RunFolderBusy, Diverged) as err:  # incl. RunFinished, FinalSetError
         raise SystemExit(f"train: {err}") from None
+    except OSError as err:  # a full disk, a read-only folder, a file where a folder is expected, ...
+        raise SystemExit(f"train: {os_error_reason(err)}") from None
     return 0
