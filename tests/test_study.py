@@ -126,3 +126,26 @@ def test_hyperparameters_decide_the_run_folder_not_their_spelling():
         folders[label] = set(Study(study_config.check(config)).jobs)
     assert folders["int"] == folders["float"]
     assert not folders["int"] & folders["other"]
+
+
+def test_the_readme_shows_the_plan_that_plan_prints():
+    """The README's plan block is the output of `python -m softmax_bottleneck plan` for config/config.yaml."""
+    import subprocess
+    import sys
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ python -m softmax_bottleneck plan\n", 1)[1].split("```", 1)[0]
+    out = subprocess.run([sys.executable, "-m", "softmax_bottleneck", "plan"], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert block == out
+
+
+def test_plan_table_counts_a_shared_run_once():
+    from softmax_bottleneck.study.plan import plan_table
+
+    study = study_of("config.yaml")
+    table = plan_table(study).set_index("experiment")
+    assert table.loc["E2 NT vs ET", "jobs"] == 24 and table.loc["E2 NT vs ET", "new jobs"] == 14
+    assert table.loc["total", "new jobs"] == len(study.jobs) == 283
+    some = set(list(study.jobs)[:3])
+    assert plan_table(study, some).set_index("experiment").loc["total", "trained"] == 3

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -223,21 +222,16 @@ def test_train_rule_sets_no_retries():
     assert "retries" not in (yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text()))
 
 
-def helper_functions(stage: str) -> dict:
-    """The input functions of workflow/rules/helpers/<stage>.smk (pure Python), to call them directly."""
-    path = ROOT / "workflow" / "rules" / "helpers" / f"{stage}.smk"
-    namespace: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)
-    return namespace
-
-
 def test_train_memory_stops_growing_after_attempt_2():
     """The SLURM profile gives a long training up to 31 attempts (time limits, pre-emption): its memory
     doubles once (an out-of-memory retry) and then stays, instead of growing 31-fold."""
-    mem = helper_functions("train")["train_mem_mb"]
+    from softmax_bottleneck.study.plan import train_memory_mb
+
     for dataset, first in (("ptb", 8000), ("wt2", 16000)):  # README: 8 GB PTB, 16 GB WT2
-        got = [mem(SimpleNamespace(dataset=dataset), attempt) for attempt in (1, 2, 3, 31)]
+        got = [train_memory_mb(dataset, attempt) for attempt in (1, 2, 3, 31)]
         assert got == [first, 2 * first, 2 * first, 2 * first], (dataset, got)
+    text = (ROOT / "workflow" / "rules" / "train.smk").read_text()
+    assert "mem_mb=lambda wildcards, attempt: train_memory_mb(wildcards.dataset, attempt)" in text
 
 
 def test_every_rule_says_what_it_does(tmp_path):
@@ -537,3 +531,18 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
     train.write_text(text.replace('"python -m softmax_bottleneck train ', '"python  -m softmax_bottleneck train ', 1))
     edited = run_in(repo, f"snakemake -n {SMALL}")
     assert edited.returncode == 0 and "Nothing to be done" in edited.stdout + edited.stderr, edited.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_paper_scale_training_on_a_cpu_is_refused_before_any_job(tmp_path):
+    """No CUDA device: `snakemake table3` (22 paper-scale runs) stops in one line before fetching anything."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    result = snakemake(tmp_path, "table3", "--cores", "1", "--config", f"data_mirror={MIRROR}")
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if "paper-scale training runs" in line]
+    assert len(lines) == 1 and "22 paper-scale training runs (464 projected V100 GPU-hours)" in lines[0]
+    assert "--config allow_cpu_training=true" in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "resources").exists() and not (tmp_path / "results").exists()

@@ -16,6 +16,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
+    "plan": ("softmax_bottleneck.study.plan", "print a configuration's training plan: jobs and projected GPU-hours"),
     "check-layer": (
         "softmax_bottleneck.training.conformance",
         "run the conformance checks on a registered output layer (yours too)",

@@ -10,9 +10,14 @@
 # from that copy. To retrain a run on purpose, delete its whole folder.
 
 
-import math
-
-from softmax_bottleneck.study.plan import gpu_hours, plan_rows
+from softmax_bottleneck.study.plan import (
+    gpu_hours,
+    plan_markdown,
+    plan_rows,
+    plan_table,
+    train_memory_mb,
+    train_runtime_minutes,
+)
 
 
 def train_sets(wildcards):
@@ -22,21 +27,40 @@ def train_sets(wildcards):
     )
 
 
-def train_runtime(wildcards, attempt):
-    """Minutes for one attempt: 1.5 × the paper's V100 time (at least 10), growing with the attempt; a
-    killed or timed-out job resumes from its checkpoint (<run>/.resume) on retry."""
-    return max(10, math.ceil(90 * gpu_hours(STUDY.job(wildcards)) * attempt))
+def refuse_paper_scale_on_cpu():
+    """Before any job: paper-scale training (over 2 projected V100 GPU-hours a run) that would run on
+    this machine's CPU stops the workflow in one line, unless allow_cpu_training is set (a cluster
+    executor runs its jobs elsewhere and is not checked)."""
+    if config.get("allow_cpu_training") or not workflow.local_exec or cuda_available():
+        return
+    runs = [
+        STUDY.job(job.wildcards)
+        for job in workflow.dag.needrun_jobs()
+        if job.rule.name == "train"
+    ]
+    hours = [gpu_hours(run) for run in runs if gpu_hours(run) > 2]
+    if hours:
+        sys.exit(
+            f"{CONFIG_SOURCE}: {len(hours)} paper-scale training runs ({sum(hours):,.0f} projected V100 "
+            "GPU-hours) would run on this machine's CPU, which has no CUDA device (months of CPU time). "
+            "Run them where a GPU is (or --profile profiles/slurm), or allow it deliberately with "
+            "--config allow_cpu_training=true; a pipeline check on CPU: --configfile config/small.yaml"
+        )
 
 
-def train_mem_mb(wildcards, attempt):
-    """8 GB (PTB) or 16 GB (WT2), doubled for attempt 2 and kept there (a time-limit or pre-emption
-    retry is not an out-of-memory one: the SLURM profile allows 30 attempts per run)."""
-    return (8000 if wildcards.dataset == "ptb" else 16000) * min(attempt, 2)
+def cuda_available():
+    import torch
+
+    return torch.cuda.is_available()
 
 
-def finished_runs(wildcards):
+onstart:
+    refuse_paper_scale_on_cpu()
+
+
+def finished_runs():
     """Run folders of the plan whose model is already trained."""
-    return [path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")]
+    return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}
 
 
 localrules:
@@ -61,8 +85,10 @@ rule train:
     threads: 1
     resources:
         gpu=1,
-        mem_mb=train_mem_mb,
-        runtime=train_runtime,
+        mem_mb=lambda wildcards, attempt: train_memory_mb(wildcards.dataset, attempt),
+        runtime=lambda wildcards, attempt: train_runtime_minutes(
+            STUDY.job(wildcards), attempt
+        ),
     params:
         data=corpus_data_dir,
         sets=train_sets,
@@ -98,6 +124,7 @@ rule plan:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        done=finished_runs,
+        jobs=len(TRAIN_JOBS),
+        table=lambda wildcards: plan_markdown(plan_table(STUDY, finished_runs())),
     script:
         "../scripts/plan_summary.py"

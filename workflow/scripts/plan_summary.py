@@ -1,34 +1,14 @@
-"""Print the training plan's summary to the terminal (and its log): jobs, projected GPU-hours, progress."""
-
-import pandas as pd
+"""Print the training plan's table to the terminal (and its log): per experiment its jobs, the jobs it adds,
+their projected V100 GPU-hours and how many are trained (the table `python -m softmax_bottleneck plan` prints)."""
 
 snakemake = globals()["snakemake"]  # injected by Snakemake's script: directive
 
-plan = pd.read_csv(snakemake.input[0], keep_default_na=False)
-done = set(snakemake.params.done)
-plan["done"] = plan["run"].isin(done)
-members = plan.assign(experiment=plan["experiments"].str.split()).explode("experiment")
-lines = [
-    f"Training plan ({snakemake.input[0]}): {len(plan)} training jobs, "
-    f"{plan['gpu_hours'].sum():,.0f} projected V100 GPU-hours (the paper's seconds per epoch × epochs); "
-    f"{int(plan['done'].sum())} already trained.",
-    "  experiment       jobs  trained  GPU-hours   (a run that several experiments use counts in each)",
-]
-for experiment, group in members.groupby("experiment", sort=False):
-    lines.append(
-        f"  {experiment:<15} {len(group):>5}  {int(group['done'].sum()):>7}  {group['gpu_hours'].sum():>9,.0f}"
-    )
-proxies = plan[(plan["time_of"] != plan["variant"]) & (plan["time_of"] != "")]
-for variant, group in proxies.groupby("variant"):
-    lines.append(f"  {variant}: no time in the paper; projected with {group['time_of'].iloc[0]}'s")
-unknown = plan[plan["time_of"] == ""]
-if len(unknown):
-    names = sorted(set(unknown["variant"]))
-    lines.append(f"  {len(unknown)} jobs have no paper time and no proxy (counted as 0 h): {names}")
-lines.append(
+text = (
+    f"Training plan ({snakemake.input[0]}): {snakemake.params.jobs} training jobs (a run that several experiments "
+    "use is trained once); projected with the paper's V100 seconds per epoch × epochs.\n\n"
+    f"{snakemake.params.table}\n"
     "Live logs while the workflow runs: tail -f logs/train/<dataset>/<variant>/<schedule>/seed<seed>/<run>.log"
 )
-text = "\n".join(lines)
 print(text, flush=True)
 with open(snakemake.log[0], "w") as log:
     log.write(text + "\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 from importlib import resources
 
 import pandas as pd
@@ -92,3 +93,97 @@ def plan_rows(study: Study) -> list[dict]:
 
 def plan_frame(study: Study) -> pd.DataFrame:
     return pd.DataFrame(plan_rows(study), columns=PLAN_COLUMNS)
+
+
+#: an experiment's name in the plan: the paper's experiment number and what it compares
+EXPERIMENT_LABELS = {
+    "main": "E1 main comparison",
+    "frozen": "E7 LMS-PLIF†",
+    "ntet": "E2 NT vs ET",
+    "gss_grid": "E4 GSS grid",
+    "mos_k": "E8 MoS K sweep",
+    "mos_dropoutl": "E9 MoS dropoutl sweep",
+    "fair": "E10 MoS† vs Softmax‡",
+    "analysis": "analyses' reference models",
+}
+
+
+def plan_table(study: Study, trained: set[str] | frozenset = frozenset()) -> pd.DataFrame:
+    """Per experiment: its jobs, the jobs it adds (a run several experiments use counts in the first),
+    their projected V100 GPU-hours, how many of those are trained (``trained``: run folders); then the total."""
+    rows, seen = [], set()
+    members = study.members()
+    for name in [*study.experiments, "analysis"]:
+        jobs = [path for path in study.jobs if name in members[path]]
+        new = [path for path in jobs if path not in seen]
+        seen.update(new)
+        if not jobs:
+            continue
+        hours = sum(gpu_hours(study.jobs[path]) for path in new)
+        done = sum(path in trained for path in new)
+        rows.append({"experiment": EXPERIMENT_LABELS.get(name, name), "jobs": len(jobs), "new jobs": len(new),
+                     "V100 GPU-hours (new jobs)": hours, "trained": done})  # fmt: skip
+    table = pd.DataFrame(rows)
+    total = {"experiment": "total", "jobs": "", "new jobs": int(table["new jobs"].sum()),
+             "V100 GPU-hours (new jobs)": float(table["V100 GPU-hours (new jobs)"].sum()),
+             "trained": int(table["trained"].sum())}  # fmt: skip
+    return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+
+
+def plan_markdown(table: pd.DataFrame) -> str:
+    """The plan table as Markdown, GPU-hours to the hour with thousands separators."""
+    shown = table.copy()
+    shown["V100 GPU-hours (new jobs)"] = shown["V100 GPU-hours (new jobs)"].map(lambda h: f"{h:,.0f}")
+    return shown.to_markdown(index=False, colalign=("left", "right", "right", "right", "right"))
+
+
+def add_cli(parser) -> None:
+    parser.description = (
+        "Print the training plan of a workflow configuration: per experiment its jobs, the jobs it adds (a run "
+        "that several experiments use is trained once), their projected V100 GPU-hours (the paper's seconds per "
+        "epoch × epochs) and how many are trained already."
+    )
+    parser.add_argument("--config", default="config/config.yaml", help="workflow config (default: config/config.yaml)")
+    parser.add_argument("--csv", default=None, metavar="FILE", help="also write every job (one row per run folder)")
+
+
+def run_cli(args) -> int:
+    import logging
+    import os
+
+    from softmax_bottleneck.atomic import atomic_write_text
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.runs import StudyError
+
+    try:
+        study = Study(study_config.check(study_config.read(args.config)))
+        trained = {path for path in study.jobs if os.path.exists(f"{path}/model.pt")}
+        table = plan_table(study, trained)
+    except study_config.ConfigError as err:
+        logging.error("plan: %s: %s", err.source or args.config, err)
+        return 1
+    except StudyError as err:
+        logging.error("plan: %s: %s", args.config, err)
+        return 1
+    if args.csv:
+        atomic_write_text(plan_frame(study).to_csv(index=False), args.csv)
+    print(f"Training plan of {args.config}: {len(study.jobs)} training jobs (a run that several experiments use "
+          "is trained once); projected with the paper's V100 seconds per epoch × epochs.\n")  # fmt: skip
+    print(plan_markdown(table))
+    return 0
+
+
+#: attempts after which a training job's memory stops growing (a time-limit or pre-emption retry is not an
+#: out-of-memory one: the SLURM profile allows 30 attempts per run)
+MEMORY_ATTEMPTS = 2
+
+
+def train_memory_mb(dataset: str, attempt: int) -> int:
+    """Host memory of one training attempt: 8 GB (PTB) or 16 GB (WT2), doubled for attempt 2 and kept there."""
+    return (8000 if dataset == "ptb" else 16000) * min(attempt, MEMORY_ATTEMPTS)
+
+
+def train_runtime_minutes(run: Run, attempt: int) -> int:
+    """Minutes for one training attempt: 1.5 × the paper's V100 time (at least 10), growing with the attempt;
+    a killed or timed-out job resumes from its checkpoint (``<run>/.resume``) on retry."""
+    return max(10, math.ceil(90 * gpu_hours(run) * attempt))
