@@ -219,3 +219,25 @@ def test_a_read_only_output_folder_is_one_line(tmp_path):
     finally:
         folder.chmod(0o755)
     assert str(exc.value).startswith(f"summarize: {folder / 'main.csv'}: cannot write") and not list(folder.iterdir())
+
+
+def test_a_plugin_layers_swept_hyperparameter_becomes_a_summary_column(tmp_path, monkeypatch):
+    """Columns come from the registry: a plug-in's own hyper-parameter reaches the summary (after dropoutl), and
+    two runs that differ only in it are two rows, not duplicates."""
+    from softmax_bottleneck.models.output_layers import Hyperparameter, OutputLayer, register_output_layer
+    from softmax_bottleneck.models.output_layers import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+    cls = type("Temp", (OutputLayer,), {"forward": lambda self, c, w: self.logits(c, w).log_softmax(-1)})
+    hp = {"temp_tau": Hyperparameter(1.0, float, "temperature", exclusive_minimum=0)}
+    register_output_layer("temp_softmax", display="Temp", family="softmax", hyperparameters=hp)(cls)
+    records = [
+        _fake_run(tmp_path, f"r{tau}", variant="temp_softmax", gss_c=None, gss_k=None, temp_tau=tau)
+        for tau in (2.0, 0.5)
+    ]
+    frame = collect_runs(records)
+    columns = list(frame.columns)
+    assert columns[columns.index("dropoutl") + 1] == "temp_tau"
+    assert list(frame["temp_tau"]) == [0.5, 2.0]
+    # without plug-in values the columns stay the paper's
+    assert list(collect_runs([_fake_run(tmp_path, "gss")]).columns) == RUN_COLUMNS

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from softmax_bottleneck.atomic import atomic_write_csv
+from softmax_bottleneck.models.output_layers import output_layers
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ TOP5_COLUMNS: list[str] = [
 ]
 #: run-summary columns taken from ``metrics.json`` / its ``hyperparameters`` / ``rank.json``
 _METRIC_KEYS = ["parameters", "train_ppl", "valid_ppl", "test_ppl", "seconds_per_epoch", "epochs_run", "switch_epoch"]
+#: the output-layer hyper-parameters the paper sweeps (E4, E8, E9): always columns of a run summary
 _HP_KEYS = ["gss_c", "gss_k", "n_experts", "dropoutl"]
 _EPSILONS = ["1e-3", "1e-4", "1e-5"]
 _RUN_SORT = ["experiment", "dataset", "variant", "schedule", "gss_c", "gss_k", "n_experts", "dropoutl", "seed_kind"]
@@ -214,19 +216,38 @@ def run_row(record: dict) -> dict:
     return row
 
 
+def plugin_hyperparameters() -> list[str]:
+    """The hyper-parameters of installed plug-in layers (the output-layer registry), sorted."""
+    return sorted({key for spec in output_layers().values() if not spec.builtin for key in spec.hyperparameters})
+
+
+def _plugin_values(record: dict, keys: list[str]) -> dict:
+    """A run's values of plug-in hyper-parameters (``keys``) from its ``metrics.json``; absent keys are left out."""
+    if not keys:
+        return {}
+    hp = _read_json(record["metrics"], record).get("hyperparameters") or {}
+    return {k: _number(hp[k], record["metrics"], f"hyperparameters.{k}", record) for k in keys if k in hp}
+
+
 def collect_runs(records: list[dict]) -> pd.DataFrame:
-    """Run summary (columns :data:`RUN_COLUMNS`), one row per record, deterministically sorted."""
-    rows = [run_row(r) for r in records]
-    frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    """Run summary, one row per record, deterministically sorted: columns :data:`RUN_COLUMNS`, and after
+    ``dropoutl`` a column for each plug-in layer's hyper-parameter that a run has (swept or overridden values of
+    your own layer reach the tables and figures)."""
+    extra = plugin_hyperparameters()
+    rows = [{**run_row(r), **_plugin_values(r, extra)} for r in records]
+    extra = [k for k in extra if any(k in row for row in rows)]
+    at = RUN_COLUMNS.index("dropoutl") + 1
+    columns = [*RUN_COLUMNS[:at], *extra, *RUN_COLUMNS[at:]]
+    frame = pd.DataFrame(rows, columns=columns)
     if frame.empty:
         return frame
-    dup = frame.duplicated(["experiment", "dataset", "variant", "schedule", *_HP_KEYS, "seed"], keep=False)
+    dup = frame.duplicated(["experiment", "dataset", "variant", "schedule", *_HP_KEYS, *extra, "seed"], keep=False)
     if dup.any():
         raise RecordError(f"duplicate runs in the records: {frame.loc[dup, RUN_COLUMNS[:6]].to_dict('records')}")
     for col in ("seed", "parameters", "epochs_run"):
         if frame[col].notna().all():
             frame[col] = frame[col].astype("int64")
-    frame = frame.sort_values([*_RUN_SORT, "seed"], kind="mergesort", na_position="last")
+    frame = frame.sort_values([*_RUN_SORT, *extra, "seed"], kind="mergesort", na_position="last")
     return frame.reset_index(drop=True)
 
 
