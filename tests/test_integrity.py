@@ -434,3 +434,21 @@ def test_analyze_of_a_wt2_model_with_ptb_data_names_the_mix_up_not_the_cache(tmp
         assert lines[0].startswith(f"analyze: error: {model}: a wt2 model, but ") and "holds the ptb corpus" in lines[0]
         assert "delete" not in lines[0] and "restore" not in lines[0]
     assert ptb_cache.read_bytes() == before and not (tmp_path / "rank.json").exists()
+
+
+# --------------------------------------------------------------------------- one run identity
+def test_a_folder_named_for_another_run_is_refused_before_training(tmp_path, ptb_cache):
+    """A run folder's name carries the first 8 digits of the run's identity hash (the fingerprint the trainer
+    records): training other hyper-parameters into it is refused in one line, nothing written."""
+    from softmax_bottleneck.corpora.corpus import load_corpus
+    from softmax_bottleneck.training.state import run_fingerprint
+
+    hp = presets.resolve("ptb", "softmax", "et", presets.parse_overrides(TINY_SETS))
+    fingerprint = run_fingerprint(hp, load_corpus(None, ptb_cache))
+    wrong = tmp_path / f"default-{'0' * 8 if fingerprint[:8] != '0' * 8 else '1' * 8}"
+    line = _one_line(_train_cli(wrong, ptb_cache))
+    assert f"its name claims run identity {wrong.name[-8:]}" in line and fingerprint[:8] in line
+    assert not wrong.exists() or not any(p.name != ".lock" for p in wrong.iterdir())
+    right = tmp_path / f"default-{fingerprint[:8]}"
+    assert _train_cli(right, ptb_cache).returncode == 0
+    assert _strict_json(right / "metrics.json")["run_fingerprint"] == fingerprint

@@ -149,3 +149,19 @@ def test_plan_table_counts_a_shared_run_once():
     assert table.loc["total", "new jobs"] == len(study.jobs) == 283
     some = set(list(study.jobs)[:3])
     assert plan_table(study, some).set_index("experiment").loc["total", "trained"] == 3
+
+
+def test_the_folder_hash_is_the_trainers_fingerprint_of_the_same_run(shared_data):
+    """One run identity: the trainer's fingerprint (its resolved hyper-parameters with --set and --seed, and the
+    corpus it reads) starts with the hash in the run's folder name, for every run of the small configuration."""
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.corpora.corpus import load_corpus
+    from softmax_bottleneck.training.state import run_fingerprint
+
+    corpora = {name: load_corpus(shared_data / folder, None) for name, folder in (("ptb", "ptb"),
+                                                                                   ("wt2", "wikitext-2"))}  # fmt: skip
+    study = study_of("small.yaml")
+    for run in study.jobs.values():
+        sets = presets.parse_overrides(run.set_arguments)
+        hp = presets.resolve(run.dataset, run.variant, run.schedule, {**sets, "seed": run.seed})
+        assert run_fingerprint(hp, corpora[run.dataset]).startswith(run.runid.rsplit("-", 1)[1]), run.dir

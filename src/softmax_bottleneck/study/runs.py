@@ -4,24 +4,23 @@ An experiment of the configuration is datasets × variants × schedules × sweep
 keeps only the values that differ from the effective preset (the package preset plus the config's
 ``model_overrides``), so the GSS grid point equal to the preset (c, k) or MoS with K = 15 *is* the E1/E2 run and is
 trained once. A run's folder is ``results/runs/{dataset}/{variant}/{schedule}/seed{seed}/{tag}-{hash}``: the tag
-names the swept values (``default``, ``c-1.0_k2.25``, ``K10``), the hash is the first 8 hex digits of the SHA-256
-of the run's identity (:func:`run_identity`: every resolved hyper-parameter, the seed and the SHA-256 of the
-corpus files), so every configuration that asks for the same model shares its folder, and a model that differs in
-anything has its own.
+names the swept values (``default``, ``c-1.0_k2.25``, ``K10``), the hash is the first 8 hex digits of the run's
+identity hash (:mod:`softmax_bottleneck.training.identity`: every resolved hyper-parameter, the seed and the
+SHA-256 of the corpus files; the trainer records the whole hash as the run's fingerprint). Every configuration that
+asks for the same model shares its folder; a model that differs in anything has its own.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
-import json
 import math
 from dataclasses import dataclass
 from functools import cached_property
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
+from softmax_bottleneck.training.identity import FOLDER_HASH_LENGTH, identity_hash, run_identity
 
 SPLITS = ("train", "valid", "test")
 #: the run experiments of the configuration (paper §4-5, SM), each summarised in <results>/summary/<name>.csv
@@ -29,7 +28,7 @@ RUN_EXPERIMENTS = ("main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl"
 #: a run folder (shared by every configuration that asks for the same run)
 RUN_DIR = "results/runs/{dataset}/{variant}/{schedule}/seed{seed}/{runid}"
 #: hex digits of the run hash in the folder name
-HASH_LENGTH = 8
+HASH_LENGTH = FOLDER_HASH_LENGTH
 #: short names of swept hyper-parameters in a run's tag (c-1.0_k2.25, K10)
 SHORT_NAMES = {"gss_c": "c", "gss_k": "k", "n_experts": "K"}
 #: the order of swept keys in a tag; other keys follow alphabetically
@@ -100,7 +99,8 @@ class Run:
 
     @cached_property
     def identity(self) -> dict:
-        return run_identity(self.hyperparameters, self.seed, corpus_sha256(self.dataset))
+        """The run's identity (:mod:`softmax_bottleneck.training.identity`), as the trainer computes it."""
+        return run_identity({**self.hyperparameters, "seed": self.seed}, corpus_sha256(self.dataset))
 
     @property
     def runid(self) -> str:
@@ -124,17 +124,6 @@ class Run:
     def set_arguments(self) -> list[str]:
         """The run's ``train --set KEY=VALUE`` arguments."""
         return [f"{key}={format_value(value)}" for key, value in self.sets]
-
-
-def run_identity(hyperparameters: dict, seed: int, data_sha256: dict[str, str]) -> dict:
-    """Everything that determines a trained model: its resolved hyper-parameters, its seed, its data."""
-    return {"hyperparameters": {**hyperparameters, "seed": seed}, "data": dict(data_sha256)}
-
-
-def identity_hash(identity: dict) -> str:
-    """SHA-256 (hex) of the canonical JSON of a run identity."""
-    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class Study:

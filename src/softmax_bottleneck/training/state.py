@@ -35,6 +35,7 @@ from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
 from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
 from softmax_bottleneck.training.checkpoint import CheckpointError, error_line, file_sha256, read_checkpoint
+from softmax_bottleneck.training.identity import identity_hash, run_identity
 
 #: 2: weights-only loadable (RNG states as tensors/lists), best weights inside; 3: with the checksum of its content
 RESUME_FORMAT = 3
@@ -111,8 +112,15 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def run_fingerprint(dataset: str, variant: str, hp: dict, corpus: Corpus) -> str:
-    """Identity of a run; a resume state of another run (changed config or data) is never resumed."""
+def run_fingerprint(hp: dict, corpus: Corpus) -> str:
+    """The run's identity hash (:mod:`.identity`: its resolved hyper-parameters with the seed, its data files'
+    SHA-256), whose first 8 digits name its folder; a resume state or kept run of another identity is never used."""
+    return identity_hash(run_identity(hp, corpus.sources))
+
+
+def legacy_fingerprint(dataset: str, variant: str, hp: dict, corpus: Corpus) -> str:
+    """The fingerprint that versions before the unified run identity recorded (their kept finished runs stay
+    restorable)."""
     blob = json.dumps({"dataset": dataset, "variant": variant, "hp": hp}, sort_keys=True)
     blob += corpus.dictionary.sha256() + str(tuple(len(s) for s in (corpus.train, corpus.valid, corpus.test)))
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -201,7 +209,9 @@ def commit_final(staging: Path, final: Path) -> None:
     fsync_dir(final.parent)
 
 
-def verify_final(final: Path, *, fingerprint: str, dataset: str, variant: str, hp: dict, vocab_sha256: str) -> dict:
+def verify_final(
+    final: Path, *, fingerprint: str | tuple[str, ...], dataset: str, variant: str, hp: dict, vocab_sha256: str
+) -> dict:
     """The metrics of the kept final set after checking that it is whole and this run's, else :class:`FinalSetError`.
 
     Checks: the three files exist; ``metrics.json`` is JSON whose ``run_fingerprint`` is this run's;
@@ -218,7 +228,8 @@ def verify_final(final: Path, *, fingerprint: str, dataset: str, variant: str, h
         raise _refuse(metrics_path, f"not a readable metrics file ({error_line(err)})", final) from None
     if not isinstance(metrics, dict):
         raise _refuse(metrics_path, "not a metrics file of this package", final)
-    if metrics.get("run_fingerprint") != fingerprint:
+    accepted = (fingerprint,) if isinstance(fingerprint, str) else tuple(fingerprint)
+    if metrics.get("run_fingerprint") not in accepted:
         what = "/".join(str(metrics.get(k)) for k in ("dataset", "variant", "schedule", "seed"))
         raise _refuse(metrics_path, f"the kept finished run ({what}) is of another configuration or corpus", final)
     sha = metrics.get("model_sha256")

@@ -44,6 +44,7 @@ from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import error_line, file_sha256, save_model
 from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
+from softmax_bottleneck.training.identity import folder_hash
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.lock import LOCK_NAME, RunFolderBusy, run_lock
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
@@ -55,6 +56,7 @@ from softmax_bottleneck.training.state import (
     ResumeError,
     check_progress,
     commit_final,
+    legacy_fingerprint,
     load_resume,
     publish_final,
     run_fingerprint,
@@ -171,7 +173,15 @@ class Trainer:
         self.state_path = self.resume_dir / "state.pt"
         self.final_dir = self.resume_dir / FINAL_DIR
         self.device = torch.device(device)
-        self.fingerprint = run_fingerprint(dataset, variant, self.hp, corpus)
+        self.fingerprint = run_fingerprint(self.hp, corpus)
+        self.legacy_fingerprint = legacy_fingerprint(dataset, variant, self.hp, corpus)
+        claimed = folder_hash(self.out_dir.name)
+        if claimed and claimed != self.fingerprint[: len(claimed)]:
+            raise ResumeError(
+                f"{self.out_dir}: its name claims run identity {claimed}, but these hyper-parameters, seed and data "
+                f"are run {self.fingerprint[: len(claimed)]}; train into the folder the workflow names for them, or a "
+                "folder whose name does not end in -<8 hex digits>"
+            )
 
         check_model_fits(self.hp, corpus.vocab_size, self.device)
         configure_precision(self.hp.get("tf32", False))
@@ -212,7 +222,7 @@ class Trainer:
         if not self.state_path.is_file():
             return False
         state = load_resume(self.state_path)
-        if state["fingerprint"] != self.fingerprint:
+        if state["fingerprint"] not in (self.fingerprint, self.legacy_fingerprint):
             raise ResumeError(
                 f"{self.state_path}: the resume state of another configuration or corpus (fingerprint "
                 f"{str(state['fingerprint'])[:12]}, this run {self.fingerprint[:12]}), never resumed nor deleted; use "
@@ -347,7 +357,8 @@ class Trainer:
         if not kept:
             return None
         vocab = self.corpus.dictionary.sha256()
-        metrics = verify_final(self.final_dir, fingerprint=self.fingerprint, dataset=self.dataset,
+        accepted = (self.fingerprint, self.legacy_fingerprint)
+        metrics = verify_final(self.final_dir, fingerprint=accepted, dataset=self.dataset,
                                variant=self.variant, hp=self.hp, vocab_sha256=vocab)  # fmt: skip
         made = publish_final(self.final_dir, self.out_dir)
         self.state_path.unlink(missing_ok=True)  # left by a finish killed before it removed it

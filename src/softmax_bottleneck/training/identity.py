@@ -1,0 +1,35 @@
+"""A run's identity: everything that determines a trained model, and its hash.
+
+``{"hyperparameters": <every resolved hyper-parameter, the seed included>, "data": {split: SHA-256 of the text
+file}}``, hashed as the SHA-256 of its canonical JSON (sorted keys, no spaces). The workflow names a run folder
+``{tag}-{first 8 hex digits}`` (:mod:`softmax_bottleneck.study.runs`); the trainer records the whole hash as the
+run's fingerprint in ``metrics.json`` and in its resume state, and never resumes or restores a run of another
+identity. One recipe for both, so a folder's name and what was trained in it cannot disagree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+#: hex digits of the identity hash in a run folder's name
+FOLDER_HASH_LENGTH = 8
+_FOLDER = re.compile(rf"^[A-Za-z0-9_.+-]+-([0-9a-f]{{{FOLDER_HASH_LENGTH}}})$")
+
+
+def run_identity(hyperparameters: dict, data_sha256: dict[str, str]) -> dict:
+    """The identity of a run from its resolved hyper-parameters (seed included) and its data files' SHA-256."""
+    return {"hyperparameters": dict(hyperparameters), "data": dict(data_sha256)}
+
+
+def identity_hash(identity: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of a run identity."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def folder_hash(name: str) -> str | None:
+    """The identity hash a run folder's name claims (``default-c4191f44`` → ``c4191f44``), else None."""
+    match = _FOLDER.match(name)
+    return match.group(1) if match else None
