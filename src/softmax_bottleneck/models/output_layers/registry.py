@@ -391,25 +391,20 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _distribution_of(spec: OutputLayerSpec) -> tuple[str | None, str | None]:
-    if spec.builtin:
-        top = "softmax_bottleneck"
-        entry = None
-    else:
-        top = spec.cls.__module__.split(".")[0]
-        entry = _ORIGINS.get(spec.name)
-    dist = getattr(entry, "dist", None) if entry is not None else None
-    if dist is not None:
-        return dist.metadata["Name"], dist.version
-    names = importlib.metadata.packages_distributions().get(top) or []
-    for dist_name in names:
-        try:
-            return dist_name, importlib.metadata.version(dist_name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+    """``(distribution, version)`` of the code that defines ``spec``'s class (None, None where unknown)."""
     if spec.builtin:
         from softmax_bottleneck import __version__
 
         return "softmax-bottleneck", __version__
+    entry = _ORIGINS.get(spec.name)
+    dist = getattr(entry, "dist", None) if entry is not None else None
+    if dist is not None:
+        return dist.metadata["Name"], dist.version
+    for dist_name in importlib.metadata.packages_distributions().get(spec.cls.__module__.split(".")[0]) or []:
+        try:
+            return dist_name, importlib.metadata.version(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
     return None, None
 
 
