@@ -5,7 +5,7 @@ A layer registers itself with :func:`register_output_layer` (a class decorator):
     @register_output_layer(
         "taylor", display="Taylor", family="softmax",
         hyperparameters={"taylor_order": Hyperparameter(2, int, "order of the Taylor expansion")},
-        color="#bcbd22", cost_proxy="softmax",
+        color="#17a589", cost_proxy="softmax",
     )
     class TaylorSoftmax(OutputLayer): ...
 
