@@ -19,6 +19,7 @@ import jsonschema
 import yaml
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.study.runs import same_value
 
 SCHEMA = "data/config.schema.yaml"
 
@@ -114,12 +115,6 @@ def model_overrides(config: dict, variant: str) -> dict:
     return merged
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, int | float) or not isinstance(b, int | float):
-        return a == b
-    return abs(float(a) - float(b)) <= 1e-12
-
-
 def check_sweep_ownership(config: dict, name: str) -> None:
     """Every variant of experiment ``name`` owns every key its sweep sets, at every swept value.
 
@@ -152,7 +147,7 @@ def check_sweep_ownership(config: dict, name: str) -> None:
                             got = presets.resolve(dataset, variant, schedule, {**sets, key: value})[key]
                         except ValueError as err:
                             raise ConfigError(f"{where}/{key}: {variant} ({schedule}) at {value!r}: {err}") from None
-                        if not _same(got, value):
+                        if not same_value(got, value):
                             raise ConfigError(
                                 f"{where}/{key}: variant {variant!r} does not own {key} under schedule {schedule}: "
                                 f"{key}={value!r} resolves to {got!r}, so the sweep would not change the model"
