@@ -367,7 +367,8 @@ def write_stamp(name: str, path: str | Path, results: list[CheckResult]) -> dict
 def conformance_stamp_ok(path: str | Path, name: str) -> tuple[bool, str]:
     """Whether the stamp at ``path`` vouches for the output layer ``name`` registered now, and why not.
 
-    ``(True, "")`` when the stamp exists, is ``name``'s, passed every check and names the same distribution,
+    ``(True, "")`` when the stamp exists, is ``name``'s, records every check of :data:`CHECKS` as passed (or
+    skipped) and names the same distribution,
     version and module SHA-256 as :func:`layer_source` gives now; otherwise ``(False, one-line reason)`` saying to
     run ``check-layer NAME --stamp FILE`` again. Cheap: no check is run, no torch module is built.
     """
@@ -383,7 +384,9 @@ def conformance_stamp_ok(path: str | Path, name: str) -> tuple[bool, str]:
     except ValueError as err:
         return False, f"{name}: {err}"
     checks = stamp.get("checks") if isinstance(stamp, dict) else None
-    if not isinstance(checks, dict) or not checks or any(status not in ("pass", "skip") for status in checks.values()):
+    if not isinstance(checks, dict) or not set(CHECKS) <= set(checks):
+        return False, f"{name}: the stamp {path} does not record every conformance check; {redo}"
+    if any(status not in ("pass", "skip") for status in checks.values()):
         return False, f"{name}: the stamp {path} does not record passed checks; {redo}"
     changed = [field for field in STAMP_FIELDS if stamp.get(field) != now[field]]
     if changed:
