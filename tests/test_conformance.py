@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from torch import nn
 
 from softmax_bottleneck.models.output_layers import OutputLayer, output_layers, register_output_layer
 from softmax_bottleneck.models.output_layers import registry as registry_module
-from softmax_bottleneck.training.conformance import CHECKS, check_layer
+from softmax_bottleneck.training.conformance import CHECKS, CheckResult, check_layer
 
 
 @pytest.fixture
@@ -200,3 +201,100 @@ def test_cli_names_layer_and_check_of_each_failure(tmp_path):
 def test_every_registered_layer_conforms_on_cuda(name):
     failed = [f"{r.check}: {r.detail}" for r in check_layer(name, "cuda") if r.status == "fail"]
     assert not failed, failed
+
+
+# ------------------------------------------------------------------ a layer that starts as the softmax
+class _LearnedScale(OutputLayer):
+    """``log_softmax(a · l)`` with ``a`` initialised to 1: the softmax at initialisation, not once ``a`` moves."""
+
+    def __init__(self, vocab_size, nemb, nhidlast, **hp):
+        super().__init__(vocab_size, nemb, nhidlast, **hp)
+        self.scale = nn.Parameter(torch.ones(1))
+
+    @classmethod
+    def extra_parameter_count(cls, vocab_size, nemb, nhidlast, **hp):
+        return vocab_size + 1
+
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight) * self.scale, dim=-1)
+
+
+class _IdleParameter(_LearnedScale):
+    """Owns a parameter that never reaches the output: the Softmax baseline whatever it learns."""
+
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight), dim=-1) + 0 * self.scale
+
+
+def test_a_layer_that_starts_as_the_softmax_passes_not_softmax(scratch_registry):
+    """Before, an identity-initialised layer failed with the advice to declare itself softmax_equivalent."""
+    results = _register("learned_scale", _LearnedScale)
+    assert results["not-softmax"].status == "pass", results["not-softmax"].detail
+    assert "equals log_softmax(W h + b) at initialisation, differs by up to" in results["not-softmax"].detail
+
+
+def test_a_layer_that_stays_the_softmax_fails_not_softmax_with_the_right_advice(scratch_registry):
+    detail = _failures(_register("idle_parameter", _IdleParameter), "not-softmax", {"gradients"})
+    assert "even after its own parameters move" in detail and "softmax_equivalent=True" in detail
+
+
+# ------------------------------------------------------------------ the conformance stamp
+def test_a_stamp_is_written_only_when_every_check_passes_and_vouches_for_that_source(tmp_path):
+    from softmax_bottleneck.models.output_layers.registry import layer_source
+    from softmax_bottleneck.training.conformance import conformance_stamp_ok, write_stamp
+
+    stamp = tmp_path / "ss.json"
+    ok, why = conformance_stamp_ok(stamp, "ss")
+    assert not ok and why == f"ss: no conformance stamp at {stamp}; run: python -m softmax_bottleneck check-layer ss " \
+        f"--stamp {stamp}"  # fmt: skip
+    partial = write_stamp("ss", stamp, check_layer("ss", checks=["build", "parameters"]))
+    assert partial["checks"] == {"build": "pass", "parameters": "pass"}
+    assert conformance_stamp_ok(stamp, "ss")[1].startswith(f"ss: the stamp {stamp} does not record every conformance")
+    written = write_stamp("ss", stamp, [CheckResult("ss", check, "pass") for check in CHECKS])
+    source = layer_source("ss")
+    assert {key: written[key] for key in ("name", "distribution", "version", "source_sha256")} == {
+        key: source[key] for key in ("name", "distribution", "version", "source_sha256")
+    }
+    assert json.loads(stamp.read_text()) == written and conformance_stamp_ok(stamp, "ss") == (True, "")
+    assert not conformance_stamp_ok(stamp, "gss")[0]  # another layer's stamp
+    changed = dict(written, source_sha256="0" * 64)  # the plug-in's code changed since it was checked
+    stamp.write_text(json.dumps(changed))
+    ok, why = conformance_stamp_ok(stamp, "ss")
+    assert not ok and why.startswith("ss: the layer changed since it was checked (source_sha256 '0000")
+    failing = [CheckResult("ss", "build", "pass"), CheckResult("ss", "normalise", "fail", "rows do not sum to 1")]
+    with pytest.raises(ValueError, match="no stamp written"):
+        write_stamp("ss", tmp_path / "never.json", failing)
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_check_layer_stamp_cli(tmp_path, capsys):
+    import argparse
+
+    from softmax_bottleneck.training.conformance import add_check_layer_cli, run_check_layer_cli
+
+    parser = argparse.ArgumentParser()
+    add_check_layer_cli(parser)
+    stamp = tmp_path / "stamps" / "softmax.json"
+    assert run_check_layer_cli(parser.parse_args(["softmax", "--stamp", str(stamp)])) == 0
+    assert json.loads(stamp.read_text())["name"] == "softmax" and f"stamp written: {stamp}" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--stamp takes exactly one NAME"):
+        run_check_layer_cli(parser.parse_args(["softmax", "ss", "--stamp", str(stamp)]))
+
+
+def test_check_layer_list_shows_a_broken_plugin_with_its_reason(monkeypatch, capsys):
+    """A broken plug-in no longer stops --list (nor any command that does not name it)."""
+    import argparse
+
+    from softmax_bottleneck.training.conformance import add_check_layer_cli, run_check_layer_cli
+
+    reason = "entry point 'broken' = 'broken_mod:Layer' (softmax_bottleneck.output_layers) failed to import: boom"
+    registry_module.broken_plugins()  # load the real plug-ins first
+    monkeypatch.setattr(registry_module, "_BROKEN", {"broken": reason})
+    parser = argparse.ArgumentParser()
+    add_check_layer_cli(parser)
+    assert run_check_layer_cli(parser.parse_args(["--list"])) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].split()[:2] == ["broken", "BROKEN"] and lines[-1].endswith(reason)
+    assert any(line.startswith("softmax ") for line in lines)
+    with pytest.raises(SystemExit, match=rf"^check-layer: {re.escape(reason)}$"):
+        run_check_layer_cli(parser.parse_args(["broken"]))

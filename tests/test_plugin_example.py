@@ -6,6 +6,8 @@ so the test environment itself is untouched; nothing under ``src/`` knows about 
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import itertools
 import json
 import os
@@ -56,14 +58,35 @@ def test_example_is_its_own_package():
     assert (EXAMPLE / "pyproject.toml").is_file()
     assert not list(EXAMPLE.rglob("softmax_bottleneck"))  # it adds no module to the package
     # without the example installed, the package does not know the layer
-    done = run("describe", "--dataset", "ptb", "--variant", "taylor")
-    assert done.returncode != 0 and "unknown variant 'taylor'" in done.stderr
+    installed = importlib.metadata.entry_points(group="softmax_bottleneck.output_layers").select(name="taylor")
+    if not installed:  # (the suite may run with the example installed: then it is known, which is right)
+        done = run("describe", "--dataset", "ptb", "--variant", "taylor")
+        assert done.returncode != 0 and "unknown variant 'taylor'" in done.stderr
 
 
-def test_installed_example_registers_and_conforms(plugin_path):
-    done = run("check-layer", "taylor", pythonpath=plugin_path)
+def test_installed_example_registers_and_conforms(plugin_path, tmp_path):
+    stamp = tmp_path / "stamps" / "taylor.json"
+    done = run("check-layer", "taylor", "--stamp", str(stamp), pythonpath=plugin_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FAIL" not in done.stdout and "PASS  reload" in done.stdout
+    # the stamp names the distribution, its version and the SHA-256 of the installed module file
+    module = plugin_path / "taylor_softmax" / "__init__.py"
+    written = json.loads(stamp.read_text())
+    assert (written["name"], written["distribution"], written["version"]) == ("taylor", "taylor-softmax-layer", "0.1.0")
+    assert written["source_sha256"] == hashlib.sha256(module.read_bytes()).hexdigest()
+    code = ("import json, sys, torch; from softmax_bottleneck.training import conformance, environment as e; "
+            "env = e.environment(torch.device('cpu'), output_layer='taylor'); "
+            "print(json.dumps([conformance.conformance_stamp_ok(sys.argv[1], 'taylor'), env['software'], "
+            "e.older_layer_source({'environment': env})]))")  # fmt: skip
+    path = os.pathsep.join(filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")]))
+    checked = subprocess.run([sys.executable, "-c", code, str(stamp)], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    stamp_ok, software, older = json.loads(checked.stdout)
+    assert stamp_ok == [True, ""] and older is None
+    layer = software["output_layer"]
+    assert (layer["distribution"], layer["version"]) == ("taylor-softmax-layer", "0.1.0")
+    assert layer["source_sha256"] == written["source_sha256"]
     info = json.loads(run("describe", "--dataset", "ptb", "--variant", "taylor", pythonpath=plugin_path).stdout)
     assert info["parameters"] == 24_221_600  # the Softmax model's #Param: Taylor adds no parameter but the bias
     assert info["hyperparameters"]["output_layer"] == "taylor" and info["hyperparameters"]["seed"] == 141
@@ -146,17 +169,34 @@ def _fake_plugin(root: Path, entry: str, modules: dict[str, str]) -> Path:
 @pytest.mark.parametrize(
     "command",
     [
-        ["describe", "--dataset", "ptb", "--variant", "softmax"],
+        ["describe", "--dataset", "ptb", "--variant", "{name}"],
+        ["check-layer", "{name}"],
         ["check-layer", "--all"],
-        ["train", "--dataset", "ptb", "--variant", "softmax", "--out", "never-created"],
+        ["train", "--dataset", "ptb", "--variant", "{name}", "--out", "never-created"],
     ],
-    ids=["describe", "check-layer", "train"],
+    ids=["describe", "check-layer", "check-layer-all", "train"],
 )
 def test_a_broken_plugin_fails_in_one_line_naming_the_entry_point(tmp_path, entry, modules, message, command):
-    done = run(*command, pythonpath=_fake_plugin(tmp_path / "site", entry, modules))
+    name = entry.split("=")[0].strip()
+    site = _fake_plugin(tmp_path / "site", entry, modules)
+    done = run(*(part.format(name=name) for part in command), pythonpath=site)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith(message), done.stderr
+
+
+def test_a_broken_plugin_leaves_what_never_names_it_working(tmp_path):
+    """Before, a broken plug-in stopped every command, even check-layer --list and describe of the paper's layers."""
+    site = _fake_plugin(
+        tmp_path / "site", "broken = broken_mod:Layer", {"broken_mod": "import not_installed_anywhere\n"}
+    )
+    done = run("describe", "--dataset", "ptb", "--variant", "softmax", pythonpath=site)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["parameters"] == 24_221_600
+    done = run("check-layer", "--list", pythonpath=site)
+    assert done.returncode == 0, done.stderr
+    broken = [line for line in done.stdout.splitlines() if line.startswith("broken ")]
+    assert len(broken) == 1 and "BROKEN" in broken[0] and "No module named 'not_installed_anywhere'" in broken[0]
 
 
 # --------------------------------------------------------------------------------- config only (#14.3) ---

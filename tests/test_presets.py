@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from softmax_bottleneck import presets
 
@@ -81,13 +82,51 @@ def test_bad_inputs_name_the_problem():
 # ------------------------------------------------------------------------------- typed overrides (#8.4) ---
 def test_set_values_are_parsed_by_their_declared_type():
     parsed = presets.parse_overrides(
-        ["lr=1e-3", "clip=1", "gss_c=-1", "epochs=3", "n_experts=null", "train_tokens=null", "dropout=.5", "bptt=3.0"]
+        ["lr=1e-3", "clip=1", "gss_c=-1", "epochs=3", "n_experts=4", "train_tokens=null", "dropout=.5", "bptt=3.0"]
     )
-    assert parsed == {"lr": 0.001, "clip": 1.0, "gss_c": -1.0, "epochs": 3, "n_experts": None,
+    assert parsed == {"lr": 0.001, "clip": 1.0, "gss_c": -1.0, "epochs": 3, "n_experts": 4,
                       "train_tokens": None, "dropout": 0.5, "bptt": 3}  # fmt: skip
     assert [type(parsed[k]) for k in ("lr", "clip", "gss_c", "epochs", "bptt")] == [float, float, float, int, int]
     hp = presets.resolve("ptb", "mos", overrides=parsed)
-    assert hp["lr"] == 0.001 and hp["n_experts"] == 15  # null: the layer's registered default
+    assert hp["lr"] == 0.001 and hp["n_experts"] == 4 and hp["train_tokens"] is None  # null: the whole split
+
+
+@pytest.mark.parametrize("item", ["gss_c=null", "gss_c=", "gss_k=none", "n_experts=~"])
+def test_a_layer_key_cannot_be_set_to_null(item):
+    """Null used to mean "the registration default", silently beating a preset (GSS's c = −1.5 on PTB became 0.0)."""
+    key = item.partition("=")[0]
+    with pytest.raises(ValueError, match=rf"^{key} cannot be null \(got {item!r}\).*omit {key} to keep the preset"):
+        presets.parse_overrides([item])
+    with pytest.raises(ValueError, match=rf"^{key} cannot be null.*omit {key} to keep the preset's value"):
+        presets.resolve("ptb", "gss" if key.startswith("gss") else "mos", overrides={key: None})
+    assert presets.resolve("ptb", "gss")["gss_c"] == -1.5  # omitting the key keeps the preset
+
+
+def test_describe_names_a_wrong_extra_parameter_count_in_one_line(monkeypatch, capsys):
+    """A plug-in whose extra_parameter_count is wrong: one line naming the layer, not a traceback."""
+    import argparse
+
+    from softmax_bottleneck.models.output_layers import OutputLayer, register_output_layer
+    from softmax_bottleneck.models.output_layers import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+
+    @register_output_layer("miscounted", display="Miscounted", family="softmax")
+    class Miscounted(OutputLayer):
+        def __init__(self, vocab_size, nemb, nhidlast):
+            super().__init__(vocab_size, nemb, nhidlast)
+            self.scale = torch.nn.Parameter(torch.ones(1))  # not counted below
+
+        def forward(self, context, weight):
+            return (self.logits(context, weight) * self.scale).log_softmax(-1)
+
+    args = argparse.Namespace(dataset="ptb", variant="miscounted", schedule="et", overrides=[])
+    with pytest.raises(SystemExit) as info:
+        presets.run_cli(args)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("describe: output layer 'miscounted': the built model has ")
+    assert "24221601 parameters but the #Param formula gives 24221600" in message
+    assert "Miscounted.extra_parameter_count" in message
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import sys
+import textwrap
+
 import pytest
 
 from softmax_bottleneck import presets
@@ -133,7 +138,9 @@ def test_a_registered_layer_is_in_every_derived_list(scratch_registry):
     class Late(OutputLayer):
         projects_context = True
 
-    assert presets.variants() == (*before, "late_layer")  # after every paper variant
+    after = presets.variants()
+    assert tuple(v for v in after if v != "late_layer") == before  # plug-ins sort by name: another may follow
+    assert after.index("late_layer") > max(after.index(v) for v in before if presets.variant_info(v).paper)
     assert {"late_scale", "late_order"} <= presets.known_keys()
     assert "late_scale" in presets.float_keys() and "late_order" not in presets.float_keys()
     assert presets.hyperparameter_schema()["late_scale"] == {
@@ -161,9 +168,107 @@ def test_a_registered_layer_is_in_every_derived_list(scratch_registry):
 
 
 def test_a_layer_key_may_not_shadow_a_base_hyper_parameter(scratch_registry):
-    @register_output_layer("shadow", display="Shadow", family="softmax", hyperparameters={"lr": Hyperparameter(1.0)})
-    class Shadow(OutputLayer):
-        pass
+    """Refused at registration (not later, under check-layer's reload check, failing the built-ins' checks too)."""
+    with pytest.raises(RegistryError, match=r"output layer 'shadow'.*lr belong to the base network.*shadow_lr"):
 
-    with pytest.raises(RegistryError, match="output layer 'shadow'.*lr belong to the base network"):
+        @register_output_layer(
+            "shadow", display="Shadow", family="softmax", hyperparameters={"lr": Hyperparameter(1.0)}
+        )
+        class Shadow(OutputLayer):
+            pass
+
+    assert "shadow" not in output_layers()
+    assert presets.resolve("ptb", "gss")["lr"] == 20.0  # the built-ins are untouched
+
+
+@pytest.mark.parametrize(
+    ("name", "holder"),
+    [
+        ("mos_fair", r"presets.yaml's variant 'mos_fair' \(MoS†, output layer 'mos'\)"),
+        ("softmax_fair", r"presets.yaml's variant 'softmax_fair' \(Softmax†, output layer 'softmax'\)"),
+        ("softmax_fair_large", r"presets.yaml's variant 'softmax_fair_large' \(Softmax‡, output layer 'softmax'\)"),
+        ("softmax", r"the built-in layer 'softmax' \(softmax_bottleneck.models.output_layers.softmax.Softmax\)"),
+        ("mos", r"the built-in layer 'mos' \(softmax_bottleneck.models.output_layers.mixtures.MixtureOfSoftmaxes\)"),
+    ],
+)
+def test_a_plugin_cannot_take_the_name_of_a_variant_or_layer(scratch_registry, name, holder):
+    """A plug-in named like an existing variant is refused in one line naming who holds the name (before, a plug-in
+    named mos_fair silently took over E10's MoS†)."""
+    with pytest.raises(RegistryError, match=rf"output layer {name!r} .*already .* by {holder}; choose another name"):
+        register_output_layer(name, display="Mine", family="mixture")(type("Mine", (OutputLayer,), {}))
+    assert presets.variant_info("mos_fair").output_layer == "mos" and presets.display_name("mos_fair") == "MoS†"
+    assert output_layers()["softmax"].builtin
+
+
+def test_the_variant_table_refuses_a_layer_named_like_a_presets_variant(scratch_registry):
+    """Even a registration that bypassed the decorator cannot take a presets.yaml variant's place."""
+    spec = registry_module.OutputLayerSpec(name="mos_fair", cls=type("Sneaky", (OutputLayer,), {}), display="S",
+                                           family="mixture")  # fmt: skip
+    registry_module._REGISTRY["mos_fair"] = spec
+    with pytest.raises(RegistryError, match=r"'mos_fair' .*already taken by presets.yaml's variant 'mos_fair' \(MoS†"):
         presets.variants()
+
+
+# ------------------------------------------------------------------------ plug-ins loaded from entry points
+@pytest.fixture
+def plugins(monkeypatch, tmp_path, scratch_registry, request):
+    """``plugins({"entry = module:attr": code_of_module})``: load those entry points as the installed plug-ins."""
+    monkeypatch.setattr(registry_module, "_BROKEN", {})
+    monkeypatch.setattr(registry_module, "_ORIGINS", {})
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def install(entries: dict[str, str]):
+        points = []
+        for line, code in entries.items():
+            name, _, value = (part.strip() for part in line.partition("="))
+            module = value.split(":")[0]
+            (tmp_path / f"{module}.py").write_text(textwrap.dedent(code))
+            sys.modules.pop(module, None)
+            request.addfinalizer(lambda module=module: sys.modules.pop(module, None))
+            points.append(importlib.metadata.EntryPoint(name, value, registry_module.ENTRY_POINT_GROUP))
+        monkeypatch.setattr(registry_module, "_entry_points", lambda: sorted(points, key=lambda e: e.name))
+        monkeypatch.setattr(registry_module, "_PLUGINS_LOADED", False)
+        return tmp_path
+
+    return install
+
+
+GOOD = """
+    from softmax_bottleneck.models.output_layers import SoftmaxOfScores, register_output_layer
+
+    @register_output_layer("{name}", display="{name}", family="softmax")
+    class Layer(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return 2 * self.logits(context, weight)
+"""
+
+
+def test_a_broken_plugin_stops_only_what_names_it(plugins):
+    plugins({"broken = broken_mod:Layer": "import not_installed_anywhere\n",
+             "fine = fine_mod:Layer": GOOD.format(name="fine")})  # fmt: skip
+    reason = ("entry point 'broken' = 'broken_mod:Layer' (softmax_bottleneck.output_layers) failed to import: "
+              "ModuleNotFoundError: No module named 'not_installed_anywhere'")  # fmt: skip
+    assert registry_module.broken_plugins() == {"broken": reason}
+    assert "fine" in presets.variants() and "broken" not in presets.variants()
+    assert presets.resolve("ptb", "softmax")["output_layer"] == "softmax"  # what never names it keeps working
+    for call in (lambda: output_layer("broken"), lambda: presets.variant_info("broken")):
+        with pytest.raises(RegistryError) as info:
+            call()
+        assert str(info.value) == reason
+
+
+def test_a_plugin_named_like_an_e10_variant_is_broken_and_e10_keeps_its_name(plugins):
+    plugins({"mos_fair = clash_mod:Layer": GOOD.format(name="mos_fair")})
+    broken = registry_module.broken_plugins()
+    assert "already taken by presets.yaml's variant 'mos_fair'" in broken["mos_fair"]
+    assert presets.variant_info("mos_fair").output_layer == "mos"
+
+
+def test_layer_source_names_module_file_and_its_sha256(plugins):
+    root = plugins({"fine = fine_mod:Layer": GOOD.format(name="fine")})
+    source = registry_module.layer_source("fine")
+    assert source["name"] == "fine" and source["builtin"] is False and source["class"] == "fine_mod.Layer"
+    assert source["source_sha256"] == hashlib.sha256((root / "fine_mod.py").read_bytes()).hexdigest()
+    builtin = registry_module.layer_source("gss")
+    assert builtin["distribution"] == "softmax-bottleneck" and builtin["version"]
+    assert builtin["module_file"].endswith("gss.py") and len(builtin["source_sha256"]) == 64

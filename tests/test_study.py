@@ -7,11 +7,13 @@ trained model, and a new one would train it again.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from softmax_bottleneck import presets
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.plan import plan_frame
 from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, Study, StudyError
@@ -165,3 +167,110 @@ def test_the_folder_hash_is_the_trainers_fingerprint_of_the_same_run(shared_data
         sets = presets.parse_overrides(run.set_arguments)
         hp = presets.resolve(run.dataset, run.variant, run.schedule, {**sets, "seed": run.seed})
         assert run_fingerprint(hp, corpora[run.dataset]).startswith(run.runid.rsplit("-", 1)[1]), run.dir
+# ------------------------------------------------------------------ one model, one job, one honest name
+@pytest.fixture
+def plugin_layer(monkeypatch):
+    """A plug-in softmax-family layer ``plug`` with one key of its own, ``plug_scale`` (dropped afterwards)."""
+    from softmax_bottleneck.models.output_layers import Hyperparameter, SoftmaxOfScores, register_output_layer
+    from softmax_bottleneck.models.output_layers import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+
+    @register_output_layer("plug", display="Plug", family="softmax",
+                           hyperparameters={"plug_scale": Hyperparameter(1.0, float, exclusive_minimum=0)})  # fmt: skip
+    class Plug(SoftmaxOfScores):
+        def __init__(self, vocab_size, nemb, nhidlast, plug_scale=1.0):
+            super().__init__(vocab_size, nemb, nhidlast)
+            self.plug_scale = plug_scale
+
+        def scores(self, context, weight):
+            return self.logits(context, weight) * self.plug_scale
+
+    return "plug"
+
+
+def _small(change) -> dict:
+    config = study_config.read(REPO / "config" / "small.yaml")
+    change(config)
+    return config
+
+
+def _gss_grid_with(variant):
+    def change(config):
+        grid = config["experiments"]["gss_grid"]
+        grid["variants"] = ["gss", variant]
+        grid["sweep"] = {"ptb": {"gss_c": [-1.0, 0.0], "gss_k": [2.0, 3.0]}}
+        grid["datasets"] = ["ptb"]
+
+    return change
+
+
+def _mos_k_with_plugin_key(config):
+    config["experiments"]["mos_k"]["sweep"]["ptb"]["plug_scale"] = [1.0, 2.0]
+
+
+def _ntet_sweeping_switch_epoch(config):
+    config["experiments"]["ntet"]["sweep"] = {"ptb": {"switch_epoch": [3, 5]}}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_gss_grid_with("plug"), r"^experiments/gss_grid/sweep/ptb/gss_c: variant 'plug' does not own gss_c"),
+        (_gss_grid_with("softmax"), r"^experiments/gss_grid/sweep/ptb/gss_c: variant 'softmax' does not own gss_c"),
+        (_mos_k_with_plugin_key, r"^experiments/mos_k/sweep/ptb/plug_scale: variant 'mos' does not own plug_scale"),
+        (_ntet_sweeping_switch_epoch,
+         r"^experiments/ntet/sweep/ptb/switch_epoch: variant '\w+' does not own switch_epoch under schedule nt: "
+         r"switch_epoch=3 resolves to -1"),
+    ],
+    ids=["gss-grid-plugin", "gss-grid-softmax", "mos-k-plugin-key", "nt-switch-epoch"],
+)  # fmt: skip
+def test_a_swept_key_the_variant_does_not_own_is_refused_at_load(plugin_layer, change, message):
+    """Before, each of these planned the same model several times under names that lie (c-1.0_k2.0 for a layer
+    without c), or trained each MoS model twice."""
+    config = _small(change)
+    with pytest.raises(study_config.ConfigError, match=message) as info:
+        study_config.check(config)
+    assert "\n" not in str(info.value)
+
+
+def _distinct(study: Study) -> None:
+    """One job per distinct resolved run, and no two run folders with the same identity hash."""
+    from softmax_bottleneck.study.runs import identity_hash
+
+    hashes = [identity_hash(run.identity) for run in study.jobs.values()]
+    assert len(hashes) == len(set(hashes))
+    runs = [*itertools.chain(*study.experiments.values()), *study.analysis_models()]
+    assert len({identity_hash(run.identity) for run in runs}) == len(study.jobs)
+
+
+@pytest.mark.parametrize("name", ["config", "small"])
+def test_the_shipped_plans_train_each_model_once(name):
+    _distinct(study_of(f"{name}.yaml"))
+
+
+@pytest.mark.parametrize("change", [_gss_grid_with("plug"), _mos_k_with_plugin_key], ids=["gss-grid", "mos-k"])
+def test_an_unchecked_config_still_plans_each_model_once(plugin_layer, change):
+    """Even past the config check (a Study of an unchecked config), a key the variant does not own names no run."""
+    study = Study(_small(change))
+    _distinct(study)
+    for run in itertools.chain(*study.experiments.values()):
+        assert all(key in run.hyperparameters for key, _ in run.overrides), run.overrides  # no name that lies
+    plug = [run for run in study.experiments["gss_grid"] if run.variant == "plug"]
+    assert {run.tag for run in plug} <= {"default"}
+
+
+def test_two_folders_of_one_model_are_refused():
+    """softmax_fair made equal to Softmax‡ by overrides: one model under two names is refused, not trained twice."""
+    config = _small(lambda c: None)
+    study = Study(config)
+    large = presets.resolve("ptb", "softmax_fair_large", "et", study.model_overrides("softmax_fair_large"))
+    fair = presets.resolve("ptb", "softmax_fair", "et", study.model_overrides("softmax_fair"))
+    same = {key: value for key, value in large.items() if fair[key] != value}
+    config["model_overrides"].setdefault("variants", {})["softmax_fair"] = same
+    config["experiments"]["fair"]["variants"] = ["softmax_fair", "softmax_fair_large"]
+    config["experiments"]["fair"]["datasets"] = ["ptb"]
+    with pytest.raises(
+        StudyError, match=r"^results/runs/ptb/\w+/et/seed\d+/default-\w+ is the same model as results/runs/ptb/"
+    ):
+        _ = Study(study_config.check(config)).jobs

@@ -34,6 +34,7 @@ from softmax_bottleneck.corpora.datasets import DATASETS as CORPORA
 from softmax_bottleneck.models.output_layers.registry import (
     Hyperparameter,
     RegistryError,
+    broken_plugins,
     output_layer,
     output_layers,
 )
@@ -85,11 +86,18 @@ def _variant_table_for(_key: tuple) -> dict[str, VariantInfo]:
     layers = output_layers()
     base = base_hyperparameters()
     for spec in layers.values():
+        where = f"output layer {spec.name!r} ({spec.cls.__module__}.{spec.cls.__qualname__})"
         clash = sorted(set(spec.hyperparameters) & (set(base) | {"output_layer", "schedule"}))
         if clash:
             raise RegistryError(
-                f"output layer {spec.name!r} ({spec.cls.__module__}.{spec.cls.__qualname__}): hyper-parameter "
-                f"name(s) {', '.join(clash)} belong to the base network; rename them (e.g. {spec.name}_{clash[0]})"
+                f"{where}: hyper-parameter name(s) {', '.join(clash)} belong to the base network; rename them "
+                f"(e.g. {spec.name}_{clash[0]})"
+            )
+        block = blocks.get(spec.name) or {}
+        if not spec.builtin and "output_layer" in block:
+            raise RegistryError(
+                f"{where}: the name is already taken by presets.yaml's variant {spec.name!r} "
+                f"({block.get('display', spec.name)}, output layer {block['output_layer']!r}); choose another name"
             )
     for spec in layers.values():
         if not spec.builtin:
@@ -136,8 +144,12 @@ def variants() -> tuple[str, ...]:
 
 
 def variant_info(variant: str) -> VariantInfo:
+    """The variant ``variant``; RegistryError with its reason for a broken plug-in, ValueError for an unknown name."""
     table = _variant_table()
     if variant not in table:
+        broken = broken_plugins()
+        if variant in broken:
+            raise RegistryError(broken[variant])
         raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(table)}")
     return table[variant]
 
@@ -242,9 +254,11 @@ def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | 
         raise ValueError(f"variant {variant!r} is defined for {', '.join(info.datasets)} only")
     layer = output_layer(info.output_layer)
     overrides = dict(overrides or {})
-    for key in overrides:
+    for key, value in overrides.items():
         if key not in known_keys():
             raise _unknown_key(key)
+        if value is None and key in layer.hyperparameters and not layer.hyperparameters[key].nullable:
+            raise ValueError(_null_text(key, f"{key}=null"))
     hp = defaults()
     hp.update(_presets()["families"][info.family][dataset])
     hp.update(_variant_block(variant, dataset))
@@ -273,11 +287,19 @@ def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | 
     return hp
 
 
+def _null_text(key: str, item) -> str:
+    if key in layer_keys():
+        return (f"{key} cannot be null (got {item!r}): null would not mean the preset's value; omit {key} to keep "
+                "the preset's value, or give a value")  # fmt: skip
+    return f"{key} cannot be null, got {item!r}"
+
+
 def parse_overrides(items: list[str] | None) -> dict:
     """Parse ``["gss_c=-1", "lr=1e-3"]`` into typed values, checked against the declared types and ranges.
 
     ValueError naming the item for a malformed item, an unknown key, a value of the wrong type or out of range,
-    or null for a key that has no null (an output layer's key may be null: its registered default).
+    or null for a key that has no null. An output layer's key cannot be null either: "the registration default"
+    would silently replace a preset's value (GSS's c = −1.5 on PTB); omit the key to keep the preset's value.
     """
     declared = hyperparameters()
     out: dict = {}
@@ -289,8 +311,8 @@ def parse_overrides(items: list[str] | None) -> dict:
         if key not in declared:
             raise _unknown_key(key)
         value = declared[key].parse(text, key)
-        if value is None and not (declared[key].nullable or key in layer_keys()):
-            raise ValueError(f"{key} cannot be null, got {item!r}")
+        if value is None and not declared[key].nullable:
+            raise ValueError(_null_text(key, item))
         out[key] = value
     return out
 
@@ -327,7 +349,12 @@ def describe(dataset: str, variant: str, schedule: str = "et", overrides: dict |
     built, trainable = built_parameter_counts(hp, vocab)
     formula = parameter_count(hp, vocab)
     if built != formula:
-        raise AssertionError(f"built model has {built} parameters, the #Param formula {formula}")
+        spec = output_layer(hp["output_layer"])
+        raise ValueError(
+            f"output layer {spec.name!r}: the built model has {built} parameters but the #Param formula gives "
+            f"{formula}: {spec.cls.__qualname__}.extra_parameter_count must count every parameter the layer owns "
+            f"(check-layer {spec.name} names the difference)"
+        )
     return {
         "dataset": dataset,
         "variant": variant,
@@ -361,5 +388,7 @@ def run_cli(args) -> int:
         info = describe(args.dataset, args.variant, args.schedule, parse_overrides(args.overrides))
     except ValueError as err:
         raise SystemExit(f"describe: {err}") from None
+    except Exception as err:  # a crash in an output layer's own code (building it, counting its parameters)
+        raise SystemExit(f"describe: {args.variant}: {type(err).__name__}: {err}") from None
     print(json.dumps(info, indent=2, sort_keys=True))
     return 0

@@ -4,7 +4,9 @@
 configuration against the workflow's JSON schema (``data/config.schema.yaml``, which ``workflow/schemas/`` links to),
 then checks what the
 schema cannot express: seeds, variant names against the output-layer registry, variant × dataset, sweep datasets,
-and every override's hyper-parameter name, type and range as the presets declare them. Every failure is a
+every override's hyper-parameter name, type and range as the presets declare them, and that every variant of an
+experiment owns every key its sweep sets (a key the variant's resolved hyper-parameters lack, or that resolving
+overrules, would train the same model several times under names that lie). Every failure is a
 :class:`ConfigError` whose text starts with the key path at fault.
 """
 
@@ -17,6 +19,7 @@ import jsonschema
 import yaml
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.study.runs import same_value
 
 SCHEMA = "data/config.schema.yaml"
 
@@ -103,6 +106,54 @@ def _variant_keys(config: dict) -> list[tuple[str, str]]:
     return keys
 
 
+def model_overrides(config: dict, variant: str) -> dict:
+    """``model_overrides`` of one variant: ``all``, then its family, then the variant (later wins)."""
+    block = config.get("model_overrides") or {}
+    merged = dict(block.get("all") or {})
+    merged.update((block.get("families") or {}).get(presets.family(variant)) or {})
+    merged.update((block.get("variants") or {}).get(variant) or {})
+    return merged
+
+
+def check_sweep_ownership(config: dict, name: str) -> None:
+    """Every variant of experiment ``name`` owns every key its sweep sets, at every swept value.
+
+    A key the variant's resolved hyper-parameters do not contain (another layer's, e.g. ``gss_c`` for a plug-in)
+    is dropped by :func:`~softmax_bottleneck.presets.resolve`; a value that resolving overrules (``nhidlast`` of a
+    softmax-family layer, ``switch_epoch`` under NT) never reaches the model. Either way every sweep point would be
+    the same model under another name: ConfigError naming the variant and the key.
+    """
+    experiment = config["experiments"][name]
+    for dataset, sweep in (experiment.get("sweep") or {}).items():
+        for variant in experiment["variants"]:
+            if dataset not in presets.variant_datasets(variant):
+                continue
+            sets = model_overrides(config, variant)
+            for schedule in experiment["schedules"]:
+                where = f"experiments/{name}/sweep/{dataset}"
+                try:
+                    base = presets.resolve(dataset, variant, schedule, sets)
+                except ValueError as err:
+                    raise ConfigError(f"experiments/{name}: {variant} on {dataset} ({schedule}): {err}") from None
+                for key, values in sweep.items():
+                    if key not in base:
+                        raise ConfigError(
+                            f"{where}/{key}: variant {variant!r} does not own {key} (its resolved hyper-parameters "
+                            f"have none): every point would train the same {variant} model; sweep {key} in an "
+                            "experiment of the variants that own it"
+                        )
+                    for value in values:
+                        try:
+                            got = presets.resolve(dataset, variant, schedule, {**sets, key: value})[key]
+                        except ValueError as err:
+                            raise ConfigError(f"{where}/{key}: {variant} ({schedule}) at {value!r}: {err}") from None
+                        if not same_value(got, value):
+                            raise ConfigError(
+                                f"{where}/{key}: variant {variant!r} does not own {key} under schedule {schedule}: "
+                                f"{key}={value!r} resolves to {got!r}, so the sweep would not change the model"
+                            )
+
+
 def check_semantics(config: dict) -> None:
     """What the schema cannot express; each error names the offending key."""
     random = config["seeds"]["random"]
@@ -111,7 +162,10 @@ def check_semantics(config: dict) -> None:
         if clash:
             raise ConfigError(f"seeds/random: {sorted(clash)} is also an authors' seed of {dataset}")
     known = presets.variants()
+    broken = presets.broken_plugins()
     for where, variant in _variant_keys(config):
+        if variant in broken:
+            raise ConfigError(f"{where}: variant {variant!r} is a broken plug-in: {broken[variant]}")
         if variant not in known:
             raise ConfigError(f"{where}: unknown variant {variant!r}; known: {', '.join(known)}")
     for name, experiment in config["experiments"].items():
@@ -130,6 +184,8 @@ def check_semantics(config: dict) -> None:
     for where in ("families", "variants"):
         for sub, values in (overrides.get(where) or {}).items():
             check_hyperparameters(f"model_overrides/{where}/{sub}", values)
+    for name in config["experiments"]:
+        check_sweep_ownership(config, name)
 
 
 def check(config: dict, schema: dict | None = None) -> dict:

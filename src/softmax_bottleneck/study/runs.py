@@ -142,10 +142,19 @@ class Study:
         return merged
 
     def run(self, dataset: str, variant: str, schedule: str, seed: int, seed_kind: str, point: tuple = ()) -> Run:
-        """The run of one sweep point; values equal to the effective preset are dropped from its name."""
+        """The run of one sweep point; values equal to the effective preset, keys the variant does not own and values
+        that resolving overrules are dropped from its name and its ``--set`` arguments (so the same model is one run).
+        """
         base_sets = self.model_overrides(variant)
         base = _resolve(dataset, variant, schedule, tuple(sorted(base_sets.items())))
-        overrides = tuple((key, value) for key, value in point if not same_value(base.get(key), value))
+        swept = _resolve(dataset, variant, schedule, tuple(sorted({**base_sets, **dict(point)}.items())))
+        # a swept key names the run only where it changes the resolved model: a key the variant does not own
+        # (resolve drops it) or a value resolving overrules is the same model, which must keep one name
+        overrides = tuple(
+            (key, value)
+            for key, value in point
+            if key in swept and not same_value(base.get(key), value) and not same_value(base.get(key), swept[key])
+        )
         sets = {**base_sets, **dict(overrides)}
         return Run(dataset, variant, schedule, seed, seed_kind, overrides, tuple(sorted(sets.items())))
 
@@ -224,14 +233,24 @@ class Study:
     def jobs(self) -> dict[str, Run]:
         """The distinct training runs, by run folder, in first-use order (experiments, then analyses).
 
-        Every run's hyper-parameters and hash are resolved here: a bad combination fails before any job.
+        Every run's hyper-parameters and hash are resolved here: a bad combination fails before any job, and so do
+        two folders of one model (same identity hash under two names, e.g. two variants whose hyper-parameters an
+        override made equal): a model is trained once.
         """
         jobs: dict[str, Run] = {}
+        folders: dict[str, str] = {}  # identity hash -> run folder
         for run in [*itertools.chain(*self.experiments.values()), *self.analysis_models()]:
             try:
-                jobs.setdefault(run.dir, run)
+                folder = run.dir
+                digest = identity_hash(run.identity)
             except ValueError as err:
                 raise StudyError(f"{run.dataset} {run.variant} {run.schedule} {run.tag}: {err}") from None
+            if folders.setdefault(digest, folder) != folder:
+                raise StudyError(
+                    f"{folder} is the same model as {folders[digest]} (identity {digest[:HASH_LENGTH]}): a model is "
+                    "trained once, under one name; make the variants' hyper-parameters differ"
+                )
+            jobs.setdefault(folder, run)
         return jobs
 
     def job(self, wildcards) -> Run:

@@ -10,17 +10,25 @@ layer. Each check passes, fails (naming the check, the layer and what is wrong) 
 * ``normalise``: every row sums to 1 within 1e-5, in float32, at logits of ±5, ±50 and ±500, with finite
   log-probabilities, in training and evaluation mode;
 * ``not-softmax``: the output is not the plain ``log_softmax`` of the layer's logits ``W h + b`` unless the
-  registration declares ``softmax_equivalent`` (then it must be); skipped for layers that project the context;
+  registration declares ``softmax_equivalent`` (then it must be); a layer that starts as the softmax (e.g. a
+  scale initialised to 1) passes when it differs once its own parameters move; skipped for layers that project
+  the context;
 * ``loss-path``: ``nll`` equals ``−forward[targets]`` in float64 to 1e-12 and so do its gradients (to 1e-10);
 * ``gradients``: the training loss (mean ``nll``) sends finite, non-zero gradients to the tied weight, the bias
   and every trainable parameter of the layer;
 * ``eval-deterministic``: in evaluation mode two calls give identical outputs whatever the random state;
 * ``reload``: a tiny AWD-LSTM with the layer, trained for a few steps, saved with the checkpoint code and
   loaded again, gives identical log-probabilities.
+
+``check-layer NAME --stamp FILE`` writes a small JSON stamp (the layer's name, distribution, version and the
+SHA-256 of its module file, :func:`~softmax_bottleneck.models.output_layers.registry.layer_source`) only when every
+check passes; :func:`conformance_stamp_ok` tells the trainer whether a stamp still vouches for the layer now
+registered, so a workflow checks each plug-in once, on CPU, before training it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import tempfile
@@ -31,10 +39,19 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.models.output_layers.base import OutputLayer
-from softmax_bottleneck.models.output_layers.registry import OutputLayerSpec, output_layer, output_layers
+from softmax_bottleneck.models.output_layers.registry import (
+    OutputLayerSpec,
+    broken_plugins,
+    layer_source,
+    output_layer,
+    output_layers,
+)
 
-__all__ = ["CHECKS", "CheckFailed", "CheckResult", "check_layer"]
+__all__ = ["CHECKS", "CheckFailed", "CheckResult", "check_layer", "conformance_stamp_ok", "write_stamp"]
+#: the fields of a stamp that must equal the layer registered now (layer_source)
+STAMP_FIELDS = ("name", "distribution", "version", "source_sha256")
 
 #: vocabulary and sizes of the checks: nemb = V lets the weight be X·I, so the logits are X·context exactly
 V = 32
@@ -144,18 +161,39 @@ def _check_not_softmax(s: _Subject) -> str:
         raise CheckSkipped("the layer projects the context: there is no single logit vector W h + b to compare with")
     layer = s.build(torch.float64).eval()
     context, weight = s.inputs(5.0, torch.float64)
-    with torch.no_grad():
-        diff = _close(layer(context, weight), F.log_softmax(layer.logits(context, weight), dim=-1))
+
+    def difference() -> float:
+        with torch.no_grad():
+            return _close(layer(context, weight), F.log_softmax(layer.logits(context, weight), dim=-1))
+
+    diff = difference()
     if s.spec.softmax_equivalent:
         if diff > 1e-9:
             raise CheckFailed(f"declared softmax_equivalent but differs from log_softmax(W h + b) by {diff:.3g}")
         return "declared softmax_equivalent, and equal to log_softmax(W h + b)"
-    if diff < 1e-6:
+    if diff >= 1e-6:
+        return f"differs from log_softmax(W h + b) by up to {diff:.3g} at logits of ±5"
+    # equal at initialisation: a layer may start as the softmax (a scale of 1, a gate of 0) and move away in
+    # training; move its own parameters (not the bias, which the softmax has too) and compare again
+    own = [p for n, p in layer.named_parameters() if n != "bias" and p.requires_grad]
+    gen = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for param in own:
+            param.add_((torch.rand(param.shape, generator=gen, dtype=param.dtype) * 0.4 + 0.1).to(param.device))
+    moved = difference() if own else 0.0
+    if moved >= 1e-6:
+        return (f"equals log_softmax(W h + b) at initialisation, differs by up to {moved:.3g} once its own "
+                "parameters move")  # fmt: skip
+    if own:
         raise CheckFailed(
-            f"the output equals log_softmax(W h + b) (max difference {diff:.2g}); if that is intended, register "
-            "the layer with softmax_equivalent=True"
+            f"the output equals log_softmax(W h + b) (max difference {diff:.2g}) even after its own parameters "
+            "move: the layer is the Softmax baseline whatever it learns; if that is intended, register it with "
+            "softmax_equivalent=True"
         )
-    return f"differs from log_softmax(W h + b) by up to {diff:.3g} at logits of ±5"
+    raise CheckFailed(
+        f"the output equals log_softmax(W h + b) (max difference {diff:.2g}) and the layer has no parameters of its "
+        "own to move away from it; if that is intended, register it with softmax_equivalent=True"
+    )
 
 
 def _paths(layer, context, weight, targets, upstream):
@@ -313,43 +351,103 @@ def check_layer(name: str, device: str | torch.device = "cpu", checks: list[str]
     return results
 
 
+# ------------------------------------------------------------------------------------------------- stamp
+def write_stamp(name: str, path: str | Path, results: list[CheckResult]) -> dict:
+    """Write the conformance stamp of ``name`` to ``path`` (JSON: :data:`STAMP_FIELDS`, the class, the checks
+    run); ValueError, and nothing written, unless every check passed or was skipped."""
+    failed = [r for r in results if r.status == "fail"]
+    if failed or not results:
+        raise ValueError(f"{name}: no stamp written: {len(failed)} conformance check(s) failed")
+    stamp = {**layer_source(name), "checks": {r.check: r.status for r in results}}
+    stamp.pop("module_file", None)  # where it is installed is not what it is
+    atomic_write_json(stamp, Path(path))
+    return stamp
+
+
+def conformance_stamp_ok(path: str | Path, name: str) -> tuple[bool, str]:
+    """Whether the stamp at ``path`` vouches for the output layer ``name`` registered now, and why not.
+
+    ``(True, "")`` when the stamp exists, is ``name``'s, records every check of :data:`CHECKS` as passed (or
+    skipped) and names the same distribution,
+    version and module SHA-256 as :func:`layer_source` gives now; otherwise ``(False, one-line reason)`` saying to
+    run ``check-layer NAME --stamp FILE`` again. Cheap: no check is run, no torch module is built.
+    """
+    redo = f"run: python -m softmax_bottleneck check-layer {name} --stamp {path}"
+    try:
+        stamp = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False, f"{name}: no conformance stamp at {path}; {redo}"
+    except (OSError, ValueError) as err:
+        return False, f"{name}: unreadable conformance stamp {path} ({err}); {redo}"
+    try:
+        now = layer_source(name)
+    except ValueError as err:
+        return False, f"{name}: {err}"
+    checks = stamp.get("checks") if isinstance(stamp, dict) else None
+    if not isinstance(checks, dict) or not set(CHECKS) <= set(checks):
+        return False, f"{name}: the stamp {path} does not record every conformance check; {redo}"
+    if any(status not in ("pass", "skip") for status in checks.values()):
+        return False, f"{name}: the stamp {path} does not record passed checks; {redo}"
+    changed = [field for field in STAMP_FIELDS if stamp.get(field) != now[field]]
+    if changed:
+        was = ", ".join(f"{f} {stamp.get(f)!r} → {now[f]!r}" for f in changed)
+        return False, f"{name}: the layer changed since it was checked ({was}); {redo}"
+    return True, ""
+
+
 # --------------------------------------------------------------------------------------------------- CLI
 def add_check_layer_cli(parser) -> None:
     parser.add_argument("names", nargs="*", metavar="NAME", help="registered output layer(s) to check")
     parser.add_argument("--all", action="store_true", help="check every registered output layer")
-    parser.add_argument("--list", action="store_true", help="list the registered output layers and exit")
+    parser.add_argument("--list", action="store_true", help="list the registered output layers (and broken plug-ins)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    parser.add_argument(
+        "--stamp",
+        metavar="FILE",
+        help="with one NAME: write a JSON stamp (name, distribution, version, module SHA-256) to FILE only when "
+        "every check passes (the workflow checks each plug-in once before training it)",
+    )
 
 
 def run_check_layer_cli(args) -> int:
-    from softmax_bottleneck.models.output_layers.registry import RegistryError
-
-    try:
-        layers = output_layers()
-    except RegistryError as err:
-        raise SystemExit(f"check-layer: {err}") from None
+    layers = output_layers()
+    broken = broken_plugins()
     if args.list:
         for spec in layers.values():
             origin = "built-in" if spec.builtin else f"plug-in {spec.cls.__module__}.{spec.cls.__qualname__}"
             print(f"{spec.name:20s} {spec.display:12s} family {spec.family:8s} {origin}")
+        for name, reason in broken.items():
+            print(f"{name:20s} {'BROKEN':12s} {reason}")
         return 0
-    names = list(layers) if args.all else args.names
+    names = [*layers, *broken] if args.all else args.names
     if not names:
         raise SystemExit("check-layer: name an output layer (or --all, --list)")
-    unknown = [n for n in names if n not in layers]
+    if getattr(args, "stamp", None) and len(names) != 1:
+        raise SystemExit("check-layer: --stamp takes exactly one NAME")
+    unknown = [n for n in names if n not in layers and n not in broken]
     if unknown:
         raise SystemExit(f"check-layer: unknown output layer {unknown[0]!r}; registered: {', '.join(layers)}")
+    if not args.all and any(n in broken for n in names):
+        raise SystemExit(f"check-layer: {broken[next(n for n in names if n in broken)]}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("check-layer: --device cuda was asked for but CUDA is not available")
     logging.getLogger("softmax_bottleneck").setLevel(logging.WARNING)
     failures = []
     for name in names:
+        if name in broken:
+            print(f"{name}: BROKEN  {broken[name]}")
+            failures.append(CheckResult(name, "load", "fail", broken[name]))
+            continue
         spec = layers[name]
         print(f"{name} ({spec.cls.__module__}.{spec.cls.__qualname__}) on {args.device}:")
-        for result in check_layer(name, args.device):
+        results = check_layer(name, args.device)
+        for result in results:
             print(f"  {result.status.upper():4s}  {result.check:18s} {result.detail}")
             if result.status == "fail":
                 failures.append(result)
+        if getattr(args, "stamp", None) and not failures:
+            write_stamp(name, args.stamp, results)
+            print(f"stamp written: {args.stamp}")
     for failure in failures:
         print(f"check-layer: {failure.layer}: {failure.check}: {failure.detail}", file=sys.stderr)
     return 1 if failures else 0

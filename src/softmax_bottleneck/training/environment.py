@@ -1,13 +1,26 @@
-"""Where a run executes: the device it asks for and the software and host it ran on (``metrics.json``)."""
+"""Where a run executes: the device it asks for and the software and host it ran on (``metrics.json``).
+
+:func:`software` says which code trained a run: this package's version (and ``git describe --always --dirty`` of
+its checkout when there is one) and the output layer's source (:func:`~softmax_bottleneck.models.output_layers.
+registry.layer_source`: distribution, version, SHA-256 of its module file). :func:`older_layer_source` compares a
+finished run's record with the layer registered now. A code change never retrains anything by itself: it is only
+reported.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
+
+from softmax_bottleneck import __version__
+from softmax_bottleneck.models.output_layers.registry import layer_source
 
 
 def resolve_device(name: str) -> torch.device:
@@ -36,10 +49,67 @@ def configure_precision(tf32: bool) -> None:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
-def environment(device: torch.device) -> dict:
+@functools.cache
+def git_describe() -> str | None:
+    """``git describe --always --dirty`` of the checkout this package is imported from; None when it is not a git
+    checkout (an installed package), git is missing or fails."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty"],
+            capture_output=True, text=True, timeout=20, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = done.stdout.strip()
+    return text if done.returncode == 0 and text else None
+
+
+def software(output_layer: str | None = None) -> dict:
+    """Which code trains a run: ``{"softmax_bottleneck": {"version", "git"}, "output_layer": layer_source}``.
+
+    ``output_layer`` (the run's ``hyperparameters["output_layer"]``) adds the layer's source; a layer whose source
+    cannot be read is recorded with what is known, never failing the run.
+    """
+    out: dict = {"softmax_bottleneck": {"version": __version__, "git": git_describe()}}
+    if output_layer is not None:
+        try:
+            out["output_layer"] = layer_source(output_layer)
+        except (OSError, ValueError) as err:
+            out["output_layer"] = {"name": output_layer, "error": f"{type(err).__name__}: {err}"}
+    return out
+
+
+def older_layer_source(metrics: dict, output_layer: str | None = None) -> str | None:
+    """``"trained with an older source of <layer>"`` when the finished run ``metrics`` (a ``metrics.json`` record)
+    was trained with another source of its output layer than the one registered now; None when the same, when the
+    record predates the recording of the source, or when the layer is no longer registered.
+
+    Compares the distribution version and the module's SHA-256 (``environment.software.output_layer``); built-in
+    layers are compared too (their module file). ``output_layer`` defaults to the record's own.
+    """
+    record = ((metrics.get("environment") or {}).get("software") or {}).get("output_layer") or {}
+    name = output_layer or record.get("name") or (metrics.get("hyperparameters") or {}).get("output_layer")
+    if not name or not record.get("source_sha256"):
+        return None
+    try:
+        now = layer_source(name)
+    except ValueError:
+        return None
+    fields = ("distribution", "version", "source_sha256")
+    if all(record.get(field) == now[field] for field in fields):
+        return None
+    return f"trained with an older source of {name}"
+
+
+def environment(device: torch.device, output_layer: str | None = None) -> dict:
     """Host, scheduler job, numerics switches and software versions, recorded in ``metrics.json["environment"]``.
 
-    ``torch_threads`` matters: a CPU run resumed with another thread count is not bit-identical.
+    ``torch_threads`` matters: a CPU run resumed with another thread count is not bit-identical. ``software``
+    (:func:`software`) names the code that trained the run, the output layer's source when ``output_layer`` is
+    given.
     """
     env = {
         "tf32": bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32),
@@ -56,6 +126,8 @@ def environment(device: torch.device) -> dict:
             "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "softmax_bottleneck": __version__,
         },
+        "software": software(output_layer),
     }
     return env

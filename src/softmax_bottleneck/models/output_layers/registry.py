@@ -5,7 +5,7 @@ A layer registers itself with :func:`register_output_layer` (a class decorator):
     @register_output_layer(
         "taylor", display="Taylor", family="softmax",
         hyperparameters={"taylor_order": Hyperparameter(2, int, "order of the Taylor expansion")},
-        color="#bcbd22", cost_proxy="softmax",
+        color="#17a589", cost_proxy="softmax",
     )
     class TaylorSoftmax(OutputLayer): ...
 
@@ -19,16 +19,33 @@ only source of #Param besides the base network.
 Layers outside this package register through the entry-point group :data:`ENTRY_POINT_GROUP`
 (``softmax_bottleneck.output_layers``): each entry point names a module or class whose import registers
 the layer. Built-in layers come first, in the paper's order; plug-ins follow, sorted by name.
+
+A name belongs to one variant only: a plug-in cannot take the name of a built-in layer, of another plug-in or of
+a variant of ``presets.yaml`` (E10's ``mos_fair``, ``softmax_fair``, ``softmax_fair_large``), and its
+hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...); such a registration is refused
+in one line naming who holds the name. A plug-in that fails to load (an import error, a refused registration) is
+*broken*: it is left out of :func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what
+names it fails (:func:`output_layer`), so configurations and commands that never name it keep working.
+
+:func:`layer_source` says which code a layer is: its module, distribution, version and the SHA-256 of its
+module file (recorded with every trained run).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.metadata
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from .base import OutputLayer
 
@@ -38,9 +55,12 @@ __all__ = [
     "Hyperparameter",
     "OutputLayerSpec",
     "RegistryError",
+    "broken_plugins",
+    "layer_source",
     "output_layer",
     "output_layers",
     "register_output_layer",
+    "reserved_names",
 ]
 
 ENTRY_POINT_GROUP = "softmax_bottleneck.output_layers"
@@ -202,6 +222,39 @@ class OutputLayerSpec:
 
 _REGISTRY: dict[str, OutputLayerSpec] = {}
 _PLUGINS_LOADED = False
+#: entry-point name -> one-line reason, for plug-ins that failed to load
+_BROKEN: dict[str, str] = {}
+#: registered name -> the entry point that loaded it
+_ORIGINS: dict[str, importlib.metadata.EntryPoint] = {}
+#: keys every run has besides the base network's (set by the variant and the schedule)
+_FIXED_KEYS = ("output_layer", "schedule")
+
+
+@functools.cache
+def reserved_names() -> tuple[dict[str, str], frozenset[str]]:
+    """``({variant: who holds it}, base hyper-parameter names)`` of ``presets.yaml``: names no layer may take.
+
+    The variants are those of ``presets.yaml`` that are not output layers of their own (they name an
+    ``output_layer``); the base names are its declared hyper-parameters, its defaults, its family keys and the
+    keys set by the variant and the schedule.
+    """
+    text = resources.files("softmax_bottleneck").joinpath("data/presets.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    variants = {
+        name: f"presets.yaml's variant {name!r} ({block.get('display', name)}, output layer {block['output_layer']!r})"
+        for name, block in (data.get("variants") or {}).items()
+        if isinstance(block, dict) and "output_layer" in block
+    }
+    base = set(data.get("hyperparameters") or {}) | set(data.get("defaults") or {}) | set(_FIXED_KEYS)
+    for family in (data.get("families") or {}).values():
+        for block in family.values():
+            base |= set(block)
+    return variants, frozenset(base)
+
+
+def _holder(spec: OutputLayerSpec) -> str:
+    kind = "the built-in layer" if spec.builtin else "the plug-in layer"
+    return f"{kind} {spec.name!r} ({spec.cls.__module__}.{spec.cls.__qualname__})"
 
 
 def register_output_layer(
@@ -234,11 +287,18 @@ def register_output_layer(
         for key, spec in hps.items():
             if not isinstance(spec, Hyperparameter) or not _NAME.match(key):
                 raise RegistryError(f"{where}: hyper-parameter {key!r} must be a Hyperparameter with a lower-case name")
+        reserved_variants, base_keys = reserved_names()
+        clash = sorted(set(hps) & base_keys)
+        if clash:
+            raise RegistryError(
+                f"{where}: hyper-parameter name(s) {', '.join(clash)} belong to the base network; rename them "
+                f"(e.g. {name}_{clash[0]})"
+            )
         previous = _REGISTRY.get(name)
         if previous is not None and previous.cls is not cls:
-            raise RegistryError(
-                f"{where}: the name is already registered by {previous.cls.__module__}.{previous.cls.__qualname__}"
-            )
+            raise RegistryError(f"{where}: the name is already registered by {_holder(previous)}; choose another name")
+        if name in reserved_variants:
+            raise RegistryError(f"{where}: the name is already taken by {reserved_variants[name]}; choose another name")
         _REGISTRY[name] = OutputLayerSpec(
             name=name,
             cls=cls,
@@ -256,25 +316,49 @@ def register_output_layer(
     return decorate
 
 
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+
+
 def _load_plugins() -> None:
-    """Import every entry point of :data:`ENTRY_POINT_GROUP` once (each import registers its layer)."""
+    """Import every entry point of :data:`ENTRY_POINT_GROUP` once (each import registers its layer).
+
+    A plug-in that fails to load is recorded in :data:`_BROKEN` with its one-line reason, never raised here:
+    only what names it fails.
+    """
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
-    for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for entry in _entry_points():
+        before = set(_REGISTRY)
         try:
             loaded = entry.load()
         except Exception as err:  # a broken plug-in must name itself, not crash somewhere later
-            raise RegistryError(
+            _BROKEN[entry.name] = (
                 f"entry point {entry.name!r} = {entry.value!r} ({ENTRY_POINT_GROUP}) failed to import: "
                 f"{type(err).__name__}: {err}"
-            ) from err
+            )
+            continue
         if isinstance(loaded, type) and getattr(loaded, "registered_name", None) is None:
-            raise RegistryError(
+            _BROKEN[entry.name] = (
                 f"entry point {entry.name!r} = {entry.value!r} names a class that is not registered; "
                 "decorate it with @register_output_layer(...)"
             )
+            continue
+        names = set(_REGISTRY) - before
+        if isinstance(loaded, type) and loaded.registered_name:
+            names.add(loaded.registered_name)
+        for name in names:
+            _ORIGINS.setdefault(name, entry)
+
+
+def broken_plugins() -> dict[str, str]:
+    """``{entry-point name: one-line reason}`` of the plug-ins that failed to load (empty when all load)."""
+    from . import builtin  # noqa: F401
+
+    _load_plugins()
+    return dict(_BROKEN)
 
 
 def output_layers() -> dict[str, OutputLayerSpec]:
@@ -288,8 +372,56 @@ def output_layers() -> dict[str, OutputLayerSpec]:
 
 
 def output_layer(name: str) -> OutputLayerSpec:
-    """The registration of ``name``; ValueError naming the registered layers otherwise."""
+    """The registration of ``name``; RegistryError with its reason for a broken plug-in, ValueError naming the
+    registered layers for an unknown name."""
     layers = output_layers()
     if name not in layers:
+        if name in _BROKEN:
+            raise RegistryError(_BROKEN[name])
         raise ValueError(f"unknown output layer {name!r}; registered: {', '.join(layers)}")
     return layers[name]
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _distribution_of(spec: OutputLayerSpec) -> tuple[str | None, str | None]:
+    """``(distribution, version)`` of the code that defines ``spec``'s class (None, None where unknown)."""
+    if spec.builtin:
+        from softmax_bottleneck import __version__
+
+        return "softmax-bottleneck", __version__
+    entry = _ORIGINS.get(spec.name)
+    dist = getattr(entry, "dist", None) if entry is not None else None
+    if dist is not None:
+        return dist.metadata["Name"], dist.version
+    for dist_name in importlib.metadata.packages_distributions().get(spec.cls.__module__.split(".")[0]) or []:
+        try:
+            return dist_name, importlib.metadata.version(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None, None
+
+
+def layer_source(name: str) -> dict[str, Any]:
+    """Which code the registered layer ``name`` is: ``{name, builtin, class, distribution, version, module_file,
+    source_sha256}`` (the SHA-256 of the file of the module that defines its class; None where there is none, e.g.
+    a class defined in a notebook). Recorded with every trained run and in ``check-layer --stamp``."""
+    spec = output_layer(name)
+    module = sys.modules.get(spec.cls.__module__)
+    path = getattr(module, "__file__", None)
+    distribution, version = _distribution_of(spec)
+    return {
+        "name": spec.name,
+        "builtin": spec.builtin,
+        "class": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+        "distribution": distribution,
+        "version": version,
+        "module_file": str(path) if path else None,
+        "source_sha256": file_sha256(path) if path and Path(path).is_file() else None,
+    }
