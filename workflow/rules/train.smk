@@ -10,21 +10,38 @@
 # from that copy. To retrain a run on purpose, delete its whole folder.
 
 
+from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.models.output_layers.registry import layer_source
 from softmax_bottleneck.study.plan import (
     gpu_hours,
     plan_markdown,
     plan_rows,
     plan_table,
+    stale_runs,
     train_memory_mb,
     train_runtime_minutes,
 )
 
 
 def train_sets(wildcards):
-    """``--set key=value`` arguments of one training job (model overrides + the experiment's values)."""
-    return " ".join(
-        f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments
-    )
+    """``--set key=value`` arguments of one training job (model overrides + the experiment's values), and
+    for a plug-in layer the conformance stamp it must present."""
+    sets = [f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments]
+    stamp = conformance_stamp(wildcards)
+    return " ".join(sets + ([f"--conformance-stamp {stamp[0]}"] if stamp else []))
+
+
+def plugin_layer(variant):
+    """The output layer of ``variant`` when it is a plug-in (not one of the paper's), else None."""
+    layer = presets.variant_info(variant).output_layer
+    return None if output_layer(layer).builtin else layer
+
+
+def conformance_stamp(wildcards):
+    """A plug-in layer's conformance stamp (made once, before any of its training); ancient(): a new stamp
+    never retrains a finished run."""
+    layer = plugin_layer(wildcards.variant)
+    return [ancient(f"results/conformance/{layer}.json")] if layer else []
 
 
 def refuse_paper_scale_on_cpu():
@@ -72,6 +89,7 @@ rule train:
     input:
         corpus=ancient_corpus,
         cache=ancient_corpus_cache,
+        stamp=conformance_stamp,
     output:
         model=protected(update(f"{RUN_DIR}/model.pt")),
         metrics=protected(update(f"{RUN_DIR}/metrics.json")),
@@ -100,6 +118,20 @@ rule train:
         "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
 
 
+rule check_layer:
+    """Run the conformance checks of one plug-in output layer (CPU, once, before any of its training)."""
+    output:
+        "results/conformance/{layer}.json",
+    log:
+        "logs/check_layer/{layer}.log",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        source=lambda wildcards: layer_source(wildcards.layer)["source_sha256"],
+    shell:
+        "python -m softmax_bottleneck check-layer {wildcards.layer} --device cpu --stamp {output} > {log} 2>&1"
+
+
 rule training_plan:
     """Write every training job, its experiments and projected GPU-hours to <results>/plan/."""
     output:
@@ -125,6 +157,8 @@ rule plan:
         "../../envs/softmax-bottleneck.yaml"
     params:
         jobs=len(TRAIN_JOBS),
-        table=lambda wildcards: plan_markdown(plan_table(STUDY, finished_runs())),
+        table=lambda wildcards: "\n".join(
+            [plan_markdown(plan_table(STUDY, finished_runs())), *stale_runs(STUDY)]
+        ),
     script:
         "../scripts/plan_summary.py"

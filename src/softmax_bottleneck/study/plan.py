@@ -137,6 +137,28 @@ def plan_markdown(table: pd.DataFrame) -> str:
     return shown.to_markdown(index=False, colalign=("left", "right", "right", "right", "right"))
 
 
+def stale_runs(study: Study) -> list[str]:
+    """``<run folder>: trained with an older source of <layer>`` for each trained run whose plug-in layer's code
+    changed since (recorded in its ``metrics.json``). Such runs are never retrained by themselves: delete a run
+    folder to retrain it with the new code."""
+    import json
+    from pathlib import Path
+
+    from softmax_bottleneck.training.environment import older_layer_source
+
+    notes = []
+    for path in study.jobs:
+        metrics = Path(path) / "metrics.json"
+        if metrics.is_file():
+            try:
+                note = older_layer_source(json.loads(metrics.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                continue
+            if note:
+                notes.append(f"{path}: {note}")
+    return notes
+
+
 def add_cli(parser) -> None:
     parser.description = (
         "Print the training plan of a workflow configuration: per experiment its jobs, the jobs it adds (a run "
@@ -170,6 +192,8 @@ def run_cli(args) -> int:
     print(f"Training plan of {args.config}: {len(study.jobs)} training jobs (a run that several experiments use "
           "is trained once); projected with the paper's V100 seconds per epoch × epochs.\n")  # fmt: skip
     print(plan_markdown(table))
+    for note in stale_runs(study):
+        print(note)
     return 0
 
 

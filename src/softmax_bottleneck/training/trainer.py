@@ -433,7 +433,7 @@ class Trainer:
             "seconds_per_epoch": float(np.mean([row["seconds"] for row in p.curve])),
             "tokens": {"train": len(total.train), "valid": len(total.valid), "test": len(total.test)},
             "device": str(self.device),
-            "environment": environment(self.device),
+            "environment": environment(self.device, output_layer=self.hp["output_layer"]),
         }
         metrics["versions"] = metrics["environment"]["versions"]
         metrics["run_fingerprint"] = self.fingerprint
@@ -525,10 +525,22 @@ def add_cli(parser) -> None:
         "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
         help="write the resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
     )  # fmt: skip
+    parser.add_argument(
+        "--conformance-stamp", default=None, metavar="FILE",
+        help="train only if FILE (written by check-layer NAME --stamp FILE) vouches for this variant's output layer "
+        "as registered now; the workflow passes it for plug-in layers",
+    )  # fmt: skip
 
 
 def run_cli(args) -> int:
     data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
+    if args.conformance_stamp:
+        from softmax_bottleneck.training.conformance import conformance_stamp_ok
+
+        layer = presets.variant_info(args.variant).output_layer
+        ok, why = conformance_stamp_ok(args.conformance_stamp, layer)
+        if not ok:
+            raise SystemExit(f"train: {why}")
     try:
         overrides = presets.parse_overrides(args.overrides)
         train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
