@@ -102,7 +102,7 @@ def ancient_corpus_cache(wildcards):
 
 
 #: modules of report/ that no summary, table or figure uses (the cost report): editing them renders nothing
-NOT_RENDERING_CODE = {"report/costs.py", "report/bench_speeds.py"}
+NOT_RENDERING_CODE = {"report/costs.py", "report/bench_speeds.py", "report/language_models.py"}
 
 
 def rendering_code(wildcards=None):
