@@ -109,8 +109,9 @@ def test_checksum_mismatch_names_file_and_both_checksums(tmp_path, fake_files):
 def test_every_source_failing_leaves_nothing(tmp_path, fake_files):
     files, served, _ = fake_files
     del served["https://ok/wt2.zip"]
-    with pytest.raises(download.FetchError, match="wikitext-2/test.txt"):
+    with pytest.raises(download.FetchError, match="wikitext-2/test.txt") as err:
         download.fetch(["wikitext-2/test.txt"], tmp_path)
+    assert "without network access" in str(err.value) and "--config data_mirror=DIR" in str(err.value)
     assert not (tmp_path / "wikitext-2/test.txt").exists()
     assert _leftovers(tmp_path) == []
 

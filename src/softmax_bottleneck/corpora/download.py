@@ -225,7 +225,11 @@ def _download(spec: DataFile, dest: Path, timeout: float, archives: dict, scratc
         except (OSError, zipfile.BadZipFile, KeyError) as err:  # URLError is an OSError
             log.warning("%s: %s failed: %s", spec.path, origin, err)
             errors.append(f"{origin}: {err}")
-    raise FetchError(f"{spec.path}: every source failed ({'; '.join(errors)})")
+    raise FetchError(
+        f"{spec.path}: every source failed ({'; '.join(errors)}); without network access, put the files in a folder "
+        "laid out like resources/data (ptb/, wikitext-2/, word-sim/) and pass --config data_mirror=DIR "
+        "(python -m softmax_bottleneck fetch --list names them with their SHA-256)"
+    )
 
 
 # --------------------------------------------------------------------------------------------- CLI
