@@ -56,6 +56,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import scipy.linalg
     import torch
+
     from softmax_bottleneck.analysis.svd_stream import blas_syrk_update, syrk_update
 
     skip = set(filter(None, args.skip.split(",")))
@@ -79,10 +80,10 @@ def main(argv=None) -> int:
         for bsz in map(int, args.chunks.split(",")):
             c = torch.from_numpy(rng.standard_normal((bsz, n)))
             flops = bsz * n * n
-            t_mm = best(lambda: g.addmm_(c.T, c), args.repeats)
             cn = c.numpy()
-            t_ob = best(lambda: blas_syrk_update(gn, cn), args.repeats)
-            t_mkl = best(lambda: syrk_update(g, c), args.repeats)
+            t_mm = best(lambda c=c: g.addmm_(c.T, c), args.repeats)
+            t_ob = best(lambda cn=cn: blas_syrk_update(gn, cn), args.repeats)
+            t_mkl = best(lambda c=c: syrk_update(g, c), args.repeats)
             row = {"part": "gram", "cols": n, "chunk_rows": bsz,
                    "addmm_s": t_mm, "addmm_gflops": 2 * flops / t_mm / 1e9, "addmm_useful_gflops": flops / t_mm / 1e9,
                    "openblas_syrk_s": t_ob, "openblas_syrk_gflops": flops / t_ob / 1e9,

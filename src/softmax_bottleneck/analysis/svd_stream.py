@@ -207,9 +207,10 @@ class GramAccumulator:
 
     Rows arrive in chunks (:meth:`update`) of any size (the log-P pass gives 70); they are copied, in float64, into
     a block of ``block_rows`` rows, and each full block updates the lower triangle of ``G`` by one symmetric
-    rank-k update (CPU: BLAS ``dsyrk``, :func:`blas_syrk_update`, ``b·n²`` flops; CUDA: :func:`syrk_update`). :attr:`rows` counts the
-    rows seen (m, needed for the Press threshold). Memory: ``(n² + b·n)·8`` bytes (G and the block), plus, at the
-    end, the eigenvalue solver's O(n) workspace: on CPU the eigenvalues only, in place, by LAPACK through
+    rank-k update (CPU: BLAS ``dsyrk``, :func:`blas_syrk_update`, ``b·n²`` flops; CUDA: :func:`syrk_update`).
+    :attr:`rows` counts the rows seen (m, needed for the Press threshold). Memory: ``(n² + b·n)·8`` bytes (G and
+    the block), plus, at the end, the eigenvalue solver's O(n) workspace: on CPU the eigenvalues only, in place,
+    by LAPACK through
     ``scipy.linalg.eigh(eigvals_only=True, overwrite_a=True, check_finite=False)`` (no second n×n copy; WT2,
     n = 33,278: 8.9 GB for G + 1.1 GB for the block); on CUDA ``torch.linalg.eigvalsh`` (which copies G).
 
