@@ -370,3 +370,103 @@ def test_every_option_has_a_one_line_help_and_the_command_a_description(command)
         name = "/".join(action.option_strings) or action.dest
         assert action.help and action.help != argparse.SUPPRESS, f"{command} {name} has no help"
         assert "\n" not in action.help and "§" not in action.help.replace("SM §", ""), f"{command} {name}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a full disk, and a run killed by SIGKILL: one line, nothing partial left; the next run cleans up
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _analyze_argv(model_pt, ptb_cache, out: Path, rows: int = 200) -> list[str]:
+    return ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(ptb_cache), "--rows", str(rows),
+            "--save-logp", str(out / "logp.npy"), "--out-json", str(out / "rank.json"),
+            "--out-spectrum", str(out / "spectrum.csv"), "--device", "cpu"]  # fmt: skip
+
+
+def test_full_disk_while_saving_logp_is_one_line_naming_the_file(model_pt, ptb_cache, tmp_path, capsys, monkeypatch):
+    """ENOSPC comes when the .npy's disk space is reserved, before any row (not as SIGBUS inside the memory map)."""
+
+    def full(fd, offset, length):
+        raise OSError(28, os.strerror(28))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    out = tmp_path / "out"
+    assert _exit_code(_analyze_argv(model_pt, ptb_cache, out)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"analyze: error: {out / 'logp.npy'}: cannot write: [Errno 28] No space left on device; " + (
+        "nothing was written"
+    )
+    assert not any("Traceback" in line for line in err)
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_full_disk_while_writing_the_json_is_one_line_naming_it(model_pt, ptb_cache, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp") and ".rank.json." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(28, os.strerror(28))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert _exit_code(_analyze_argv(model_pt, ptb_cache, out, rows=100)) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == f"analyze: error: {out / 'rank.json'}: cannot write: [Errno 28] No space left on device; " + (
+        "nothing was written"
+    )
+    assert not list(out.glob(".*.tmp")) and not (out / "rank.json").exists()
+
+
+#: the analyze command with the file-size limit (RLIMIT_FSIZE) under the .npy's size: a real write error of the
+#: kernel (EFBIG; Python ignores SIGXFSZ), like a full disk
+LIMITED_ANALYZE = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+from softmax_bottleneck.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_write_error_of_the_kernel_is_one_line_and_leaves_nothing(model_pt, ptb_cache, tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-c", LIMITED_ANALYZE, *_analyze_argv(model_pt, ptb_cache, out)],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line == f"analyze: error: {out / 'logp.npy'}: cannot write: [Errno 27] File too large; nothing was written"
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_temporaries_of_a_killed_run_are_removed_by_the_next_run_and_nothing_else(model_pt, ptb_cache, tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    argv = _analyze_argv(model_pt, ptb_cache, out)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", PAUSED_ANALYZE, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        proc.kill()  # SIGKILL: no handler runs
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    left = list(out.glob(".logp.npy.*.tmp"))
+    assert len(left) == 1 and left[0].stat().st_size > 200 * 10_000 * 4
+    # what the next run must not touch: other outputs' temporaries, look-alikes, and one a live writer holds
+    others = [out / ".other.npy.abcd1234.tmp", out / ".logp.npy.keep", out / "logp.npy.abcd1234.tmp",
+              out / ".logp.npy.abcd1234.tmp.bak", out / ".xlogp.npy.abcd1234.tmp"]  # fmt: skip
+    for path in others:
+        path.write_bytes(b"x")
+    live = out / ".rank.json.live0000.tmp"
+    live.write_bytes(b"{")
+    with open(live, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        assert subprocess.run([sys.executable, "-m", "softmax_bottleneck", *argv], env=env, capture_output=True,
+                              text=True, timeout=300).returncode == 0  # fmt: skip
+    assert not left[0].exists()
+    assert all(p.exists() for p in others) and live.exists()
+    assert {"logp.npy", "rank.json", "spectrum.csv"} <= {p.name for p in out.iterdir()}
