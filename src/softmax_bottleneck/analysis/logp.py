@@ -29,8 +29,9 @@ import logging
 import math
 import os
 import resource
+import subprocess
+import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,26 +98,49 @@ class Progress:
 
     @contextmanager
     def heartbeat(self, what: str):
-        """Log ``what``, elapsed seconds and memory every ``every`` seconds from a thread while the block runs (a
-        long LAPACK call cannot report progress itself)."""
-        stop = threading.Event()
+        """Log ``what``, elapsed seconds and memory every ``every`` seconds while the block runs.
+
+        The lines come from a small watcher process reading this one's ``/proc/<pid>/status``: a long LAPACK call
+        through scipy holds the GIL, so no Python thread of this process could speak meanwhile. The watcher ends
+        when the block ends or this process dies (its stdin pipe closes).
+        """
         started = time.monotonic()
-
-        def beat():
-            while not stop.wait(self.every):
-                log.info(
-                    "%s: running for %.0fs; RSS %.2f GiB (peak %.2f GiB)",
-                    what, time.monotonic() - started, rss_bytes() / 2**30, peak_rss_bytes() / 2**30,
-                )  # fmt: skip
-
-        thread = threading.Thread(target=beat, name="progress", daemon=True)
-        thread.start()
+        watcher = None
+        try:
+            watcher = subprocess.Popen(
+                [sys.executable, "-c", _WATCHER, str(os.getpid()), str(self.every), what, log.name],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError:  # no watcher, no heartbeat: the result does not depend on it
+            pass
         try:
             yield
         finally:
-            stop.set()
-            thread.join()
+            if watcher is not None:
+                watcher.stdin.close()
+                try:
+                    watcher.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    watcher.kill()
         log.info("%s: done in %.0fs; peak RSS %.2f GiB", what, time.monotonic() - started, peak_rss_bytes() / 2**30)
+
+
+#: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name
+_WATCHER = """
+import select, sys, time
+pid, every, what, name = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+started = time.monotonic()
+while not select.select([sys.stdin], [], [], every)[0]:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh) if k in ("VmRSS", "VmHWM")}
+    except (OSError, ValueError):
+        break
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} INFO {name}: {what}: running for {time.monotonic() - started:.0f}s; "
+          f"RSS {kb.get('VmRSS', 0) / 2**20:.2f} GiB (peak {kb.get('VmHWM', 0) / 2**20:.2f} GiB)",
+          file=sys.stderr, flush=True)
+"""
 
 
 def row_count(rows: str | int, dataset: str, n_tokens: int, vocab_size: int, bptt: int) -> int:

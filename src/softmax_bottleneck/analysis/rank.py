@@ -206,9 +206,16 @@ class RankStream:
         if method == "auto":
             fits = expected_rows is None or self._fits(int(expected_rows))
             method = "exact" if fits else fallback
+        need = 0
         if expected_rows is not None:
-            check_memory(method, int(expected_rows), self.n_cols, self.device, self.memory_budget_bytes)
-        self._impl = accumulator(method, self.n_cols, self.device)
+            need = check_memory(method, int(expected_rows), self.n_cols, self.device, self.memory_budget_bytes)
+        self._impl = accumulator(method, self.n_cols, self.device, self._spare(need or method))
+
+    def _spare(self, need) -> int:
+        """Budget left beside a method's own estimate (its bytes, or its name: the estimate without the rows)."""
+        if isinstance(need, str):
+            need = memory_needed(need, 1, self.n_cols, self.device) if need != "exact" else self.memory_budget_bytes
+        return max(0, self.memory_budget_bytes - int(need))
 
     def _fits(self, rows: int) -> bool:
         """``auto``'s rule for staying exact with ``rows`` rows."""
@@ -237,7 +244,9 @@ class RankStream:
                     self.memory_budget_bytes / 2**30,
                     self.fallback,
                 )
-                old, self._impl = self._impl, accumulator(self.fallback, self.n_cols, self.device)
+                old, self._impl = self._impl, accumulator(
+                    self.fallback, self.n_cols, self.device, self._spare(self.fallback)
+                )
                 while old.chunks:
                     self._impl.update(old.chunks.pop(0))
         self._impl.update(chunk)

@@ -220,11 +220,14 @@ class GramAccumulator:
 
     method = "gram"
 
-    def __init__(self, n_cols: int, device: str = "cpu", block_rows: int | None = None):
+    def __init__(self, n_cols: int, device: str = "cpu", block_rows: int | None = None, copy_bytes: int = 0):
         torch = torch_module()
         self.n_cols = int(n_cols)
         self.device = torch.device(device)
         self.block_rows = int(block_rows) if block_rows else GRAM_BLOCK_ROWS
+        #: CPU: MKL's ``syevd`` through ``torch.linalg.eigvalsh`` (faster here than OpenBLAS's, but it copies G) when
+        #: a second n×n float64 matrix fits in ``copy_bytes``; else LAPACK in place (:func:`eigvalsh_inplace`)
+        self.eig_copies = self.n_cols**2 * 8 <= int(copy_bytes)
         self.rows = 0
         self.gram = torch.zeros((self.n_cols, self.n_cols), dtype=torch.float64, device=self.device)
         self._block = None  # [block_rows, n] float64, allocated on the first rows
@@ -269,7 +272,7 @@ class GramAccumulator:
             return self._sv.copy()
         self._flush()
         self._block = None
-        if self.device.type == "cpu":
+        if self.device.type == "cpu" and not self.eig_copies:
             ev = eigvalsh_inplace(self.gram.numpy())
         else:
             ev = torch_module().linalg.eigvalsh(self.gram, UPLO="L").cpu().numpy()
@@ -280,8 +283,9 @@ class GramAccumulator:
         return self._sv.copy()
 
 
-#: LAPACK driver of :func:`eigvalsh_inplace` (``benchmarks/gemm_speed.py`` times them)
-EIG_DRIVER = "evr"
+#: LAPACK driver of :func:`eigvalsh_inplace` (``benchmarks/gemm_speed.py`` times them; ``evd`` with eigenvalues
+#: only is ``dsterf`` after the reduction, O(n) workspace)
+EIG_DRIVER = "evd"
 
 
 def eigvalsh_inplace(gram: np.ndarray, driver: str | None = None) -> np.ndarray:
@@ -442,11 +446,13 @@ class _ExactBuffer:
         return _svdvals_inplace(_drain_to_f64(self.chunks, self.rows, self.n_cols))
 
 
-def accumulator(method: str, n_cols: int, device: str):
+def accumulator(method: str, n_cols: int, device: str, spare_bytes: int = 0):
+    """The accumulator of ``method``; ``spare_bytes``: memory beyond the method's own that it may use (Gram: for a
+    faster eigenvalue solver that copies G)."""
     if method == "exact":
         return _ExactBuffer(n_cols, device)
     if method == "gram":
-        return GramAccumulator(n_cols, device)
+        return GramAccumulator(n_cols, device, copy_bytes=spare_bytes)
     if method == "tsqr":
         return QRAccumulator(n_cols, device)
     raise ValueError(f"unknown rank method {method!r}; choose one of exact, gram, tsqr")
