@@ -48,9 +48,41 @@ def read_rows(path, rows=None, cols=None, chunk=70):
             yield np.ascontiguousarray(block[:, :cols]) if cols else block
 
 
+def model_rows(args) -> list:
+    """The first ``--rows`` log-P rows of ``--checkpoint`` (first ``--cols`` columns) as 70-row float32 chunks; the
+    row pass's seconds appended last."""
+    import torch
+
+    from softmax_bottleneck.analysis.logp import iter_logp
+    from softmax_bottleneck.corpora.corpus import load_corpus
+    from softmax_bottleneck.training.checkpoint import load_model
+
+    corpus = load_corpus(args.data, args.corpus_cache)
+    model, _ = load_model(args.checkpoint, "cpu", corpus=corpus)
+    if args.spread:
+        with torch.no_grad():
+            model.output_layer.latent.weight.mul_(args.spread)
+            model.output_layer.prior.weight.mul_(args.spread)
+            model.encoder.weight.mul_(10 * args.spread)
+    t0 = time.perf_counter()
+    rows = args.rows or len(corpus.test) - 1
+    chunks = [lp[:, : args.cols].numpy().copy() for lp, _ in iter_logp(model, corpus.test, rows)]
+    return chunks + [time.perf_counter() - t0]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("matrix")
+    ap.add_argument("matrix", nargs="?", help=".npy of analyze --save-logp (or give --checkpoint)")
+    ap.add_argument("--checkpoint", help="instead of a .npy: a model.pt whose log-P rows are computed here")
+    ap.add_argument("--data")
+    ap.add_argument("--corpus-cache")
+    ap.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        help="MoS: scale latent/prior weights by this, the "
+        "embedding by 10× it (as tests/test_logp.py: a one-epoch model's logits barely vary)",
+    )
     ap.add_argument("--rows", type=int, default=None)
     ap.add_argument("--cols", type=int, default=None)
     ap.add_argument("--methods", default="gram")
@@ -58,8 +90,14 @@ def main(argv=None) -> int:
     from softmax_bottleneck.analysis.rank import RankStream, rank_summary
     from softmax_bottleneck.analysis.svd_stream import singular_values_exact
 
-    out = {"matrix": args.matrix, "load_before": os.getloadavg()[0]}
-    a = np.concatenate(list(read_rows(args.matrix, args.rows, args.cols)))
+    out = {"matrix": args.matrix or args.checkpoint, "load_before": os.getloadavg()[0]}
+    if args.checkpoint:
+        chunks = model_rows(args)
+        out["seconds_row_pass"] = chunks.pop()
+        source = lambda: iter(chunks)  # noqa: E731
+    else:
+        source = lambda: read_rows(args.matrix, args.rows, args.cols)  # noqa: E731
+    a = np.concatenate(list(source()))
     m, n = a.shape
     out["shape"] = [m, n]
     t0, c0 = time.perf_counter(), cpu_seconds()
@@ -72,7 +110,7 @@ def main(argv=None) -> int:
     for method in args.methods.split(","):
         t0, c0 = time.perf_counter(), cpu_seconds()
         stream = RankStream(n, method)
-        for chunk in read_rows(args.matrix, args.rows, args.cols):
+        for chunk in source():
             stream.update(chunk)
         sv, summary = stream.finish()
         res = {"seconds": time.perf_counter() - t0, "cpu_seconds": cpu_seconds() - c0, **summary}
