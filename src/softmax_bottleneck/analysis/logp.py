@@ -6,17 +6,15 @@ full vector log P(· | test tokens 0…r). Rows: PTB all T − 1 = 82,429; WT2 b
 "stop after the chunk that makes rows > columns" = 33,320 (``rows="reference"``), or every row
 (``"full"``, 245,568), or the first N. Chunks go straight into :class:`softmax_bottleneck.analysis.rank.RankStream`,
 so the matrix is never held in memory, on any device, unless the exact SVD is chosen (``method="auto"`` picks it
-only while the float64 matrix, m·n·8 bytes, fits ``memory_budget_bytes``, default 8 GiB: PTB's 6.6 GB does, WT2
-full's 65 GB does not). ``save_logp`` optionally writes the matrix to disk as ``.npy`` (memory-mapped).
+only for small matrices, float64 copy ≤ 1 GiB; beyond, the streamed Gram method). Every method's peak memory is
+estimated before the model runs and a method over ``memory_budget_bytes`` (``--memory-budget-gb``, default 16 GiB)
+is refused with one line naming what fits. ``save_logp`` optionally writes the matrix to disk as ``.npy``
+(memory-mapped, its disk space reserved up front).
 
-Memory (besides the model), from :mod:`softmax_bottleneck.analysis.svd_stream`:
-
-* ``rows="full"`` on WT2 (m = 245,568, n = 33,278) takes the streamed TSQR
-  (:class:`~softmax_bottleneck.analysis.svd_stream.QRAccumulator`, b = 4096 rows per block), bounded
-  independently of m: CPU ``≈ (n² + 1.5·b·n)·8`` bytes ≈ 10.5 GB; CUDA ``≈ 2·(n + b)·n·8`` bytes ≈ 20 GB.
-  The reference rows of WT2 (33,320: 8.9 GB in float64, over the default budget) take the same path.
-* PTB (82,429 × 10,000) takes the exact SVD: ``≈ m·n·12`` bytes on CPU (float32 rows, then float64) ≈ 10 GB;
-  CUDA ``≈ 2·m·n·8`` bytes ≈ 13 GB. ``--method tsqr`` bounds it to ≈ 1.3 GB (CPU) / 2.3 GB (CUDA).
+Memory of the rank computation (besides the model), from :func:`softmax_bottleneck.analysis.rank.memory_needed`:
+Gram ``(n² + b·n)·8`` bytes (b = 4,096): PTB 1.1 GiB, WT2 (reference or full rows) 9.3 GiB; TSQR
+``(n² + 1.5·b·n)·8``; exact ``m·n·12 + min(m, n)²·8`` (PTB ≈ 10 GB). Costs, precision and measurements:
+``docs/rank-at-scale.md`` and ``BENCHMARKS.md``.
 """
 
 from __future__ import annotations
@@ -420,7 +418,7 @@ def add_cli(parser) -> None:
         "--method",
         default="auto",
         choices=METHODS,
-        help="singular-value method; auto: exact SVD if it fits --memory-budget-gb, else TSQR",
+        help="singular-value method; auto: exact SVD up to a 1 GiB float64 matrix, else the streamed Gram",
     )
     add_memory_budget_option(parser)
     parser.add_argument(

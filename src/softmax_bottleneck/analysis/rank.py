@@ -244,8 +244,9 @@ class RankStream:
                     self.memory_budget_bytes / 2**30,
                     self.fallback,
                 )
-                old, self._impl = self._impl, accumulator(
-                    self.fallback, self.n_cols, self.device, self._spare(self.fallback)
+                old, self._impl = (
+                    self._impl,
+                    accumulator(self.fallback, self.n_cols, self.device, self._spare(self.fallback)),
                 )
                 while old.chunks:
                     self._impl.update(old.chunks.pop(0))

@@ -11,9 +11,10 @@ threshold itself (≈1.8e-5·σ_max for PTB); and none ever rounds its input to 
     ``m·n·4`` bytes; float64 rows stay float64), then ``m·n·8`` bytes for the float64 copy plus workspace on CPU,
     ``≈ 2·m·n·8`` bytes of GPU memory on CUDA (PTB: 13 GB).
 ``"gram"``
-    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated chunk by chunk in float64, then
-    ``σ = sqrt(clip(eigvalsh(G), 0))``. Memory ``n²·8`` bytes, cost ``m·n²`` flops (one GEMM per chunk), the
-    fastest method. Squaring loses precision for small singular values: the eigenvalues carry absolute errors
+    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated in float64 by one symmetric rank-k update (BLAS
+    ``dsyrk``) per block of 4,096 rows, then ``σ = sqrt(clip(eigenvalues(G), 0))``, eigenvalues only. Memory
+    ``(n² + b·n)·8`` bytes, cost ``m·n²`` flops at GEMM speed plus ``(4/3)·n³`` for the eigenvalues, the fastest
+    method. Squaring loses precision for small singular values: the eigenvalues carry absolute errors
     ``δ ≈ (1e-16 … 1e-14)·σ_max²``, so singular values below ``≈ sqrt(δ) ≈ 1e-8…1e-7 · σ_max`` are noise (they come
     out as tiny numbers or 0) and a singular value σ near the threshold is perturbed by about ``δ / (2σ)``, i.e. a
     *relative* error ``≈ δ / (2 tol²) ≈ 1e-5`` at ``tol ≈ 1.8e-5·σ_max`` (PTB). The Press rank is therefore the
