@@ -31,8 +31,12 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 
+WARMUP = True
+
+
 def best(fn, repeats: int) -> float:
-    fn()
+    if WARMUP:
+        fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -53,7 +57,11 @@ def main(argv=None) -> int:
     ap.add_argument("--eig-size", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: gemm,gram,eig")
+    ap.add_argument("--gram-variants", default="addmm,syrk,blocked", help="which Gram updates to time")
+    ap.add_argument("--no-warmup", action="store_true", help="time the first call too (large sizes)")
     args = ap.parse_args(argv)
+    global WARMUP
+    WARMUP = not args.no_warmup
     import scipy.linalg
     import torch
 
@@ -81,13 +89,17 @@ def main(argv=None) -> int:
             c = torch.from_numpy(rng.standard_normal((bsz, n)))
             flops = bsz * n * n
             cn = c.numpy()
-            t_mm = best(lambda c=c: g.addmm_(c.T, c), args.repeats)
-            t_ob = best(lambda cn=cn: blas_syrk_update(gn, cn), args.repeats)
-            t_mkl = best(lambda c=c: syrk_update(g, c), args.repeats)
-            row = {"part": "gram", "cols": n, "chunk_rows": bsz,
-                   "addmm_s": t_mm, "addmm_gflops": 2 * flops / t_mm / 1e9, "addmm_useful_gflops": flops / t_mm / 1e9,
-                   "openblas_syrk_s": t_ob, "openblas_syrk_gflops": flops / t_ob / 1e9,
-                   "mkl_syrk_s": t_mkl, "mkl_syrk_gflops": flops / t_mkl / 1e9}  # fmt: skip
+            variants = args.gram_variants.split(",")
+            row = {"part": "gram", "cols": n, "chunk_rows": bsz, "load": load()}
+            if "addmm" in variants:
+                t = best(lambda c=c: g.addmm_(c.T, c), args.repeats)
+                row.update(addmm_s=t, addmm_gflops=2 * flops / t / 1e9, addmm_useful_gflops=flops / t / 1e9)
+            if "syrk" in variants:
+                t = best(lambda cn=cn: blas_syrk_update(gn, cn), args.repeats)
+                row.update(openblas_syrk_s=t, openblas_syrk_gflops=flops / t / 1e9)
+            if "blocked" in variants:
+                t = best(lambda c=c: syrk_update(g, c), args.repeats)
+                row.update(blocked_s=t, blocked_gflops=flops / t / 1e9)
             print(json.dumps(row), flush=True)
             out.setdefault("gram", []).append(row)
         del g, gn
