@@ -19,8 +19,9 @@ import torch
 from conftest import REPO, TINY
 
 from softmax_bottleneck import cli
-from softmax_bottleneck.analysis import svd_stream, wordsim
+from softmax_bottleneck.analysis import rank, svd_stream, wordsim
 from softmax_bottleneck.analysis.logp import analyze
+from softmax_bottleneck.analysis.rank import memory_needed
 from softmax_bottleneck.corpora.corpus import load_corpus
 from softmax_bottleneck.training.checkpoint import load_model
 from softmax_bottleneck.training.trainer import train
@@ -273,17 +274,39 @@ def test_bad_matrix_is_one_line_naming_it(command, kind, tmp_path, capsys):
 
 
 def test_wt2_full_rows_never_buffer_the_matrix(model_pt, ptb_cache, monkeypatch):
-    """``rows="full"`` beyond the budget streams TSQR from the first row: the exact buffer is never touched."""
+    """``rows="full"`` beyond the exact method's budget streams the Gram method from the first row: the exact buffer
+    is never touched (the n = 10,000 eigenvalues are stubbed: this is about the routing, not the solver)."""
 
     def refuse(*args, **kwargs):
         raise AssertionError("the exact method buffered rows")
 
     monkeypatch.setattr(svd_stream._ExactBuffer, "update", refuse)
+    monkeypatch.setattr(svd_stream.GramAccumulator, "singular_values", lambda self: np.geomspace(1.0, 1e-3, 300))
     corpus = load_corpus(cache=ptb_cache).limited(test_tokens=301)
     model, _ = load_model(model_pt, corpus=corpus)
-    budget = 299 * model.vocab_size * 8  # one row short of the 300-row float64 matrix
+    monkeypatch.setattr(rank, "EXACT_AUTO_BYTES", 299 * model.vocab_size * 8)  # "small" ends one row short
+    budget = memory_needed("gram", 300, model.vocab_size)  # the Gram method fits, the exact one does not
     _, summary = analyze(model, corpus.test, "wt2", rows="full", memory_budget_bytes=budget)
-    assert summary["method"] == "tsqr" and summary["shape"] == [300, model.vocab_size]
+    assert summary["method"] == "gram" and summary["shape"] == [300, model.vocab_size]
+
+
+def test_over_the_memory_budget_is_refused_before_the_model_runs(model_pt, ptb_cache, tmp_path, capsys, monkeypatch):
+    import softmax_bottleneck.analysis.logp as logp
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(logp, "iter_logp", refuse)
+    out = tmp_path / "out"
+    argv = ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(ptb_cache), "--rows", "full",
+            "--method", "exact", "--memory-budget-gb", "2", "--out-json", str(out / "rank.json")]  # fmt: skip
+    assert _exit_code(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == (
+        f"analyze: error: {model_pt}: the exact method on a 82,429 × 10,000 matrix needs about 10.0 GiB, over the "
+        "memory budget of 2.0 GiB; --method gram needs 1.1 GiB, or raise --memory-budget-gb to 11"
+    )
+    assert not out.exists()
 
 
 @pytest.mark.gpu

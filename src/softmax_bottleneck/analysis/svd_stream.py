@@ -11,10 +11,11 @@ threshold itself (≈1.8e-5·σ_max for PTB); and none ever rounds its input to 
     ``m·n·4`` bytes; float64 rows stay float64), then ``m·n·8`` bytes for the float64 copy plus workspace on CPU,
     ``≈ 2·m·n·8`` bytes of GPU memory on CUDA (PTB: 13 GB).
 ``"gram"``
-    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated in float64 by one symmetric rank-k update (BLAS
-    ``dsyrk``) per block of 4,096 rows, then ``σ = sqrt(clip(eigenvalues(G), 0))``, eigenvalues only. Memory
-    ``(n² + b·n)·8`` bytes, cost ``m·n²`` flops at GEMM speed plus ``(4/3)·n³`` for the eigenvalues, the fastest
-    method. Squaring loses precision for small singular values: the eigenvalues carry absolute errors
+    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated in float64 by one symmetric rank-k update (GEMMs on
+    the block-lower triangle, :func:`syrk_update`) per block of 4,096 rows, then
+    ``σ = sqrt(clip(eigenvalues(G), 0))``, eigenvalues only. Memory ``(n² + b·n)·8`` bytes, cost ``≈ m·n²`` flops
+    at GEMM speed plus ``(4/3)·n³`` for the eigenvalues, the fastest method. Squaring loses precision for small
+    singular values: the eigenvalues carry absolute errors
     ``δ ≈ (1e-16 … 1e-14)·σ_max²``, so singular values below ``≈ sqrt(δ) ≈ 1e-8…1e-7 · σ_max`` are noise (they come
     out as tiny numbers or 0) and a singular value σ near the threshold is perturbed by about ``δ / (2σ)``, i.e. a
     *relative* error ``≈ δ / (2 tol²) ≈ 1e-5`` at ``tol ≈ 1.8e-5·σ_max`` (PTB). The Press rank is therefore the
@@ -208,7 +209,7 @@ class GramAccumulator:
 
     Rows arrive in chunks (:meth:`update`) of any size (the log-P pass gives 70); they are copied, in float64, into
     a block of ``block_rows`` rows, and each full block updates the lower triangle of ``G`` by one symmetric
-    rank-k update (CPU: BLAS ``dsyrk``, :func:`blas_syrk_update`, ``b·n²`` flops; CUDA: :func:`syrk_update`).
+    rank-k update on the block-lower triangle (:func:`syrk_update`: torch's GEMMs, MKL on CPU, ``1.125·b·n²`` flops).
     :attr:`rows` counts the rows seen (m, needed for the Press threshold). Memory: ``(n² + b·n)·8`` bytes (G and
     the block), plus, at the end, the eigenvalue solver's O(n) workspace: on CPU the eigenvalues only, in place,
     by LAPACK through
@@ -260,10 +261,9 @@ class GramAccumulator:
 
     def _flush(self) -> None:
         if self._fill:
-            if self.device.type == "cpu":
-                blas_syrk_update(self.gram.numpy(), self._block[: self._fill].numpy())
-            else:
-                syrk_update(self.gram, self._block[: self._fill])
+            # torch's GEMMs on the block-lower triangle (MKL on CPU): OpenBLAS's dsyrk through scipy (blas_syrk_update)
+            # crashed (SIGSEGV) at n = 33,278 with 1,024-row blocks on 2026-11-25 (scipy-openblas 0.3.31)
+            syrk_update(self.gram, self._block[: self._fill])
             self.flops += self._fill * self.n_cols**2
             self._fill = 0
 
