@@ -19,8 +19,9 @@ import torch
 from conftest import REPO, TINY
 
 from softmax_bottleneck import cli
-from softmax_bottleneck.analysis import svd_stream, wordsim
+from softmax_bottleneck.analysis import rank, svd_stream, wordsim
 from softmax_bottleneck.analysis.logp import analyze
+from softmax_bottleneck.analysis.rank import memory_needed
 from softmax_bottleneck.corpora.corpus import load_corpus
 from softmax_bottleneck.training.checkpoint import load_model
 from softmax_bottleneck.training.trainer import train
@@ -273,17 +274,39 @@ def test_bad_matrix_is_one_line_naming_it(command, kind, tmp_path, capsys):
 
 
 def test_wt2_full_rows_never_buffer_the_matrix(model_pt, ptb_cache, monkeypatch):
-    """``rows="full"`` beyond the budget streams TSQR from the first row: the exact buffer is never touched."""
+    """``rows="full"`` beyond the exact method's budget streams the Gram method from the first row: the exact buffer
+    is never touched (the n = 10,000 eigenvalues are stubbed: this is about the routing, not the solver)."""
 
     def refuse(*args, **kwargs):
         raise AssertionError("the exact method buffered rows")
 
     monkeypatch.setattr(svd_stream._ExactBuffer, "update", refuse)
+    monkeypatch.setattr(svd_stream.GramAccumulator, "singular_values", lambda self: np.geomspace(1.0, 1e-3, 300))
     corpus = load_corpus(cache=ptb_cache).limited(test_tokens=301)
     model, _ = load_model(model_pt, corpus=corpus)
-    budget = 299 * model.vocab_size * 8  # one row short of the 300-row float64 matrix
+    monkeypatch.setattr(rank, "EXACT_AUTO_BYTES", 299 * model.vocab_size * 8)  # "small" ends one row short
+    budget = memory_needed("gram", 300, model.vocab_size)  # the Gram method fits, the exact one does not
     _, summary = analyze(model, corpus.test, "wt2", rows="full", memory_budget_bytes=budget)
-    assert summary["method"] == "tsqr" and summary["shape"] == [300, model.vocab_size]
+    assert summary["method"] == "gram" and summary["shape"] == [300, model.vocab_size]
+
+
+def test_over_the_memory_budget_is_refused_before_the_model_runs(model_pt, ptb_cache, tmp_path, capsys, monkeypatch):
+    import softmax_bottleneck.analysis.logp as logp
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(logp, "iter_logp", refuse)
+    out = tmp_path / "out"
+    argv = ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(ptb_cache), "--rows", "full",
+            "--method", "exact", "--memory-budget-gb", "2", "--out-json", str(out / "rank.json")]  # fmt: skip
+    assert _exit_code(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == (
+        f"analyze: error: {model_pt}: the exact method on a 82,429 × 10,000 matrix needs about 10.0 GiB, over the "
+        "memory budget of 2.0 GiB; --method gram needs 1.1 GiB, or raise --memory-budget-gb to 11"
+    )
+    assert not out.exists()
 
 
 @pytest.mark.gpu
@@ -370,3 +393,103 @@ def test_every_option_has_a_one_line_help_and_the_command_a_description(command)
         name = "/".join(action.option_strings) or action.dest
         assert action.help and action.help != argparse.SUPPRESS, f"{command} {name} has no help"
         assert "\n" not in action.help and "§" not in action.help.replace("SM §", ""), f"{command} {name}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a full disk, and a run killed by SIGKILL: one line, nothing partial left; the next run cleans up
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _analyze_argv(model_pt, ptb_cache, out: Path, rows: int = 200) -> list[str]:
+    return ["analyze", "--checkpoint", str(model_pt), "--corpus-cache", str(ptb_cache), "--rows", str(rows),
+            "--save-logp", str(out / "logp.npy"), "--out-json", str(out / "rank.json"),
+            "--out-spectrum", str(out / "spectrum.csv"), "--device", "cpu"]  # fmt: skip
+
+
+def test_full_disk_while_saving_logp_is_one_line_naming_the_file(model_pt, ptb_cache, tmp_path, capsys, monkeypatch):
+    """ENOSPC comes when the .npy's disk space is reserved, before any row (not as SIGBUS inside the memory map)."""
+
+    def full(fd, offset, length):
+        raise OSError(28, os.strerror(28))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    out = tmp_path / "out"
+    assert _exit_code(_analyze_argv(model_pt, ptb_cache, out)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"analyze: error: {out / 'logp.npy'}: cannot write: [Errno 28] No space left on device; " + (
+        "nothing was written"
+    )
+    assert not any("Traceback" in line for line in err)
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_full_disk_while_writing_the_json_is_one_line_naming_it(model_pt, ptb_cache, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp") and ".rank.json." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(28, os.strerror(28))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert _exit_code(_analyze_argv(model_pt, ptb_cache, out, rows=100)) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == f"analyze: error: {out / 'rank.json'}: cannot write: [Errno 28] No space left on device; " + (
+        "nothing was written"
+    )
+    assert not list(out.glob(".*.tmp")) and not (out / "rank.json").exists()
+
+
+#: the analyze command with the file-size limit (RLIMIT_FSIZE) under the .npy's size: a real write error of the
+#: kernel (EFBIG; Python ignores SIGXFSZ), like a full disk
+LIMITED_ANALYZE = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+from softmax_bottleneck.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_write_error_of_the_kernel_is_one_line_and_leaves_nothing(model_pt, ptb_cache, tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-c", LIMITED_ANALYZE, *_analyze_argv(model_pt, ptb_cache, out)],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line == f"analyze: error: {out / 'logp.npy'}: cannot write: [Errno 27] File too large; nothing was written"
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_temporaries_of_a_killed_run_are_removed_by_the_next_run_and_nothing_else(model_pt, ptb_cache, tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    argv = _analyze_argv(model_pt, ptb_cache, out)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", PAUSED_ANALYZE, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        proc.kill()  # SIGKILL: no handler runs
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    left = list(out.glob(".logp.npy.*.tmp"))
+    assert len(left) == 1 and left[0].stat().st_size > 200 * 10_000 * 4
+    # what the next run must not touch: other outputs' temporaries, look-alikes, and one a live writer holds
+    others = [out / ".other.npy.abcd1234.tmp", out / ".logp.npy.keep", out / "logp.npy.abcd1234.tmp",
+              out / ".logp.npy.abcd1234.tmp.bak", out / ".xlogp.npy.abcd1234.tmp"]  # fmt: skip
+    for path in others:
+        path.write_bytes(b"x")
+    live = out / ".rank.json.live0000.tmp"
+    live.write_bytes(b"{")
+    with open(live, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        assert subprocess.run([sys.executable, "-m", "softmax_bottleneck", *argv], env=env, capture_output=True,
+                              text=True, timeout=300).returncode == 0  # fmt: skip
+    assert not left[0].exists()
+    assert all(p.exists() for p in others) and live.exists()
+    assert {"logp.npy", "rank.json", "spectrum.csv"} <= {p.name for p in out.iterdir()}

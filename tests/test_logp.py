@@ -125,3 +125,41 @@ def test_top5_table(trained, ptb_cache):
     rows = torch.cat([lp for lp, _ in iter_logp(model, corpus.test, 2700)])
     expected = rows[2699].exp().topk(5).values.numpy()
     assert np.allclose(probs[0], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["softmax", "mos"])
+def test_streamed_methods_match_a_float64_exact_svd_on_a_real_models_matrix(variant, trained, ptb_cache):
+    """The precision argument of docs/rank-at-scale.md at a reduced size (seconds): a real (tiny) model's log-P rows,
+    2,100 × the 1,500 most frequent words' columns; Gram (float64 AᵀA, eigenvalues only) and TSQR against a float64
+    exact SVD: σ above Press' threshold to 1e-6 relative (the Gram bound κ²·u, κ = σ_max/tol ≈ 4e4: ≈ 2e-7, times a
+    small factor), and the same Press rank and ε-ranks."""
+    from softmax_bottleneck.analysis.rank import RankStream
+    from softmax_bottleneck.analysis.svd_stream import singular_values_exact
+
+    corpus = load_corpus(cache=ptb_cache)
+    model, _ = load_model(trained[variant], corpus=corpus)
+    if variant == "mos":
+        with torch.no_grad():
+            model.output_layer.latent.weight.mul_(100)
+            model.output_layer.prior.weight.mul_(100)
+    model = _spread(model)
+    rows = [lp[:, :1500].double().numpy() for lp, _ in iter_logp(model, corpus.test, 2100)]
+    a = np.concatenate(rows)
+    assert a.shape == (2100, 1500)
+    ref = singular_values_exact(a)
+    results = {}
+    for method in ("gram", "tsqr"):
+        stream = RankStream(a.shape[1], method)
+        for chunk in rows:
+            stream.update(chunk)
+        results[method] = stream.finish()
+    ref_summary = RankStream(a.shape[1], "exact")
+    ref_summary.update(a)
+    _, ref_summary = ref_summary.finish()
+    above = ref > ref_summary["tolerance"]
+    assert 0 < above.sum() < a.shape[1]
+    for method, (sv, summary) in results.items():
+        assert summary["press_rank"] == ref_summary["press_rank"], method
+        assert summary["effective_rank"] == ref_summary["effective_rank"], method
+        rel = np.abs(sv[above] - ref[above]) / ref[above]
+        assert rel.max() < 1e-6, (method, rel.max())

@@ -195,15 +195,32 @@ def test_stream_accepts_tensors_and_single_rows():
 def test_auto_switches_to_streamed_without_losing_rows():
     a = _known_rank(300, 120, 37)
     budget = 100 * 120 * 8  # exact for the first 100 rows only
-    st = R.RankStream(120, "auto", memory_budget_bytes=budget)
+    st = R.RankStream(120, "auto", memory_budget_bytes=budget, fallback="tsqr")
     for c in S.iter_row_chunks(a, 40):
         st.update(c)
     assert st.method == "tsqr"
     sv, s = st.finish()
     assert s["shape"] == [300, 120] and s["press_rank"] == 37 and s["method"] == "tsqr"
     np.testing.assert_allclose(sv, S.singular_values_exact(a), rtol=1e-8, atol=1e-10 * sv[0])
-    assert R.RankStream(120, "auto", memory_budget_bytes=budget, fallback="gram", expected_rows=300).method == "gram"
+    budget = R.memory_needed("gram", 300, 120)  # under the exact SVD's
+    assert R.RankStream(120, "auto", memory_budget_bytes=budget, expected_rows=300).method == "gram"
     assert R.RankStream(120, "auto", expected_rows=300).method == "exact"
+
+
+def test_auto_takes_gram_beyond_the_exact_limit_and_refuses_what_does_not_fit():
+    """PTB's full matrix streams the Gram method by default; WT2's full one too, within the default budget (the
+    rank computation under 10 GiB); a method over the budget is refused before any row, naming one that fits."""
+    ptb, wt2 = (82_429, 10_000), (245_568, 33_278)
+    assert R.RankStream(ptb[1], "auto", expected_rows=ptb[0]).method == "gram"
+    need = R.memory_needed("gram", *wt2)
+    assert 9 * 2**30 < need < 10 * 2**30  # n²·8 (8.3 GiB) and a block of 4096 rows (1.0 GiB)
+    assert R.RankStream(wt2[1], "auto", expected_rows=wt2[0]).method == "gram"
+    with pytest.raises(R.MemoryBudgetError) as err:
+        R.RankStream(wt2[1], "exact", expected_rows=wt2[0])
+    msg = str(err.value)
+    assert "245,568 × 33,278" in msg and "--method gram needs 9.3 GiB" in msg and "--memory-budget-gb to 100" in msg
+    with pytest.raises(R.MemoryBudgetError, match="needs about 9.3 GiB, over the memory budget of 8.0 GiB; raise"):
+        R.RankStream(wt2[1], "auto", expected_rows=wt2[0], memory_budget_bytes=8 * 2**30)
 
 
 @pytest.mark.parametrize("method", ALL)

@@ -6,25 +6,30 @@ full vector log P(· | test tokens 0…r). Rows: PTB all T − 1 = 82,429; WT2 b
 "stop after the chunk that makes rows > columns" = 33,320 (``rows="reference"``), or every row
 (``"full"``, 245,568), or the first N. Chunks go straight into :class:`softmax_bottleneck.analysis.rank.RankStream`,
 so the matrix is never held in memory, on any device, unless the exact SVD is chosen (``method="auto"`` picks it
-only while the float64 matrix, m·n·8 bytes, fits ``memory_budget_bytes``, default 8 GiB: PTB's 6.6 GB does, WT2
-full's 65 GB does not). ``save_logp`` optionally writes the matrix to disk as ``.npy`` (memory-mapped).
+only for small matrices, float64 copy ≤ 1 GiB; beyond, the streamed Gram method). Every method's peak memory is
+estimated before the model runs and a method over ``memory_budget_bytes`` (``--memory-budget-gb``, default 16 GiB)
+is refused with one line naming what fits. ``save_logp`` optionally writes the matrix to disk as ``.npy``
+(memory-mapped, its disk space reserved up front).
 
-Memory (besides the model), from :mod:`softmax_bottleneck.analysis.svd_stream`:
-
-* ``rows="full"`` on WT2 (m = 245,568, n = 33,278) takes the streamed TSQR
-  (:class:`~softmax_bottleneck.analysis.svd_stream.QRAccumulator`, b = 4096 rows per block), bounded
-  independently of m: CPU ``≈ (n² + 1.5·b·n)·8`` bytes ≈ 10.5 GB; CUDA ``≈ 2·(n + b)·n·8`` bytes ≈ 20 GB.
-  The reference rows of WT2 (33,320: 8.9 GB in float64, over the default budget) take the same path.
-* PTB (82,429 × 10,000) takes the exact SVD: ``≈ m·n·12`` bytes on CPU (float32 rows, then float64) ≈ 10 GB;
-  CUDA ``≈ 2·m·n·8`` bytes ≈ 13 GB. ``--method tsqr`` bounds it to ≈ 1.3 GB (CPU) / 2.3 GB (CUDA).
+Memory of the rank computation (besides the model), from :func:`softmax_bottleneck.analysis.rank.memory_needed`:
+Gram ``(n² + b·n)·8`` bytes (b = 4,096): PTB 1.1 GiB, WT2 (reference or full rows) 9.3 GiB; TSQR
+``(n² + 1.5·b·n)·8``; exact ``m·n·12 + min(m, n)²·8`` (PTB ≈ 10 GB). Costs, precision and measurements:
+``docs/rank-at-scale.md`` and ``BENCHMARKS.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import json
 import logging
 import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,13 +42,14 @@ from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, rep
 from softmax_bottleneck.analysis.rank import (
     DEFAULT_MEMORY_BUDGET,
     METHODS,
+    MemoryBudgetError,
     RankStream,
     add_memory_budget_option,
+    memory_needed,
     spectrum_table,
 )
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
-from softmax_bottleneck.atomic import atomic_path, atomic_write_json
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,88 @@ log = logging.getLogger(__name__)
 
 class NonFiniteLogP(ValueError):
     """The model gave a NaN or infinite log-probability (the message names the row)."""
+
+
+def rss_bytes() -> int:
+    """The process's resident memory now (Linux ``/proc/self/statm``; 0 where unavailable)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident memory (``ru_maxrss``)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class Progress:
+    """One log line every ``every`` seconds: rows done, rate, time left, resident memory (now / peak)."""
+
+    def __init__(self, total: int, every: float = 30.0):
+        self.total, self.every = int(total), float(every)
+        self.started = self.last = time.monotonic()
+
+    def rows(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every and done < self.total:
+            return
+        self.last = now
+        elapsed = now - self.started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        left = (self.total - done) / rate if rate > 0 else float("nan")
+        log.info(
+            "log-P: %d/%d rows (%.1f%%), %.0f rows/s, %.0fs elapsed, %.0fs left; RSS %.2f GiB (peak %.2f GiB)",
+            done, self.total, 100.0 * done / max(self.total, 1), rate, elapsed, left,
+            rss_bytes() / 2**30, peak_rss_bytes() / 2**30,
+        )  # fmt: skip
+
+    @contextmanager
+    def heartbeat(self, what: str):
+        """Log ``what``, elapsed seconds and memory every ``every`` seconds while the block runs.
+
+        The lines come from a small watcher process reading this one's ``/proc/<pid>/status``: a long LAPACK call
+        through scipy holds the GIL, so no Python thread of this process could speak meanwhile. The watcher ends
+        when the block ends or this process dies (its stdin pipe closes).
+        """
+        started = time.monotonic()
+        watcher = None
+        try:
+            watcher = subprocess.Popen(
+                [sys.executable, "-c", _WATCHER, str(os.getpid()), str(self.every), what, log.name],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError:  # no watcher, no heartbeat: the result does not depend on it
+            pass
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.stdin.close()
+                try:
+                    watcher.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    watcher.kill()
+        log.info("%s: done in %.0fs; peak RSS %.2f GiB", what, time.monotonic() - started, peak_rss_bytes() / 2**30)
+
+
+#: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name
+_WATCHER = """
+import select, sys, time
+pid, every, what, name = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+started = time.monotonic()
+while not select.select([sys.stdin], [], [], every)[0]:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh) if k in ("VmRSS", "VmHWM")}
+    except (OSError, ValueError):
+        break
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} INFO {name}: {what}: running for {time.monotonic() - started:.0f}s; "
+          f"RSS {kb.get('VmRSS', 0) / 2**20:.2f} GiB (peak {kb.get('VmHWM', 0) / 2**20:.2f} GiB)",
+          file=sys.stderr, flush=True)
+"""
 
 
 def row_count(rows: str | int, dataset: str, n_tokens: int, vocab_size: int, bptt: int) -> int:
@@ -93,13 +181,16 @@ def analyze(
     method: str = "auto",
     memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
     save_logp: str | Path | None = None,
+    progress_seconds: float = 30.0,
 ):
     """Stream the test log-P matrix into its rank; returns ``(singular values, summary dict)``.
 
     The summary has the keys of :func:`softmax_bottleneck.analysis.rank.rank_summary` plus ``rows_rule``,
     ``logp_test_loss`` (mean NLL of the true next tokens over the rows), ``max_abs_log_normaliser``
     (max over rows of |logsumexp(row)|, 0 up to rounding: every row is a distribution), ``seconds`` (in all),
-    ``seconds_rows`` (the forward passes and the streamed updates), ``device`` and, on CUDA,
+    ``seconds_rows`` (the forward passes and the streamed updates), ``seconds_update`` (the updates alone),
+    ``seconds_factorisation`` (the final SVD or eigenvalues), ``peak_rss_gib`` (the process's peak resident
+    memory so far), ``device`` and, on CUDA,
     ``peak_cuda_memory_gib`` (``torch.cuda.max_memory_allocated`` during the analysis, model included).
     """
     vocab = model.vocab_size
@@ -107,11 +198,17 @@ def analyze(
     device = model.encoder.weight.device
     stream = RankStream(vocab, method, device=str(device), memory_budget_bytes=memory_budget_bytes,
                         expected_rows=n_rows)  # fmt: skip
-    nll_sum, worst_norm, done = 0.0, 0.0, 0
+    nll_sum, worst_norm, done, seconds_update = 0.0, 0.0, 0, 0.0
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
+    log.info(
+        "log-P: %d × %d matrix, method %s (needs about %.1f GiB; budget %.1f GiB)",
+        n_rows, vocab, stream.method, memory_needed(stream.method, n_rows, vocab, str(device)) / 2**30,
+        memory_budget_bytes / 2**30,
+    )  # fmt: skip
     started = time.monotonic()
+    progress = Progress(n_rows, every=progress_seconds)
     with _npy_writer(save_logp, (n_rows, vocab)) as out:
         for log_prob, targets in iter_logp(model, test, n_rows, model.hp["bptt"]):
             if not torch.isfinite(log_prob).all():
@@ -119,21 +216,38 @@ def analyze(
                 raise NonFiniteLogP(f"log-P row {bad} has non-finite entries; the SVD needs a finite matrix")
             nll_sum -= float(log_prob.gather(1, targets[:, None]).double().sum())
             worst_norm = max(worst_norm, float(torch.logsumexp(log_prob.double(), 1).abs().max()))
+            t0 = time.monotonic()
             stream.update(log_prob)
+            seconds_update += time.monotonic() - t0
             if out is not None:
                 out[done : done + len(log_prob)] = log_prob.cpu().numpy()
             done += len(log_prob)
-            if done % (70 * 200) < len(log_prob):
-                log.info("log-P: %d/%d rows (%.0fs)", done, n_rows, time.monotonic() - started)
+            progress.rows(done)
     seconds_rows = time.monotonic() - started
-    log.info("log-P: %d rows in %.0fs; computing singular values (%s)", done, seconds_rows, stream.method)
-    sv, summary = stream.finish()
+    log.info(
+        "log-P: %d rows in %.0fs (%.0fs of them in the %s updates); computing the singular values",
+        done, seconds_rows, seconds_update, stream.method,
+    )  # fmt: skip
+    flops = getattr(stream._impl, "flops", 0)
+    if flops and seconds_update > 0:  # the eigen-reduction's floor at the speed the Gram updates ran
+        rate = flops / seconds_update
+        log.info(
+            "Gram updates ran at %.1f GFLOP/s; the eigenvalues ((4/3)·n³ = %.2g flops) take at least %.0fs at that "
+            "speed (their matrix-vector half runs slower)", rate / 1e9, 4 / 3 * vocab**3, 4 / 3 * vocab**3 / rate,
+        )  # fmt: skip
+    with progress.heartbeat(f"singular values ({stream.method}, {done:,} × {vocab:,})"):
+        t0 = time.monotonic()
+        sv, summary = stream.finish()
+        seconds_factor = time.monotonic() - t0
     summary.update(
         rows_rule=str(rows),
         logp_test_loss=nll_sum / done,
         max_abs_log_normaliser=worst_norm,
         seconds=time.monotonic() - started,
         seconds_rows=seconds_rows,
+        seconds_update=seconds_update,
+        seconds_factorisation=seconds_factor,
+        peak_rss_gib=peak_rss_bytes() / 2**30,
         device=str(device),
     )
     if cuda:
@@ -141,23 +255,128 @@ def analyze(
     return sv, summary
 
 
+class OutputError(OSError):
+    """An output could not be written (full disk, file-size limit, ...): the one-line message names the file."""
+
+
+def _output_error(path, err: OSError) -> OutputError:
+    reason = f"[Errno {err.errno}] {err.strerror}" if err.errno else str(err)
+    return OutputError(f"{path}: cannot write: {reason}; nothing was written")
+
+
+def _temporaries(path: Path) -> list[Path]:
+    """The temporaries an atomic write of ``path`` creates beside it: ``.<name>.<random>.tmp``."""
+    prefix = f".{path.name}."
+    return [p for p in path.parent.glob(f".{glob_escape(path.name)}.*.tmp") if p.name.startswith(prefix)]
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
+
+
+def remove_stale_temporaries(*paths) -> list[Path]:
+    """Remove the temporaries that a killed earlier run left for these outputs; return what was removed.
+
+    Only ``.<name>.<random>.tmp`` beside each output ``<name>`` (the names :func:`softmax_bottleneck.atomic.atomic_path`
+    and :func:`_locked_temporary` give), and only those that no live process holds: a writer holds an exclusive
+    ``flock`` on its temporary for as long as it writes (the kernel drops it when the process dies, SIGKILL included),
+    so a temporary whose lock can be taken belongs to a dead run. Nothing else is touched.
+    """
+    removed = []
+    for path in paths:
+        if path is None:
+            continue
+        for tmp in _temporaries(Path(path)):
+            try:
+                fd = os.open(tmp, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held by a live writer
+                os.close(fd)
+                continue
+            try:
+                tmp.unlink()
+                removed.append(tmp)
+                log.info("removed %s, left by an earlier run that was killed", tmp)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return removed
+
+
+@contextmanager
+def _locked_temporary(path: Path):
+    """Like :func:`softmax_bottleneck.atomic.atomic_path`, but the temporary is ``flock``-ed while it is written (so
+    that :func:`remove_stale_temporaries` of a later run can tell it from one a killed run left). Yields
+    ``(temporary path, its open binary file)``; on success the file is fsynced and renamed onto ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle = os.fdopen(fd, "r+b")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield Path(tmp), handle
+        handle.flush()
+        os.fsync(handle.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        handle.close()
+
+
+def _reserve(handle, size: int) -> None:
+    """Allocate ``size`` bytes of disk for the open file now, so that a full disk fails here with ``ENOSPC`` rather
+    than as SIGBUS while the memory map is written (a sparse file has no blocks behind its pages)."""
+    try:
+        os.posix_fallocate(handle.fileno(), 0, size)
+        return
+    except OSError as err:
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+    handle.seek(0, os.SEEK_END)  # no fallocate on this file system: write the zeros
+    zeros = bytes(1 << 24)
+    while handle.tell() < size:
+        handle.write(zeros[: size - handle.tell()])
+    handle.flush()
+
+
 @contextmanager
 def _npy_writer(path, shape):
     """Yield a memory-mapped float32 ``.npy`` of ``shape`` that appears at ``path`` only once complete.
 
-    The rows go to a temporary file beside ``path`` (:func:`softmax_bottleneck.atomic.atomic_path`), removed on any
-    error or interruption (SIGTERM/SIGINT inside :func:`softmax_bottleneck.analysis.signals.stop_on_signals`).
+    The rows go to a locked temporary file beside ``path`` (:func:`_locked_temporary`) whose disk space is allocated
+    up front (:func:`_reserve`), removed on any error or interruption (SIGTERM/SIGINT inside
+    :func:`softmax_bottleneck.analysis.signals.stop_on_signals`); a SIGKILL-ed run's temporary is removed by the next
+    run (:func:`remove_stale_temporaries`). A write error raises :class:`OutputError` naming ``path``.
     """
     if path is None:
         yield None
         return
-    with atomic_path(path) as tmp:
-        array = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-        try:
-            yield array
-            array.flush()
-        finally:
-            del array
+    path = Path(path)
+    dtype = np.dtype(np.float32)
+    try:
+        with _locked_temporary(path) as (tmp, handle):
+            header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+            np.lib.format.write_array_header_2_0(handle, header)
+            offset = handle.tell()
+            handle.flush()
+            _reserve(handle, offset + int(np.prod(shape)) * dtype.itemsize)
+            array = np.memmap(tmp, dtype=dtype, mode="r+", offset=offset, shape=tuple(shape))
+            try:
+                yield array
+                array.flush()
+            finally:
+                del array
+    except OutputError:
+        raise
+    except OSError as err:
+        raise _output_error(path, err) from None
 
 
 def _rows(text: str) -> str | int:
@@ -206,7 +425,7 @@ def add_cli(parser) -> None:
         "--method",
         default="auto",
         choices=METHODS,
-        help="singular-value method; auto: exact SVD if it fits --memory-budget-gb, else TSQR",
+        help="singular-value method; auto: exact SVD up to a 1 GiB float64 matrix, else the streamed Gram",
     )
     add_memory_budget_option(parser)
     parser.add_argument(
@@ -218,21 +437,38 @@ def add_cli(parser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
 
 
+def _write_text(text: str, path) -> None:
+    """Write ``text`` to ``path`` atomically through a locked temporary; :class:`OutputError` names ``path``."""
+    path = Path(path)
+    try:
+        with _locked_temporary(path) as (_, handle):
+            handle.write(text.encode("utf-8"))
+    except OSError as err:
+        raise _output_error(path, err) from None
+
+
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
+        remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
         try:
             model, meta, corpus = model_and_corpus(args)
             sv, summary = analyze(model, corpus.test, meta["dataset"], args.rows, args.method,
                                   int(args.memory_budget_gb * 2**30), args.save_logp)  # fmt: skip
         except NonFiniteLogP as err:
             return report("analyze", f"{args.checkpoint}: {err}")
+        except MemoryBudgetError as err:
+            return report("analyze", f"{args.checkpoint}: {err}")
         except InputError as err:
             return report("analyze", err)
+        except OutputError as err:
+            return report("analyze", err)
         summary.update(checkpoint=str(args.checkpoint), dataset=meta["dataset"], variant=meta["variant"])
-        if args.out_spectrum:
-            with atomic_path(args.out_spectrum) as tmp:
-                spectrum_table(sv).to_csv(tmp, index=False)
-        atomic_write_json(summary, args.out_json)
+        try:
+            if args.out_spectrum:
+                _write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
+            _write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
+        except OutputError as err:
+            return report("analyze", err)
     log.info(
         "Press' rank %d of %s; ε-ranks %s; log-P test loss %.4f (ppl %.2f); %.0fs (%s)",
         summary["press_rank"], summary["shape"], json.dumps(summary["effective_rank"]),

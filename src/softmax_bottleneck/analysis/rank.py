@@ -13,8 +13,12 @@ The singular values come from :mod:`softmax_bottleneck.analysis.svd_stream` (met
 ``"tsqr"``, with their precision and memory).
 
 :class:`RankStream` is the single streaming entry point used by ``logp.py`` and the ``rank`` command;
-``method="auto"`` buffers rows for the exact SVD while ``m·n·8`` bytes fit ``memory_budget_bytes`` and otherwise
-switches (without losing rows) to a streamed method (``fallback``, default ``"tsqr"``).
+``method="auto"`` buffers rows for the exact SVD while the float64 matrix (``m·n·8`` bytes) is at most
+:data:`EXACT_AUTO_BYTES` (1 GiB: an exact SVD of seconds to a minute, with the whole spectrum) and fits
+``memory_budget_bytes``; otherwise it streams the ``fallback`` method (default ``"gram"``, the fastest: see
+``docs/rank-at-scale.md``), switching without losing rows. Every method's peak memory is estimated up front
+(:func:`memory_needed`); a method whose estimate exceeds ``memory_budget_bytes`` is refused before any row is
+read (:class:`MemoryBudgetError`, naming the memory needed and a method or budget that fits).
 """
 
 from __future__ import annotations
@@ -42,9 +46,60 @@ EPS32: float = float(np.finfo(np.float32).eps)
 #: methods accepted by :class:`RankStream` and the ``rank`` command
 METHODS: tuple[str, ...] = ("auto", "exact", "gram", "tsqr")
 
-#: default memory budget of ``method="auto"`` for the float64 copy of the full matrix (m·n·8 bytes): 8 GiB,
-#: so that the PTB matrix (82,429 × 10,000: 6.6 GB) takes the exact path and the WT2 one (8.9 GB) streams.
-DEFAULT_MEMORY_BUDGET = 8 * 2**30
+#: default memory budget of the singular-value computation (:func:`memory_needed`): 16 GiB, so that WT2's full
+#: matrix (245,568 × 33,278) streams its Gram matrix (9.3 GiB) and, with the model and the row pass, the whole
+#: ``analyze`` stays under 20 GiB (a 24 GiB node).
+DEFAULT_MEMORY_BUDGET = 16 * 2**30
+
+#: ``auto`` takes the exact SVD only up to this float64 matrix size (1 GiB), beyond it the streamed Gram method
+EXACT_AUTO_BYTES = 2**30
+
+
+class MemoryBudgetError(ValueError):
+    """The chosen method would need more memory than the budget (the message says how much, and what fits)."""
+
+
+def memory_needed(method: str, rows: int, n_cols: int, device: str = "cpu", itemsize: int = 4) -> int:
+    """Estimated peak bytes of ``method`` for a ``rows × n_cols`` matrix of ``itemsize``-byte entries (the model
+    and the row pass not included). See :mod:`softmax_bottleneck.analysis.svd_stream` for each formula:
+
+    * exact: the buffered rows plus their float64 copy (``m·n·(itemsize + 8)``) and ``gesdd``'s n×n work (CPU);
+      ``2·m·n·8`` on CUDA;
+    * gram: ``(n² + b·n)·8`` (G and one block of b rows), ``(2·n² + b·n)·8`` on CUDA (``eigvalsh`` copies G);
+    * tsqr: ``(n² + 1.5·b·n)·8`` (CPU), ``2·(n + b)·n·8`` (CUDA).
+    """
+    from softmax_bottleneck.analysis.svd_stream import GRAM_BLOCK_ROWS, is_cuda
+
+    m, n = int(rows), int(n_cols)
+    k = min(m, n)
+    cuda = is_cuda(device)
+    if method == "exact":
+        return 2 * m * n * 8 if cuda else m * n * (max(itemsize, 4) + 8) + k * k * 8
+    if method == "gram":
+        b = min(GRAM_BLOCK_ROWS, m)
+        return (2 * n * n + b * n) * 8 if cuda else (n * n + b * n) * 8
+    if method == "tsqr":
+        b = 4096
+        return 2 * (n + b) * n * 8 if cuda else int((n * n + 1.5 * b * n) * 8)
+    raise ValueError(f"unknown rank method {method!r}")
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def check_memory(method: str, rows: int, n_cols: int, device: str, budget_bytes: int, itemsize: int = 4) -> int:
+    """Raise :class:`MemoryBudgetError` when ``method`` (not ``auto``) would exceed the budget; return its bytes."""
+    need = memory_needed(method, rows, n_cols, device, itemsize)
+    if need <= budget_bytes:
+        return need
+    fits = [(memory_needed(o, rows, n_cols, device, itemsize), o) for o in ("gram", "tsqr", "exact") if o != method]
+    fits = sorted(f for f in fits if f[0] <= budget_bytes)
+    hint = f"--method {fits[0][1]} needs {_gib(fits[0][0])}, or " if fits else ""
+    raise MemoryBudgetError(
+        f"the {method} method on a {rows:,} × {n_cols:,} matrix needs about {_gib(need)}, over the memory budget of "
+        f"{_gib(budget_bytes)}; {hint}raise --memory-budget-gb to {math.ceil(need / 2**30 + 0.05)}"
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -121,8 +176,10 @@ class RankStream:
 
     ``method``: ``"exact"`` (buffer the rows in their own precision, one float64 SVD at the end), ``"gram"``,
     ``"tsqr"`` (streamed, see the module docstring) or ``"auto"``: exact while the float64 copy (``m·n·8`` bytes)
-    fits ``memory_budget_bytes``; the first time it would not, the buffered rows are handed to the ``fallback``
-    streamed method, which takes all later rows. ``expected_rows`` (optional) lets ``auto`` decide up front.
+    is at most :data:`EXACT_AUTO_BYTES` and fits ``memory_budget_bytes``; the first time it would not, the
+    buffered rows are handed to the ``fallback`` streamed method, which takes all later rows. ``expected_rows``
+    (optional) lets ``auto`` decide up front, and makes any method whose :func:`memory_needed` exceeds the budget
+    raise :class:`MemoryBudgetError` here, before a row is read (``auto``: when even the fallback does not fit).
 
     Chunks (``numpy.ndarray`` or ``torch.Tensor``, ``[rows, n_cols]`` or a single 1-D row) with NaN or inf raise
     ``ValueError`` naming the first bad row (0-based, counted over the whole stream).
@@ -134,7 +191,7 @@ class RankStream:
         method: str = "auto",
         device: str = "cpu",
         memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET,
-        fallback: str = "tsqr",
+        fallback: str = "gram",
         expected_rows: int | None = None,
     ):
         if method not in METHODS:
@@ -149,10 +206,23 @@ class RankStream:
         if method == "auto":
             fits = expected_rows is None or self._fits(int(expected_rows))
             method = "exact" if fits else fallback
-        self._impl = accumulator(method, self.n_cols, self.device)
+        need = 0
+        if expected_rows is not None:
+            need = check_memory(method, int(expected_rows), self.n_cols, self.device, self.memory_budget_bytes)
+        self._impl = accumulator(method, self.n_cols, self.device, self._spare(need or method))
+
+    def _spare(self, need) -> int:
+        """Budget left beside a method's own estimate (its bytes, or its name: the estimate without the rows)."""
+        if isinstance(need, str):
+            need = memory_needed(need, 1, self.n_cols, self.device) if need != "exact" else self.memory_budget_bytes
+        return max(0, self.memory_budget_bytes - int(need))
 
     def _fits(self, rows: int) -> bool:
-        return rows * self.n_cols * 8 <= self.memory_budget_bytes
+        """``auto``'s rule for staying exact with ``rows`` rows."""
+        float64 = rows * self.n_cols * 8
+        return float64 <= EXACT_AUTO_BYTES and memory_needed("exact", rows, self.n_cols, self.device) <= (
+            self.memory_budget_bytes
+        )
 
     @property
     def method(self) -> str:
@@ -174,7 +244,10 @@ class RankStream:
                     self.memory_budget_bytes / 2**30,
                     self.fallback,
                 )
-                old, self._impl = self._impl, accumulator(self.fallback, self.n_cols, self.device)
+                old, self._impl = (
+                    self._impl,
+                    accumulator(self.fallback, self.n_cols, self.device, self._spare(self.fallback)),
+                )
                 while old.chunks:
                     self._impl.update(old.chunks.pop(0))
         self._impl.update(chunk)
@@ -202,7 +275,8 @@ def add_memory_budget_option(parser: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=DEFAULT_MEMORY_BUDGET / 2**30,
         metavar="GB",
-        help="auto: largest float64 matrix for the exact SVD (default: %(default)s GiB)",
+        help="memory the singular values may take (default: %(default)s GiB); a method that needs more is refused "
+        "up front, naming one that fits",
     )
 
 
@@ -220,7 +294,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
     )
     add_memory_budget_option(parser)
     parser.add_argument(
-        "--fallback", choices=("gram", "tsqr"), default="tsqr", help="auto's streamed method (default: tsqr)"
+        "--fallback", choices=("gram", "tsqr"), default="gram", help="auto's streamed method (default: gram)"
     )
 
 
@@ -235,14 +309,17 @@ def run_cli(args) -> int:
             arr = load_matrix(args.matrix)
         except InputError as err:
             return report("rank", err)
-        stream = RankStream(
-            arr.shape[1],
-            method=args.method,
-            device=device,
-            memory_budget_bytes=int(args.memory_budget_gb * 2**30),
-            fallback=args.fallback,
-            expected_rows=arr.shape[0],
-        )
+        try:
+            stream = RankStream(
+                arr.shape[1],
+                method=args.method,
+                device=device,
+                memory_budget_bytes=int(args.memory_budget_gb * 2**30),
+                fallback=args.fallback,
+                expected_rows=arr.shape[0],
+            )
+        except MemoryBudgetError as err:
+            return report("rank", f"{args.matrix}: {err}")
         try:
             for chunk in iter_row_chunks(arr, args.chunk_rows):
                 stream.update(np.asarray(chunk))

@@ -11,9 +11,11 @@ threshold itself (≈1.8e-5·σ_max for PTB); and none ever rounds its input to 
     ``m·n·4`` bytes; float64 rows stay float64), then ``m·n·8`` bytes for the float64 copy plus workspace on CPU,
     ``≈ 2·m·n·8`` bytes of GPU memory on CUDA (PTB: 13 GB).
 ``"gram"``
-    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated chunk by chunk in float64, then
-    ``σ = sqrt(clip(eigvalsh(G), 0))``. Memory ``n²·8`` bytes, cost ``m·n²`` flops (one GEMM per chunk), the
-    fastest method. Squaring loses precision for small singular values: the eigenvalues carry absolute errors
+    Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated in float64 by one symmetric rank-k update (GEMMs on
+    the block-lower triangle, :func:`syrk_update`) per block of 4,096 rows, then
+    ``σ = sqrt(clip(eigenvalues(G), 0))``, eigenvalues only. Memory ``(n² + b·n)·8`` bytes, cost ``≈ m·n²`` flops
+    at GEMM speed plus ``(4/3)·n³`` for the eigenvalues, the fastest method. Squaring loses precision for small
+    singular values: the eigenvalues carry absolute errors
     ``δ ≈ (1e-16 … 1e-14)·σ_max²``, so singular values below ``≈ sqrt(δ) ≈ 1e-8…1e-7 · σ_max`` are noise (they come
     out as tiny numbers or 0) and a singular value σ near the threshold is perturbed by about ``δ / (2σ)``, i.e. a
     *relative* error ``≈ δ / (2 tol²) ≈ 1e-5`` at ``tol ≈ 1.8e-5·σ_max`` (PTB). The Press rank is therefore the
@@ -165,39 +167,139 @@ def _drain_to_f64(chunks: list, rows: int, n_cols: int) -> np.ndarray:
     return out
 
 
-class GramAccumulator:
-    """Streamed ``G = AᵀA`` in float64; singular values ``sqrt(clip(eigvalsh(G), 0))``.
+def syrk_update(gram, block, col_blocks: int = 8) -> None:
+    """``gram += blockᵀ·block`` on the lower triangle only (a blocked symmetric rank-k update), in place.
 
-    Rows arrive in chunks (:meth:`update`); the full matrix is never held, only the ``n×n`` float64 Gram matrix
-    (on ``device``, CPU or CUDA). :attr:`rows` counts the rows seen (m, needed for the Press threshold).
+    ``gram`` is ``[n, n]`` (torch tensor or numpy array, float64, row-major) and ``block`` ``[b, n]`` float64 rows.
+    The columns are cut into ``col_blocks`` panels; panel ``k`` gets one matrix product
+    ``gram[panel_k, :end_k] += block[:, panel_k]ᵀ · block[:, :end_k]``, i.e. the block-lower triangle, through
+    torch's BLAS (MKL's ``dgemm`` on CPU, whose public ``dsyrk`` torch does not export): ``b·n²·(1 + 1/p)`` flops
+    (p = ``col_blocks``) instead of a full product's ``2·b·n²``, at GEMM speed. The strict upper triangle of
+    ``gram`` is left partly written (only the lower one is read later).
+    """
+    torch = torch_module()
+    g = gram if is_tensor(gram) else torch.from_numpy(gram)
+    c = block if is_tensor(block) else torch.from_numpy(block)
+    n = int(g.shape[0])
+    p = max(1, min(int(col_blocks), n // 256 or 1))
+    edges = [round(n * k / p) for k in range(p + 1)]
+    for k in range(p):
+        lo, hi = edges[k], edges[k + 1]
+        if hi > lo:
+            g[lo:hi, :hi].addmm_(c[:, lo:hi].T, c[:, :hi])
+
+
+#: rows per Gram update (CPU): large enough for GEMM speed (``benchmarks/gemm_speed.py``), small beside n²
+GRAM_BLOCK_ROWS = 4096
+
+
+def blas_syrk_update(gram: np.ndarray, block: np.ndarray) -> None:
+    """``gram += blockᵀ·block`` on the lower triangle of the row-major float64 ``gram``, in place, by one BLAS
+    ``dsyrk`` (scipy's OpenBLAS: ``b·n²`` flops, the symmetric half of a GEMM). ``gram.T`` is a Fortran-ordered
+    view whose upper triangle is ``gram``'s lower one, and ``block.T`` a Fortran-ordered ``[n, b]`` view: no copy."""
+    from scipy.linalg import blas
+
+    out = blas.dsyrk(1.0, block.T, beta=1.0, c=gram.T, trans=0, lower=0, overwrite_c=1)
+    if not np.shares_memory(out, gram):  # f2py copied (not contiguous float64): write the result back
+        gram.T[...] = out
+
+
+class GramAccumulator:
+    """Streamed ``G = AᵀA`` in float64; singular values ``sqrt(clip(eigenvalues(G), 0))``.
+
+    Rows arrive in chunks (:meth:`update`) of any size (the log-P pass gives 70); they are copied, in float64, into
+    a block of ``block_rows`` rows, and each full block updates the lower triangle of ``G`` by one symmetric
+    rank-k update on the block-lower triangle (:func:`syrk_update`: torch's GEMMs, MKL on CPU, ``1.125·b·n²`` flops).
+    :attr:`rows` counts the rows seen (m, needed for the Press threshold). Memory: ``(n² + b·n)·8`` bytes (G and
+    the block), plus, at the end, the eigenvalue solver's O(n) workspace: on CPU the eigenvalues only, in place,
+    by LAPACK through
+    ``scipy.linalg.eigh(eigvals_only=True, overwrite_a=True, check_finite=False)`` (no second n×n copy; WT2,
+    n = 33,278: 8.9 GB for G + 1.1 GB for the block); on CUDA ``torch.linalg.eigvalsh`` (which copies G).
 
     Precision: exact for Press' rank except within float64 noise of the threshold, but singular values below
-    ``≈1e-8·σ_max`` are lost (see the module docstring for the error analysis).
+    ``≈1e-8·σ_max`` are lost (see the module docstring and ``docs/rank-at-scale.md``).
     """
 
     method = "gram"
 
-    def __init__(self, n_cols: int, device: str = "cpu"):
+    def __init__(self, n_cols: int, device: str = "cpu", block_rows: int | None = None, copy_bytes: int = 0):
         torch = torch_module()
         self.n_cols = int(n_cols)
         self.device = torch.device(device)
+        self.block_rows = int(block_rows) if block_rows else GRAM_BLOCK_ROWS
+        #: CPU: MKL's ``syevd`` through ``torch.linalg.eigvalsh`` (faster here than OpenBLAS's, but it copies G) when
+        #: a second n×n float64 matrix fits in ``copy_bytes``; else LAPACK in place (:func:`eigvalsh_inplace`)
+        self.eig_copies = self.n_cols**2 * 8 <= int(copy_bytes)
         self.rows = 0
         self.gram = torch.zeros((self.n_cols, self.n_cols), dtype=torch.float64, device=self.device)
+        self._block = None  # [block_rows, n] float64, allocated on the first rows
+        self._fill = 0
+        self.flops = 0  # of the Gram updates so far (for the progress log)
+        self._sv: np.ndarray | None = None
 
     def update(self, rows_chunk) -> None:
+        if self._sv is not None:
+            raise ValueError("rows added after the singular values were computed")
         chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
         if chunk.shape[0] == 0:
             return
-        c = _to_f64(chunk, self.device)
-        self.gram.addmm_(c.T, c)
-        self.rows += int(c.shape[0])
+        torch = torch_module()
+        if not is_tensor(chunk):
+            chunk = torch.from_numpy(np.asarray(chunk))
+        chunk = chunk.detach()
+        if self._block is None:
+            self._block = torch.empty((self.block_rows, self.n_cols), dtype=torch.float64, device=self.device)
+        pos = 0
+        while pos < chunk.shape[0]:
+            take = min(int(chunk.shape[0]) - pos, self._block.shape[0] - self._fill)
+            self._block[self._fill : self._fill + take].copy_(chunk[pos : pos + take])  # converts to float64
+            self._fill += take
+            pos += take
+            if self._fill == self._block.shape[0]:
+                self._flush()
+        self.rows += int(chunk.shape[0])
+
+    def _flush(self) -> None:
+        if self._fill:
+            # torch's GEMMs on the block-lower triangle (MKL on CPU): OpenBLAS's dsyrk through scipy (blas_syrk_update)
+            # crashed (SIGSEGV) at n = 33,278 with 1,024-row blocks on 2026-11-25 (scipy-openblas 0.3.31)
+            syrk_update(self.gram, self._block[: self._fill])
+            self.flops += self._fill * self.n_cols**2
+            self._fill = 0
 
     def singular_values(self) -> np.ndarray:
-        torch = torch_module()
-        # eigvalsh reads only the lower triangle (no n×n symmetrised copy needed)
-        ev = torch.linalg.eigvalsh(self.gram).clamp_min(0.0).sqrt()
+        """Flush the buffered rows and return σ (descending); G is consumed, later calls return the same σ."""
+        if self._sv is not None:
+            return self._sv.copy()
+        self._flush()
+        self._block = None
+        if self.device.type == "cpu" and not self.eig_copies:
+            ev = eigvalsh_inplace(self.gram.numpy())
+        else:
+            ev = torch_module().linalg.eigvalsh(self.gram, UPLO="L").cpu().numpy()
+        self.gram = None
+        sv = np.sqrt(np.clip(ev, 0.0, None))
         # a matrix with m < n rows has only m singular values (the other eigenvalues are rounding noise)
-        return np.sort(ev.cpu().numpy())[::-1][: min(self.rows, self.n_cols)].copy()
+        self._sv = np.sort(sv)[::-1][: min(self.rows, self.n_cols)].copy()
+        return self._sv.copy()
+
+
+#: LAPACK driver of :func:`eigvalsh_inplace` (``benchmarks/gemm_speed.py`` times them; ``evd`` with eigenvalues
+#: only is ``dsterf`` after the reduction, O(n) workspace)
+EIG_DRIVER = "evd"
+
+
+def eigvalsh_inplace(gram: np.ndarray, driver: str | None = None) -> np.ndarray:
+    """Eigenvalues (ascending) of the symmetric float64 matrix whose **lower** triangle is that of the row-major
+    ``gram``; ``gram`` is destroyed. No n×n copy: its transpose is a Fortran-ordered view whose upper triangle is
+    ``gram``'s lower one, handed to LAPACK with ``overwrite_a`` (``scipy.linalg.eigh(eigvals_only=True)``)."""
+    import scipy.linalg
+
+    a = gram.T
+    if not (a.flags.f_contiguous and a.dtype == np.float64):
+        raise ValueError("eigvalsh_inplace needs a C-contiguous float64 matrix")
+    return scipy.linalg.eigh(a, lower=False, eigvals_only=True, overwrite_a=True, check_finite=False,
+                             driver=driver or EIG_DRIVER)  # fmt: skip
 
 
 class QRAccumulator:
@@ -345,11 +447,13 @@ class _ExactBuffer:
         return _svdvals_inplace(_drain_to_f64(self.chunks, self.rows, self.n_cols))
 
 
-def accumulator(method: str, n_cols: int, device: str):
+def accumulator(method: str, n_cols: int, device: str, spare_bytes: int = 0):
+    """The accumulator of ``method``; ``spare_bytes``: memory beyond the method's own that it may use (Gram: for a
+    faster eigenvalue solver that copies G)."""
     if method == "exact":
         return _ExactBuffer(n_cols, device)
     if method == "gram":
-        return GramAccumulator(n_cols, device)
+        return GramAccumulator(n_cols, device, copy_bytes=spare_bytes)
     if method == "tsqr":
         return QRAccumulator(n_cols, device)
     raise ValueError(f"unknown rank method {method!r}; choose one of exact, gram, tsqr")
