@@ -23,6 +23,7 @@ from softmax_bottleneck.analysis import rank, svd_stream, wordsim
 from softmax_bottleneck.analysis.logp import analyze
 from softmax_bottleneck.analysis.rank import memory_needed
 from softmax_bottleneck.corpora.corpus import load_corpus
+from softmax_bottleneck.corpora.integrity import seal
 from softmax_bottleneck.training.checkpoint import load_model
 from softmax_bottleneck.training.trainer import train
 
@@ -57,11 +58,11 @@ def _bad_checkpoint(kind: str, folder: Path, good: Path) -> Path:
     elif kind == "other-weights":  # our format, but the weights do not fit the hyper-parameters
         blob = torch.load(good, map_location="cpu", weights_only=True)
         blob["hyperparameters"] = {**blob["hyperparameters"], "nhid": blob["hyperparameters"]["nhid"] + 2}
-        torch.save(blob, path)
+        torch.save(seal(blob), path)  # sealed anew: the weights check, not the checksum, must refuse it
     elif kind == "nan-weights":  # our format, weights that fit, but the run diverged
         blob = torch.load(good, map_location="cpu", weights_only=True)
         blob["state_dict"]["rnns.1.lstm.bias_hh_l0"][3] = float("nan")
-        torch.save(blob, path)
+        torch.save(seal(blob), path)
     elif kind == "directory":
         path.mkdir()
     return path
@@ -175,7 +176,7 @@ def test_checkpoint_of_another_vocabulary_names_both(model_pt, ptb_cache, tmp_pa
     blob["vocab"] = list(reversed(blob["vocab"]))  # same words, other ids
     blob["vocab_sha256"] = vocab_sha256(blob["vocab"])
     other = tmp_path / "other-vocab.pt"
-    torch.save(blob, other)
+    torch.save(seal(blob), other)
     argv = ["analyze", "--checkpoint", str(other), "--corpus-cache", str(ptb_cache), "--out-json",
             str(tmp_path / "r.json"), "--device", "cpu"]  # fmt: skip
     assert cli.main(argv) == 2
@@ -201,7 +202,7 @@ def test_qualitative_refuses_a_wt2_model_before_reading_data(model_pt, tmp_path,
     blob = torch.load(model_pt, map_location="cpu", weights_only=True)
     blob["dataset"] = "wt2"
     wt2 = tmp_path / "wt2.pt"
-    torch.save(blob, wt2)
+    torch.save(seal(blob), wt2)
     argv = ["qualitative", "--checkpoint", str(wt2), "--data", str(tmp_path / "nowhere"), "--out",
             str(tmp_path / "top5.csv"), "--device", "cpu"]  # fmt: skip
     assert cli.main(argv) == 2
