@@ -1,4 +1,4 @@
-"""Time the MoS output layer against the authors' own module, same weights and inputs, interleaved (issue #16).
+"""Time the MoS output layer against the authors' own module, same weights and inputs, interleaved.
 
 The authors' ``Mos`` (the KIT, https://github.com/quettabit/awd-lstm-lmkit, ``top_models/mos/mos.py``: softmax per
 expert, weighted sum, log) is imported from a checkout given by ``--kit``; it runs unmodified on torch 2.x. At

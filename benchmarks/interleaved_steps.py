@@ -1,4 +1,4 @@
-"""Batch-interleaved training steps of several variants and loss paths in one process (issue #16).
+"""Batch-interleaved training steps of several variants and loss paths in one process.
 
 On a shared machine, separate processes minutes apart meet different loads; here every round times one
 training step (the trainer's own ``train_batch``, at the paper's PTB hyper-parameters, on random tokens of

@@ -1,4 +1,4 @@
-"""Time one training step of the model with the full-matrix path and with the loss path (issue #16).
+"""Time one training step of the model with the full-matrix path and with the loss path.
 
 For each variant, at the paper's PTB hyper-parameters (``presets.resolve("ptb", variant)``: Softmax 400/1150,
 batch 20; MoS 280/960/620, K 15, batch 12; bptt 70), one model forward + backward in training mode, with the

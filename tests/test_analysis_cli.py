@@ -1,5 +1,5 @@
 """The analysis commands on bad inputs (one line naming the file, non-zero exit), on SIGTERM/SIGINT (no partial
-output left), and their help texts (issues #8.7, #8.9, #11.4)."""
+output left), and their help texts."""
 
 from __future__ import annotations
 
@@ -332,7 +332,7 @@ def test_analyze_on_cuda_agrees_with_cpu(method, model_pt, ptb_cache):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# SIGTERM / SIGINT: no partial output (issue #8.9)
+# SIGTERM / SIGINT: no partial output
 # ---------------------------------------------------------------------------------------------------------------
 
 #: runs the analyze command with iter_logp paused (signal.pause) after its third chunk, so the signal arrives
@@ -377,7 +377,7 @@ def test_signal_during_save_logp_leaves_no_temporary(sig, model_pt, ptb_cache, t
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# help texts (issue #11.4)
+# help texts
 # ---------------------------------------------------------------------------------------------------------------
 
 

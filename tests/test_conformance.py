@@ -1,4 +1,4 @@
-"""``check-layer`` (issue #14.4): every registered layer passes; broken layers are rejected by the right check."""
+"""``check-layer``: every registered layer passes; broken layers are rejected by the right check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Same seed, same training as the authors' code: the golden trajectory of issue #15.
+"""Same seed, same training as the authors' code: the golden trajectory.
 
 ``tests/data/kit/<config>.json`` holds what the authors' code (quettabit/awd-lstm-lmkit 6510d06, minimally patched
 for torch 2.x; provenance in ``tests/data/README.md``) did on PTB with a tiny AWD-LSTM (nemb 16, nhid 32, bptt 20,

@@ -1,4 +1,4 @@
-"""Initialisation in the authors' draw order (issue #15): the same seed gives the authors' initial weights.
+"""Initialisation in the authors' draw order: the same seed gives the authors' initial weights.
 
 Each expected value is the authors' construction sequence written out with plain torch (KIT
 ``base_models/dai.py``: embedding, LSTMs, the encoder's U(−0.1, 0.1); then the top model: its decoder

@@ -1,4 +1,4 @@
-"""The loss path (issue #16): ``nll`` equals the full-matrix path for every registered output layer."""
+"""The loss path: ``nll`` equals the full-matrix path for every registered output layer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worked plug-in example (issue #14.2): ``examples/taylor_softmax`` installed as its own package.
+"""The worked plug-in example: ``examples/taylor_softmax`` installed as its own package.
 
 It is installed with pip into a temporary folder (``--target``) and put on ``PYTHONPATH`` of subprocesses only,
 so the test environment itself is untouched; nothing under ``src/`` knows about it.
@@ -199,7 +199,7 @@ def test_a_broken_plugin_leaves_what_never_names_it_working(tmp_path):
     assert len(broken) == 1 and "BROKEN" in broken[0] and "No module named 'not_installed_anywhere'" in broken[0]
 
 
-# --------------------------------------------------------------------------------- config only (#14.3) ---
+# --------------------------------------------------------------------------------- config only ---
 MIRROR = REPO.parent / "shared" / "data"
 
 

@@ -79,7 +79,7 @@ def test_bad_inputs_name_the_problem():
         presets.resolve("ptb", "ss", overrides={"nhidlast": 100})
 
 
-# ------------------------------------------------------------------------------- typed overrides (#8.4) ---
+# ------------------------------------------------------------------------------- typed overrides ---
 def test_set_values_are_parsed_by_their_declared_type():
     parsed = presets.parse_overrides(
         ["lr=1e-3", "clip=1", "gss_c=-1", "epochs=3", "n_experts=4", "train_tokens=null", "dropout=.5", "bptt=3.0"]

@@ -1,4 +1,4 @@
-"""Every shell command in the README's ``bash`` code blocks works exactly as written (issue #11.1).
+"""Every shell command in the README's ``bash`` code blocks works exactly as written.
 
 The commands run in a scratch copy of the repository (``../shared`` beside it, the test's venv as
 ``.venv``), with the working directory at its root, as a user types them:

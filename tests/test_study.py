@@ -167,6 +167,8 @@ def test_the_folder_hash_is_the_trainers_fingerprint_of_the_same_run(shared_data
         sets = presets.parse_overrides(run.set_arguments)
         hp = presets.resolve(run.dataset, run.variant, run.schedule, {**sets, "seed": run.seed})
         assert run_fingerprint(hp, corpora[run.dataset]).startswith(run.runid.rsplit("-", 1)[1]), run.dir
+
+
 # ------------------------------------------------------------------ one model, one job, one honest name
 @pytest.fixture
 def plugin_layer(monkeypatch):

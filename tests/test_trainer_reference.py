@@ -3,8 +3,8 @@
 It pins what a change of the trainer's internals must not touch: per-epoch validation losses, the test loss, the
 best and switch epochs and the final weights (SHA-256), for a Softmax, an LMS-PLIF and a MoS run.
 
-How the pinned numbers were produced: by this package at commit d5b12f1 (issue #15: the authors' initial draws,
-parameter order and ``padding_idx``; issue #16: training and evaluation on the loss path), after
+How the pinned numbers were produced: by this package at commit d5b12f1 (the authors' initial draws,
+parameter order and ``padding_idx``; training and evaluation on the loss path), after
 ``tests/test_golden_trajectory.py`` had passed there (bit-identical to the authors' code for the Softmax family),
 with ``python tests/test_trainer_reference.py`` (torch 2.13.0+cpu, one thread). The Softmax and LMS-PLIF numbers
 are the same on the full-matrix path (tests/test_step.py checks both paths step by step); MoS's loss path differs
@@ -80,7 +80,7 @@ if __name__ == "__main__":
     readme = (
         "Numbers of tiny CPU training runs (tests/test_trainer_reference.py, torch "
         f"{torch.__version__}, 1 thread), written by python tests/test_trainer_reference.py after the golden "
-        "trajectory test passed (the authors' initial draws of issue #15, the loss path of issue #16); every later "
+        "trajectory test passed (the authors' initial draws, the loss path); every later "
         "change of the trainer must reproduce them bit for bit. Provenance: the test's docstring."
     )
     FIXTURE.write_text(json.dumps({"readme": readme, "runs": runs}, indent=2, sort_keys=True) + "\n")

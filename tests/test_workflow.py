@@ -218,7 +218,7 @@ def test_run_folders_carry_the_hash_of_everything_that_determines_the_run(tmp_pa
 
 
 def test_train_rule_sets_no_retries():
-    """A rule's own retries would override the SLURM profile's (#8.10); the profiles decide."""
+    """A rule's own retries would override the SLURM profile's; the profiles decide."""
     text = (ROOT / "workflow" / "rules" / "train.smk").read_text()
     rule = text[text.index("rule train:") : text.index("rule training_plan:")]
     assert "retries" not in rule
@@ -238,7 +238,7 @@ def test_train_memory_stops_growing_after_attempt_2():
 
 
 def test_every_rule_says_what_it_does(tmp_path):
-    """``snakemake --list-rules`` prints a description beside every rule (#11.4)."""
+    """``snakemake --list-rules`` prints a description beside every rule."""
     result = snakemake(tmp_path, "--list-rules")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line and not line.startswith("Using ")]
@@ -255,7 +255,7 @@ BANNER = "small scale — pipeline check, not the paper"
 
 def test_report_banner_marks_tables_and_figures_and_reruns_only_them(tmp_path):
     """``report_banner`` reaches ``--banner`` of every table and figure (small scale: set; paper: none),
-    and changing it re-renders those items and nothing else (#8.1, #11.3)."""
+    and changing it re-renders those items and nothing else."""
     assert load(SMALL_CONFIG)["report_banner"] == BANNER and load(PAPER_CONFIG)["report_banner"] is None
     # Figure 1 reads no summary: render it for real, then change the banner
     made = snakemake(tmp_path, "figure1", "--cores", "1", configfile=SMALL_CONFIG)
@@ -283,7 +283,7 @@ def test_report_banner_marks_tables_and_figures_and_reruns_only_them(tmp_path):
 
 def test_each_table_rule_writes_the_html_page(tmp_path):
     """NAME.html (the paper's layout) is an output of each table rule, beside the CSV and Markdown; the
-    slow test checks that ``snakemake --report`` shows it (#11.2)."""
+    slow test checks that ``snakemake --report`` shows it."""
     targets = ["reports/tables/table2.html", "reports/tables/sm_table17.html"]
     result = snakemake(tmp_path, *targets, "-n", "--quiet", "rules")
     counts = planned_jobs(result)
@@ -353,7 +353,7 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, case):
 
 @pytest.mark.parametrize("key", ["seeds/random", "analysis", "analysis/rank_rows"])
 def test_incomplete_config_fails_naming_the_key_and_the_file(tmp_path, key):
-    """A --configfile is the whole config: nothing is filled in from config/config.yaml (#8.3; a
+    """A --configfile is the whole config: nothing is filled in from config/config.yaml (a
     small.yaml without seeds/random used to plan 177 paper-seeded training jobs instead of 65)."""
     config = load(SMALL_CONFIG)
     *parents, last = key.split("/")
@@ -464,7 +464,7 @@ def test_small_scale_end_to_end(tmp_path):
 
 def check_html_report(path: Path) -> None:
     """The HTML report embeds every table as its HTML page in the paper's layout (with the small-scale
-    banner) and every figure as its PNG; no table is shown as a raw CSV (#11.2)."""
+    banner) and every figure as its PNG; no table is shown as a raw CSV."""
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         assert any(name.endswith("/report.html") for name in names), names[:20]
@@ -483,7 +483,7 @@ def nothing_to_do(result) -> bool:
 
 
 def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
-    """#8.1-8.2 on the finished small scale (cheaper than a second small-scale run)."""
+    """Run identity and rerun policy on the finished small scale (cheaper than a second small-scale run)."""
     # the paper config still plans every training job and renders every item (nothing from small runs)
     paper = planned_jobs(run_in(repo, "snakemake -n --quiet rules"))
     assert paper["train"] == PAPER_TRAIN_JOBS

@@ -1,4 +1,4 @@
-"""Conformance checks of an output layer: what a layer must satisfy to take part in the study (issue #14).
+"""Conformance checks of an output layer: what a layer must satisfy to take part in the study.
 
 ``python -m softmax_bottleneck check-layer NAME`` runs them on a registered layer (built with its registered
 default hyper-parameters, at a small vocabulary); the test suite runs the same checks on every registered
