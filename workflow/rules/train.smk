@@ -2,7 +2,7 @@
 # The trainer keeps its resume state in <run>/.resume/ (not a declared output), so a job that is
 # killed (pre-emption, time limit, Ctrl-C) resumes from its last epoch when it runs again.
 #
-# A finished run is never redone by accident (README, "Rerun policy"): its outputs are protected()
+# A finished run is never redone by accident (docs/running.md, "Rerun policy"): its outputs are protected()
 # (read-only) and update() (Snakemake never deletes them before a job), and `train` never trains
 # over a finished run: under `snakemake -F` or `-R train`, or when Snakemake re-runs a job whose
 # finish it did not record, it finds the outputs equal to the copy it kept in <run>/.resume/final/
