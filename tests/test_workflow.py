@@ -437,10 +437,10 @@ SMALL = "--configfile config/small.yaml --config data_mirror=../shared/data"
 def test_small_scale_end_to_end(tmp_path):
     """The README's small-scale command, as written, in a scratch copy of the repository; then the
     README commands that need its results, and the rerun policy on them."""
-    from test_readme import SMALL_SCALE, run_in, run_small_scale_commands, scratch_repo
+    from test_readme import MIRROR_OPTION, SMALL_SCALE, run_in, run_small_scale_commands, scratch_repo
 
     repo = scratch_repo(tmp_path)
-    result = run_in(repo, SMALL_SCALE, timeout=1800)
+    result = run_in(repo, f"{SMALL_SCALE} {MIRROR_OPTION}", timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     check_reports(repo, "small")
     # every training job ran once, with its benchmark; the E12 log-P slice was temporary
