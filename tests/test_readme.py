@@ -202,3 +202,23 @@ def run_small_scale_commands(repo: Path) -> None:
         result = run_in(repo, command)
         assert result.returncode == 0, f"{command}\n{(result.stdout + result.stderr)[-4000:]}"
         assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_the_quick_start_outside_this_layout_downloads_or_says_how_to_work_offline(tmp_path):
+    """A clone with no ../shared: the quick start's command fetches from the public URLs; where those cannot be
+    reached it fails at the download step only, and the message says how to work offline (data_mirror)."""
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    for name in ("Snakefile", "workflow", "config", "profiles", "envs"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
+    shutil.copytree(ROOT / "src", repo / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    target = "resources/data/word-sim/MC-30.txt"  # the quick start's first jobs are the downloads
+    command = SMALL_SCALE.replace("snakemake", f"snakemake {target}", 1)  # targets before --configfile
+    result = run_in(repo, command, timeout=600)
+    log = (repo / "logs" / "fetch_wordsim" / "MC-30.log").read_text()
+    if result.returncode == 0:  # this machine reaches the download hosts
+        assert "verified" in log
+    else:
+        assert "every source failed" in log and "--config data_mirror=DIR" in log, log
+        assert not (repo / target).exists()
