@@ -10,67 +10,6 @@
 # model's SHA-256 against its metrics.json before use.
 
 
-RANK = f"rank-{config['analysis']['rank_rows']}.json"
-SPECTRUM = f"spectrum-{config['analysis']['rank_rows']}.csv"
-ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
-
-
-def record_arg(**fields):
-    """One ``--record key=value,...`` argument of ``softmax_bottleneck summarize``."""
-    return "--record " + shlex.quote(
-        ",".join(f"{key}={value}" for key, value in fields.items())
-    )
-
-
-def summary_records(wildcards):
-    """One record per run of the experiment: its identity, metrics and rank files."""
-    return " ".join(
-        record_arg(experiment=wildcards.experiment, dataset=r.dataset, variant=r.variant, schedule=r.schedule,
-                   seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"), rank=r.file(RANK))
-        for r in STUDY.experiments[wildcards.experiment]
-    )  # fmt: skip
-
-
-def summary_inputs(wildcards):
-    return [
-        r.file(name)
-        for r in STUDY.experiments[wildcards.experiment]
-        for name in ("metrics.json", RANK)
-    ]
-
-
-def model_records(key, name):
-    """``--record dataset=..,variant=..,csv=<run>/<name>`` of each reference model of ``analysis/<key>``."""
-    return " ".join(
-        record_arg(dataset=r.dataset, variant=r.variant, csv=r.file(name))
-        for r in STUDY.model_set(key)
-    )
-
-
-def analysis_files(key, name):
-    """The ``name`` file of each reference model of ``analysis/<key>`` (spectra, wordsim, top5)."""
-    runs = STUDY.top5_models.values() if key == "top5" else STUDY.model_set(key)
-    return [run.file(name) for run in runs]
-
-
-def top5_records(wildcards):
-    return " ".join(
-        record_arg(model=name, csv=r.file("top5.csv"))
-        for name, r in STUDY.top5_models.items()
-    )
-
-
-def analyze_mem_mb(wildcards, attempt):
-    """Host memory of the log-P → rank step (streamed; the exact SVD holds a float64 Gram or matrix)."""
-    return (24000 if wildcards.dataset == "ptb" else 32000) * attempt
-
-
-def analyze_threads(wildcards):
-    """1 CPU thread for a few hundred rows, 8 for the paper's matrices (the float64 SVD/Gram runs on CPU)."""
-    rows = config["analysis"]["rank_rows"]
-    return 1 if isinstance(rows, int) and rows <= 5000 else 8
-
-
 localrules:
     summarize_runs,
     summarize_spectra,
@@ -112,9 +51,7 @@ rule wordsim:
     """Spearman ρ of one model's embeddings on the 13 word-similarity benchmarks (E6)."""
     input:
         model=ancient(f"{RUN_DIR}/model.pt"),
-        benchmarks=ancient(
-            expand("resources/data/word-sim/{name}.txt", name=WORDSIM_BENCHMARKS)
-        ),
+        benchmarks=wordsim_files,
     output:
         f"{RUN_DIR}/wordsim.csv",
     log:

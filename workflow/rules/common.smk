@@ -1,6 +1,6 @@
-# Shared by the rule files: the configuration (checked before any job), the study's runs, paths.
-# The study itself (which runs exist, how they are named, their plan) is the package's
-# softmax_bottleneck.study; this file only turns it into paths and input functions.
+# Shared by the stage files: the configuration (checked before any job), the study's runs, paths,
+# and each stage's input functions and resources. The study itself (which runs exist, how they are
+# named, their plan) is the package's softmax_bottleneck.study; this file turns it into paths.
 
 import os
 import re
@@ -102,7 +102,11 @@ def ancient_corpus_cache(wildcards):
 
 
 #: modules of report/ that no summary, table or figure uses (the cost report): editing them renders nothing
-NOT_RENDERING_CODE = {"report/costs.py", "report/bench_speeds.py", "report/language_models.py"}
+NOT_RENDERING_CODE = {
+    "report/costs.py",
+    "report/bench_speeds.py",
+    "report/language_models.py",
+}
 
 
 def rendering_code(wildcards=None):
@@ -118,3 +122,185 @@ def rendering_code(wildcards=None):
         if "__pycache__" not in p.parts
         and p.relative_to(package).as_posix() not in NOT_RENDERING_CODE
     )
+
+
+# --------------------------------------------------------------------------------------------- training jobs (workflow/rules/train.smk)
+from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.models.output_layers.registry import layer_source
+from softmax_bottleneck.study.plan import (
+    gpu_hours,
+    plan_markdown,
+    plan_rows,
+    plan_table,
+    stale_runs,
+    train_memory_mb,
+    train_runtime_minutes,
+)
+
+
+def train_sets(wildcards):
+    """``--set key=value`` arguments of one training job (model overrides + the experiment's values), and
+    for a plug-in layer the conformance stamp it must present."""
+    sets = [f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments]
+    stamp = conformance_stamp(wildcards)
+    if stamp:
+        sets.append(f"--conformance-stamp {stamp[0]}")
+    return " ".join(sets)
+
+
+def plugin_layer(variant):
+    """The output layer of ``variant`` when it is a plug-in (not one of the paper's), else None."""
+    layer = presets.variant_info(variant).output_layer
+    return None if output_layer(layer).builtin else layer
+
+
+def conformance_stamp(wildcards):
+    """A plug-in layer's conformance stamp (made once, before any of its training); ancient(): a new stamp
+    never retrains a finished run."""
+    layer = plugin_layer(wildcards.variant)
+    return [ancient(f"results/conformance/{layer}.json")] if layer else []
+
+
+def refuse_paper_scale_on_cpu():
+    """Before any job: paper-scale training (over 2 projected V100 GPU-hours a run) that would run on
+    this machine's CPU stops the workflow in one line, unless allow_cpu_training is set (a cluster
+    executor runs its jobs elsewhere and is not checked)."""
+    if config.get("allow_cpu_training") or not workflow.local_exec or cuda_available():
+        return
+    runs = [
+        STUDY.job(job.wildcards)
+        for job in workflow.dag.needrun_jobs()
+        if job.rule.name == "train"
+    ]
+    hours = [gpu_hours(run) for run in runs if gpu_hours(run) > 2]
+    if hours:
+        sys.exit(
+            f"{CONFIG_SOURCE}: {len(hours)} paper-scale training runs ({sum(hours):,.0f} projected V100 "
+            "GPU-hours) would run on this machine's CPU, which has no CUDA device (months of CPU time). "
+            "Run them where a GPU is (or --profile profiles/slurm), or allow it deliberately with "
+            "--config allow_cpu_training=true; a pipeline check on CPU: --configfile config/small.yaml"
+        )
+
+
+def cuda_available():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def finished_runs():
+    """Run folders of the plan whose model is already trained."""
+    return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}
+
+
+# --------------------------------------------------------------------------------------------- analysis (workflow/rules/analysis.smk)
+RANK = f"rank-{config['analysis']['rank_rows']}.json"
+SPECTRUM = f"spectrum-{config['analysis']['rank_rows']}.csv"
+ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
+
+
+def record_arg(**fields):
+    """One ``--record key=value,...`` argument of ``softmax_bottleneck summarize``."""
+    text = ",".join(f"{key}={value}" for key, value in fields.items())
+    return f"--record {shlex.quote(text)}"
+
+
+def summary_records(wildcards):
+    """One record per run of the experiment: its identity, metrics and rank files."""
+    return " ".join(
+        record_arg(experiment=wildcards.experiment, dataset=r.dataset, variant=r.variant, schedule=r.schedule,
+                   seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"), rank=r.file(RANK))
+        for r in STUDY.experiments[wildcards.experiment]
+    )  # fmt: skip
+
+
+def summary_inputs(wildcards):
+    return [
+        r.file(name)
+        for r in STUDY.experiments[wildcards.experiment]
+        for name in ("metrics.json", RANK)
+    ]
+
+
+def model_records(key, name):
+    """``--record dataset=..,variant=..,csv=<run>/<name>`` of each reference model of ``analysis/<key>``."""
+    return " ".join(
+        record_arg(dataset=r.dataset, variant=r.variant, csv=r.file(name))
+        for r in STUDY.model_set(key)
+    )
+
+
+def wordsim_files(wildcards):
+    """The 13 benchmarks, ancient(): verified by their pinned SHA-256, a re-fetched copy re-scores nothing."""
+    return ancient(
+        [f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS]
+    )
+
+
+def analysis_files(key, name):
+    """The ``name`` file of each reference model of ``analysis/<key>`` (spectra, wordsim, top5)."""
+    runs = STUDY.top5_models.values() if key == "top5" else STUDY.model_set(key)
+    return [run.file(name) for run in runs]
+
+
+def top5_records(wildcards):
+    return " ".join(
+        record_arg(model=name, csv=r.file("top5.csv"))
+        for name, r in STUDY.top5_models.items()
+    )
+
+
+def analyze_mem_mb(wildcards, attempt):
+    """Host memory of the log-P → rank step (streamed; the exact SVD holds a float64 Gram or matrix)."""
+    return (24000 if wildcards.dataset == "ptb" else 32000) * attempt
+
+
+def analyze_threads(wildcards):
+    """1 CPU thread for a few hundred rows, 8 for the paper's matrices (the float64 SVD/Gram runs on CPU)."""
+    rows = config["analysis"]["rank_rows"]
+    return 1 if isinstance(rows, int) and rows <= 5000 else 8
+
+
+# --------------------------------------------------------------------------------------------- data (workflow/rules/data.smk)
+MIRROR_ENV = "SOFTMAX_BOTTLENECK_DATA_MIRROR"
+os.environ.update({MIRROR_ENV: str(config.get("data_mirror") or "")})
+
+
+def corpus_fetch_paths(wildcards):
+    return " ".join(f"{wildcards.corpus}/{split}.txt" for split in SPLITS)
+
+
+# --------------------------------------------------------------------------------------------- language models (workflow/rules/language_models.smk)
+LM_CONFIG = config.get("language_models") or {}
+#: name -> local model folder (relative paths: against the working directory)
+LM_MODELS = {
+    str(name): str(path) for name, path in (LM_CONFIG.get("models") or {}).items()
+}
+LM_RESULTS = f"{RESULTS}/language_models"
+#: the table and the figure, for all_reports() (empty while no model is configured)
+LANGUAGE_MODEL_REPORTS = [
+    f"{REPORTS}/{kind}/language_models.{ext}"
+    for kind, exts in (("tables", ("csv", "md")), ("figures", ("pdf", "png")))
+    for ext in exts
+    if LM_MODELS
+]
+
+
+def lm_text(wildcards):
+    """The text the models read: a dataset's test split (fetched like the study's) or a file."""
+    corpus = str(LM_CONFIG.get("corpus") or "ptb")
+    if corpus in CORPUS_DIRS:
+        return ancient(f"{corpus_dir(corpus)}/test.txt")
+    return corpus
+
+
+def lm_model_files(wildcards):
+    """The model folder's config.json: a model saved anew over it re-analyses it."""
+    return str(Path(LM_MODELS[wildcards.lm]) / "config.json")
+
+
+def lm_options(wildcards):
+    """``--rows`` and ``--stride`` of analyze-lm from the config (stride null: half the window)."""
+    stride = LM_CONFIG.get("stride")
+    rows = LM_CONFIG.get("rows") or "full"
+    return f"--rows {rows} --stride {int(stride)}" if stride else f"--rows {rows}"

@@ -6,11 +6,6 @@
 # download must not fetch again (as a parameter it did, and a re-fetch hides the trainings still to run
 # from that invocation: Snakemake skips jobs downstream of a rerun job when their inputs from it are
 # ancient(), snakemake/snakemake#4166).
-os.environ["SOFTMAX_BOTTLENECK_DATA_MIRROR"] = str(config.get("data_mirror") or "")
-
-
-def corpus_fetch_paths(wildcards):
-    return " ".join(f"{wildcards.corpus}/{split}.txt" for split in SPLITS)
 
 
 localrules:

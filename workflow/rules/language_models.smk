@@ -6,40 +6,6 @@
 # them is run. `snakemake language_models` builds the table and figure; docs/analyze-lm.md explains
 # the numbers.
 
-LM_CONFIG = config.get("language_models") or {}
-#: name -> local model folder (relative paths: against the working directory)
-LM_MODELS = {
-    str(name): str(path) for name, path in (LM_CONFIG.get("models") or {}).items()
-}
-LM_RESULTS = f"{RESULTS}/language_models"
-#: the table and the figure, for all_reports() (empty while no model is configured)
-LANGUAGE_MODEL_REPORTS = (
-    [f"{REPORTS}/tables/language_models.{ext}" for ext in ("csv", "md")]
-    + [f"{REPORTS}/figures/language_models.{ext}" for ext in ("pdf", "png")]
-    if LM_MODELS
-    else []
-)
-
-
-def lm_text(wildcards):
-    """The text the models read: a dataset's test split (fetched like the study's) or a file."""
-    corpus = str(LM_CONFIG.get("corpus") or "ptb")
-    if corpus in CORPUS_DIRS:
-        return ancient(f"{corpus_dir(corpus)}/test.txt")
-    return corpus
-
-
-def lm_model_files(wildcards):
-    """The model folder's config.json: a model saved anew over it re-analyses it."""
-    return str(Path(LM_MODELS[wildcards.lm]) / "config.json")
-
-
-def lm_options(wildcards):
-    """``--rows`` and ``--stride`` of analyze-lm from the config (stride null: half the window)."""
-    stride = LM_CONFIG.get("stride")
-    rows = LM_CONFIG.get("rows") or "full"
-    return f"--rows {rows}" + (f" --stride {int(stride)}" if stride else "")
-
 
 rule analyze_lm:
     """Press' and ε-effective ranks of one Hugging Face LM's log-P matrix on the configured text."""
@@ -90,8 +56,8 @@ rule language_models:
         analyses=lambda wildcards, input: [
             f"{name}={path}" for name, path in zip(LM_MODELS, input.ranks)
         ],
-        table=f"{REPORTS}/tables/language_models",
-        figure=f"{REPORTS}/figures/language_models",
+        table=lambda wildcards, output: os.path.splitext(output.csv)[0],
+        figure=lambda wildcards, output: os.path.splitext(output.pdf)[0],
     shell:
         "python -m softmax_bottleneck lm-report {params.analyses:q} --out-table {params.table} "
         "--out-figure {params.figure} > {log} 2>&1"

@@ -10,74 +10,8 @@
 # from that copy. To retrain a run on purpose, delete its whole folder.
 
 
-from softmax_bottleneck.models.output_layers import output_layer
-from softmax_bottleneck.models.output_layers.registry import layer_source
-from softmax_bottleneck.study.plan import (
-    gpu_hours,
-    plan_markdown,
-    plan_rows,
-    plan_table,
-    stale_runs,
-    train_memory_mb,
-    train_runtime_minutes,
-)
-
-
-def train_sets(wildcards):
-    """``--set key=value`` arguments of one training job (model overrides + the experiment's values), and
-    for a plug-in layer the conformance stamp it must present."""
-    sets = [f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments]
-    stamp = conformance_stamp(wildcards)
-    return " ".join(sets + ([f"--conformance-stamp {stamp[0]}"] if stamp else []))
-
-
-def plugin_layer(variant):
-    """The output layer of ``variant`` when it is a plug-in (not one of the paper's), else None."""
-    layer = presets.variant_info(variant).output_layer
-    return None if output_layer(layer).builtin else layer
-
-
-def conformance_stamp(wildcards):
-    """A plug-in layer's conformance stamp (made once, before any of its training); ancient(): a new stamp
-    never retrains a finished run."""
-    layer = plugin_layer(wildcards.variant)
-    return [ancient(f"results/conformance/{layer}.json")] if layer else []
-
-
-def refuse_paper_scale_on_cpu():
-    """Before any job: paper-scale training (over 2 projected V100 GPU-hours a run) that would run on
-    this machine's CPU stops the workflow in one line, unless allow_cpu_training is set (a cluster
-    executor runs its jobs elsewhere and is not checked)."""
-    if config.get("allow_cpu_training") or not workflow.local_exec or cuda_available():
-        return
-    runs = [
-        STUDY.job(job.wildcards)
-        for job in workflow.dag.needrun_jobs()
-        if job.rule.name == "train"
-    ]
-    hours = [gpu_hours(run) for run in runs if gpu_hours(run) > 2]
-    if hours:
-        sys.exit(
-            f"{CONFIG_SOURCE}: {len(hours)} paper-scale training runs ({sum(hours):,.0f} projected V100 "
-            "GPU-hours) would run on this machine's CPU, which has no CUDA device (months of CPU time). "
-            "Run them where a GPU is (or --profile profiles/slurm), or allow it deliberately with "
-            "--config allow_cpu_training=true; a pipeline check on CPU: --configfile config/small.yaml"
-        )
-
-
-def cuda_available():
-    import torch
-
-    return torch.cuda.is_available()
-
-
 onstart:
     refuse_paper_scale_on_cpu()
-
-
-def finished_runs():
-    """Run folders of the plan whose model is already trained."""
-    return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}
 
 
 localrules:
