@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
-from softmax_bottleneck.report.tables.common import one_run_per, read_summary
+from softmax_bottleneck.report.common import one_run_per, read_summary
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def empty_panel(ax, text: str = "no data") -> None:
 
 
 def one_per(frame: pd.DataFrame, key: str) -> pd.DataFrame:
-    """One run per value of ``key`` (:func:`~softmax_bottleneck.report.tables.common.one_run_per`), sorted by it."""
+    """One run per value of ``key`` (:func:`~softmax_bottleneck.report.common.one_run_per`), sorted by it."""
     return one_run_per(frame, [key]).sort_values(key, kind="mergesort")
 
 

@@ -11,9 +11,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.common import read_runs
+from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import empty_panel, limits, note, one_per, plain_ticks
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables.common import read_runs
 
 PPL_COLOR, RANK_COLOR, TRAIN_COLOR = "#d62728", "#1f77b4", "#2ca02c"
 OURS, PAPER = "this reproduction", "paper"
@@ -65,6 +66,15 @@ def _k_text(values) -> str:
     return f" (K = {', '.join(map(str, ks))})" if ks else ""
 
 
+@paper_figure(
+    "figure5",
+    requires=["mos_k.csv", "mos_dropoutl.csv"],
+    caption="Figure 5 (WT2, MoS): test ppl and Press' rank against K (E8) and dropoutl (E9)",
+    report="**Figure 5** (WT2, MoS). Left: test perplexity (inverted axis) and Press' rank against the number of "
+    "mixture components K (E8). Right: the same against dropoutl at the K that was run (15 at paper scale; E9). "
+    "NT-ASGD, authors' seed. Top row: this reproduction; bottom row: the paper's values (SM Tables 5 and 12), on "
+    "a shared y-range when they overlap ours.",
+)
 def figure5(summary_dir) -> Figure:
     """WT2 MoS: test ppl and Press' rank vs K (SM Table 5) and vs dropoutl (SM Table 12)."""
     k_runs = read_runs(summary_dir, "mos_k.csv", extra=["n_experts"])
@@ -158,6 +168,14 @@ def _spaced_labels(x, labels: list[str], min_gap: float = 0.15) -> list[str]:
     return out
 
 
+@paper_figure(
+    "figure6",
+    requires=["mos_k.csv"],
+    caption="Figure 6: MoS train and test ppl against the number of mixtures K (E8), PTB and WT2",
+    report="**Figure 6.** Train and test perplexity of MoS against the number of mixture components K (#parameters on "
+    "the top axis), PTB and WT2 (E8). Top row: this reproduction; bottom row: the paper's values (SM Tables 4, "
+    "5), on a shared y-range when they overlap ours.",
+)
 def figure6(summary_dir) -> Figure:
     """MoS train and test perplexity vs K on PTB and WT2 (SM Tables 4, 5), #Param on the top axis."""
     runs = read_runs(summary_dir, "mos_k.csv", extra=["n_experts"])

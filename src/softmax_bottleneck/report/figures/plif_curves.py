@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from softmax_bottleneck.report.figures.catalog import paper_figure
+
 
 def pl(x, c: float, k: float):
     """Two-piece linear PL(x; c, k) = x for x > c, k(x − c) + c otherwise (paper Eq. 2)."""
@@ -18,6 +20,13 @@ def pl_smooth(x, c: float, k: float):
     return k * (x - c) + c - (k - 1) * np.logaddexp(0.0, x - c)
 
 
+@paper_figure(
+    "figure1",
+    requires=[],
+    caption="Figure 1: the GSS building blocks PL and P̃L (Eq. 2-3), an illustration",
+    report="**Figure 1.** The GSS building blocks PL(x; c, k) and P̃L(x; c, k) of Eq. (2)-(3) for (c, k) = (2, 4) and "
+    "(0, 2) on [−6, 6] (an illustration; no trained model).",
+)
 def figure1(summary_dir) -> Figure:
     fig = Figure(figsize=(6.4, 3.0))
     axes = fig.subplots(1, 2)

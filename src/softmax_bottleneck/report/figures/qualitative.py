@@ -8,9 +8,10 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.common import as_hit, read_summary
+from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import note
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
-from softmax_bottleneck.report.tables.common import as_hit, read_summary
 
 
 def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
@@ -42,6 +43,15 @@ def _draw_grid(ax, grid: np.ndarray, models: list[str], title: str) -> None:
     ax.tick_params(length=0)
 
 
+@paper_figure(
+    "figure3",
+    requires=["top5.csv"],
+    caption="Figure 3 (PTB): is the true token in each model's top-5 at the 18 contexts (E5)",
+    report="**Figure 3** (PTB). Whether the true next token is among each model's top-5 predictions at the 18 test "
+    "contexts (Yang et al.'s, the paper authors' — \"Ours\" in the SM —, random), for GSS, LMS-PLIF, MoC, MoC*, "
+    "MoS, MoS*, SS and Softmax in the paper's (alphabetical) order, then other output layers (E5); this "
+    "reproduction beside the paper's grid (SM Table 2).",
+)
 def figure3(summary_dir) -> Figure:
     ours = read_summary(summary_dir, "top5.csv")
     for col in ("model", "group", "number", "hit"):

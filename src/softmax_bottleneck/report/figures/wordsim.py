@@ -8,11 +8,21 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.common import read_summary
+from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import empty_panel, note
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables import read_summary
 
 
+@paper_figure(
+    "figure4",
+    requires=["wordsim.csv"],
+    caption="Figure 4: pairwise wins of the models' embeddings on 13 word-similarity benchmarks (E6)",
+    report="**Figure 4.** Pairwise comparison of the learned embeddings on 13 word-similarity benchmarks: cell (i, j) "
+    "is the number of benchmarks on which model i's Spearman ρ beats model j's, the paper's count in brackets "
+    "(E6); models in the paper's order (GSS, LMS-PLIF, MoC, MoS, SS, Softmax), then other output layers; PTB and "
+    "WT2 panels.",
+)
 def figure4(summary_dir) -> Figure:
     ws = read_summary(summary_dir, "wordsim.csv")
     for col in ("dataset", "variant", "benchmark", "spearman"):

@@ -1,10 +1,12 @@
 """Every table of the paper and its SM, rebuilt from the summary CSVs and set beside the reported numbers.
 
-One module per experiment: :mod:`.main_comparison` (Tables 2, 3, 4, SM Table 1), :mod:`.ntet_ranks` (Tables 1, 6,
-SM Tables 10, 11, 17, 18), :mod:`.mos_sweeps` (SM Tables 4, 5, 12), :mod:`.fair` (Table 5), :mod:`.wordsim`
-(SM Tables 3, 13, Figure 4's counts), :mod:`.qualitative` (SM Table 2), :mod:`.robustness` (SM Tables 14-16),
-:mod:`.gss_grid` (Figure 2's Pearson r); :mod:`.common` holds the shared helpers, :mod:`.cells` the paper's cell
-formats and :mod:`.render` the Markdown/HTML rendering.
+One module per experiment, each table registered next to its builder with
+:func:`~softmax_bottleneck.report.tables.catalog.paper_table` (summaries read, caption, the paper's layout, the HTML
+report's paragraph): :mod:`.main_comparison` (Tables 2, 3, 4, SM Table 1), :mod:`.ntet_ranks` (Tables 1, 6, SM Tables
+10, 11, 17, 18), :mod:`.mos_sweeps` (SM Tables 4, 5, 12), :mod:`.fair` (Table 5), :mod:`.wordsim` (SM Tables 3, 13,
+Figure 4's counts), :mod:`.qualitative` (SM Table 2), :mod:`.robustness` (SM Tables 14-16), :mod:`.gss_grid`
+(Figure 2's Pearson r); :mod:`.common` holds the comparison helpers, :mod:`.cells` the paper's cell formats and
+:mod:`.render` the Markdown/HTML rendering.
 
 Command line::
 
@@ -17,13 +19,13 @@ and ``NAME.html`` (the paper's layout, ``ours (paper)`` per cell, with the capti
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from softmax_bottleneck.atomic import atomic_write_text
-from softmax_bottleneck.report.tables import (
+from softmax_bottleneck.report.common import mean_sd, pearson, read_summary, require_summaries, t_test
+from softmax_bottleneck.report.tables import (  # noqa: F401  (each import registers its tables)
     fair,
     gss_grid,
     main_comparison,
@@ -33,9 +35,9 @@ from softmax_bottleneck.report.tables import (
     robustness,
     wordsim,
 )
-from softmax_bottleneck.report.tables.catalog import CAPTIONS, REQUIRES
-from softmax_bottleneck.report.tables.common import compare, mean_sd, pearson, read_summary, require_summaries, t_test
-from softmax_bottleneck.report.tables.render import LAYOUTS, to_html, to_markdown
+from softmax_bottleneck.report.tables.catalog import REGISTRY, paper_table
+from softmax_bottleneck.report.tables.common import compare
+from softmax_bottleneck.report.tables.render import to_html, to_markdown
 
 __all__ = [
     "CAPTIONS",
@@ -45,6 +47,7 @@ __all__ = [
     "build",
     "compare",
     "mean_sd",
+    "paper_table",
     "pearson",
     "read_summary",
     "render",
@@ -56,39 +59,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TABLES: dict[str, Callable[[Path], pd.DataFrame]] = {
-    "table1": ntet_ranks.table1,
-    "table2": main_comparison.table2,
-    "table3": main_comparison.table3,
-    "table4": main_comparison.table4,
-    "table5": fair.table5,
-    "table6": lambda d: ntet_ranks.rank_table(d, ("ptb", "wt2")),
-    "sm_table1": main_comparison.sm_table1,
-    "sm_table2": qualitative.sm_table2,
-    "sm_table3": wordsim.sm_table3,
-    "sm_table4": lambda d: mos_sweeps.mos_k_table(d, "ptb"),
-    "sm_table5": lambda d: mos_sweeps.mos_k_table(d, "wt2"),
-    "sm_table10": lambda d: ntet_ranks.ntet_table(d, "ptb"),
-    "sm_table11": lambda d: ntet_ranks.ntet_table(d, "wt2"),
-    "sm_table12": mos_sweeps.sm_table12,
-    "sm_table13": wordsim.sm_table13,
-    "sm_table14": robustness.sm_table14,
-    "sm_table15": robustness.sm_table15,
-    "sm_table16": robustness.sm_table16,
-    "sm_table17": lambda d: ntet_ranks.rank_table(d, ("ptb",)),
-    "sm_table18": lambda d: ntet_ranks.rank_table(d, ("wt2",)),
-    "figure2_pearson": gss_grid.figure2_pearson,
-    "figure4_wins": wordsim.figure4_wins,
-}
-assert set(TABLES) == set(REQUIRES) == set(CAPTIONS) == set(LAYOUTS)
+#: table name -> its registration (:class:`~softmax_bottleneck.report.common.PaperItem`), in the paper's order
+TABLES = REGISTRY.items()
+#: table name -> summary files (under the summary folder) it reads
+REQUIRES: dict[str, list[str]] = {name: list(item.requires) for name, item in TABLES.items()}
+#: table name -> its one-line caption
+CAPTIONS: dict[str, str] = {name: item.caption for name, item in TABLES.items()}
 
 
 def build(name: str, summary_dir) -> pd.DataFrame:
     """Table ``name`` (see :data:`TABLES`) from the summary CSVs in ``summary_dir``."""
     if name not in TABLES:
         raise KeyError(f"unknown table {name!r}; valid names: {', '.join(TABLES)}")
-    require_summaries(f"table {name}", summary_dir, REQUIRES[name])
-    return TABLES[name](Path(summary_dir))
+    require_summaries(f"table {name}", summary_dir, TABLES[name].requires)
+    return TABLES[name].build(Path(summary_dir))
 
 
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> pd.DataFrame:

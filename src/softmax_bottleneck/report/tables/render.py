@@ -1,7 +1,7 @@
 """Rendering of a table in the paper's layout: Markdown and a standalone HTML page (no JavaScript).
 
-Each experiment module lays its tables out as the paper prints them (``LAYOUTS``: same rows, columns and order,
-one ``ours (paper)`` cell per value, the paper's rounding); this module adds the caption, and an optional banner
+Each table's registration holds its layout as the paper prints it (same rows, columns and order, one
+``ours (paper)`` cell per value, the paper's rounding); this module adds the caption, and an optional banner
 (e.g. "small scale — pipeline check, not the paper") at the top.
 """
 
@@ -11,30 +11,8 @@ import html
 
 import pandas as pd
 
-from softmax_bottleneck.report.tables import (
-    fair,
-    gss_grid,
-    main_comparison,
-    mos_sweeps,
-    ntet_ranks,
-    qualitative,
-    robustness,
-    wordsim,
-)
-from softmax_bottleneck.report.tables.catalog import CAPTIONS
+from softmax_bottleneck.report.tables.catalog import REGISTRY
 from softmax_bottleneck.report.tables.cells import MISSING
-
-#: table name -> function laying the tidy comparison table out as the paper's table
-LAYOUTS = {
-    **ntet_ranks.LAYOUTS,
-    **main_comparison.LAYOUTS,
-    **fair.LAYOUTS,
-    **qualitative.LAYOUTS,
-    **wordsim.LAYOUTS,
-    **mos_sweeps.LAYOUTS,
-    **robustness.LAYOUTS,
-    **gss_grid.LAYOUTS,
-}
 
 #: how to read a cell (under every caption)
 LEGEND = f"Each cell: ours (the paper's value); {MISSING} where there is no value."
@@ -54,7 +32,7 @@ tbody tr:nth-child(even) { background: #f5f5f5; }
 
 def display_frame(name: str, table: pd.DataFrame) -> pd.DataFrame:
     """Table ``name`` as the paper prints it (strings), from its tidy comparison table."""
-    return LAYOUTS[name](table)
+    return REGISTRY[name].layout(table)
 
 
 def to_markdown(name: str, table: pd.DataFrame, banner: str | None = None) -> str:
@@ -62,14 +40,15 @@ def to_markdown(name: str, table: pd.DataFrame, banner: str | None = None) -> st
     frame = display_frame(name, table)
     body = frame.to_markdown(index=False, disable_numparse=True) if len(frame) else "(no rows)"
     head = f"**{banner}**\n\n" if banner else ""
-    return f"{head}**{name}** — {CAPTIONS[name]} {LEGEND}\n\n{body}\n"
+    return f"{head}**{name}** — {REGISTRY[name].caption} {LEGEND}\n\n{body}\n"
 
 
 def to_html(name: str, table: pd.DataFrame, banner: str | None = None) -> str:
     """A standalone HTML page: optional banner, then the table in the paper's layout with its caption."""
     frame = display_frame(name, table)
     body = frame.to_html(index=False, escape=True, border=0, na_rep=MISSING)
-    caption = f"<caption><b>{html.escape(name)}</b> — {html.escape(CAPTIONS[name])} {html.escape(LEGEND)}</caption>"
+    text = f"{REGISTRY[name].caption} {LEGEND}"
+    caption = f"<caption><b>{html.escape(name)}</b> — {html.escape(text)}</caption>"
     body = body.replace(">", ">\n" + caption, 1)
     top = f'<p class="banner">{html.escape(banner)}</p>\n' if banner else ""
     return (
