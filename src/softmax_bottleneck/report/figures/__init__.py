@@ -37,7 +37,7 @@ from softmax_bottleneck.report.figures import (  # noqa: F401  (each import regi
     wordsim,
 )
 from softmax_bottleneck.report.figures.catalog import REGISTRY, paper_figure
-from softmax_bottleneck.report.figures.common import STYLE, add_banner
+from softmax_bottleneck.report.figures.common import STYLE, finish
 from softmax_bottleneck.report.figures.gss_grid import fit_line
 from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
 
@@ -72,10 +72,7 @@ def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
     require_summaries(f"figure {name}", summary_dir, FIGURES[name].requires)
     with matplotlib.rc_context(STYLE):
-        fig = FIGURES[name].build(Path(summary_dir))
-        if banner:
-            add_banner(fig, banner)
-        return fig
+        return finish(FIGURES[name].build(Path(summary_dir)), banner)
 
 
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> None:

@@ -11,7 +11,16 @@ from matplotlib.ticker import MaxNLocator
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.common import pearson, read_runs
 from softmax_bottleneck.report.figures.catalog import paper_figure
-from softmax_bottleneck.report.figures.common import degenerate, empty_panel, limits, note, plain_ticks
+from softmax_bottleneck.report.figures.common import (
+    PAGE,
+    degenerate,
+    empty_panel,
+    legend_below,
+    limits,
+    new_figure,
+    note,
+    plain_ticks,
+)
 from softmax_bottleneck.report.reported import DATASETS
 
 
@@ -57,7 +66,7 @@ def figure2(summary_dir) -> Figure:
     runs = read_runs(summary_dir, "gss_grid.csv")
     paper = reported.load("figure2_points")
     reported_r = reported.load("figure2_pearson").set_index(["dataset", "subset"])["abs_r"]
-    fig = Figure(figsize=(7.0, 3.2))
+    fig = new_figure(PAGE, 3.6)
     axes = fig.subplots(1, 2)
     missing = []
     for ax, (ds, label) in zip(axes, DATASETS.items(), strict=True):
@@ -101,7 +110,6 @@ def figure2(summary_dir) -> Figure:
         ax.xaxis.set_major_locator(MaxNLocator(5))
         plain_ticks(ax)
         ax.set(xlabel="test perplexity", ylabel="Press' rank", title=f"Trained on {label}")
-        ax.legend(loc="lower right", frameon=True, framealpha=0.85, edgecolor="none", fontsize=6)
+        legend_below(ax, fontsize=6)
     note(fig, missing)
-    fig.subplots_adjust(left=0.09, right=0.95, bottom=0.16, top=0.86, wspace=0.35)
     return fig

@@ -6,6 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report.figures.catalog import paper_figure
+from softmax_bottleneck.report.figures.common import PAGE, new_figure
 
 
 def pl(x, c: float, k: float):
@@ -28,7 +29,7 @@ def pl_smooth(x, c: float, k: float):
     "(0, 2) on [−6, 6] (an illustration; no trained model).",
 )
 def figure1(summary_dir) -> Figure:
-    fig = Figure(figsize=(6.4, 3.0))
+    fig = new_figure(PAGE, 2.9)
     axes = fig.subplots(1, 2)
     x = np.linspace(-6, 6, 601)
     for ax, (c, k) in zip(axes, [(2.0, 4.0), (0.0, 2.0)], strict=True):
@@ -39,5 +40,4 @@ def figure1(summary_dir) -> Figure:
         ax.axhline(0, color="0.9", lw=0.5, zorder=0)
         ax.axvline(0, color="0.9", lw=0.5, zorder=0)
         ax.legend(loc="upper left")
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
     return fig

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.common import as_hit, read_summary
 from softmax_bottleneck.report.figures.catalog import paper_figure
-from softmax_bottleneck.report.figures.common import note
+from softmax_bottleneck.report.figures.common import PAGE, footnote, new_figure, note
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
 
 
@@ -58,22 +58,17 @@ def figure3(summary_dir) -> Figure:
         if col not in ours.columns:
             ours[col] = pd.Series(dtype=object)
     models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ours["model"].dropna().astype(str))
-    height = 1.05 + 0.175 * len(models)  # a row per model; 0.6 in above the grids, 0.45 in below
-    fig = Figure(figsize=(7.0, height))
+    fig = new_figure(PAGE, 0.8 + 0.175 * len(models), compress=True)  # a row per model; titles, group names and ticks
     axes = fig.subplots(1, 2)
     grid = _hit_grid(ours, models)
     _draw_grid(axes[0], grid, models, "this reproduction")
     _draw_grid(axes[1], _hit_grid(reported.load("figure3_hits"), models), models, "paper (SM Table 2)")
     missing = [m for i, m in enumerate(models) if np.isnan(grid[i]).all()]
-    fig.text(
-        0.005,
-        0.2 / height,
+    footnote(
+        fig,
         "columns: Yang et al.'s, the paper authors' and random contexts; "
         "light: true token in the top-5; black: not; grey: not available",
-        ha="left",
-        va="bottom",
-        fontsize=6,
+        color="black",
     )
     note(fig, [f"ours for {', '.join(missing)}"] if missing else [])
-    fig.subplots_adjust(left=0.09, right=0.99, bottom=0.45 / height, top=1 - 0.6 / height, wspace=0.2)
     return fig
