@@ -1,5 +1,6 @@
 # Every table and figure of the paper and its SM, rendered from this configuration's small summary
-# tables: tables as <reports>/tables/<name>.{csv,md,html}, figures as <reports>/figures/<name>.{pdf,png}
+# tables: tables as <reports>/tables/<name>.{csv,md,html,tex,ours.tex}, figures as
+# <reports>/figures/<name>.{pdf,png}
 # (<reports> is reports/, or reports/<output_subdir>/ for a configuration other than the paper's).
 # One rule per registered table or figure (the package's registry: summaries read, caption, HTML
 # report paragraph), so `snakemake table2` or `snakemake figure2` builds exactly what that item
@@ -34,7 +35,7 @@ def verbatim(text):
 for item in paper_tables.TABLES.values():
 
     rule:
-        """Render one table of the paper or its SM (the rule's name) as CSV, Markdown and HTML."""
+        """Render one table of the paper or its SM (the rule's name) as CSV, Markdown, HTML and LaTeX."""
         name:
             item.name
         input:
@@ -43,6 +44,8 @@ for item in paper_tables.TABLES.values():
         output:
             csv=f"{REPORTS}/tables/{item.name}.csv",
             md=f"{REPORTS}/tables/{item.name}.md",
+            tex=f"{REPORTS}/tables/{item.name}.tex",
+            tex_ours=f"{REPORTS}/tables/{item.name}.ours.tex",
             html=report(
                 f"{REPORTS}/tables/{item.name}.html",
                 caption="../report/item.rst",

@@ -173,9 +173,10 @@ REPORT_TAILS: dict[str, str] = {
 class PaperItem:
     """One table or figure of the paper or its SM: how to build it, from which summaries, and how to describe it.
 
-    ``caption`` is the one line printed with the table (Markdown / HTML) and by ``snakemake --list-rules``;
-    ``report`` the paragraph (reStructuredText) of the workflow's HTML report; ``layout`` (tables only) lays the
-    tidy comparison table out as the paper prints it.
+    ``caption`` is the one line printed with the table (Markdown / HTML / LaTeX) and by ``snakemake --list-rules``;
+    its ``{fields}``, if any, are filled by ``fill(table)`` from the built table (what was run, e.g. the K of SM
+    Table 12), and by ``fill(None)`` where there is no table. ``report`` is the paragraph (reStructuredText) of the
+    workflow's HTML report; ``layout`` (tables only) lays the tidy comparison table out as the paper prints it.
     """
 
     kind: str  # "table" or "figure"
@@ -185,6 +186,11 @@ class PaperItem:
     caption: str
     report: str
     layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+    fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None
+
+    def caption_for(self, table: pd.DataFrame | None) -> str:
+        """The caption of ``table`` (this item built from some summaries); ``None``: of no particular build."""
+        return self.caption.format(**self.fill(table)) if self.fill else self.caption
 
     @property
     def label(self) -> str:
@@ -200,7 +206,7 @@ class PaperItem:
     @property
     def description(self) -> str:
         """The caption cut to :data:`DESCRIPTION_LENGTH` characters at a word (``snakemake --list-rules``)."""
-        text = self.caption
+        text = self.caption_for(None)
         if len(text) > DESCRIPTION_LENGTH:
             text = text[: DESCRIPTION_LENGTH - 2].rsplit(" ", 1)[0] + " …"
         return text
@@ -233,6 +239,7 @@ class Registry:
         caption: str,
         report: str,
         layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+        fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None,
     ) -> Callable[[Callable], Callable]:
         """Decorator registering ``build(summary_dir)`` as the item ``name`` (see :class:`PaperItem`)."""
         if not _NAME.match(name):
@@ -246,7 +253,7 @@ class Registry:
             previous = self._items.get(name)
             if previous is not None and previous.build is not build:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
-            self._items[name] = PaperItem(self.kind, name, build, tuple(requires), caption, report, layout)
+            self._items[name] = PaperItem(self.kind, name, build, tuple(requires), caption, report, layout, fill)
             return build
 
         return decorate

@@ -12,8 +12,9 @@ Command line::
 
     python -m softmax_bottleneck table NAME --summary-dir results/summary --out reports/tables/NAME
 
-writes ``NAME.csv`` (tidy, full precision: ours, the paper's and their difference per quantity), ``NAME.md``
-and ``NAME.html`` (the paper's layout, ``ours (paper)`` per cell, with the caption), atomically.
+writes ``NAME.csv`` (tidy, full precision: ours, the paper's and their difference per quantity), ``NAME.md``,
+``NAME.html`` and ``NAME.tex`` (the paper's layout, ``ours (paper)`` per cell, with the caption; LaTeX with
+booktabs rules) and ``NAME.ours.tex`` (the same, ours alone), atomically.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from softmax_bottleneck.report.tables import (  # noqa: F401  (each import regis
 )
 from softmax_bottleneck.report.tables.catalog import REGISTRY, paper_table
 from softmax_bottleneck.report.tables.common import compare
-from softmax_bottleneck.report.tables.render import to_html, to_markdown
+from softmax_bottleneck.report.tables.render import to_html, to_latex, to_markdown
 
 __all__ = [
     "CAPTIONS",
@@ -54,6 +55,7 @@ __all__ = [
     "run_cli",
     "t_test",
     "to_html",
+    "to_latex",
     "to_markdown",
 ]
 
@@ -76,13 +78,15 @@ def build(name: str, summary_dir) -> pd.DataFrame:
 
 
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> pd.DataFrame:
-    """Build table ``name`` and write ``<out_prefix>.csv`` (tidy, full precision), ``.md`` and ``.html`` (the
-    paper's layout, with ``banner`` on top when given), atomically."""
+    """Build table ``name`` and write ``<out_prefix>.csv`` (tidy, full precision), ``.md``, ``.html`` and ``.tex``
+    (the paper's layout, with ``banner`` on top when given) and ``.ours.tex`` (ours alone), atomically."""
     table = build(name, summary_dir)
     prefix = str(out_prefix)
     atomic_write_text(table.to_csv(index=False, lineterminator="\n"), prefix + ".csv")  # floats as repr: exact
     atomic_write_text(to_markdown(name, table, banner), prefix + ".md")
     atomic_write_text(to_html(name, table, banner), prefix + ".html")
+    atomic_write_text(to_latex(name, table, banner=banner), prefix + ".tex")
+    atomic_write_text(to_latex(name, table, paper=False, banner=banner), prefix + ".ours.tex")
     return table
 
 
@@ -90,11 +94,12 @@ def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> 
 def add_cli(parser) -> None:
     parser.description = (
         "Render one table of the paper or its SM from the summary CSVs, our values beside the paper's: "
-        "PREFIX.csv (full precision), PREFIX.md and PREFIX.html (the paper's layout)."
+        "PREFIX.csv (full precision), PREFIX.md, PREFIX.html and PREFIX.tex (the paper's layout), PREFIX.ours.tex "
+        "(ours alone)."
     )
     parser.add_argument("name", metavar="NAME", choices=list(TABLES), help=f"the table, one of: {', '.join(TABLES)}")
     parser.add_argument("--summary-dir", required=True, help="folder of the summary CSVs (results/summary)")
-    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.csv, PREFIX.md and PREFIX.html")
+    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.csv, .md, .html, .tex and .ours.tex")
     parser.add_argument(
         "--banner", default=None, metavar="TEXT", help="text shown in bold at the top (e.g. a small-scale mark)"
     )
@@ -105,5 +110,5 @@ def run_cli(args) -> int:
         render(args.name, args.summary_dir, args.out, banner=args.banner)
     except FileNotFoundError as err:
         raise SystemExit(f"table {args.name}: {err}") from None
-    log.info("wrote %s.csv, %s.md and %s.html", args.out, args.out, args.out)
+    log.info("wrote %s.csv, .md, .html, .tex and .ours.tex", args.out)
     return 0

@@ -36,14 +36,14 @@ def table1_layout(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def table6_layout(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 6 (SM Tables 17, 18): dataset, model, Press' rank, ε-effective ranks for ε = 1e-3, 1e-4, 1e-5."""
+    """Table 6 (SM Tables 17, 18): dataset, model, Press' rank, ε-effective ranks for ε = 10⁻³, 10⁻⁴, 10⁻⁵."""
     return cells.layout(
         table,
         [
             ("dataset", cells.key("dataset")),
             ("model", cells.key("variant")),
             ("Press' rank", cells.both("press_rank", cells.integer)),
-            *[(f"ε={e.removeprefix('erank_')}", cells.both(e, cells.integer)) for e in EPS],
+            *[(cells.epsilon(e), cells.both(e, cells.integer)) for e in EPS],
         ],
         merge=["dataset"],
     )
@@ -139,7 +139,7 @@ def rank_table(summary_dir, datasets: tuple[str, ...]) -> pd.DataFrame:
     requires=["ntet.csv", "spectra.csv"],
     caption="Table 6 (= SM Tables 17, 18): Press' rank and ε-effective ranks, ET-ASGD authors'-seed models.",
     layout=table6_layout,
-    report="**Table 6** (= SM Tables 17, 18). Press' rank and ε-effective ranks (ε = 1e-3, 1e-4, 1e-5) of the test "
+    report="**Table 6** (= SM Tables 17, 18). Press' rank and ε-effective ranks (ε = 10⁻³, 10⁻⁴, 10⁻⁵) of the test "
     "log-P matrices of the ET-ASGD authors'-seed models (E11), the models of Figure 7; PTB and WT2. Output layers "
     "other than the paper's (e.g. a plug-in layer) follow the paper's, with — for the paper's values.",
 )

@@ -58,13 +58,13 @@ def sm_table15_layout(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def sm_table16_layout(table: pd.DataFrame) -> pd.DataFrame:
-    """SM Table 16: c, Press' rank, ε-effective ranks for ε = 1e-3, 1e-4, 1e-5."""
+    """SM Table 16: c, Press' rank, ε-effective ranks for ε = 10⁻³, 10⁻⁴, 10⁻⁵."""
     return cells.layout(
         table,
         [
             ("c", cells.key("c", cells.scale)),
             ("Press' rank", cells.both("press_rank", cells.integer)),
-            *[(f"ε={e.removeprefix('erank_')}", cells.both(e, cells.integer)) for e in EPS],
+            *[(cells.epsilon(e), cells.both(e, cells.integer)) for e in EPS],
         ],
     )
 
@@ -102,8 +102,8 @@ def sm_table15(summary_dir) -> pd.DataFrame:
     requires=["robustness.csv"],
     caption="SM Table 16: Press' rank vs ε-effective rank of the noisy matrices of Algorithm 2.",
     layout=sm_table16_layout,
-    report="**SM Table 16.** The noisy matrices of SM Table 15: Press' rank against the ε-effective ranks (ε = 1e-3, "
-    "1e-4, 1e-5), E12.",
+    report="**SM Table 16.** The noisy matrices of SM Table 15: Press' rank against the ε-effective ranks (ε = 10⁻³, "
+    "10⁻⁴, 10⁻⁵), E12.",
 )
 def sm_table16(summary_dir) -> pd.DataFrame:
     ours, paper = robustness_pair(summary_dir, 2, "sm_table16", "c")
