@@ -14,22 +14,20 @@ import shlex
 from softmax_bottleneck.report import figures as paper_figures
 from softmax_bottleneck.report import tables as paper_tables
 
-
-def all_reports():
-    """Every file of every table and figure (rule `all`)."""
-    names = [*paper_tables.TABLES, *paper_figures.FIGURES]
-    return [path for name in names for path in getattr(rules, name).output]
-
-
-def banner_option(wildcards):
-    """``--banner '<report_banner>'`` of ``table``/``figure``, or nothing (``report_banner: null``)."""
-    banner = config["report_banner"]
-    return f"--banner {shlex.quote(banner)}" if banner else ""
-
-
-def verbatim(text):
-    """``text`` as a rule parameter, kept as written (a string parameter's braces would be read as wildcards)."""
-    return lambda wildcards: text
+#: ``--banner '<report_banner>'`` of ``table``/``figure``, or nothing (``report_banner: null``): a
+#: parameter of these rules only, so changing it re-renders them and nothing else
+BANNER_OPTION = (
+    f"--banner {shlex.quote(config['report_banner'])}"
+    if config["report_banner"]
+    else ""
+)
+# The input functions below are lambdas (`snakemake --lint` wants no function definitions in a
+# file of rules). Every file of every table and figure, for rule `all`:
+all_reports = lambda: [
+    path
+    for name in [*paper_tables.TABLES, *paper_figures.FIGURES]
+    for path in getattr(rules, name).output
+]
 
 
 for item in paper_tables.TABLES.values():
@@ -60,10 +58,11 @@ for item in paper_tables.TABLES.values():
             "../../envs/softmax-bottleneck.yaml"
         params:
             name=item.name,
-            summary_dir=f"{RESULTS}/summary",
-            out=f"{REPORTS}/tables/{item.name}",
-            banner=banner_option,
-            caption=verbatim(item.report_caption),
+            summary_dir=lambda wildcards: f"{RESULTS}/summary",
+            out=lambda wildcards, output: output.csv.removesuffix(".csv"),
+            banner=lambda wildcards: BANNER_OPTION,
+            # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
+            caption=lambda wildcards, text=item.report_caption: text,
         shell:
             "python -m softmax_bottleneck table {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
@@ -96,10 +95,11 @@ for item in paper_figures.FIGURES.values():
             "../../envs/softmax-bottleneck.yaml"
         params:
             name=item.name,
-            summary_dir=f"{RESULTS}/summary",
-            out=f"{REPORTS}/figures/{item.name}",
-            banner=banner_option,
-            caption=verbatim(item.report_caption),
+            summary_dir=lambda wildcards: f"{RESULTS}/summary",
+            out=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+            banner=lambda wildcards: BANNER_OPTION,
+            # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
+            caption=lambda wildcards, text=item.report_caption: text,
         shell:
             "python -m softmax_bottleneck figure {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
