@@ -31,7 +31,7 @@ def figure2_pearson_layout(table: pd.DataFrame) -> pd.DataFrame:
             ("p (ours)", cells.only("p_value", cells.scientific)),
             ("n (ours)", cells.only("n_points", cells.integer)),
             ("r of the paper's digitised points", cells.only("r_digitised", cells.r2)),
-            ("n digitised", cells.only("n_digitised", cells.integer)),
+            ("n of the paper's digitised points", cells.only("n_digitised", cells.integer)),
         ],
         merge=["dataset"],
     )
