@@ -145,6 +145,11 @@ def _power_of_ten(v: float, exponent: int) -> str:
     return f"{mantissa}×10{str(exponent).translate(_SUPERSCRIPT)}"
 
 
+def sci(v: float) -> str:
+    """``5.7×10⁻⁵`` (two significant figures): a small number in a note, as the tables print p-values."""
+    return _power_of_ten(v, math.floor(math.log10(abs(v)))) if v else "0"
+
+
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
@@ -187,4 +192,5 @@ def finish(fig: Figure, banner: str | None = None) -> Figure:
             fontweight="bold",
         )  # fmt: skip
     fig.get_layout_engine().set(rect=(0, below / total, 1, height / total))
+    fig.draw_without_rendering()  # lay out once: the ticks then fit the panels' final size when the figure is saved
     return fig

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.catalog import paper_figure
@@ -29,6 +30,7 @@ from softmax_bottleneck.report.figures.common import (
     note,
     plain_ticks,
     read_spectra,
+    sci,
     small_ticks,
 )
 from softmax_bottleneck.report.reported import DATASETS
@@ -80,7 +82,7 @@ def _normalised_window(curves) -> tuple[float, float, str | None]:
     if x_max < PAPER_INDICES - 1:
         parts.append(f"first {x_max:.0f} indices")
     if y_max != PAPER_YMAX:
-        parts.append(f"y up to {y_max:.2g}")
+        parts.append(f"y up to {y_max:.2g}" if y_max >= 0.01 else f"y up to {sci(y_max)}")
     return x_max, y_max, "scaled to the data: " + ", ".join(parts) + " (paper: 500, 0.2)"
 
 
@@ -129,6 +131,7 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
     if normalised:
         x_max, y_max, scaled = _normalised_window(shown)
         ax.set(xlim=(0, x_max), ylim=(0, y_max), ylabel=r"$\sigma_i / \sigma_{\max}$")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # indices: never a tick label 12.5
         plain_ticks(ax)  # linear as the paper's
         if y_max < 0.01:  # a tiny window reads 2×10⁻⁵, not 0.000020 or an offset "1e−5" in the corner
             small_ticks(ax.yaxis)
