@@ -38,6 +38,7 @@ def test_figure_renders_deterministically(name, summary_dir, tmp_path):
         assert first.read_bytes() == second.read_bytes(), (name, ext)
     pdf = (tmp_path / "a" / f"{name}.pdf").read_bytes()
     assert pdf.startswith(b"%PDF") and b"CreationDate" not in pdf and b"Producer" not in pdf
+    assert b"/Type3" not in pdf and b"/FontFile2" in pdf  # TrueType (Type 42) fonts, no Type 3
     assert (tmp_path / "a" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
     assert not list((tmp_path / "a").glob(".*.tmp"))
 
@@ -311,12 +312,57 @@ def test_figure3_and_sm_table2_read_every_hit_spelling_alike(summary_dir, tmp_pa
 
 
 @pytest.mark.parametrize("name", ["figure7", "sm_figure3"])
-def test_normalised_spectra_have_plain_ticks_in_a_tiny_window(name, summary_dir, tmp_path):
-    """A small-scale tail far below the paper's 0.2: linear y ticks as plain numbers, no "1e−9" offset text."""
+def test_normalised_spectra_have_readable_ticks_in_a_tiny_window(name, summary_dir, tmp_path):
+    """A small-scale tail far below the paper's 0.2: linear y ticks as a×10⁻ᵇ (one power of ten), no offset text."""
     fig = _drawn(figures.build(name, _degenerate_summaries(tmp_path / "s", summary_dir)))
     panels = [ax for ax in fig.axes if ax.get_lines()]
     assert panels and all(ax.get_ylim()[1] < 1e-6 for ax in panels)  # the window was scaled to the tail
     for ax in panels:
         assert ax.yaxis.get_offset_text().get_text() == "", ax.get_title()
         ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
-        assert ticks and all(re.fullmatch(r"0\.\d+|0", t) for t in ticks), ticks
+        assert ticks and all(re.fullmatch(r"0|\d(\.\d+)?×10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+", t) for t in ticks), ticks
+        assert len({t.rsplit("×", 1)[-1] for t in ticks if t != "0"}) == 1, ticks  # one power of ten
+
+
+def _drawn_tick_labels(axis) -> list:
+    """The tick labels ``axis`` draws: those of the ticks inside its view interval, on the sides it labels."""
+    lo, hi = sorted(axis.get_view_interval())
+    ticks = [tick for tick in axis.get_major_ticks() if lo - 1e-9 * abs(hi - lo) <= tick.get_loc() <= hi]
+    return [label for tick in ticks for label in (tick.label1, tick.label2) if label.get_visible()]
+
+
+def _outside_canvas(fig) -> list[tuple[str, list[int]]]:
+    """Every piece of text of ``fig`` (each axes' tick labels, axis labels, title, legend and texts, colour bars
+    included; the figure's notes and banner) whose drawn extent leaves the canvas."""
+    canvas = FigureCanvasAgg(fig)
+    with matplotlib.rc_context(figures.STYLE):
+        canvas.draw()
+    renderer = canvas.get_renderer()
+    boxes = [(f"axes {ax.get_title() or ax.get_ylabel()!r}", ax.get_tightbbox(renderer)) for ax in fig.axes]
+    texts = [t for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts)]
+    texts += [t for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for t in _drawn_tick_labels(axis)]
+    texts += [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    boxes += [(repr(t.get_text()), t.get_window_extent(renderer)) for t in [*texts, *fig.texts] if t.get_text()]
+    boxes += [("legend", ax.get_legend().get_window_extent(renderer)) for ax in fig.axes if ax.get_legend()]
+    width, height = fig.bbox.width, fig.bbox.height
+    return [
+        (what, [round(v) for v in box.extents])
+        for what, box in boxes
+        if box.x0 < -0.5 or box.y0 < -0.5 or box.x1 > width + 0.5 or box.y1 > height + 0.5
+    ]
+
+
+@pytest.mark.parametrize("name", list(figures.FIGURES))
+def test_nothing_is_drawn_outside_the_canvas(name, summary_dir, tmp_path):
+    """Every registered figure, from small summaries (with the small-scale banner) and from degenerate ones."""
+    fig = figures.build(name, summary_dir, banner=BANNER)
+    assert not _outside_canvas(fig)
+    assert not _outside_canvas(figures.build(name, _degenerate_summaries(tmp_path / "s", summary_dir)))
+    width = fig.get_size_inches()[0]
+    assert width in (3.3, 7.0), width  # a column or a page wide
+
+
+def test_figure4_has_a_colour_bar(summary_dir):
+    fig = _drawn(figures.build("figure4", summary_dir))
+    bars = [ax for ax in fig.axes if "row model wins" in ax.get_ylabel()]
+    assert len(bars) == 1 and bars[0].get_ylim() == (0.0, 5.0)  # 5 benchmarks in the synthetic summaries

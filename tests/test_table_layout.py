@@ -47,14 +47,18 @@ def test_cell_formats_are_the_papers():
     assert cells.pair(cells.two(math.nan), cells.two(57.08)) == "— (57.08)"
     assert cells.pair(cells.two(58.3), cells.two(None)) == "58.30 (—)"
     assert cells.pair(cells.two(math.nan), cells.two(math.nan)) == "—"
-    assert [cells.scale(c) for c in (1e-2, 1e-20, 1e-32, 2.5e-3, 1.0)] == ["1e-2", "1e-20", "1e-32", "2.5e-3", "1e0"]
+    assert [cells.scale(c) for c in (1e-2, 1e-20, 1e-32, 2.5e-3, 1.0)] == ["10⁻²", "10⁻²⁰", "10⁻³²", "2.5×10⁻³", "10⁰"]
+    assert cells.epsilon("erank_1e-3") == "ε = 10⁻³"
+    assert [cells.seconds(v) for v in (0.1523, 1.5, 57.34, 123.4, 1234.0, math.nan)] == [
+        "0.152s", "1.50s", "57.3s", "123s", "1234s", "—"
+    ]  # three significant figures  # fmt: skip
 
 
-def test_sm_tables_15_and_16_print_c_as_the_paper(built):
+def test_sm_tables_15_and_16_print_c_in_the_p_values_notation(built):
     for name in ("sm_table15", "sm_table16"):
         c = display_frame(name, built[name])["c"].tolist()
-        assert "1e-20" in c and "1e-22" in c and not any("e-0" in v or "e+" in v for v in c), (name, c)
-    assert "1e-2" in display_frame("sm_table15", built["sm_table15"])["c"].tolist()
+        assert "10⁻²⁰" in c and "10⁻²²" in c and not any("e-" in v or "e+" in v for v in c), (name, c)
+    assert "10⁻²" in display_frame("sm_table15", built["sm_table15"])["c"].tolist()
 
 
 def test_baseline_p_values_are_not_applicable_as_printed(built):
@@ -107,14 +111,14 @@ def test_table2_has_the_papers_columns_and_printed_values(built):
         ("table3", ["dataset", "model", "train ppl", "valid ppl", "test ppl", "n"]),
         ("table4", ["dataset", "LMS-PLIF", "LMS-PLIF†", "p-value", "n"]),
         ("table5", ["model", "#Param", "train ppl", "valid ppl", "test ppl", "p-value", "n"]),
-        ("table6", ["dataset", "model", "Press' rank", "ε=1e-3", "ε=1e-4", "ε=1e-5"]),
+        ("table6", ["dataset", "model", "Press' rank", "ε = 10⁻³", "ε = 10⁻⁴", "ε = 10⁻⁵"]),
         ("sm_table1", ["dataset", "model", "test ppl", "p-value", "n"]),
         ("sm_table4", ["K", "#Param", "train ppl", "test ppl", "rank"]),
         ("sm_table10", ["schedule", "model", "#Param", "train", "valid", "test", "rank"]),
         ("sm_table12", ["dataset", "dropoutl", "train ppl", "test ppl", "rank"]),
         ("sm_table13", ["benchmark", "# pairs", "# not in PTB", "# not in WT2"]),
         ("sm_table14", ["iteration", "Press' rank", "error"]),
-        ("sm_table16", ["c", "Press' rank", "ε=1e-3", "ε=1e-4", "ε=1e-5"]),
+        ("sm_table16", ["c", "Press' rank", "ε = 10⁻³", "ε = 10⁻⁴", "ε = 10⁻⁵"]),
     ],
 )
 def test_columns_follow_the_paper(built, name, columns):

@@ -1,82 +1,107 @@
 # Every table and figure of the paper and its SM, rendered from this configuration's small summary
-# tables: tables as <reports>/tables/<name>.{csv,md,html}, figures as <reports>/figures/<name>.{pdf,png}
+# tables: tables as <reports>/tables/<name>.{csv,md,html,tex,ours.tex}, figures as
+# <reports>/figures/<name>.{pdf,png}
 # (<reports> is reports/, or reports/<output_subdir>/ for a configuration other than the paper's).
-# One rule per name, so `snakemake table2` or `snakemake figure2` builds exactly what that item
+# One rule per registered table or figure (the package's registry: summaries read, caption, HTML
+# report paragraph), so `snakemake table2` or `snakemake figure2` builds exactly what that item
 # needs. The rendering code is an input: editing it re-renders, and retrains or re-analyses nothing.
 # The config's `report_banner` is a parameter of these rules only: changing it re-renders them alone.
 # The HTML report (`snakemake --report`) shows each table's HTML page (the paper's layout) and each
-# figure's PNG.
+# figure's PNG, with the registration's paragraph as caption.
+
+import shlex
+
+from softmax_bottleneck.report import figures as paper_figures
+from softmax_bottleneck.report import tables as paper_tables
+
+#: ``--banner '<report_banner>'`` of ``table``/``figure``, or nothing (``report_banner: null``): a
+#: parameter of these rules only, so changing it re-renders them and nothing else
+BANNER_OPTION = (
+    f"--banner {shlex.quote(config['report_banner'])}"
+    if config["report_banner"]
+    else ""
+)
+# The input functions below are lambdas (`snakemake --lint` wants no function definitions in a
+# file of rules). Every file of every table and figure, for rule `all`:
+all_reports = lambda: [
+    path
+    for name in [*paper_tables.TABLES, *paper_figures.FIGURES]
+    for path in getattr(rules, name).output
+]
 
 
-include: "helpers/reports.smk"
-
-
-for table_name in TABLES:
+for item in paper_tables.TABLES.values():
 
     rule:
-        """Render one table of the paper or its SM (the rule's name) as CSV, Markdown and HTML."""
+        """Render one table of the paper or its SM (the rule's name) as CSV, Markdown, HTML and LaTeX."""
         name:
-            table_name
+            item.name
         input:
-            summaries=summary_files(TABLE_REQUIRES[table_name]),
+            summaries=[f"{RESULTS}/summary/{file}" for file in item.requires],
             code=rendering_code,
         output:
-            csv=f"{REPORTS}/tables/{table_name}.csv",
-            md=f"{REPORTS}/tables/{table_name}.md",
+            csv=f"{REPORTS}/tables/{item.name}.csv",
+            md=f"{REPORTS}/tables/{item.name}.md",
+            tex=f"{REPORTS}/tables/{item.name}.tex",
+            tex_ours=f"{REPORTS}/tables/{item.name}.ours.tex",
             html=report(
-                f"{REPORTS}/tables/{table_name}.html",
-                caption=f"../report/{table_name}.rst",
-                category=report_category(table_name),
+                f"{REPORTS}/tables/{item.name}.html",
+                caption="../report/item.rst",
+                category=item.category,
                 subcategory="Tables",
-                labels=report_labels(table_name),
+                labels={"item": item.label},
             ),
         log:
-            f"{LOGS}/tables/{table_name}.log",
+            f"{LOGS}/tables/{item.name}.log",
         localrule: True
         conda:
             "../../envs/softmax-bottleneck.yaml"
         params:
-            name=table_name,
-            summary_dir=summary_dir,
-            out=output_prefix,
-            banner=banner_option,
+            name=item.name,
+            summary_dir=lambda wildcards: f"{RESULTS}/summary",
+            out=lambda wildcards, output: output.csv.removesuffix(".csv"),
+            banner=lambda wildcards: BANNER_OPTION,
+            # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
+            caption=lambda wildcards, text=item.report_caption: text,
         shell:
             "python -m softmax_bottleneck table {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
 
-    describe_rule(table_name)
+    workflow.get_rule(item.name).docstring = item.description
 
 
-for figure_name in FIGURES:
+for item in paper_figures.FIGURES.values():
 
     rule:
         """Draw one figure of the paper or its SM (the rule's name) as PDF and PNG."""
         name:
-            figure_name
+            item.name
         input:
-            summaries=summary_files(FIGURE_REQUIRES[figure_name]),
+            summaries=[f"{RESULTS}/summary/{file}" for file in item.requires],
             code=rendering_code,
         output:
-            pdf=f"{REPORTS}/figures/{figure_name}.pdf",
+            pdf=f"{REPORTS}/figures/{item.name}.pdf",
             png=report(
-                f"{REPORTS}/figures/{figure_name}.png",
-                caption=f"../report/{figure_name}.rst",
-                category=report_category(figure_name),
+                f"{REPORTS}/figures/{item.name}.png",
+                caption="../report/item.rst",
+                category=item.category,
                 subcategory="Figures",
-                labels=report_labels(figure_name),
+                labels={"item": item.label},
             ),
         log:
-            f"{LOGS}/figures/{figure_name}.log",
+            f"{LOGS}/figures/{item.name}.log",
         localrule: True
         conda:
             "../../envs/softmax-bottleneck.yaml"
         params:
-            name=figure_name,
-            summary_dir=summary_dir,
-            out=output_prefix,
-            banner=banner_option,
+            name=item.name,
+            summary_dir=lambda wildcards: f"{RESULTS}/summary",
+            out=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+            banner=lambda wildcards: BANNER_OPTION,
+            # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
+            caption=lambda wildcards, text=item.report_caption: text,
         shell:
             "python -m softmax_bottleneck figure {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
 
-    describe_rule(figure_name)
+    workflow.get_rule(item.name).docstring = item.description

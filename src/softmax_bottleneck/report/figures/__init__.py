@@ -1,8 +1,10 @@
 """Every figure of the paper and its SM, drawn from the summary CSVs.
 
-One module per experiment: :mod:`.plif_curves` (Figure 1), :mod:`.gss_grid` (Figure 2), :mod:`.qualitative`
-(Figure 3), :mod:`.wordsim` (Figure 4), :mod:`.mos_sweeps` (Figures 5, 6), :mod:`.spectra` (Figure 7, SM Figures
-2-5); :mod:`.common` holds the style, the colours and the shared helpers.
+One module per experiment, each figure registered next to its builder with
+:func:`~softmax_bottleneck.report.figures.catalog.paper_figure` (summaries read, caption, the HTML report's
+paragraph): :mod:`.plif_curves` (Figure 1), :mod:`.gss_grid` (Figure 2), :mod:`.qualitative` (Figure 3),
+:mod:`.wordsim` (Figure 4), :mod:`.mos_sweeps` (Figures 5, 6), :mod:`.spectra` (Figure 7, SM Figures 2-5);
+:mod:`.common` holds the style, the colours and the shared helpers.
 
 Figures are built with :class:`matplotlib.figure.Figure` (no pyplot, no global backend state) and saved with
 the timestamps/software strings stripped, so the same inputs give byte-identical PDF and PNG files.
@@ -19,18 +21,25 @@ writes ``NAME.pdf`` and ``NAME.png`` atomically.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.atomic import atomic_path
-from softmax_bottleneck.report.figures import gss_grid, mos_sweeps, plif_curves, qualitative, spectra, wordsim
-from softmax_bottleneck.report.figures.common import STYLE, add_banner
+from softmax_bottleneck.report.common import require_summaries
+from softmax_bottleneck.report.figures import (  # noqa: F401  (each import registers its figures)
+    gss_grid,
+    mos_sweeps,
+    plif_curves,
+    qualitative,
+    spectra,
+    wordsim,
+)
+from softmax_bottleneck.report.figures.catalog import REGISTRY, paper_figure
+from softmax_bottleneck.report.figures.common import STYLE, finish
 from softmax_bottleneck.report.figures.gss_grid import fit_line
 from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
-from softmax_bottleneck.report.tables.common import require_summaries
 
 __all__ = [
     "FIGURES",
@@ -39,6 +48,7 @@ __all__ = [
     "add_cli",
     "build",
     "fit_line",
+    "paper_figure",
     "pl",
     "pl_smooth",
     "render",
@@ -47,51 +57,22 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: figure name -> its registration (:class:`~softmax_bottleneck.report.common.PaperItem`), in the paper's order
+FIGURES = REGISTRY.items()
 #: figure name -> summary files (under the summary folder) it reads
-REQUIRES: dict[str, list[str]] = {
-    "figure1": [],
-    "figure2": ["gss_grid.csv"],
-    "figure3": ["top5.csv"],
-    "figure4": ["wordsim.csv"],
-    "figure5": ["mos_k.csv", "mos_dropoutl.csv"],
-    "figure6": ["mos_k.csv"],
-    "figure7": ["spectra.csv"],
-    "sm_figure2": ["spectra.csv"],
-    "sm_figure3": ["spectra.csv"],
-    "sm_figure4": ["spectra.csv"],
-    "sm_figure5": ["spectra.csv"],
-}
+REQUIRES: dict[str, list[str]] = {name: list(item.requires) for name, item in FIGURES.items()}
 
 _PDF_METADATA = {"CreationDate": None, "Creator": None, "Producer": None}
 _PNG_METADATA = {"Software": None}
-
-
-FIGURES: dict[str, Callable[[Path], Figure]] = {
-    "figure1": plif_curves.figure1,
-    "figure2": gss_grid.figure2,
-    "figure3": qualitative.figure3,
-    "figure4": wordsim.figure4,
-    "figure5": mos_sweeps.figure5,
-    "figure6": mos_sweeps.figure6,
-    "figure7": lambda d: spectra.spectra_figure(d, ("ptb", "wt2"), normalised=True),
-    "sm_figure2": lambda d: spectra.spectra_figure(d, ("ptb",), normalised=False),
-    "sm_figure3": lambda d: spectra.spectra_figure(d, ("ptb",), normalised=True),
-    "sm_figure4": lambda d: spectra.spectra_figure(d, ("wt2",), normalised=False),
-    "sm_figure5": lambda d: spectra.spectra_figure(d, ("wt2",), normalised=True),
-}
-assert set(FIGURES) == set(REQUIRES)
 
 
 def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
     """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``, ``banner`` in red on top."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
-    require_summaries(f"figure {name}", summary_dir, REQUIRES[name])
+    require_summaries(f"figure {name}", summary_dir, FIGURES[name].requires)
     with matplotlib.rc_context(STYLE):
-        fig = FIGURES[name](Path(summary_dir))
-        if banner:
-            add_banner(fig, banner)
-        return fig
+        return finish(FIGURES[name].build(Path(summary_dir)), banner)
 
 
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> None:

@@ -1,15 +1,23 @@
-"""Shared parts of the figures: the style, one colour per variant, reading the summaries, notes on the figure."""
+"""Shared parts of the figures: the style and sizes, the layout (notes under the panels, a banner on top), the tick
+notation, reading the summaries.
+
+Every figure is one or two columns of a paper wide (:data:`COLUMN`, :data:`PAGE`), laid out by matplotlib's
+constrained layout so that nothing is drawn outside the canvas, with its fonts embedded as TrueType (Type 42).
+"""
 
 from __future__ import annotations
 
 import logging
+import math
+import textwrap
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.ticker import FuncFormatter, ScalarFormatter
 
-from softmax_bottleneck.report.tables.common import one_run_per, read_summary
+from softmax_bottleneck.report.common import one_run_per, read_summary
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +38,8 @@ STYLE: dict[str, object] = {
     "figure.dpi": 100,
     "savefig.dpi": 200,
     "savefig.bbox": "standard",
-    "pdf.fonttype": 3,
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
     "pdf.compression": 6,
     "path.simplify": True,
     "svg.hashsalt": "softmax-bottleneck",
@@ -38,12 +47,39 @@ STYLE: dict[str, object] = {
 }
 
 
+#: width of a one-column and of a two-column (page-wide) figure, in inches
+COLUMN, PAGE = 3.3, 7.0
+
+NOTE_SIZE = 6  # points: the notes under a figure
+_MARGIN = 0.04  # inches: around the notes and the banner
+
+
+def new_figure(width: float, height: float, *, compress: bool = False) -> Figure:
+    """A figure ``width`` × ``height`` inches (the panels; notes and a banner add their own height), laid out by
+    constrained layout (``compress``: close the gaps around fixed-aspect panels, e.g. heat maps)."""
+    return Figure(figsize=(width, height), layout=ConstrainedLayoutEngine(compress=compress))
+
+
+def footnote(fig: Figure, text: str, *, color: str = "0.35") -> None:
+    """A note under the panels (wrapped to the figure's width when :func:`finish` lays the figure out)."""
+    if text:
+        fig._softmax_bottleneck_notes = [*getattr(fig, "_softmax_bottleneck_notes", []), (text, color)]
+
+
 def note(fig: Figure, missing: list[str]) -> None:
     """Footnote listing what could not be drawn (small-scale runs)."""
     if missing:
         text = "not available: " + "; ".join(missing)
-        fig.text(0.005, 0.005, text, fontsize=6, color="0.4", ha="left", va="bottom", wrap=True)
+        footnote(fig, text, color="0.4")
         log.info("%s", text)
+
+
+def legend_below(ax, *args, ncols: int = 1, fontsize: float = 7, **kwargs):
+    """The legend of ``ax`` under its x label, off the data (constrained layout makes room for it)."""
+    return ax.legend(
+        *args, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=ax.transAxes, ncols=ncols,
+        fontsize=fontsize, borderaxespad=34 / fontsize, **kwargs,
+    )  # fmt: skip
 
 
 def empty_panel(ax, text: str = "no data") -> None:
@@ -51,7 +87,7 @@ def empty_panel(ax, text: str = "no data") -> None:
 
 
 def one_per(frame: pd.DataFrame, key: str) -> pd.DataFrame:
-    """One run per value of ``key`` (:func:`~softmax_bottleneck.report.tables.common.one_run_per`), sorted by it."""
+    """One run per value of ``key`` (:func:`~softmax_bottleneck.report.common.one_run_per`), sorted by it."""
     return one_run_per(frame, [key]).sort_values(key, kind="mergesort")
 
 
@@ -103,33 +139,58 @@ def degenerate(x, y=None) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------------------------- banner
+# --------------------------------------------------------------------------------------------- ticks
+def _power_of_ten(v: float, exponent: int) -> str:
+    mantissa = f"{v / 10.0**exponent:.2g}"
+    return f"{mantissa}×10{str(exponent).translate(_SUPERSCRIPT)}"
+
+
+def sci(v: float) -> str:
+    """``5.7×10⁻⁵`` (two significant figures): a small number in a note, as the tables print p-values."""
+    return _power_of_ten(v, math.floor(math.log10(abs(v)))) if v else "0"
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def small_ticks(axis) -> None:
+    """Tick labels of an axis whose values are all below 0.01 (e.g. σ_i / σ_max against ε) as ``4×10⁻⁵``, one
+    power of ten for the whole axis (the largest tick's), never ``0.000040`` or an offset in the corner."""
+
+    def fmt(value, _pos=None) -> str:
+        if value == 0:
+            return "0"
+        top = max(abs(t) for t in axis.get_view_interval())
+        return _power_of_ten(value, math.floor(math.log10(top)) if top > 0 else 0)
+
+    axis.set_major_formatter(FuncFormatter(fmt))
+
+
+# --------------------------------------------------------------------------------------------- layout
 BANNER_HEIGHT = 0.3  # inches added at the top of a figure for its banner
 
 
-def add_banner(fig: Figure, text: str) -> None:
-    """Red bold ``text`` across the top of ``fig`` (e.g. "small scale — pipeline check, not the paper").
-
-    The figure grows by :data:`BANNER_HEIGHT` and its axes keep their size, so nothing is covered.
-    """
+def finish(fig: Figure, banner: str | None = None) -> Figure:
+    """Lay ``fig`` out: its notes (:func:`footnote`) wrapped under the panels and ``banner`` in red bold across the
+    top (e.g. "small scale — pipeline check, not the paper"). The figure grows by their height, so the panels
+    keep their size and nothing is covered; constrained layout places the panels in the rest."""
     width, height = fig.get_size_inches()
-    scale = height / (height + BANNER_HEIGHT)
-    fig.set_size_inches(width, height + BANNER_HEIGHT)
-    for ax in fig.axes:
-        if ax.get_axes_locator() is not None:  # insets and secondary axes follow their parent
-            continue
-        box = ax.get_position()
-        ax.set_position([box.x0, box.y0 * scale, box.width, box.height * scale])
-    for artist in fig.texts:
-        x, y = artist.get_position()
-        artist.set_position((x, y * scale))
-    fig.text(
-        0.5,
-        1 - 0.5 * BANNER_HEIGHT / (height + BANNER_HEIGHT),
-        text,
-        ha="center",
-        va="center",
-        color="#c00000",
-        fontsize=9,
-        fontweight="bold",
-    )
+    per_line = int(width * 72 / (NOTE_SIZE * 0.58))  # characters of the notes' font per line
+    notes = [(textwrap.fill(text, per_line), color) for text, color in getattr(fig, "_softmax_bottleneck_notes", [])]
+    line = NOTE_SIZE * 1.25 / 72
+    below = sum((text.count("\n") + 1) * line for text, _ in notes) + (_MARGIN * (len(notes) + 1) if notes else 0)
+    above = BANNER_HEIGHT if banner else 0.0
+    total = height + below + above
+    fig.set_size_inches(width, total)
+    y = _MARGIN
+    for text, color in reversed(notes):
+        fig.text(0.005, y / total, text, fontsize=NOTE_SIZE, color=color, ha="left", va="bottom", linespacing=1.25)
+        y += (text.count("\n") + 1) * line + _MARGIN
+    if banner:
+        fig.text(
+            0.5, 1 - 0.5 * above / total, banner, ha="center", va="center", color="#c00000", fontsize=9,
+            fontweight="bold",
+        )  # fmt: skip
+    fig.get_layout_engine().set(rect=(0, below / total, 1, height / total))
+    fig.draw_without_rendering()  # lay out once: the ticks then fit the panels' final size when the figure is saved
+    return fig

@@ -9,10 +9,19 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.figures.common import degenerate, empty_panel, limits, note, plain_ticks
+from softmax_bottleneck.report.common import pearson, read_runs
+from softmax_bottleneck.report.figures.catalog import paper_figure
+from softmax_bottleneck.report.figures.common import (
+    PAGE,
+    degenerate,
+    empty_panel,
+    legend_below,
+    limits,
+    new_figure,
+    note,
+    plain_ticks,
+)
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables import pearson
-from softmax_bottleneck.report.tables.common import read_runs
 
 
 def fit_line(x, y, level: float = 0.95):
@@ -43,11 +52,21 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     return hi >= lo - 0.1 * span
 
 
+@paper_figure(
+    "figure2",
+    requires=["gss_grid.csv"],
+    caption="Figure 2: Press' rank against test ppl over the GSS (c, k) grid (E4), PTB and WT2",
+    report="**Figure 2.** Press' rank against test perplexity (reversed axis) for every point of the GSS (c, k) grid "
+    "(E4: PTB 9 × 8, WT2 9 × 4 at paper scale, ET-ASGD, authors' seed), with a least-squares line, its 95 % "
+    'confidence band and the Pearson correlation ("r undefined" with the reason when there are fewer than 3 '
+    "points or a constant); the paper's digitised points in grey (on their own grey axes when ours lie "
+    "elsewhere); one panel per dataset.",
+)
 def figure2(summary_dir) -> Figure:
     runs = read_runs(summary_dir, "gss_grid.csv")
     paper = reported.load("figure2_points")
     reported_r = reported.load("figure2_pearson").set_index(["dataset", "subset"])["abs_r"]
-    fig = Figure(figsize=(7.0, 3.2))
+    fig = new_figure(PAGE, 3.6)
     axes = fig.subplots(1, 2)
     missing = []
     for ax, (ds, label) in zip(axes, DATASETS.items(), strict=True):
@@ -91,7 +110,6 @@ def figure2(summary_dir) -> Figure:
         ax.xaxis.set_major_locator(MaxNLocator(5))
         plain_ticks(ax)
         ax.set(xlabel="test perplexity", ylabel="Press' rank", title=f"Trained on {label}")
-        ax.legend(loc="lower right", frameon=True, framealpha=0.85, edgecolor="none", fontsize=6)
+        legend_below(ax, fontsize=6)
     note(fig, missing)
-    fig.subplots_adjust(left=0.09, right=0.95, bottom=0.16, top=0.86, wspace=0.35)
     return fig

@@ -11,9 +11,19 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported
-from softmax_bottleneck.report.figures.common import empty_panel, limits, note, one_per, plain_ticks
+from softmax_bottleneck.report.common import read_runs
+from softmax_bottleneck.report.figures.catalog import paper_figure
+from softmax_bottleneck.report.figures.common import (
+    PAGE,
+    empty_panel,
+    legend_below,
+    limits,
+    new_figure,
+    note,
+    one_per,
+    plain_ticks,
+)
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables.common import read_runs
 
 PPL_COLOR, RANK_COLOR, TRAIN_COLOR = "#d62728", "#1f77b4", "#2ca02c"
 OURS, PAPER = "this reproduction", "paper"
@@ -42,7 +52,7 @@ def _twin_panel(ax, x, ppl, rank, xlabel: str, *, ticks: list[str]) -> object:
     for a in (ax, ax2):
         plain_ticks(a)
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    ax.legend(handles, [h.get_label() for h in handles], loc="best")
+    legend_below(ax, handles, [h.get_label() for h in handles], ncols=2)
     return ax2
 
 
@@ -65,13 +75,22 @@ def _k_text(values) -> str:
     return f" (K = {', '.join(map(str, ks))})" if ks else ""
 
 
+@paper_figure(
+    "figure5",
+    requires=["mos_k.csv", "mos_dropoutl.csv"],
+    caption="Figure 5 (WT2, MoS): test ppl and Press' rank against K (E8) and dropoutl (E9)",
+    report="**Figure 5** (WT2, MoS). Left: test perplexity (inverted axis) and Press' rank against the number of "
+    "mixture components K (E8). Right: the same against dropoutl at the K that was run (15 at paper scale; E9). "
+    "NT-ASGD, authors' seed. Top row: this reproduction; bottom row: the paper's values (SM Tables 5 and 12), on "
+    "a shared y-range when they overlap ours.",
+)
 def figure5(summary_dir) -> Figure:
     """WT2 MoS: test ppl and Press' rank vs K (SM Table 5) and vs dropoutl (SM Table 12)."""
     k_runs = read_runs(summary_dir, "mos_k.csv", extra=["n_experts"])
     d_runs = read_runs(summary_dir, "mos_dropoutl.csv", extra=["n_experts", "dropoutl"])
     k_paper = reported.load("mos_k").query("dataset == 'wt2'").sort_values("n_experts")
     d_paper = reported.load("mos_dropoutl").query("dataset == 'wt2'").sort_values("dropoutl", ascending=False)
-    fig = Figure(figsize=(7.0, 5.6))
+    fig = new_figure(PAGE, 6.0)
     axes = fig.subplots(2, 2)
     missing = []
     twins = {}
@@ -84,7 +103,7 @@ def figure5(summary_dir) -> Figure:
     else:
         missing.append("WT2 MoS K sweep")
         empty_panel(axes[0, 0])
-    axes[0, 0].set_title(f"{OURS}: WT2 MoS vs number of mixtures K")
+    axes[0, 0].set_title(f"{OURS}:\nWT2 MoS vs number of mixtures K")
     d_sel = one_per(d_runs[d_runs["dataset"] == "wt2"].dropna(subset=["dropoutl"]), "dropoutl")
     if len(d_sel):
         d_sel = d_sel.iloc[::-1]  # as in the paper: 0.290, 0.145, 0.000 from left to right
@@ -96,7 +115,7 @@ def figure5(summary_dir) -> Figure:
     else:
         missing.append("WT2 MoS dropoutl sweep")
         empty_panel(axes[0, 1])
-    axes[0, 1].set_title(f"{OURS}: WT2 MoS{_k_text(d_sel['n_experts'])} vs dropoutl")
+    axes[0, 1].set_title(f"{OURS}:\nWT2 MoS{_k_text(d_sel['n_experts'])} vs dropoutl")
     twins[1, 0] = _twin_panel(
         axes[1, 0],
         k_paper["n_experts"],
@@ -105,7 +124,7 @@ def figure5(summary_dir) -> Figure:
         "K",
         ticks=[f"{k:g}" for k in k_paper["n_experts"]],
     )
-    axes[1, 0].set_title(f"{PAPER} (SM Table 5): WT2 MoS vs K")
+    axes[1, 0].set_title(f"{PAPER} (SM Table 5):\nWT2 MoS vs number of mixtures K")
     twins[1, 1] = _twin_panel(
         axes[1, 1],
         d_paper["dropoutl"],
@@ -115,13 +134,12 @@ def figure5(summary_dir) -> Figure:
         ticks=_dropoutl_ticks(d_paper["dropoutl"]),
     )
     axes[1, 1].invert_xaxis()
-    axes[1, 1].set_title(f"{PAPER} (SM Table 12): WT2 MoS{_k_text(d_paper['n_experts'])} vs dropoutl")
+    axes[1, 1].set_title(f"{PAPER} (SM Table 12):\nWT2 MoS{_k_text(d_paper['n_experts'])} vs dropoutl")
     for col in (0, 1):
         if (0, col) in twins:
             _share_if_overlapping(axes[0, col], axes[1, col])
             _share_if_overlapping(twins[0, col], twins[1, col])
     note(fig, missing)
-    fig.subplots_adjust(left=0.09, right=0.91, bottom=0.09, top=0.94, wspace=0.6, hspace=0.5)
     return fig
 
 
@@ -137,8 +155,8 @@ def _perplexity_panel(ax, k, train, test, params_m, title: str) -> None:
     plain_ticks(ax)
     top = ax.secondary_xaxis("top")
     top.set_xticks(k, _spaced_labels(k, [f"{p:.2f}M" if pd.notna(p) else "" for p in params_m]), fontsize=5)
-    ax.set_title(title, pad=14)
-    ax.legend(loc="best")
+    ax.set_title(title)
+    legend_below(ax, ncols=2)
 
 
 def _spaced_labels(x, labels: list[str], min_gap: float = 0.15) -> list[str]:
@@ -158,11 +176,19 @@ def _spaced_labels(x, labels: list[str], min_gap: float = 0.15) -> list[str]:
     return out
 
 
+@paper_figure(
+    "figure6",
+    requires=["mos_k.csv"],
+    caption="Figure 6: MoS train and test ppl against the number of mixtures K (E8), PTB and WT2",
+    report="**Figure 6.** Train and test perplexity of MoS against the number of mixture components K (#parameters on "
+    "the top axis), PTB and WT2 (E8). Top row: this reproduction; bottom row: the paper's values (SM Tables 4, "
+    "5), on a shared y-range when they overlap ours.",
+)
 def figure6(summary_dir) -> Figure:
     """MoS train and test perplexity vs K on PTB and WT2 (SM Tables 4, 5), #Param on the top axis."""
     runs = read_runs(summary_dir, "mos_k.csv", extra=["n_experts"])
     paper = reported.load("mos_k")
-    fig = Figure(figsize=(7.0, 5.6))
+    fig = new_figure(PAGE, 6.0)
     axes = fig.subplots(2, 2)
     missing = []
     for col, (ds, label) in enumerate(DATASETS.items()):
@@ -170,7 +196,7 @@ def figure6(summary_dir) -> Figure:
         if sel.empty:
             missing.append(f"{label} MoS K sweep")
             empty_panel(axes[0, col])
-            axes[0, col].set_title(f"{OURS}: MoS on {label}", pad=14)
+            axes[0, col].set_title(f"{OURS}: MoS on {label}")
         else:
             params = sel["parameters"] / 1e6
             _perplexity_panel(
@@ -189,5 +215,4 @@ def figure6(summary_dir) -> Figure:
         if not sel.empty:
             _share_if_overlapping(axes[0, col], axes[1, col])
     note(fig, missing)
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.88, wspace=0.3, hspace=0.6)
     return fig

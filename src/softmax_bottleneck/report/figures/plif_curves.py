@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from softmax_bottleneck.report.figures.catalog import paper_figure
+from softmax_bottleneck.report.figures.common import PAGE, new_figure
+
 
 def pl(x, c: float, k: float):
     """Two-piece linear PL(x; c, k) = x for x > c, k(x − c) + c otherwise (paper Eq. 2)."""
@@ -18,8 +21,15 @@ def pl_smooth(x, c: float, k: float):
     return k * (x - c) + c - (k - 1) * np.logaddexp(0.0, x - c)
 
 
+@paper_figure(
+    "figure1",
+    requires=[],
+    caption="Figure 1: the GSS building blocks PL and P̃L (Eq. 2-3), an illustration",
+    report="**Figure 1.** The GSS building blocks PL(x; c, k) and P̃L(x; c, k) of Eq. (2)-(3) for (c, k) = (2, 4) and "
+    "(0, 2) on [−6, 6] (an illustration; no trained model).",
+)
 def figure1(summary_dir) -> Figure:
-    fig = Figure(figsize=(6.4, 3.0))
+    fig = new_figure(PAGE, 2.9)
     axes = fig.subplots(1, 2)
     x = np.linspace(-6, 6, 601)
     for ax, (c, k) in zip(axes, [(2.0, 4.0), (0.0, 2.0)], strict=True):
@@ -30,5 +40,4 @@ def figure1(summary_dir) -> Figure:
         ax.axhline(0, color="0.9", lw=0.5, zorder=0)
         ax.axvline(0, color="0.9", lw=0.5, zorder=0)
         ax.legend(loc="upper left")
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
     return fig

@@ -8,9 +8,10 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.figures.common import note
+from softmax_bottleneck.report.common import as_hit, read_summary
+from softmax_bottleneck.report.figures.catalog import paper_figure
+from softmax_bottleneck.report.figures.common import PAGE, footnote, new_figure, note
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
-from softmax_bottleneck.report.tables.common import as_hit, read_summary
 
 
 def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
@@ -42,28 +43,32 @@ def _draw_grid(ax, grid: np.ndarray, models: list[str], title: str) -> None:
     ax.tick_params(length=0)
 
 
+@paper_figure(
+    "figure3",
+    requires=["top5.csv"],
+    caption="Figure 3 (PTB): is the true token in each model's top-5 at the 18 contexts (E5)",
+    report="**Figure 3** (PTB). Whether the true next token is among each model's top-5 predictions at the 18 test "
+    "contexts (Yang et al.'s, the paper authors' — \"Ours\" in the SM —, random), for GSS, LMS-PLIF, MoC, MoC*, "
+    "MoS, MoS*, SS and Softmax in the paper's (alphabetical) order, then other output layers (E5); this "
+    "reproduction beside the paper's grid (SM Table 2).",
+)
 def figure3(summary_dir) -> Figure:
     ours = read_summary(summary_dir, "top5.csv")
     for col in ("model", "group", "number", "hit"):
         if col not in ours.columns:
             ours[col] = pd.Series(dtype=object)
     models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ours["model"].dropna().astype(str))
-    height = 1.05 + 0.175 * len(models)  # a row per model; 0.6 in above the grids, 0.45 in below
-    fig = Figure(figsize=(7.0, height))
+    fig = new_figure(PAGE, 0.8 + 0.175 * len(models), compress=True)  # a row per model; titles, group names and ticks
     axes = fig.subplots(1, 2)
     grid = _hit_grid(ours, models)
     _draw_grid(axes[0], grid, models, "this reproduction")
     _draw_grid(axes[1], _hit_grid(reported.load("figure3_hits"), models), models, "paper (SM Table 2)")
     missing = [m for i, m in enumerate(models) if np.isnan(grid[i]).all()]
-    fig.text(
-        0.005,
-        0.2 / height,
+    footnote(
+        fig,
         "columns: Yang et al.'s, the paper authors' and random contexts; "
         "light: true token in the top-5; black: not; grey: not available",
-        ha="left",
-        va="bottom",
-        fontsize=6,
+        color="black",
     )
     note(fig, [f"ours for {', '.join(missing)}"] if missing else [])
-    fig.subplots_adjust(left=0.09, right=0.99, bottom=0.45 / height, top=1 - 0.6 / height, wspace=0.2)
     return fig

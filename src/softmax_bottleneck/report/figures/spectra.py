@@ -12,15 +12,27 @@ the spectra analysis in registry order. A triangle on the top edge marks the pap
 
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.figures.common import empty_panel, note, plain_ticks, read_spectra
+from softmax_bottleneck.report.figures.catalog import paper_figure
+from softmax_bottleneck.report.figures.common import (
+    COLUMN,
+    PAGE,
+    empty_panel,
+    footnote,
+    legend_below,
+    new_figure,
+    note,
+    plain_ticks,
+    read_spectra,
+    sci,
+    small_ticks,
+)
 from softmax_bottleneck.report.reported import DATASETS
 
 #: Figure 7's window (and SM Figures 3, 5): the first 500 indices, σ_i / σ_max up to 0.2
@@ -70,7 +82,7 @@ def _normalised_window(curves) -> tuple[float, float, str | None]:
     if x_max < PAPER_INDICES - 1:
         parts.append(f"first {x_max:.0f} indices")
     if y_max != PAPER_YMAX:
-        parts.append(f"y up to {y_max:.2g}")
+        parts.append(f"y up to {y_max:.2g}" if y_max >= 0.01 else f"y up to {sci(y_max)}")
     return x_max, y_max, "scaled to the data: " + ", ".join(parts) + " (paper: 500, 0.2)"
 
 
@@ -119,7 +131,10 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
     if normalised:
         x_max, y_max, scaled = _normalised_window(shown)
         ax.set(xlim=(0, x_max), ylim=(0, y_max), ylabel=r"$\sigma_i / \sigma_{\max}$")
-        plain_ticks(ax)  # linear as the paper's; a tiny window reads 0.000002, not an offset "1e−5" in the corner
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # indices: never a tick label 12.5
+        plain_ticks(ax)  # linear as the paper's
+        if y_max < 0.01:  # a tiny window reads 2×10⁻⁵, not 0.000020 or an offset "1e−5" in the corner
+            small_ticks(ax.yaxis)
         if scaled:
             panel_notes.append(scaled)
     else:
@@ -136,29 +151,81 @@ def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missi
         panel_notes.append(f"the paper's Press' ranks (Table 6), off the x-axis: {', '.join(beyond)}")
     if panel_notes:
         notes.append(f"{label}: " + "; ".join(panel_notes))
-    ax.legend(handles, names, loc="best", framealpha=0.85, frameon=True, edgecolor="none")
+    legend_below(ax, handles, names, ncols=2, fontsize=6)
 
 
 def spectra_figure(summary_dir, datasets: tuple[str, ...], *, normalised: bool) -> Figure:
+    """One panel per dataset: a page wide for both datasets (Figure 7), a column wide for one (SM Figures 2-5)."""
     frame = read_spectra(summary_dir)
-    width = 3.5 * len(datasets)
-    fig = Figure(figsize=(width, 3.0))
+    fig = new_figure(PAGE if len(datasets) > 1 else COLUMN, 3.0)
     axes = np.atleast_1d(fig.subplots(1, len(datasets)))
     missing: list[str] = []
     notes: list[str] = []
     for ax, ds in zip(axes, datasets, strict=True):
         _spectrum_panel(ax, frame, ds, normalised=normalised, missing=missing, notes=notes)
-    # the notes under the panels: make room for as many (wrapped) lines as they take
-    per_line = int(width * 24)  # characters of 5.5-pt text per line
-    lines = sum(-(-len(n) // per_line) for n in notes) + (1 if missing else 0)
-    below = 0.5 + 0.1 * lines  # inches under the axes: tick labels, x label, notes
-    height = 2.5 + below
-    fig.set_size_inches(width, height)
-    if notes:
-        text = "\n".join(textwrap.fill(n, per_line) for n in notes)
-        y = (0.03 + (0.1 if missing else 0.0)) / height
-        fig.text(0.005, y, text, fontsize=5.5, color="0.35", ha="left", va="bottom", linespacing=1.2)
+    for text in notes:
+        footnote(fig, text)
     note(fig, missing)
-    left = 0.16 if len(datasets) == 1 else 0.09
-    fig.subplots_adjust(left=left, right=0.97, bottom=(below + 0.05) / height, top=1 - 0.35 / height, wspace=0.3)
     return fig
+
+
+@paper_figure(
+    "figure7",
+    requires=["spectra.csv"],
+    caption="Figure 7: normalised singular values of the test log-P matrices, first 500 (E11)",
+    report="**Figure 7.** Singular values of the test log-P matrices normalised by the largest one, first 500 "
+    "indices, y clipped to [0, 0.2] as in the paper (scaled to the data, and said so under the figure, when our "
+    "matrices have fewer singular values or a flatter tail), for Softmax, SS, GSS, LMS-PLIF and MoS, then other "
+    "output layers (ET-ASGD, authors' seed, E11); PTB and WT2 panels. Triangles on the top edge mark the paper's "
+    "Press' ranks (Table 6); those beyond the x-range are listed under the figure.",
+)
+def figure7(summary_dir) -> Figure:
+    return spectra_figure(summary_dir, ("ptb", "wt2"), normalised=True)
+
+
+@paper_figure(
+    "sm_figure2",
+    requires=["spectra.csv"],
+    caption="SM Figure 2 (PTB): singular values of the test log-P matrices, log scale, all indices",
+    report="**SM Figure 2** (PTB). Singular values of the test log-P matrices on a log scale, all indices, for "
+    "Softmax, SS, GSS, LMS-PLIF and MoS, then other output layers (E11). Triangles on the top edge mark the "
+    "paper's Press' ranks (Table 6).",
+)
+def sm_figure2(summary_dir) -> Figure:
+    return spectra_figure(summary_dir, ("ptb",), normalised=False)
+
+
+@paper_figure(
+    "sm_figure3",
+    requires=["spectra.csv"],
+    caption="SM Figure 3 (PTB): normalised singular values of the test log-P matrices, first 500",
+    report="**SM Figure 3** (PTB). Normalised singular values (σ / σ_max) of the test log-P matrices, first 500 "
+    "indices, y clipped to [0, 0.2] as in the SM (scaled to the data, and said so, when ours are shorter or "
+    "flatter), then other output layers (E11). Triangles mark the paper's Press' ranks (Table 6).",
+)
+def sm_figure3(summary_dir) -> Figure:
+    return spectra_figure(summary_dir, ("ptb",), normalised=True)
+
+
+@paper_figure(
+    "sm_figure4",
+    requires=["spectra.csv"],
+    caption="SM Figure 4 (WT2): singular values of the test log-P matrices, log scale, all indices",
+    report="**SM Figure 4** (WT2). Singular values of the test log-P matrices on a log scale, all indices, for "
+    "Softmax, SS, GSS, LMS-PLIF and MoS, then other output layers (E11). Triangles on the top edge mark the "
+    "paper's Press' ranks (Table 6).",
+)
+def sm_figure4(summary_dir) -> Figure:
+    return spectra_figure(summary_dir, ("wt2",), normalised=False)
+
+
+@paper_figure(
+    "sm_figure5",
+    requires=["spectra.csv"],
+    caption="SM Figure 5 (WT2): normalised singular values of the test log-P matrices, first 500",
+    report="**SM Figure 5** (WT2). Normalised singular values (σ / σ_max) of the test log-P matrices, first 500 "
+    "indices, y clipped to [0, 0.2] as in the SM (scaled to the data, and said so, when ours are shorter or "
+    "flatter), then other output layers (E11). Triangles mark the paper's Press' ranks (Table 6).",
+)
+def sm_figure5(summary_dir) -> Figure:
+    return spectra_figure(summary_dir, ("wt2",), normalised=True)

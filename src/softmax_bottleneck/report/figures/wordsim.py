@@ -8,11 +8,21 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.figures.common import empty_panel, note
+from softmax_bottleneck.report.common import read_summary
+from softmax_bottleneck.report.figures.catalog import paper_figure
+from softmax_bottleneck.report.figures.common import PAGE, empty_panel, new_figure, note
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables import read_summary
 
 
+@paper_figure(
+    "figure4",
+    requires=["wordsim.csv"],
+    caption="Figure 4: pairwise wins of the models' embeddings on 13 word-similarity benchmarks (E6)",
+    report="**Figure 4.** Pairwise comparison of the learned embeddings on 13 word-similarity benchmarks: cell (i, j) "
+    "is the number of benchmarks on which model i's Spearman ρ beats model j's, the paper's count in brackets "
+    "(E6); models in the paper's order (GSS, LMS-PLIF, MoC, MoS, SS, Softmax), then other output layers; PTB and "
+    "WT2 panels.",
+)
 def figure4(summary_dir) -> Figure:
     ws = read_summary(summary_dir, "wordsim.csv")
     for col in ("dataset", "variant", "benchmark", "spearman"):
@@ -20,10 +30,11 @@ def figure4(summary_dir) -> Figure:
             ws[col] = pd.Series(dtype=object if col != "spearman" else float)
     ws = ws.assign(benchmark=ws["benchmark"].map(reported.normalise_benchmark))
     paper = reported.load("figure4")
-    fig = Figure(figsize=(7.0, 3.4))
+    fig = new_figure(PAGE, 3.3, compress=True)
     axes = fig.subplots(1, 2)
     missing = []
     cmap = matplotlib.colormaps["viridis"]
+    shown = None
     for ax, (ds, label) in zip(axes, DATASETS.items(), strict=True):
         matrix = reported.figure4_matrix(ws, ds)
         ax.set_title(f"{label}: row beats column (ours; paper in brackets)", fontsize=7)
@@ -33,7 +44,7 @@ def figure4(summary_dir) -> Figure:
             continue
         n_bench = ws[ws["dataset"] == ds]["benchmark"].nunique()
         values = matrix.to_numpy(float)
-        ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=max(n_bench, 1))
+        shown = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=max(n_bench, 1))
         names = [variants.display(v) for v in matrix.index]
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
         ax.set_yticks(range(len(names)), names)
@@ -52,6 +63,9 @@ def figure4(summary_dir) -> Figure:
             missing.append(f"{label} {', '.join(absent)}")
         if n_bench != 13:
             missing.append(f"{label}: only {n_bench} of 13 benchmarks")
+    if shown is not None:
+        bar = fig.colorbar(shown, ax=list(axes), shrink=0.8, aspect=25, pad=0.02)
+        bar.set_label("benchmarks on which the row model wins (ours)", fontsize=7)
+        bar.ax.tick_params(labelsize=6)
     note(fig, missing)
-    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.2, top=0.9, wspace=0.35)
     return fig

@@ -1,29 +1,32 @@
 """Every table of the paper and its SM, rebuilt from the summary CSVs and set beside the reported numbers.
 
-One module per experiment: :mod:`.main_comparison` (Tables 2, 3, 4, SM Table 1), :mod:`.ntet_ranks` (Tables 1, 6,
-SM Tables 10, 11, 17, 18), :mod:`.mos_sweeps` (SM Tables 4, 5, 12), :mod:`.fair` (Table 5), :mod:`.wordsim`
-(SM Tables 3, 13, Figure 4's counts), :mod:`.qualitative` (SM Table 2), :mod:`.robustness` (SM Tables 14-16),
-:mod:`.gss_grid` (Figure 2's Pearson r); :mod:`.common` holds the shared helpers, :mod:`.cells` the paper's cell
-formats and :mod:`.render` the Markdown/HTML rendering.
+One module per experiment, each table registered next to its builder with
+:func:`~softmax_bottleneck.report.tables.catalog.paper_table` (summaries read, caption, the paper's layout, the HTML
+report's paragraph): :mod:`.main_comparison` (Tables 2, 3, 4, SM Table 1), :mod:`.ntet_ranks` (Tables 1, 6, SM Tables
+10, 11, 17, 18), :mod:`.mos_sweeps` (SM Tables 4, 5, 12), :mod:`.fair` (Table 5), :mod:`.wordsim` (SM Tables 3, 13,
+Figure 4's counts), :mod:`.qualitative` (SM Table 2), :mod:`.robustness` (SM Tables 14-16), :mod:`.gss_grid`
+(Figure 2's Pearson r); :mod:`.common` holds the comparison helpers, :mod:`.cells` the paper's cell formats and
+:mod:`.render` the Markdown/HTML rendering.
 
 Command line::
 
     python -m softmax_bottleneck table NAME --summary-dir results/summary --out reports/tables/NAME
 
-writes ``NAME.csv`` (tidy, full precision: ours, the paper's and their difference per quantity), ``NAME.md``
-and ``NAME.html`` (the paper's layout, ``ours (paper)`` per cell, with the caption), atomically.
+writes ``NAME.csv`` (tidy, full precision: ours, the paper's and their difference per quantity), ``NAME.md``,
+``NAME.html`` and ``NAME.tex`` (the paper's layout, ``ours (paper)`` per cell, with the caption; LaTeX with
+booktabs rules) and ``NAME.ours.tex`` (the same, ours alone), atomically.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from softmax_bottleneck.atomic import atomic_write_text
-from softmax_bottleneck.report.tables import (
+from softmax_bottleneck.report.common import mean_sd, pearson, read_summary, require_summaries, t_test
+from softmax_bottleneck.report.tables import (  # noqa: F401  (each import registers its tables)
     fair,
     gss_grid,
     main_comparison,
@@ -33,9 +36,9 @@ from softmax_bottleneck.report.tables import (
     robustness,
     wordsim,
 )
-from softmax_bottleneck.report.tables.catalog import CAPTIONS, REQUIRES
-from softmax_bottleneck.report.tables.common import compare, mean_sd, pearson, read_summary, require_summaries, t_test
-from softmax_bottleneck.report.tables.render import LAYOUTS, to_html, to_markdown
+from softmax_bottleneck.report.tables.catalog import REGISTRY, paper_table
+from softmax_bottleneck.report.tables.common import compare
+from softmax_bottleneck.report.tables.render import to_html, to_latex, to_markdown
 
 __all__ = [
     "CAPTIONS",
@@ -45,60 +48,45 @@ __all__ = [
     "build",
     "compare",
     "mean_sd",
+    "paper_table",
     "pearson",
     "read_summary",
     "render",
     "run_cli",
     "t_test",
     "to_html",
+    "to_latex",
     "to_markdown",
 ]
 
 log = logging.getLogger(__name__)
 
-TABLES: dict[str, Callable[[Path], pd.DataFrame]] = {
-    "table1": ntet_ranks.table1,
-    "table2": main_comparison.table2,
-    "table3": main_comparison.table3,
-    "table4": main_comparison.table4,
-    "table5": fair.table5,
-    "table6": lambda d: ntet_ranks.rank_table(d, ("ptb", "wt2")),
-    "sm_table1": main_comparison.sm_table1,
-    "sm_table2": qualitative.sm_table2,
-    "sm_table3": wordsim.sm_table3,
-    "sm_table4": lambda d: mos_sweeps.mos_k_table(d, "ptb"),
-    "sm_table5": lambda d: mos_sweeps.mos_k_table(d, "wt2"),
-    "sm_table10": lambda d: ntet_ranks.ntet_table(d, "ptb"),
-    "sm_table11": lambda d: ntet_ranks.ntet_table(d, "wt2"),
-    "sm_table12": mos_sweeps.sm_table12,
-    "sm_table13": wordsim.sm_table13,
-    "sm_table14": robustness.sm_table14,
-    "sm_table15": robustness.sm_table15,
-    "sm_table16": robustness.sm_table16,
-    "sm_table17": lambda d: ntet_ranks.rank_table(d, ("ptb",)),
-    "sm_table18": lambda d: ntet_ranks.rank_table(d, ("wt2",)),
-    "figure2_pearson": gss_grid.figure2_pearson,
-    "figure4_wins": wordsim.figure4_wins,
-}
-assert set(TABLES) == set(REQUIRES) == set(CAPTIONS) == set(LAYOUTS)
+#: table name -> its registration (:class:`~softmax_bottleneck.report.common.PaperItem`), in the paper's order
+TABLES = REGISTRY.items()
+#: table name -> summary files (under the summary folder) it reads
+REQUIRES: dict[str, list[str]] = {name: list(item.requires) for name, item in TABLES.items()}
+#: table name -> its one-line caption
+CAPTIONS: dict[str, str] = {name: item.caption for name, item in TABLES.items()}
 
 
 def build(name: str, summary_dir) -> pd.DataFrame:
     """Table ``name`` (see :data:`TABLES`) from the summary CSVs in ``summary_dir``."""
     if name not in TABLES:
         raise KeyError(f"unknown table {name!r}; valid names: {', '.join(TABLES)}")
-    require_summaries(f"table {name}", summary_dir, REQUIRES[name])
-    return TABLES[name](Path(summary_dir))
+    require_summaries(f"table {name}", summary_dir, TABLES[name].requires)
+    return TABLES[name].build(Path(summary_dir))
 
 
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> pd.DataFrame:
-    """Build table ``name`` and write ``<out_prefix>.csv`` (tidy, full precision), ``.md`` and ``.html`` (the
-    paper's layout, with ``banner`` on top when given), atomically."""
+    """Build table ``name`` and write ``<out_prefix>.csv`` (tidy, full precision), ``.md``, ``.html`` and ``.tex``
+    (the paper's layout, with ``banner`` on top when given) and ``.ours.tex`` (ours alone), atomically."""
     table = build(name, summary_dir)
     prefix = str(out_prefix)
     atomic_write_text(table.to_csv(index=False, lineterminator="\n"), prefix + ".csv")  # floats as repr: exact
     atomic_write_text(to_markdown(name, table, banner), prefix + ".md")
     atomic_write_text(to_html(name, table, banner), prefix + ".html")
+    atomic_write_text(to_latex(name, table, banner=banner), prefix + ".tex")
+    atomic_write_text(to_latex(name, table, paper=False, banner=banner), prefix + ".ours.tex")
     return table
 
 
@@ -106,11 +94,12 @@ def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> 
 def add_cli(parser) -> None:
     parser.description = (
         "Render one table of the paper or its SM from the summary CSVs, our values beside the paper's: "
-        "PREFIX.csv (full precision), PREFIX.md and PREFIX.html (the paper's layout)."
+        "PREFIX.csv (full precision), PREFIX.md, PREFIX.html and PREFIX.tex (the paper's layout), PREFIX.ours.tex "
+        "(ours alone)."
     )
     parser.add_argument("name", metavar="NAME", choices=list(TABLES), help=f"the table, one of: {', '.join(TABLES)}")
     parser.add_argument("--summary-dir", required=True, help="folder of the summary CSVs (results/summary)")
-    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.csv, PREFIX.md and PREFIX.html")
+    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.csv, .md, .html, .tex and .ours.tex")
     parser.add_argument(
         "--banner", default=None, metavar="TEXT", help="text shown in bold at the top (e.g. a small-scale mark)"
     )
@@ -121,5 +110,5 @@ def run_cli(args) -> int:
         render(args.name, args.summary_dir, args.out, banner=args.banner)
     except FileNotFoundError as err:
         raise SystemExit(f"table {args.name}: {err}") from None
-    log.info("wrote %s.csv, %s.md and %s.html", args.out, args.out, args.out)
+    log.info("wrote %s.csv, .md, .html, .tex and .ours.tex", args.out)
     return 0

@@ -7,8 +7,10 @@ columns of the paper's table.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pandas as pd
 
@@ -83,25 +85,53 @@ def times_ten_to(exponent: int) -> Formatter:
 
 
 def power_of_ten(v: float) -> str:
-    """``1e-2``, ``1e-20``, ``2.5e-3``: a power of ten as SM Tables 15 and 16 print c (no padded exponent)."""
+    """``10⁻²``, ``10⁻²⁰``, ``2.5×10⁻³``: a noise scale c of SM Tables 15 and 16, or an ε, in the notation of the
+    p-values (:func:`sci`), without a mantissa of 1."""
     mantissa, exponent = f"{v:.6e}".split("e")
-    return f"{float(mantissa):g}e{int(exponent)}"
+    power = f"10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+    return power if float(mantissa) == 1 else f"{float(mantissa):g}×{power}"
 
 
-#: noise scales c of SM Tables 15, 16 ("1e-2", "1e-20")
+#: noise scales c of SM Tables 15, 16 ("10⁻²", "10⁻²⁰")
 scale = _number(power_of_ten)
 
 
+def epsilon(column: str) -> str:
+    """The header of an ε-effective-rank column (``erank_1e-3`` → ``ε = 10⁻³``)."""
+    return f"ε = {power_of_ten(float(column.removeprefix('erank_')))}"
+
+
 def seconds(v) -> str:
-    """Our seconds per epoch on whatever device ran it ("1.5s", "57s")."""
+    """Our seconds per epoch on whatever device ran it, three significant figures ("0.152s", "1.52s", "57.3s",
+    "123s"; larger numbers in whole seconds)."""
     if missing(v):
         return MISSING
     v = float(v)
-    return f"{v:.0f}s" if v >= 10 else f"{v:.2g}s"
+    if v == 0:
+        return "0s"
+    decimals = max(0, 2 - math.floor(math.log10(abs(v))))
+    return f"{v:.{decimals}f}s"
+
+
+#: whether :func:`pair` shows the paper's value beside ours (off for the "ours alone" renderings)
+_SHOW_PAPER: contextvars.ContextVar[bool] = contextvars.ContextVar("show_paper", default=True)
+
+
+@contextlib.contextmanager
+def ours_alone() -> Iterator[None]:
+    """Within this block every :func:`pair` cell shows our value only (the tables' ``.ours.tex`` form)."""
+    token = _SHOW_PAPER.set(False)
+    try:
+        yield
+    finally:
+        _SHOW_PAPER.reset(token)
 
 
 def pair(ours: str, paper: str) -> str:
-    """``ours (paper)``; ``—`` stands for a missing value, and a cell missing on both sides is just ``—``."""
+    """``ours (paper)``; ``—`` stands for a missing value, and a cell missing on both sides is just ``—``.
+    Within :func:`ours_alone`, just ``ours``."""
+    if not _SHOW_PAPER.get():
+        return ours
     if ours == MISSING and paper == MISSING:
         return MISSING
     return f"{ours} ({paper})"

@@ -7,9 +7,11 @@ import math
 import pandas as pd
 
 from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.common import as_hit, read_summary
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
 from softmax_bottleneck.report.tables import cells
-from softmax_bottleneck.report.tables.common import as_hit, compare, read_summary
+from softmax_bottleneck.report.tables.catalog import paper_table
+from softmax_bottleneck.report.tables.common import compare
 
 
 def _top5_text(row) -> str:
@@ -26,6 +28,42 @@ def _top5_words(row) -> set[str]:
     return {str(row.get(f"word_{i}")) for i in range(1, 6) if pd.notna(row.get(f"word_{i}"))}
 
 
+# --------------------------------------------------------------------------------------------- the paper's layout
+def sm_table2_layout(table: pd.DataFrame) -> pd.DataFrame:
+    """SM Table 2 as printed: per context (Yang et al.'s, the authors', random), each model's top-5 (word p)."""
+
+    def context(row) -> str:
+        return f"{FIGURE3_GROUP_LABELS.get(row['group'], row['group'])} #{row['number']}"
+
+    def hit(value) -> str:
+        return cells.MISSING if cells.missing(value) else ("yes" if float(value) else "no")
+
+    return cells.layout(
+        table,
+        [
+            ("context", context),
+            ("true token", lambda r: str(r["true_token"])),
+            ("model", lambda r: str(r["model"])),
+            ("top-5 (ours)", lambda r: r["top5_ours"] or cells.MISSING),
+            ("top-5 (paper)", lambda r: r["top5_paper"] or cells.MISSING),
+            ("true token in top-5", lambda r: cells.pair(hit(r["hit_ours"]), hit(r["hit_paper"]))),
+        ],
+        merge=["context", "true token"],
+    )
+
+
+# --------------------------------------------------------------------------------------------- the tables
+@paper_table(
+    "sm_table2",
+    requires=["top5.csv"],
+    caption="SM Table 2 (PTB): top-5 next-word predictions at the 18 contexts and whether the true token is among "
+    "them.",
+    layout=sm_table2_layout,
+    report="**SM Table 2** (PTB). Top-5 next-word predictions and probabilities at the 18 test contexts (Yang et "
+    "al.'s six, the paper authors' six — \"Ours\" in the SM —, six random ones) for Softmax, SS, GSS, LMS-PLIF, "
+    "MoS, MoC (ET-ASGD) and MoS*, MoC* (NT-ASGD), authors' seeds (E5), and whether the true token is among them. "
+    "Rows: per context, our top-5 beside the paper's.",
+)
 def sm_table2(summary_dir) -> pd.DataFrame:
     ours = read_summary(summary_dir, "top5.csv")
     from softmax_bottleneck.report.summaries import TOP5_COLUMNS
@@ -71,29 +109,3 @@ def sm_table2(summary_dir) -> pd.DataFrame:
         _m=table["model"].map({m: i for i, m in enumerate(models)}),
     ).sort_values(["_g", "number", "_m"], kind="mergesort")
     return table.loc[order.index].reset_index(drop=True)
-
-
-def sm_table2_layout(table: pd.DataFrame) -> pd.DataFrame:
-    """SM Table 2 as printed: per context (Yang et al.'s, the authors', random), each model's top-5 (word p)."""
-
-    def context(row) -> str:
-        return f"{FIGURE3_GROUP_LABELS.get(row['group'], row['group'])} #{row['number']}"
-
-    def hit(value) -> str:
-        return cells.MISSING if cells.missing(value) else ("yes" if float(value) else "no")
-
-    return cells.layout(
-        table,
-        [
-            ("context", context),
-            ("true token", lambda r: str(r["true_token"])),
-            ("model", lambda r: str(r["model"])),
-            ("top-5 (ours)", lambda r: r["top5_ours"] or cells.MISSING),
-            ("top-5 (paper)", lambda r: r["top5_paper"] or cells.MISSING),
-            ("true token in top-5", lambda r: cells.pair(hit(r["hit_ours"]), hit(r["hit_paper"]))),
-        ],
-        merge=["context", "true token"],
-    )
-
-
-LAYOUTS = {"sm_table2": sm_table2_layout}

@@ -7,9 +7,11 @@ import logging
 import pandas as pd
 
 from softmax_bottleneck.report import reported, variants
+from softmax_bottleneck.report.common import read_summary
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables import cells
-from softmax_bottleneck.report.tables.common import compare, order_rows, read_summary
+from softmax_bottleneck.report.tables.catalog import paper_table
+from softmax_bottleneck.report.tables.common import compare, order_rows
 
 log = logging.getLogger(__name__)
 
@@ -20,46 +22,6 @@ def read_wordsim(summary_dir) -> pd.DataFrame:
         if col not in frame.columns:
             frame[col] = pd.Series(dtype=float)
     return frame.assign(benchmark=frame["benchmark"].map(reported.normalise_benchmark))
-
-
-def sm_table3(summary_dir) -> pd.DataFrame:
-    ours = read_wordsim(summary_dir)
-    paper = reported.load("wordsim")
-    order = variants.rank([], paper["variant"])  # SM Table 3's columns: Softmax, SS, GSS, LMS-PLIF, MoS, MoC
-    bench = {b: i for i, b in enumerate(reported.BENCHMARKS)}
-    paper = paper.assign(_d=paper["dataset"], _b=paper["benchmark"].map(bench), _v=paper["variant"].map(order))
-    paper = paper.sort_values(["_d", "_b", "_v"], kind="mergesort").drop(columns=["_d", "_b", "_v"])
-    table = compare(ours, paper, ["dataset", "benchmark", "variant"], ["spearman"])
-    return order_rows(table, paper, groups=("dataset", "benchmark"))
-
-
-def sm_table13(summary_dir) -> pd.DataFrame:
-    frame = read_wordsim(summary_dir)
-    rows = []
-    for (ds, bench), sel in frame.groupby(["dataset", "benchmark"], sort=False):
-        counts = sel[["pairs", "not_found"]].drop_duplicates()
-        if len(counts) > 1:
-            log.warning("%s %s: models disagree on pairs/not_found: %s", ds, bench, counts.values.tolist())
-        rows.append(
-            {"dataset": ds, "benchmark": bench, "pairs": sel["pairs"].iloc[0], "not_found": sel["not_found"].iloc[0]}
-        )
-    ours = pd.DataFrame(rows, columns=["dataset", "benchmark", "pairs", "not_found"])
-    return compare(ours, reported.load("wordsim_coverage"), ["dataset", "benchmark"], ["pairs", "not_found"])
-
-
-def figure4_wins(summary_dir) -> pd.DataFrame:
-    ws = read_wordsim(summary_dir)
-    rows = []
-    for ds in DATASETS:
-        matrix = reported.figure4_matrix(ws, ds)
-        for i in matrix.index:
-            for j in matrix.columns:
-                if i != j:
-                    rows.append({"dataset": ds, "row_variant": i, "col_variant": j, "wins": matrix.loc[i, j]})
-    ours = pd.DataFrame(rows, columns=["dataset", "row_variant", "col_variant", "wins"])
-    paper = reported.load("figure4")
-    table = compare(ours, paper, ["dataset", "row_variant", "col_variant"], ["wins"])
-    return order_rows(table, paper, variant_columns=("row_variant", "col_variant"))
 
 
 # --------------------------------------------------------------------------------------------- the paper's layout
@@ -111,4 +73,68 @@ def figure4_wins_layout(table: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-LAYOUTS = {"sm_table3": sm_table3_layout, "sm_table13": sm_table13_layout, "figure4_wins": figure4_wins_layout}
+# --------------------------------------------------------------------------------------------- the tables
+@paper_table(
+    "sm_table3",
+    requires=["wordsim.csv"],
+    caption="SM Table 3: Spearman ρ of the tied embeddings on 13 word-similarity benchmarks.",
+    layout=sm_table3_layout,
+    report="**SM Table 3.** Spearman's ρ between human similarity scores and cosine similarities of the learned "
+    "(tied) embeddings on 13 word-similarity benchmarks, ET-ASGD authors'-seed models (E6); PTB and WT2. Output "
+    "layers other than the paper's (e.g. a plug-in layer) follow the paper's, with — for the paper's values.",
+)
+def sm_table3(summary_dir) -> pd.DataFrame:
+    ours = read_wordsim(summary_dir)
+    paper = reported.load("wordsim")
+    order = variants.rank([], paper["variant"])  # SM Table 3's columns: Softmax, SS, GSS, LMS-PLIF, MoS, MoC
+    bench = {b: i for i, b in enumerate(reported.BENCHMARKS)}
+    paper = paper.assign(_d=paper["dataset"], _b=paper["benchmark"].map(bench), _v=paper["variant"].map(order))
+    paper = paper.sort_values(["_d", "_b", "_v"], kind="mergesort").drop(columns=["_d", "_b", "_v"])
+    table = compare(ours, paper, ["dataset", "benchmark", "variant"], ["spearman"])
+    return order_rows(table, paper, groups=("dataset", "benchmark"))
+
+
+@paper_table(
+    "sm_table13",
+    requires=["wordsim.csv"],
+    caption="SM Table 13: benchmark pairs with a word missing from the vocabulary.",
+    layout=sm_table13_layout,
+    report="**SM Table 13.** Word-similarity benchmark pairs that cannot be scored because a word is missing from the "
+    "PTB or WT2 vocabulary (a pair counts if either word is missing).",
+)
+def sm_table13(summary_dir) -> pd.DataFrame:
+    frame = read_wordsim(summary_dir)
+    rows = []
+    for (ds, bench), sel in frame.groupby(["dataset", "benchmark"], sort=False):
+        counts = sel[["pairs", "not_found"]].drop_duplicates()
+        if len(counts) > 1:
+            log.warning("%s %s: models disagree on pairs/not_found: %s", ds, bench, counts.values.tolist())
+        rows.append(
+            {"dataset": ds, "benchmark": bench, "pairs": sel["pairs"].iloc[0], "not_found": sel["not_found"].iloc[0]}
+        )
+    ours = pd.DataFrame(rows, columns=["dataset", "benchmark", "pairs", "not_found"])
+    return compare(ours, reported.load("wordsim_coverage"), ["dataset", "benchmark"], ["pairs", "not_found"])
+
+
+@paper_table(
+    "figure4_wins",
+    requires=["wordsim.csv"],
+    caption="Figure 4: number of the 13 benchmarks on which the row model's ρ beats the column model's.",
+    layout=figure4_wins_layout,
+    report="**Figure 4, counts.** For each ordered pair of models, the number of the 13 word-similarity benchmarks on "
+    "which the row model's Spearman ρ is strictly larger than the column model's (E6), ours next to the paper's "
+    "heat-map values.",
+)
+def figure4_wins(summary_dir) -> pd.DataFrame:
+    ws = read_wordsim(summary_dir)
+    rows = []
+    for ds in DATASETS:
+        matrix = reported.figure4_matrix(ws, ds)
+        for i in matrix.index:
+            for j in matrix.columns:
+                if i != j:
+                    rows.append({"dataset": ds, "row_variant": i, "col_variant": j, "wins": matrix.loc[i, j]})
+    ours = pd.DataFrame(rows, columns=["dataset", "row_variant", "col_variant", "wins"])
+    paper = reported.load("figure4")
+    table = compare(ours, paper, ["dataset", "row_variant", "col_variant"], ["wins"])
+    return order_rows(table, paper, variant_columns=("row_variant", "col_variant"))

@@ -1,0 +1,266 @@
+"""What the tables and the figures share: reading the summaries, the statistics they quote, and their registry.
+
+Every table and figure of the paper and its SM is one registration, next to its builder::
+
+    @paper_table("table2", requires=["main.csv"], caption="Table 2: ...", layout=table2_layout, report="...")
+    def table2(summary_dir) -> pd.DataFrame: ...
+
+(``paper_table`` in :mod:`.tables.catalog`, ``paper_figure`` in :mod:`.figures.catalog`, both a
+:meth:`Registry.register`). The command line, the workflow's rules and inputs, the ``--list-rules`` descriptions and the
+HTML report's captions are all read from these registrations.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from softmax_bottleneck.analysis.rank import EPSILONS
+from softmax_bottleneck.report import reported
+
+log = logging.getLogger(__name__)
+
+#: the ε-effective-rank columns of the summaries, one per ε of the analysis (1e-3, 1e-4, 1e-5)
+EPS: list[str] = [f"erank_{e}" for e in EPSILONS]
+PPL3: list[str] = ["train_ppl", "valid_ppl", "test_ppl"]
+
+
+# --------------------------------------------------------------------------------------------- statistics
+def _clean(values) -> list[float]:
+    return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+def mean_sd(values) -> tuple[float, float]:
+    """Mean and sample sd via :func:`softmax_bottleneck.analysis.stats.mean_sd`; NaN where the sample is too small."""
+    vals = _clean(values)
+    if not vals:
+        return math.nan, math.nan
+    if len(vals) == 1:
+        return vals[0], math.nan
+    from softmax_bottleneck.analysis import stats
+
+    mean, sd = stats.mean_sd(vals)
+    return float(mean), float(sd)
+
+
+def t_test(a, b) -> float:
+    """Two-sided pooled-variance Student t-test p (:func:`..analysis.stats.student_t`); NaN if n < 2."""
+    a, b = _clean(a), _clean(b)
+    if len(a) < 2 or len(b) < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
+        return math.nan
+    from softmax_bottleneck.analysis import stats
+
+    return float(stats.student_t(a, b))
+
+
+def pearson(x, y) -> tuple[float, float]:
+    """Pearson r and p (:func:`softmax_bottleneck.analysis.stats.pearson`); NaN for < 3 points or a constant input."""
+    pairs = [(float(a), float(b)) for a, b in zip(x, y, strict=True) if pd.notna(a) and pd.notna(b)]
+    if len(pairs) < 3:
+        return math.nan, math.nan
+    xs, ys = zip(*pairs, strict=True)
+    if np.ptp(xs) == 0 or np.ptp(ys) == 0:
+        return math.nan, math.nan
+    from softmax_bottleneck.analysis import stats
+
+    r, p = stats.pearson(list(xs), list(ys))
+    return float(r), float(p)
+
+
+def params_m(values) -> float:
+    """Mean number of parameters, in millions (NaN if none)."""
+    vals = _clean(values)
+    return float(np.mean(vals)) / 1e6 if vals else math.nan
+
+
+def fkey(value) -> float:
+    """Float key that survives a CSV round trip (6 significant digits): the tolerant equality of swept values
+    (K, dropoutl, c) between our summaries and the paper's numbers."""
+    try:
+        return float(f"{float(value):.6g}")
+    except (TypeError, ValueError):
+        return math.nan
+
+
+# --------------------------------------------------------------------------------------------- inputs
+def require_summaries(what: str, summary_dir, files: Sequence[str]) -> None:
+    """FileNotFoundError naming the first of ``files`` missing from ``summary_dir`` (``what`` needs them)."""
+    for fname in files:
+        path = Path(summary_dir) / fname
+        if not path.is_file():
+            raise FileNotFoundError(f"{what} needs summary file {path}, which does not exist")
+
+
+def read_summary(summary_dir, name: str) -> pd.DataFrame:
+    """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent."""
+    path = Path(summary_dir) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"summary file {path} not found")
+    try:
+        return reported.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """A run summary (one row per run) with every column the tables and figures read, plus the numeric ``extra``
+    ones (e.g. ``n_experts``); a column the file lacks is there, empty (small-scale runs)."""
+    frame = read_summary(summary_dir, name)
+    needed = ["dataset", "variant", "schedule", "seed", "seed_kind", "parameters", *PPL3, "press_rank", *EPS, *extra]
+    for col in needed:
+        if col not in frame.columns:
+            frame[col] = pd.Series(dtype=object if col in ("dataset", "variant", "schedule", "seed_kind") else float)
+    return frame
+
+
+def one_run_per(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One run per key combination: the authors'-seed run if there is one, else the lowest seed."""
+    if frame.empty:
+        return frame
+    order = frame.assign(_pref=(frame["seed_kind"] != "authors").astype(int))
+    order = order.sort_values(["_pref", "seed"], kind="mergesort")
+    dup = order.duplicated(keys)
+    if dup.any():
+        log.warning(
+            "several runs for %s; keeping the authors'-seed / lowest seed", order.loc[dup, keys].values.tolist()
+        )
+    return order[~dup].drop(columns="_pref")
+
+
+def as_hit(value) -> float:
+    """A top-5 hit flag as 1.0 / 0.0 (NaN if absent or unreadable): ``True``/``False``, 1/0 (also ``"1.0"``),
+    ``"yes"``/``"no"``, ``"y"``/``"n"``, any case; Figure 3 and SM Table 2 read it alike."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "yes", "y"):
+            return 1.0
+        if text in ("false", "no", "n"):
+            return 0.0
+        try:
+            value = float(text)
+        except ValueError:
+            return math.nan
+    if value is None or pd.isna(value):
+        return math.nan
+    return float(value) if float(value) in (0.0, 1.0) else math.nan
+
+
+# --------------------------------------------------------------------------------------------- the registry
+#: longest rule description shown by ``snakemake --list-rules``
+DESCRIPTION_LENGTH = 120
+
+_NAME = re.compile(r"^(sm_)?(table|figure)(\d+)(_[a-z0-9_]+)?$")
+
+#: the HTML report's second paragraph under every table / figure (``{name}``: the item's name)
+REPORT_TAILS: dict[str, str] = {
+    "table": "Each cell shows our value and, in brackets, the paper's (— where there is none), in the paper's layout "
+    "and rounding (``reports/tables/{name}.md`` and ``{name}.html``); ``{name}.csv`` holds every value at full "
+    "precision, with ours − paper.",
+    "figure": "Drawn from the summary tables under ``results/summary/`` (``reports/figures/{name}.pdf`` is the vector "
+    "version).",
+}
+
+
+@dataclass(frozen=True)
+class PaperItem:
+    """One table or figure of the paper or its SM: how to build it, from which summaries, and how to describe it.
+
+    ``caption`` is the one line printed with the table (Markdown / HTML / LaTeX) and by ``snakemake --list-rules``;
+    its ``{fields}``, if any, are filled by ``fill(table)`` from the built table (what was run, e.g. the K of SM
+    Table 12), and by ``fill(None)`` where there is no table. ``report`` is the paragraph (reStructuredText) of the
+    workflow's HTML report; ``layout`` (tables only) lays the tidy comparison table out as the paper prints it.
+    """
+
+    kind: str  # "table" or "figure"
+    name: str
+    build: Callable[[Path], Any]
+    requires: tuple[str, ...]
+    caption: str
+    report: str
+    layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+    fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None
+
+    def caption_for(self, table: pd.DataFrame | None) -> str:
+        """The caption of ``table`` (this item built from some summaries); ``None``: of no particular build."""
+        return self.caption.format(**self.fill(table)) if self.fill else self.caption
+
+    @property
+    def label(self) -> str:
+        """``Table 2``, ``SM Figure 5``, ``Figure 2 pearson``: the item's label in the HTML report."""
+        sm, kind, number, rest = _NAME.match(self.name).groups()
+        return ("SM " if sm else "") + f"{kind.title()} {number}" + (rest or "").replace("_", " ")
+
+    @property
+    def category(self) -> str:
+        """The item's category in the HTML report: the paper or its supplementary material."""
+        return "Supplementary material" if self.name.startswith("sm_") else "Paper"
+
+    @property
+    def description(self) -> str:
+        """The caption cut to :data:`DESCRIPTION_LENGTH` characters at a word (``snakemake --list-rules``)."""
+        text = self.caption_for(None)
+        if len(text) > DESCRIPTION_LENGTH:
+            text = text[: DESCRIPTION_LENGTH - 2].rsplit(" ", 1)[0] + " …"
+        return text
+
+    @property
+    def report_caption(self) -> str:
+        """The HTML report's caption: :attr:`report`, then what the files hold (reStructuredText)."""
+        return f"{self.report}\n\n{REPORT_TAILS[self.kind].format(name=self.name)}\n"
+
+
+def paper_order(name: str) -> tuple:
+    """Sort key of an item name: the paper's items, then the SM's, by number; a derived one (``figure2_pearson``)
+    after the paper's tables, as its figure's text (tables before figures)."""
+    sm, kind, number, rest = _NAME.match(name).groups()
+    return (bool(rest), kind != "table", bool(sm), int(number), name)
+
+
+class Registry:
+    """The tables (or the figures) of the paper and its SM, each registered once with :meth:`register`."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, PaperItem] = {}
+
+    def register(
+        self,
+        name: str,
+        *,
+        requires: Sequence[str],
+        caption: str,
+        report: str,
+        layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+        fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None,
+    ) -> Callable[[Callable], Callable]:
+        """Decorator registering ``build(summary_dir)`` as the item ``name`` (see :class:`PaperItem`)."""
+        if not _NAME.match(name):
+            raise ValueError(f"{self.kind} name {name!r} must read like table2, sm_table12 or figure2_pearson")
+        if (layout is None) != (self.kind == "figure"):
+            raise ValueError(f"{self.kind} {name!r}: a table needs a layout, a figure has none")
+        if not caption or not report:
+            raise ValueError(f"{self.kind} {name!r}: needs a caption and a report paragraph")
+
+        def decorate(build: Callable) -> Callable:
+            previous = self._items.get(name)
+            if previous is not None and previous.build is not build:
+                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            self._items[name] = PaperItem(self.kind, name, build, tuple(requires), caption, report, layout, fill)
+            return build
+
+        return decorate
+
+    def __getitem__(self, name: str) -> PaperItem:
+        return self._items[name]
+
+    def items(self) -> dict[str, PaperItem]:
+        """Every registered item, by name, in the paper's order (:func:`paper_order`)."""
+        return {name: self._items[name] for name in sorted(self._items, key=paper_order)}
