@@ -159,3 +159,24 @@ def test_every_registered_variant_is_drawn_in_figure7(plugin, tmp_path):
     drawn = [line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
     assert drawn == [variants.display(v) for v in variants.ordered(reported.paper_order("table6"), registry)]
     assert len({line.get_color() for line in fig.axes[0].get_lines() if line.get_label() in drawn}) == len(drawn)
+
+
+def test_a_plugin_gets_a_saturated_colour_of_its_own_hue(monkeypatch):
+    """A plug-in without a declared colour is drawn in a saturated colour whose hue no built-in variant uses."""
+    import matplotlib.colors as mcolors
+
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.models.output_layers import OutputLayer, register_output_layer
+    from softmax_bottleneck.models.output_layers import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+    cls = type("Mine", (OutputLayer,), {"forward": lambda self, c, w: self.logits(c, w).log_softmax(-1)})
+    register_output_layer("my_layer", display="Mine", family="softmax")(cls)
+    mine = mcolors.rgb_to_hsv(mcolors.to_rgb(variants.color("my_layer")))
+    assert mine[1] >= 0.35
+    for name in presets.variants():
+        if name == "my_layer":
+            continue
+        other = mcolors.rgb_to_hsv(mcolors.to_rgb(variants.color(name)))
+        if other[1] >= 0.2:
+            assert min(abs(mine[0] - other[0]), 1 - abs(mine[0] - other[0])) >= 0.04, name

@@ -46,18 +46,31 @@ def rank(paper: Sequence[str], present: Iterable[str]) -> dict[str, int]:
 
 
 def _palette() -> list[str]:
-    """tab10, then the light shades of tab20, then Dark2: the colours a variant without one may get."""
+    """Saturated qualitative colours (Dark2, Set1, tab10) for variants that declare none (plug-ins), then tab20's."""
     colours = []
-    for name in ("tab10", "tab20", "Dark2"):
+    for name in ("Dark2", "Set1", "tab10", "tab20"):
         colours += [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps[name].colors]
     return list(dict.fromkeys(colours))
+
+
+def _distinct(colour: str, others: set[str], min_hue: float = 0.04) -> bool:
+    """Saturated, and of another hue than every colour in ``others`` (greys never count as a hue)."""
+    h, s, _ = matplotlib.colors.rgb_to_hsv(matplotlib.colors.to_rgb(colour))
+    if s < 0.35:
+        return False
+    for other in others:
+        oh, os_, _ = matplotlib.colors.rgb_to_hsv(matplotlib.colors.to_rgb(other))
+        if os_ >= 0.2 and min(abs(h - oh), 1 - abs(h - oh)) < min_hue:
+            return False
+    return True
 
 
 def colors() -> dict[str, str]:
     """One colour per registered variant: its declared colour, else the next palette colour no variant declares."""
     infos = [presets.variant_info(v) for v in registry_order()]
     declared = {matplotlib.colors.to_hex(i.color) for i in infos if i.color}
-    free = [c for c in _palette() if c not in declared]
+    free = [c for c in _palette() if c not in declared and _distinct(c, declared)]
+    free += [c for c in _palette() if c not in declared and c not in free]  # more plug-ins than distinct hues
     out, k = {}, 0
     for info in infos:
         if info.color:
