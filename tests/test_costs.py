@@ -335,5 +335,6 @@ def test_a_run_with_no_measurement_names_the_bench_command(tmp_path):
 
     speeds = load_speeds([_bench_json(tmp_path / "a.json")])
     with pytest.raises(BenchFileError, match="no bench measurement for wt2/mos .* --dataset wt2 --variant mos"):
-        costs.project_training([{"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "nt", "runs": 1}],
+        costs.project_training([{"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "nt", "runs": 1,
+                                "epochs": 500}],
                                speeds)  # fmt: skip

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import RECORDING_KERNELS
 
 from softmax_bottleneck.corpora.corpus import Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
@@ -44,8 +45,10 @@ from softmax_bottleneck.training.trainer import train
 FIXTURES = Path(__file__).parent / "data" / "kit"
 PINNED_TORCH = "2.13.0"
 #: bit-identity holds on the torch the fixture was recorded with, on one thread (the ``one_thread`` fixture)
-EXACT = torch.__version__.split("+")[0] == PINNED_TORCH
-OTHER_TORCH_RTOL = 1e-6
+EXACT = torch.__version__.split("+")[0] == PINNED_TORCH and RECORDING_KERNELS
+#: relative tolerance where bit-identity cannot hold (another torch; or other CPU kernels, where the largest
+#: difference measured over the 6 epochs of softmax_nt was 1.02e-6, AVX2 on an AMD EPYC, 2026-11-25)
+OTHER_TORCH_RTOL = 1e-6 if RECORDING_KERNELS else 1e-5
 #: the authors' evaluate() accumulates in float32, ours in float64 (measured: at most 1.6e-7 relative)
 EVAL_RTOL = 1e-6
 

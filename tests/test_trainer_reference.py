@@ -8,8 +8,8 @@ parameter order and ``padding_idx``; training and evaluation on the loss path), 
 ``tests/test_golden_trajectory.py`` had passed there (bit-identical to the authors' code for the Softmax family),
 with ``python tests/test_trainer_reference.py`` (torch 2.13.0+cpu, one thread). The Softmax and LMS-PLIF numbers
 are the same on the full-matrix path (tests/test_step.py checks both paths step by step); MoS's loss path differs
-from it by rounding. The previous fixture (from before issues #9 and #10) had been reproduced bit for bit by every
-change up to #15, whose new initial weights change every trained number.
+from it by rounding. The previous fixture had been reproduced bit for bit by every change until the authors'
+initial draw order, whose new initial weights change every trained number.
 Regenerate only on purpose (a deliberate change of the numbers) and say so in the commit.
 """
 
@@ -25,7 +25,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import TINY, tiny_corpus  # noqa: E402
+from conftest import RECORDING_KERNELS, TINY, tiny_corpus  # noqa: E402
 
 from softmax_bottleneck import presets  # noqa: E402
 from softmax_bottleneck.training.trainer import Trainer  # noqa: E402
@@ -67,7 +67,16 @@ def reference_numbers(name: str, out_dir: Path) -> dict:
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_tiny_runs_reproduce_the_recorded_numbers(tmp_path, name):
     expected = json.loads(FIXTURE.read_text())["runs"][name]
-    assert reference_numbers(name, tmp_path) == expected
+    got = reference_numbers(name, tmp_path)
+    if RECORDING_KERNELS:
+        assert got == expected
+        return
+    # other CPU kernels (conftest.RECORDING_KERNELS): the same run within rounding; LMS-PLIF's tiny run at lr 20 is
+    # chaotic (its knot lookups flip with the last bit: 3 % apart after epoch 1), so only its schedule is compared
+    assert (got["best_epoch"], got["switch_epoch"]) == (expected["best_epoch"], expected["switch_epoch"])
+    if name != "lms_plif-et":
+        losses = [*got["valid_losses"], got["test_loss"]]
+        assert losses == pytest.approx([*expected["valid_losses"], expected["test_loss"]], rel=1e-6)
 
 
 if __name__ == "__main__":

@@ -69,11 +69,12 @@ def test_tiny_model_overfits_tiny_corpus(tmp_path):
     no_dropout = dict.fromkeys(("dropoute", "dropouti", "dropouth", "dropout", "wdrop"), 0.0)
     size = {"nemb": 16, "nhidlast": 16, "nhid": 64, "small_batch_size": 4}
     metrics = _train(
-        tmp_path, corpus=tiny_corpus(tokens=1000), epochs=80, switch_epoch=60, lr=20.0, alpha=0.0, beta=0.0,
+        tmp_path, corpus=tiny_corpus(tokens=1000), epochs=80, switch_epoch=60, lr=10.0, alpha=0.0, beta=0.0,
         embed_last_word_grad=True,  # 1 of 12 words: the authors' frozen last input row would dominate here
         **size, **no_dropout,
     )  # fmt: skip
-    # 12 words; 90% of transitions deterministic -> the best possible perplexity is about 1.6
+    # 12 words; 90% of transitions deterministic -> the best possible perplexity is about 1.6 (lr 10: at 20 the
+    # training perplexity of this tiny run stays noisy, 4.1 with AVX2 kernels, though it fits the data)
     assert metrics["train_ppl"] < 3.0 and metrics["valid_ppl"] < 3.0
     assert metrics["valid_ppl"] < 12 / 3
 
@@ -95,7 +96,8 @@ def test_every_registered_layer_is_a_variant_of_the_training_test():
 
 def test_frozen_plif_slopes_stay_at_init(tmp_path):
     corpus = tiny_corpus()
-    hp = presets.resolve("ptb", "lms_plif_frozen", "et", TINY)
+    # lr 5: at the preset's 20 this tiny run sits at the divergence limit, and CPU kernels decide on which side
+    hp = presets.resolve("ptb", "lms_plif_frozen", "et", {**TINY, "lr": 5.0})
     trainer = Trainer(dataset="ptb", variant="lms_plif_frozen", hp=hp, corpus=corpus, out_dir=tmp_path)
     before = trainer.model.output_layer.slope_raw.detach().clone()
     trainer.fit()
