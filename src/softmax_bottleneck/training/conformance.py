@@ -431,23 +431,28 @@ def run_check_layer_cli(args) -> int:
         raise SystemExit(f"check-layer: {broken[next(n for n in names if n in broken)]}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("check-layer: --device cuda was asked for but CUDA is not available")
-    logging.getLogger("softmax_bottleneck").setLevel(logging.WARNING)
-    failures = []
-    for name in names:
-        if name in broken:
-            print(f"{name}: BROKEN  {broken[name]}")
-            failures.append(CheckResult(name, "load", "fail", broken[name]))
-            continue
-        spec = layers[name]
-        print(f"{name} ({spec.cls.__module__}.{spec.cls.__qualname__}) on {args.device}:")
-        results = check_layer(name, args.device)
-        for result in results:
-            print(f"  {result.status.upper():4s}  {result.check:18s} {result.detail}")
-            if result.status == "fail":
-                failures.append(result)
-        if getattr(args, "stamp", None) and not failures:
-            write_stamp(name, args.stamp, results)
-            print(f"stamp written: {args.stamp}")
+    package_log = logging.getLogger("softmax_bottleneck")
+    level = package_log.level
+    package_log.setLevel(logging.WARNING)  # the checks train tiny models: their progress lines are noise here
+    try:
+        failures = []
+        for name in names:
+            if name in broken:
+                print(f"{name}: BROKEN  {broken[name]}")
+                failures.append(CheckResult(name, "load", "fail", broken[name]))
+                continue
+            spec = layers[name]
+            print(f"{name} ({spec.cls.__module__}.{spec.cls.__qualname__}) on {args.device}:")
+            results = check_layer(name, args.device)
+            for result in results:
+                print(f"  {result.status.upper():4s}  {result.check:18s} {result.detail}")
+                if result.status == "fail":
+                    failures.append(result)
+            if getattr(args, "stamp", None) and not failures:
+                write_stamp(name, args.stamp, results)
+                print(f"stamp written: {args.stamp}")
+    finally:
+        package_log.setLevel(level)
     for failure in failures:
         print(f"check-layer: {failure.layer}: {failure.check}: {failure.detail}", file=sys.stderr)
     return 1 if failures else 0
