@@ -258,7 +258,7 @@ def test_report_banner_marks_tables_and_figures_and_reruns_only_them(tmp_path):
     and changing it re-renders those items and nothing else."""
     assert load(SMALL_CONFIG)["report_banner"] == BANNER and load(PAPER_CONFIG)["report_banner"] is None
     # Figure 1 reads no summary: render it for real, then change the banner
-    made = snakemake(tmp_path, "figure1", "--cores", "1", configfile=SMALL_CONFIG)
+    made = snakemake(tmp_path, "figure1", "--cores", "1", "--printshellcmds", configfile=SMALL_CONFIG)
     assert made.returncode == 0, made.stderr[-3000:]
     assert f"--banner '{BANNER}'" in made.stdout + made.stderr
     assert (tmp_path / "reports" / "small" / "figures" / "figure1.png").is_file()
@@ -546,7 +546,8 @@ def test_paper_scale_training_on_a_cpu_is_refused_before_any_job(tmp_path):
         pytest.skip("this machine has a CUDA device")
     result = snakemake(tmp_path, "table3", "--cores", "1", "--config", f"data_mirror={MIRROR}")
     assert result.returncode == 1
-    lines = [line for line in result.stderr.splitlines() if "paper-scale training runs" in line]
+    output = result.stdout + result.stderr
+    lines = [line for line in output.splitlines() if "paper-scale training runs" in line]
     assert len(lines) == 1 and "22 paper-scale training runs (464 projected V100 GPU-hours)" in lines[0]
-    assert "--config allow_cpu_training=true" in lines[0] and "Traceback" not in result.stderr
+    assert "--config allow_cpu_training=true" in lines[0] and "Traceback" not in output
     assert not (tmp_path / "resources").exists() and not (tmp_path / "results").exists()
