@@ -172,7 +172,7 @@ def refuse_paper_scale_on_cpu():
         for job in workflow.dag.needrun_jobs()
         if job.rule.name == "train"
     ]
-    hours = [gpu_hours(run) for run in runs if gpu_hours(run) > 2]
+    hours = [h for h in map(gpu_hours, runs) if h > 2]
     if hours:
         sys.exit(
             f"{CONFIG_SOURCE}: {len(hours)} paper-scale training runs ({sum(hours):,.0f} projected V100 "
