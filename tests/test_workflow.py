@@ -444,6 +444,7 @@ def test_small_scale_end_to_end(tmp_path):
     result = run_in(repo, f"{SMALL_SCALE} {MIRROR_OPTION}", timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     check_reports(repo, "small")
+    check_the_phenomenon(repo)
     # every training job ran once, with its benchmark; the E12 log-P slice was temporary
     models = sorted(p for p in (repo / "results" / "runs").rglob("model.pt") if ".resume" not in p.parts)
     assert len(models) == SMALL_TRAIN_JOBS
@@ -461,6 +462,24 @@ def test_small_scale_end_to_end(tmp_path):
     run_small_scale_commands(repo)
     check_html_report(repo / "reports" / "small" / "report.zip")
     check_rerun_policy(repo, models, run_in)
+
+
+def check_the_phenomenon(repo: Path) -> None:
+    """The small scale's models meet the study's phenomenon, so that the rank analyses run on non-trivial data:
+    every Softmax log-P matrix has Press' rank d + 2 (log P = HWᵀ + 1bᵀ − (log Z)1ᵀ, paper Table 6's 402), every MoS
+    matrix more, and Figure 2's correlation over the GSS grid is defined on both datasets."""
+    config = yaml.safe_load((repo / "config" / "small.yaml").read_text())
+    families = config["model_overrides"]["families"]
+    main = pd.read_csv(repo / "results" / "small" / "summary" / "main.csv")
+    bound = families["softmax"]["nemb"] + 2
+    softmax, mos = main[main["variant"] == "softmax"], main[main["variant"] == "mos"]
+    assert len(softmax) == len(mos) == 6
+    assert (softmax["press_rank"] == bound).all(), softmax[["dataset", "seed", "press_rank"]]
+    assert families["mixture"]["nemb"] + 2 == bound  # the same d
+    assert (mos["press_rank"] > bound).all(), mos[["dataset", "seed", "press_rank"]]
+    pearson = pd.read_csv(repo / "reports" / "small" / "tables" / "figure2_pearson.csv")
+    everything = pearson[pearson["test ppl range"] == "all"]
+    assert len(everything) == 2 and everything["r (ours)"].notna().all(), pearson
 
 
 def check_html_report(path: Path) -> None:
