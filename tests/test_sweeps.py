@@ -312,40 +312,58 @@ def plugin_path(tmp_path_factory) -> Path:
     return install_example(tmp_path_factory.mktemp("plugin") / "site")
 
 
+#: docs/adding-an-output-layer.md's command (tests/test_readme.py leaves it to this file: it needs the example)
+DOCS_COMMAND = "snakemake sweep_taylor_scale --configfile config/small.yaml examples/taylor_softmax/sweep.yaml"
+#: on top of it, a shorter run: 2 values, the authors' seed and one random seed, 1 epoch on 600 tokens
+SHORT = {
+    "seeds": {"random": yaml.safe_load(SMALL.read_text())["seeds"]["random"][:1]},
+    "model_overrides": {"variants": {"taylor": {"epochs": 1, "train_tokens": 600, "valid_tokens": 200,
+                                                "test_tokens": 200}}},
+    "sweeps": {"taylor_scale": {"grid": {"taylor_scale": [0.5, 1.0]}}},
+}  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
 def test_a_plugins_own_key_swept_from_the_config_alone(plugin_path, tmp_path):
-    """The example plug-in installed, config/small.yaml plus a `sweeps:` entry of taylor_scale (PTB, 2 seeds,
-    1 epoch): `snakemake sweep_scale` trains the 4 models and writes the table and figure."""
-    config = yaml.safe_load(SMALL.read_text())
-    config["data_mirror"] = str(MIRROR)
-    config["seeds"]["random"] = config["seeds"]["random"][:1]
-    config["model_overrides"]["variants"] = {"taylor": {"epochs": 1, "train_tokens": 600, "valid_tokens": 200,
-                                                        "test_tokens": 200}}  # fmt: skip
-    config["sweeps"] = {"scale": {"variant": "taylor", "datasets": ["ptb"], "schedule": "et", "seeds": "all",
-                                  "grid": {"taylor_scale": [0.5, 1.0]}}}  # fmt: skip
-    path = tmp_path / "taylor-sweep.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    """The example plug-in installed, the docs' command as written plans the example's sweep (3 values × 3 seeds);
+    with a shorter grid and 2 seeds merged on top, `snakemake sweep_taylor_scale` trains the 4 models and writes the
+    table and the figure, which the HTML report shows."""
+    env = dict(os.environ, PYTHONPATH=str(plugin_path))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    target, _, files = DOCS_COMMAND.removeprefix("snakemake ").partition(" --configfile ")
     work = tmp_path / "work"
     work.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(plugin_path))
-    done = snakemake(work, path, "--cores", "2", "sweep_scale", env=env)
+    dry = subprocess.run([sys.executable, "-m", "snakemake", target, "-n", "--quiet", "rules", "--configfile",
+                          *files.split(), "--directory", str(work)],
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)  # fmt: skip
+    assert dry.returncode == 0, (dry.stdout + dry.stderr)[-4000:]
+    assert re.search(r"^train\s+9$", dry.stdout + dry.stderr, flags=re.M), dry.stdout + dry.stderr
+    short = tmp_path / "short.yaml"
+    short.write_text(yaml.safe_dump({"data_mirror": str(MIRROR), **SHORT}))
+    configs = [*(str(REPO / f) for f in files.split()), str(short)]
+    done = subprocess.run([sys.executable, "-m", "snakemake", target, "--cores", "2", "-s", str(REPO / "Snakefile"),
+                           "--configfile", *configs, "--directory", str(work)],
+                          capture_output=True, text=True, env=env, cwd=work, timeout=900)  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
     models = [p for p in (work / "results" / "runs").rglob("model.pt") if ".resume" not in p.parts]
     assert len(models) == 4 and all("taylor" in p.parts for p in models)
     assert sum(p.parent.name.startswith("default-") for p in models) == 2  # taylor_scale = 1.0 is the preset
     tables_dir, figures_dir = work / "reports" / "small" / "tables", work / "reports" / "small" / "figures"
-    table = pd.read_csv(tables_dir / "sweep_scale.csv")
+    table = pd.read_csv(tables_dir / "sweep_taylor_scale.csv")
     assert table["taylor_scale"].tolist() == [0.5, 1.0] and table["n_seeds"].tolist() == [2, 2]
     assert table["test_ppl_mean"].notna().all() and table["test_ppl_sd"].notna().all()
-    md = (tables_dir / "sweep_scale.md").read_text()
+    md = (tables_dir / "sweep_taylor_scale.md").read_text()
     assert md.startswith("**small scale — pipeline check, not the paper**") and "Taylor (ET)" in md and " ± " in md
-    assert (figures_dir / "sweep_scale.pdf").read_bytes().startswith(b"%PDF")
-    assert (figures_dir / "sweep_scale.png").read_bytes().startswith(b"\x89PNG")
-    summary = pd.read_csv(work / "results" / "small" / "summary" / "sweep_scale.csv")
-    assert len(summary) == 4 and "taylor_scale" in summary.columns
-    assert not _outside_canvas(sweeps.build_figure("scale", work / "results" / "small" / "summary"))
-    report = snakemake(work, path, "sweep_scale", "--report", str(work / "report.zip"), env=env)
+    assert (figures_dir / "sweep_taylor_scale.pdf").read_bytes().startswith(b"%PDF")
+    assert (figures_dir / "sweep_taylor_scale.png").read_bytes().startswith(b"\x89PNG")
+    summary = work / "results" / "small" / "summary"
+    assert len(pd.read_csv(summary / "sweep_taylor_scale.csv")) == 4
+    assert not _outside_canvas(sweeps.build_figure("taylor_scale", summary))
+    report = subprocess.run([sys.executable, "-m", "snakemake", target, "--report", str(work / "report.zip"), "-s",
+                             str(REPO / "Snakefile"), "--configfile", *configs, "--directory", str(work)],
+                            capture_output=True, text=True, env=env, cwd=work, timeout=600)  # fmt: skip
     assert report.returncode == 0, (report.stdout + report.stderr)[-4000:]
     names = zipfile.ZipFile(work / "report.zip").namelist()
-    assert any(n.endswith("sweep_scale.html") for n in names) and any(n.endswith("sweep_scale.png") for n in names)
+    assert any(n.endswith("sweep_taylor_scale.html") for n in names), names
+    assert any(n.endswith("sweep_taylor_scale.png") for n in names), names
