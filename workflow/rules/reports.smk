@@ -160,3 +160,7 @@ for name in SWEEPS:
         shell:
             "python -m softmax_bottleneck sweep {params.name} --summary-dir {params.summary_dir} "
             "--out-table {params.table} --out-figure {params.figure} {params.banner} > {log} 2>&1"
+
+    workflow.get_rule(f"{SWEEP_PREFIX}{name}").docstring = (
+        config_sweeps.description(name, config["sweeps"][name])
+    )

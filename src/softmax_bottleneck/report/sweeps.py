@@ -129,6 +129,12 @@ def caption(name: str, frame: pd.DataFrame) -> str:
             "the seeds (n).")  # fmt: skip
 
 
+def description(name: str, sweep: dict) -> str:
+    """One line on sweep ``name`` (``sweeps/<name>`` of the configuration) for ``snakemake --list-rules``."""
+    model = f"{variants.display(sweep['variant'])} ({sweep['schedule'].upper()})"
+    return f"Table and figure of sweep {name}: {model} over {' × '.join(sweep['grid'])}"
+
+
 def report_caption(name: str, sweep: dict) -> str:
     """The HTML report's caption (reStructuredText) of sweep ``name`` from its configuration (``sweeps/<name>``)."""
     grid = " × ".join(f"{key} ∈ {{{', '.join(_value(v) for v in values)}}}" for key, values in sweep["grid"].items())
