@@ -182,9 +182,9 @@ def _fake_metrics(root: Path, i: int, *, dataset="ptb", seed=141, scale=1.0, tes
     path = root / f"run{i}" / "metrics.json"
     path.parent.mkdir(parents=True)
     metrics = {"dataset": dataset, "variant": "taylor", "schedule": "et", "seed": seed,
-               "hyperparameters": {"taylor_scale": scale, **hp}, "parameters": 1000, "train_ppl": 200.0,
-               "valid_ppl": test_ppl + 10, "test_ppl": test_ppl, "epochs_run": 1, "switch_epoch": 2,
-               "seconds_per_epoch": 0.5}  # fmt: skip
+               "hyperparameters": {"taylor_scale": scale, "switch_epoch": 2, **hp}, "parameters": 1000,
+               "train_ppl": 200.0, "valid_ppl": test_ppl + 10, "test_ppl": test_ppl, "epochs_run": 1,
+               "switch_epoch": 2, "seconds_per_epoch": 0.5}  # fmt: skip
     path.write_text(json.dumps(metrics))
     return {"experiment": "sweep_scale", "dataset": dataset, "variant": "taylor", "schedule": "et", "seed": str(seed),
             "seed_kind": "authors" if seed == 141 else "random", "metrics": str(path)}  # fmt: skip
@@ -209,6 +209,7 @@ def test_the_summary_has_the_swept_keys_as_columns_in_order(tmp_path):
                                        "taylor_scale", "tf32", "parameters"]  # fmt: skip
     assert frame["taylor_scale"].tolist() == [1.0, 2.0] and frame["tf32"].tolist() == [True, False]
     assert "press_rank" not in frame.columns  # training's numbers only: a sweep runs no analysis
+    assert sweeps.swept_keys(collect_sweep(records, ["switch_epoch"])) == ["switch_epoch"]  # a key, not a metric
     with pytest.raises(RecordError, match=r"hyperparameters has no dropouti"):
         collect_sweep(records, ["dropouti"])
     with pytest.raises(RecordError, match=r"--hyperparameter KEY"):

@@ -260,8 +260,9 @@ def collect_runs(records: list[dict]) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------- sweeps
-#: columns of a sweep summary after its swept hyper-parameters (what training records)
-SWEEP_METRIC_COLUMNS: list[str] = _METRIC_KEYS
+#: columns of a sweep summary after its swept hyper-parameters (what training records; a sweep of switch_epoch has it
+#: as a swept column)
+SWEEP_METRIC_COLUMNS: list[str] = [key for key in _METRIC_KEYS if key != "switch_epoch"]
 
 
 def _swept_value(value, path, key: str, record: dict):
