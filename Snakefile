@@ -43,7 +43,7 @@ include: "workflow/rules/language_models.smk"
 
 
 rule all:
-    """Every table and figure of the paper and its SM, the language models' if any, and what they need."""
+    """Every table and figure of the paper and its SM, the sweeps' and language models' if any, and what they need."""
     default_target: True
     input:
         all_reports(),

@@ -90,6 +90,11 @@ def test_installed_example_registers_and_conforms(plugin_path, tmp_path):
     info = json.loads(run("describe", "--dataset", "ptb", "--variant", "taylor", pythonpath=plugin_path).stdout)
     assert info["parameters"] == 24_221_600  # the Softmax model's #Param: Taylor adds no parameter but the bias
     assert info["hyperparameters"]["output_layer"] == "taylor" and info["hyperparameters"]["seed"] == 141
+    assert info["hyperparameters"]["taylor_scale"] == 1.0  # the layer's own key, at its registered default
+    # docs/adding-an-output-layer.md's command: a value of its own key, typed and checked as it declares
+    scaled = run("describe", "--dataset", "ptb", "--variant", "taylor", "--set", "taylor_scale=2",
+                 pythonpath=plugin_path)  # fmt: skip
+    assert json.loads(scaled.stdout)["hyperparameters"]["taylor_scale"] == 2.0, scaled.stderr
 
 
 @pytest.mark.slow

@@ -242,7 +242,7 @@ def _distinct(study: Study) -> None:
 
     hashes = [identity_hash(run.identity) for run in study.jobs.values()]
     assert len(hashes) == len(set(hashes))
-    runs = [*itertools.chain(*study.experiments.values()), *study.analysis_models()]
+    runs = [*itertools.chain(*study.experiments.values(), *study.sweeps.values()), *study.analysis_models()]
     assert len({identity_hash(run.identity) for run in runs}) == len(study.jobs)
 
 

@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "table and figure: ranks of Hugging Face LMs (analyze-lm) beside the paper's models",
     ),
     "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
+    "sweep": (
+        "softmax_bottleneck.report.sweeps",
+        "table and figure of one sweep of the configuration (sweeps:): perplexity per grid point over the seeds",
+    ),
     "gpu-lease": (
         "softmax_bottleneck.cluster.gpu_lease",
         "run a command on a free local GPU slot (--per-gpu K jobs share a GPU)",
@@ -76,7 +80,7 @@ matrices, and render the paper's tables and figures. The Snakemake workflow call
 also works on its own."""
 
 EPILOG = """\
-typical order: fetch -> describe -> train -> analyze / wordsim / qualitative -> summarize -> table / figure.
+typical order: fetch -> describe -> train -> analyze / wordsim / qualitative -> summarize -> table / figure / sweep.
 Run 'python -m softmax_bottleneck COMMAND --help' for a command's options; 'describe' lists the
 hyper-parameters that 'train --set KEY=VALUE' accepts."""
 

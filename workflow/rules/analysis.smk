@@ -1,6 +1,7 @@
 # Analyses of the trained models: log-P matrix → Press' and ε-effective ranks and the spectrum
 # (every run), word similarity (E6), top-5 predictions (E5), robustness of Press' rank (E12), and
-# this configuration's small summary tables (<results>/summary/) that every table and figure reads.
+# this configuration's small summary tables (<results>/summary/) that every table and figure reads
+# (a sweep of the configuration's `sweeps`: <results>/summary/sweep_<name>.csv).
 # Analysis outputs live in the run folder, named by the rows they use (rank-<rows>.json), so every
 # configuration that asks for the same analysis of the same model shares it. The log-P matrices are
 # streamed into the rank and never written, except E12's slice, which is temp().
@@ -12,6 +13,7 @@
 
 localrules:
     summarize_runs,
+    summarize_sweep,
     summarize_spectra,
     summarize_wordsim,
     summarize_top5,
@@ -157,6 +159,27 @@ rule summarize_runs:
         records=summary_records,
     shell:
         "python -m softmax_bottleneck summarize --kind runs --out {output} {params.records} > {log} 2>&1"
+
+
+rule summarize_sweep:
+    """One sweep's runs (swept values and training metrics) in one summary CSV."""
+    input:
+        runs=sweep_inputs,
+        code=rendering_code,
+    output:
+        f"{RESULTS}/summary/{SWEEP_PREFIX}{{sweep}}.csv",
+    log:
+        f"{LOGS}/summarize/{SWEEP_PREFIX}{{sweep}}.log",
+    wildcard_constraints:
+        sweep="|".join(re.escape(name) for name in SWEEPS) or "(?!)",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        columns=sweep_columns,
+        records=sweep_records,
+    shell:
+        "python -m softmax_bottleneck summarize --kind sweep {params.columns} --out {output} {params.records} "
+        "> {log} 2>&1"
 
 
 rule summarize_spectra:

@@ -29,6 +29,7 @@ from softmax_bottleneck.study.runs import (
     RUN_DIR,
     RUN_EXPERIMENTS,
     SPLITS,
+    SWEEP_PREFIX,
     Study,
     StudyError,
 )
@@ -220,6 +221,34 @@ def summary_inputs(wildcards):
         for r in STUDY.experiments[wildcards.experiment]
         for name in ("metrics.json", RANK)
     ]
+
+
+# The sweeps of the configuration (`sweeps:`, none when absent): one variant's own hyper-parameters over a grid;
+# their runs are training jobs like every other (a point equal to the preset is the run E1/E2 train).
+SWEEPS = STUDY.sweeps
+#: the rule of each sweep's table and figure (workflow/rules/reports.smk), for rule `all`
+SWEEP_RULES = [f"{SWEEP_PREFIX}{name}" for name in SWEEPS]
+
+
+def sweep_records(wildcards):
+    """One record per run of the sweep: its identity and metrics (training's numbers; no analysis)."""
+    return " ".join(
+        record_arg(experiment=f"{SWEEP_PREFIX}{wildcards.sweep}", dataset=r.dataset, variant=r.variant,
+                   schedule=r.schedule, seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"))
+        for r in SWEEPS[wildcards.sweep]
+    )  # fmt: skip
+
+
+def sweep_inputs(wildcards):
+    return [r.file("metrics.json") for r in SWEEPS[wildcards.sweep]]
+
+
+def sweep_columns(wildcards):
+    """``--hyperparameter KEY`` of each swept key, in the configuration's order (the figure's x: the first)."""
+    return " ".join(
+        f"--hyperparameter {shlex.quote(key)}"
+        for key in STUDY.sweep_keys(wildcards.sweep)
+    )
 
 
 def model_records(key, name):

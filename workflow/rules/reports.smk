@@ -7,11 +7,14 @@
 # needs. The rendering code is an input: editing it re-renders, and retrains or re-analyses nothing.
 # The config's `report_banner` is a parameter of these rules only: changing it re-renders them alone.
 # The HTML report (`snakemake --report`) shows each table's HTML page (the paper's layout) and each
-# figure's PNG, with the registration's paragraph as caption.
+# figure's PNG, with the registration's paragraph as caption. Each sweep of the configuration's
+# `sweeps` has one rule, sweep_<name>: its table (<reports>/tables/sweep_<name>.{csv,md,html,tex}) and
+# figure (<reports>/figures/sweep_<name>.{pdf,png}), in the report's "Sweeps" category.
 
 import shlex
 
 from softmax_bottleneck.report import figures as paper_figures
+from softmax_bottleneck.report import sweeps as config_sweeps
 from softmax_bottleneck.report import tables as paper_tables
 
 #: ``--banner '<report_banner>'`` of ``table``/``figure``, or nothing (``report_banner: null``): a
@@ -22,10 +25,10 @@ BANNER_OPTION = (
     else ""
 )
 # The input functions below are lambdas (`snakemake --lint` wants no function definitions in a
-# file of rules). Every file of every table and figure, for rule `all`:
+# file of rules). Every file of every table and figure (the sweeps' too), for rule `all`:
 all_reports = lambda: [
     path
-    for name in [*paper_tables.TABLES, *paper_figures.FIGURES]
+    for name in [*paper_tables.TABLES, *paper_figures.FIGURES, *SWEEP_RULES]
     for path in getattr(rules, name).output
 ]
 
@@ -105,3 +108,59 @@ for item in paper_figures.FIGURES.values():
             "--out {params.out} {params.banner} > {log} 2>&1"
 
     workflow.get_rule(item.name).docstring = item.description
+
+
+#: the HTML report's caption of each sweep's table and figure (what was swept, from the configuration)
+SWEEP_CAPTIONS = {
+    name: config_sweeps.report_caption(name, config["sweeps"][name]) for name in SWEEPS
+}
+
+
+for name in SWEEPS:
+
+    rule:
+        """Render one sweep of the configuration (sweeps:): its table and its figure."""
+        name:
+            f"{SWEEP_PREFIX}{name}"
+        input:
+            summary=f"{RESULTS}/summary/{SWEEP_PREFIX}{name}.csv",
+            code=rendering_code,
+        output:
+            csv=f"{REPORTS}/tables/{SWEEP_PREFIX}{name}.csv",
+            md=f"{REPORTS}/tables/{SWEEP_PREFIX}{name}.md",
+            tex=f"{REPORTS}/tables/{SWEEP_PREFIX}{name}.tex",
+            html=report(
+                f"{REPORTS}/tables/{SWEEP_PREFIX}{name}.html",
+                caption="../report/item.rst",
+                category="Sweeps",
+                subcategory="Tables",
+                labels={"item": f"sweep {name}"},
+            ),
+            pdf=f"{REPORTS}/figures/{SWEEP_PREFIX}{name}.pdf",
+            png=report(
+                f"{REPORTS}/figures/{SWEEP_PREFIX}{name}.png",
+                caption="../report/item.rst",
+                category="Sweeps",
+                subcategory="Figures",
+                labels={"item": f"sweep {name}"},
+            ),
+        log:
+            f"{LOGS}/sweeps/{name}.log",
+        localrule: True
+        conda:
+            "../../envs/softmax-bottleneck.yaml"
+        params:
+            name=name,
+            summary_dir=lambda wildcards: f"{RESULTS}/summary",
+            table=lambda wildcards, output: output.csv.removesuffix(".csv"),
+            figure=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
+            banner=lambda wildcards: BANNER_OPTION,
+            # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
+            caption=lambda wildcards, text=SWEEP_CAPTIONS[name]: text,
+        shell:
+            "python -m softmax_bottleneck sweep {params.name} --summary-dir {params.summary_dir} "
+            "--out-table {params.table} --out-figure {params.figure} {params.banner} > {log} 2>&1"
+
+    workflow.get_rule(f"{SWEEP_PREFIX}{name}").docstring = (
+        config_sweeps.description(name, config["sweeps"][name])
+    )

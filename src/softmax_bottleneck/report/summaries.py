@@ -1,6 +1,8 @@
 """Summary tables: the small CSVs under ``results/summary/`` that every table and figure reads.
 
 * :func:`collect_runs` — one row per trained model, from its ``metrics.json`` (+ ``rank.json``);
+* :func:`collect_sweep` — one row per model of a sweep (``sweeps`` of the configuration): its swept
+  hyper-parameters and what training recorded (perplexities, epochs, time), from its ``metrics.json``;
 * :func:`collect_spectra`, :func:`collect_wordsim`, :func:`collect_top5` — concatenate per-model analysis CSVs.
 
 Command line (one ``--record`` per input, ``key=value`` pairs separated by commas)::
@@ -8,6 +10,9 @@ Command line (one ``--record`` per input, ``key=value`` pairs separated by comma
     python -m softmax_bottleneck summarize --kind runs --out results/summary/main.csv \\
         --record experiment=main,dataset=ptb,variant=ss,schedule=et,seed=141,seed_kind=authors,\\
 metrics=results/.../metrics.json,rank=results/.../rank.json ...
+    python -m softmax_bottleneck summarize --kind sweep --hyperparameter taylor_scale \\
+        --out results/summary/sweep_NAME.csv --record experiment=sweep_NAME,dataset=ptb,variant=taylor,...,\\
+metrics=results/.../metrics.json ...
     python -m softmax_bottleneck summarize --kind spectra --out results/summary/spectra.csv \\
         --record dataset=ptb,variant=ss,csv=results/.../spectrum.csv ...
     python -m softmax_bottleneck summarize --kind wordsim --out ... --record dataset=ptb,variant=ss,csv=...
@@ -55,6 +60,8 @@ RUN_COLUMNS: list[str] = [
     "erank_1e-4",
     "erank_1e-5",
 ]
+#: columns of a sweep summary: the run's identity, then its swept hyper-parameters, then these
+SWEEP_ID_COLUMNS: list[str] = RUN_COLUMNS[:6]
 SPECTRA_COLUMNS: list[str] = ["dataset", "variant", "index", "sigma", "sigma_normalised"]
 WORDSIM_COLUMNS: list[str] = ["dataset", "variant", "benchmark", "pairs", "found", "not_found", "spearman"]
 TOP5_COLUMNS: list[str] = [
@@ -78,6 +85,7 @@ SEED_KINDS = ("authors", "random")
 #: record keys each kind needs (``rank`` is optional for runs: its columns are then empty)
 RECORD_KEYS: dict[str, list[str]] = {
     "runs": ["experiment", "dataset", "variant", "schedule", "seed", "seed_kind", "metrics"],
+    "sweep": ["experiment", "dataset", "variant", "schedule", "seed", "seed_kind", "metrics"],
     "spectra": ["dataset", "variant", "csv"],
     "wordsim": ["dataset", "variant", "csv"],
     "top5": ["model", "csv"],
@@ -251,6 +259,49 @@ def collect_runs(records: list[dict]) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+# --------------------------------------------------------------------------------------------- sweeps
+#: columns of a sweep summary after its swept hyper-parameters (what training records; a sweep of switch_epoch has it
+#: as a swept column)
+SWEEP_METRIC_COLUMNS: list[str] = [key for key in _METRIC_KEYS if key != "switch_epoch"]
+
+
+def _swept_value(value, path, key: str, record: dict):
+    """A swept hyper-parameter's value as ``metrics.json`` records it: a number, a boolean, a string or None."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    return _number(value, path, key, record)
+
+
+def collect_sweep(records: list[dict], hyperparameters: list[str]) -> pd.DataFrame:
+    """Sweep summary, one row per record: :data:`SWEEP_ID_COLUMNS`, the swept ``hyperparameters`` (in their order,
+    each run's resolved value from its ``metrics.json``), then :data:`SWEEP_METRIC_COLUMNS`; sorted by dataset,
+    the swept values and the seed."""
+    if not hyperparameters:
+        raise RecordError("a sweep summary needs its swept hyper-parameters (--hyperparameter KEY)")
+    rows = []
+    for record in records:
+        _check_keys(record, "sweep")
+        row = run_row({k: v for k, v in record.items() if k != "rank"})
+        hp = _read_json(record["metrics"], record).get("hyperparameters") or {}
+        for key in hyperparameters:
+            if key not in hp:
+                raise RecordError(f"{record['metrics']}: hyperparameters has no {key} (record [{_describe(record)}])")
+            row[key] = _swept_value(hp[key], record["metrics"], f"hyperparameters.{key}", record)
+        rows.append(row)
+    columns = [*SWEEP_ID_COLUMNS, *hyperparameters, *SWEEP_METRIC_COLUMNS]
+    frame = pd.DataFrame(rows, columns=columns)
+    if frame.empty:
+        return frame
+    dup = frame.duplicated(["dataset", "variant", "schedule", *hyperparameters, "seed"], keep=False)
+    if dup.any():
+        raise RecordError(f"duplicate runs in the records: {frame.loc[dup, columns[:6]].to_dict('records')}")
+    for col in ("seed", "parameters", "epochs_run"):
+        if frame[col].notna().all():
+            frame[col] = frame[col].astype("int64")
+    frame = frame.sort_values(["dataset", *hyperparameters, "seed_kind", "seed"], kind="mergesort", na_position="last")
+    return frame.reset_index(drop=True)
+
+
 # --------------------------------------------------------------------------------------------- analyses
 def collect_spectra(records: list[dict]) -> pd.DataFrame:
     """Concatenate per-model spectra (``index, sigma[, sigma_normalised]``) -> :data:`SPECTRA_COLUMNS`."""
@@ -291,7 +342,13 @@ def collect_top5(records: list[dict]) -> pd.DataFrame:
     return out.sort_values(["model", "group", "number"], kind="mergesort").reset_index(drop=True)
 
 
-COLLECTORS = {"runs": collect_runs, "spectra": collect_spectra, "wordsim": collect_wordsim, "top5": collect_top5}
+COLLECTORS = {
+    "runs": collect_runs,
+    "sweep": collect_sweep,
+    "spectra": collect_spectra,
+    "wordsim": collect_wordsim,
+    "top5": collect_top5,
+}
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -319,7 +376,15 @@ def add_cli(parser) -> None:
         "--kind",
         required=True,
         choices=sorted(COLLECTORS),
-        help="runs: one row per trained model; spectra, wordsim, top5: per-model analysis CSVs concatenated",
+        help="runs: one row per trained model; sweep: one row per model of a sweep, its swept hyper-parameters as "
+        "columns; spectra, wordsim, top5: per-model analysis CSVs concatenated",
+    )
+    parser.add_argument(
+        "--hyperparameter",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="--kind sweep: a swept hyper-parameter, a column of the summary (repeatable, in the sweep's order)",
     )
     parser.add_argument("--out", required=True, help="output CSV (written atomically)")
     parser.add_argument(
@@ -335,7 +400,12 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     try:
         records = [parse_record(text) for text in args.record]
-        frame = COLLECTORS[args.kind](records)
+        if args.kind == "sweep":
+            frame = collect_sweep(records, args.hyperparameter)
+        elif args.hyperparameter:
+            raise RecordError(f"--hyperparameter is for --kind sweep, not {args.kind}")
+        else:
+            frame = COLLECTORS[args.kind](records)
     except (RecordError, FileNotFoundError) as err:
         raise SystemExit(f"summarize: {err}") from None
     try:

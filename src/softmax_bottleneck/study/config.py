@@ -6,12 +6,14 @@ then checks what the
 schema cannot express: seeds, variant names against the output-layer registry, variant × dataset, sweep datasets,
 every override's hyper-parameter name, type and range as the presets declare them, and that every variant of an
 experiment owns every key its sweep sets (a key the variant's resolved hyper-parameters lack, or that resolving
-overrules, would train the same model several times under names that lie). Every failure is a
+overrules, would train the same model several times under names that lie), and the same of every ``sweeps`` entry
+(a sweep of one variant's own hyper-parameters; its name, variant, datasets and grid). Every failure is a
 :class:`ConfigError` whose text starts with the key path at fault.
 """
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -19,9 +21,18 @@ import jsonschema
 import yaml
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.study.runs import same_value
+from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, same_value
 
 SCHEMA = "data/config.schema.yaml"
+#: names of the configuration's other summaries, tables and figures, which a sweep's name cannot take
+BUILTIN_NAMES = {
+    **{name: "the experiment" for name in RUN_EXPERIMENTS},
+    **{name: "the analysis" for name in ("analysis", "spectra", "wordsim", "top5", "robustness")},
+    "language_models": "the language models' table",
+}
+#: the names of the paper's tables and figures (``table2``, ``sm_table12``, ``figure2_pearson``; the report's registry)
+PAPER_ITEM_NAME = re.compile(r"^(sm_)?(table|figure)\d+(_[a-z0-9_]+)?$")
 
 
 class ConfigError(ValueError):
@@ -65,8 +76,15 @@ def schema_error_text(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         allowed = sorted(error.schema.get("properties", {}))
-        return f"{path or '(top level)'}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}"
+        hint = HINTS.get(path, "")
+        return f"{path or '(top level)'}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}{hint}"
+    if "propertyNames" in error.relative_schema_path:
+        return f"{path}/{error.instance}: not a valid name ({error.message})"
     return f"{path or '(top level)'}: {error.message}"
+
+
+#: what an unknown key under a path may have been meant as
+HINTS = {"experiments": " (the paper's experiments; a sweep of your own goes under sweeps:, config/README.md)"}
 
 
 def validate_schema(config: dict, schema: dict) -> None:
@@ -78,16 +96,18 @@ def validate_schema(config: dict, schema: dict) -> None:
         raise ConfigError(schema_error_text(errors[0]) + more)
 
 
-def check_hyperparameters(where: str, values: dict | None, sweep: bool = False) -> None:
-    """Override keys and values (lists of values for a sweep) against the presets' declarations (plug-ins too)."""
+def check_hyperparameters(
+    where: str, values: dict | None, sweep: bool = False, allowed: list[str] | None = None
+) -> None:
+    """Override keys and values (lists of values for a sweep) against the presets' declarations (plug-ins too);
+    ``allowed``: the keys an unknown one is told it may be (default: ``describe`` lists them)."""
     declared = presets.hyperparameter_schema()
     for key, value in (values or {}).items():
         if key == "seed":
             raise ConfigError(f"{where}: seed cannot be set here; seeds come from seeds:")
         if key not in declared:
-            raise ConfigError(
-                f"{where}: unknown hyper-parameter {key!r} (python -m softmax_bottleneck describe lists them)"
-            )
+            known = f"allowed: {', '.join(allowed)}" if allowed else "python -m softmax_bottleneck describe lists them"
+            raise ConfigError(f"{where}: unknown hyper-parameter {key!r} ({known})")
         for item in value if sweep else [value]:
             try:
                 jsonschema.validate(item, declared[key])
@@ -103,6 +123,7 @@ def _variant_keys(config: dict) -> list[tuple[str, str]]:
     keys += [(f"analysis/top5/models/{n}/variant", m["variant"]) for n, m in analysis["top5"]["models"].items()]
     keys.append(("analysis/robustness/variant", analysis["robustness"]["variant"]))
     keys += [("model_overrides/variants", v) for v in (config["model_overrides"].get("variants") or {})]
+    keys += [(f"sweeps/{name}/variant", sweep["variant"]) for name, sweep in (config.get("sweeps") or {}).items()]
     return keys
 
 
@@ -115,43 +136,89 @@ def model_overrides(config: dict, variant: str) -> dict:
     return merged
 
 
-def check_sweep_ownership(config: dict, name: str) -> None:
-    """Every variant of experiment ``name`` owns every key its sweep sets, at every swept value.
+def check_owned(where: str, dataset: str, variant: str, schedule: str, sets: dict, grid: dict, hint: str) -> None:
+    """``variant`` owns every key of ``grid`` (key -> values) on ``dataset`` under ``schedule``, at every value.
 
     A key the variant's resolved hyper-parameters do not contain (another layer's, e.g. ``gss_c`` for a plug-in)
-    is dropped by :func:`~softmax_bottleneck.presets.resolve`; a value that resolving overrules (``nhidlast`` of a
-    softmax-family layer, ``switch_epoch`` under NT) never reaches the model. Either way every sweep point would be
-    the same model under another name: ConfigError naming the variant and the key.
+    is dropped by :func:`~softmax_bottleneck.presets.resolve`; a value that resolving overrules (``switch_epoch``
+    under NT) never reaches the model. Either way every point would be the same model under another name:
+    ConfigError ``<where>/<key>: ...`` naming the variant and the key, then ``hint``.
     """
+    try:
+        base = presets.resolve(dataset, variant, schedule, sets)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {variant} on {dataset} ({schedule}): {err}") from None
+    for key, values in grid.items():
+        if key not in base:
+            raise ConfigError(
+                f"{where}/{key}: variant {variant!r} does not own {key} (its resolved hyper-parameters have none): "
+                f"every point would train the same {variant} model; {hint.format(key=key)}"
+            )
+        for value in values:
+            try:
+                got = presets.resolve(dataset, variant, schedule, {**sets, key: value})[key]
+            except ValueError as err:
+                raise ConfigError(f"{where}/{key}: {variant} ({schedule}) at {value!r}: {err}") from None
+            if not same_value(got, value):
+                raise ConfigError(
+                    f"{where}/{key}: variant {variant!r} does not own {key} under schedule {schedule}: "
+                    f"{key}={value!r} resolves to {got!r}, so the sweep would not change the model"
+                )
+
+
+def check_sweep_ownership(config: dict, name: str) -> None:
+    """Every variant of experiment ``name`` owns every key its sweep sets, at every value (:func:`check_owned`)."""
     experiment = config["experiments"][name]
     for dataset, sweep in (experiment.get("sweep") or {}).items():
         for variant in experiment["variants"]:
             if dataset not in presets.variant_datasets(variant):
                 continue
-            sets = model_overrides(config, variant)
             for schedule in experiment["schedules"]:
-                where = f"experiments/{name}/sweep/{dataset}"
-                try:
-                    base = presets.resolve(dataset, variant, schedule, sets)
-                except ValueError as err:
-                    raise ConfigError(f"experiments/{name}: {variant} on {dataset} ({schedule}): {err}") from None
-                for key, values in sweep.items():
-                    if key not in base:
-                        raise ConfigError(
-                            f"{where}/{key}: variant {variant!r} does not own {key} (its resolved hyper-parameters "
-                            f"have none): every point would train the same {variant} model; sweep {key} in an "
-                            "experiment of the variants that own it"
-                        )
-                    for value in values:
-                        try:
-                            got = presets.resolve(dataset, variant, schedule, {**sets, key: value})[key]
-                        except ValueError as err:
-                            raise ConfigError(f"{where}/{key}: {variant} ({schedule}) at {value!r}: {err}") from None
-                        if not same_value(got, value):
-                            raise ConfigError(
-                                f"{where}/{key}: variant {variant!r} does not own {key} under schedule {schedule}: "
-                                f"{key}={value!r} resolves to {got!r}, so the sweep would not change the model"
-                            )
+                check_owned(f"experiments/{name}/sweep/{dataset}", dataset, variant, schedule,
+                            model_overrides(config, variant), sweep,
+                            "sweep {key} in an experiment of the variants that own it")  # fmt: skip
+
+
+def reserved_name(name: str) -> str | None:
+    """Who holds ``name`` among the configuration's built-in summaries, tables and figures (None if free)."""
+    if name in BUILTIN_NAMES:
+        return f"{BUILTIN_NAMES[name]} {name!r}"
+    if PAPER_ITEM_NAME.match(name):
+        return "the paper's tables and figures (table2, sm_table12, figure7, ...)"
+    return None
+
+
+def owned_keys(variant: str) -> list[str]:
+    """The keys a sweep of ``variant`` may set: its layer's own, then the base network's, each sorted."""
+    own = sorted(output_layer(presets.variant_info(variant).output_layer).hyperparameters)
+    return [*own, *sorted(key for key in presets.base_hyperparameters() if key != "seed")]
+
+
+def check_sweeps(config: dict) -> None:
+    """Each ``sweeps`` entry: a free name, the variant's datasets, a grid of keys the variant owns, each value
+    checked like an override and given once (the variant itself is checked with every other variant)."""
+    for name, sweep in (config.get("sweeps") or {}).items():
+        where, variant = f"sweeps/{name}", sweep["variant"]
+        holder = reserved_name(name)
+        if holder:
+            raise ConfigError(f"{where}: the name is taken by {holder}; choose another name")
+        for dataset in sweep["datasets"]:
+            if dataset not in presets.variant_datasets(variant):
+                raise ConfigError(
+                    f"{where}/datasets: variant {variant!r} is not defined for dataset {dataset} (only "
+                    f"{', '.join(presets.variant_datasets(variant))})"
+                )
+        grid = sweep["grid"]
+        check_hyperparameters(f"{where}/grid", grid, sweep=True, allowed=owned_keys(variant))
+        declared = presets.hyperparameters()
+        for key, values in grid.items():
+            typed = [declared[key].check(value, key) if value is not None else None for value in values]
+            for i, value in enumerate(typed):
+                if any(same_value(value, other) for other in typed[:i]):
+                    raise ConfigError(f"{where}/grid/{key}: {values[i]!r} is given twice")
+        for dataset in sweep["datasets"]:
+            check_owned(f"{where}/grid", dataset, variant, sweep["schedule"], model_overrides(config, variant), grid,
+                        "sweep {key} with a variant that owns it")  # fmt: skip
 
 
 def check_semantics(config: dict) -> None:
@@ -186,6 +253,7 @@ def check_semantics(config: dict) -> None:
             check_hyperparameters(f"model_overrides/{where}/{sub}", values)
     for name in config["experiments"]:
         check_sweep_ownership(config, name)
+    check_sweeps(config)
 
 
 def check(config: dict, schema: dict | None = None) -> dict:

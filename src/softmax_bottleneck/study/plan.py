@@ -16,7 +16,7 @@ from importlib import resources
 import pandas as pd
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.study.runs import Run, Study
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study
 
 #: a family's stand-in for variants whose time the paper does not report and that declare no cost proxy
 FAMILY_COST_PROXY: dict[str, str] = {"softmax": "softmax", "mixture": "mos"}
@@ -113,7 +113,7 @@ def plan_table(study: Study, trained: set[str] | frozenset = frozenset()) -> pd.
     their projected V100 GPU-hours, how many of those are trained (``trained``: run folders); then the total."""
     rows, seen = [], set()
     members = study.members()
-    for name in [*study.experiments, "analysis"]:
+    for name in [*study.experiments, *(SWEEP_PREFIX + sweep for sweep in study.sweeps), "analysis"]:
         jobs = [path for path in study.jobs if name in members[path]]
         new = [path for path in jobs if path not in seen]
         seen.update(new)

@@ -1,7 +1,8 @@
 """The runs of the study (paper §4; SM Table 6): a configuration expanded into its training runs.
 
-An experiment of the configuration is datasets × variants × schedules × sweep points × seeds. A sweep point
-keeps only the values that differ from the effective preset (the package preset plus the config's
+An experiment of the configuration is datasets × variants × schedules × sweep points × seeds; a sweep of the
+configuration's ``sweeps`` (one variant's own hyper-parameters) is datasets × grid points × seeds under one schedule.
+A sweep point keeps only the values that differ from the effective preset (the package preset plus the config's
 ``model_overrides``), so the GSS grid point equal to the preset (c, k) or MoS with K = 15 *is* the E1/E2 run and is
 trained once. A run's folder is ``results/runs/{dataset}/{variant}/{schedule}/seed{seed}/{tag}-{hash}``: the tag
 names the swept values (``default``, ``c-1.0_k2.25``, ``K10``), the hash is the first 8 hex digits of the run's
@@ -33,6 +34,8 @@ HASH_LENGTH = FOLDER_HASH_LENGTH
 SHORT_NAMES = {"gss_c": "c", "gss_k": "k", "n_experts": "K"}
 #: the order of swept keys in a tag; other keys follow alphabetically
 SWEEP_ORDER = ("gss_c", "gss_k", "n_experts", "dropoutl")
+#: a sweep's summary, table, figure and rule are named ``sweep_<name>``
+SWEEP_PREFIX = "sweep_"
 
 
 class StudyError(ValueError):
@@ -173,11 +176,15 @@ class Study:
         return self.run(dataset, variant, schedule, seed, kind)
 
     # ------------------------------------------------------------------ experiments
+    @staticmethod
+    def grid_points(grid: dict) -> list[tuple]:
+        """Cartesian product of ``{key: [values]}``: ``[((key, value), ...)]``, keys in a tag's order."""
+        keys = sorted(grid, key=lambda k: (SWEEP_ORDER.index(k) if k in SWEEP_ORDER else len(SWEEP_ORDER), k))
+        return [tuple(zip(keys, values, strict=True)) for values in itertools.product(*(grid[k] for k in keys))]
+
     def sweep_points(self, name: str, dataset: str) -> list[tuple]:
         """Cartesian product of one experiment's sweep for one dataset: ``[((key, value), ...)]``."""
-        sweep = (self.config["experiments"][name].get("sweep") or {}).get(dataset) or {}
-        keys = sorted(sweep, key=lambda k: (SWEEP_ORDER.index(k) if k in SWEEP_ORDER else len(SWEEP_ORDER), k))
-        return [tuple(zip(keys, values, strict=True)) for values in itertools.product(*(sweep[k] for k in keys))]
+        return self.grid_points((self.config["experiments"][name].get("sweep") or {}).get(dataset) or {})
 
     def experiment_runs(self, name: str) -> list[Run]:
         """The runs of one experiment, in config order."""
@@ -198,6 +205,31 @@ class Study:
     def experiments(self) -> dict[str, list[Run]]:
         """``{experiment: [Run]}`` for :data:`RUN_EXPERIMENTS`."""
         return {name: self.experiment_runs(name) for name in RUN_EXPERIMENTS}
+
+    # ------------------------------------------------------------------ sweeps of one variant's own hyper-parameters
+    def sweep_runs(self, name: str) -> list[Run]:
+        """The runs of ``sweeps/<name>``: datasets × grid points × seeds, named as every other run (a point equal
+        to the effective preset is the ``default`` run other experiments train too)."""
+        sweep = self.config["sweeps"][name]
+        variant, schedule = sweep["variant"], sweep["schedule"]
+        try:
+            return [
+                self.run(dataset, variant, schedule, seed, kind, point)
+                for dataset in sweep["datasets"]
+                for point in self.grid_points(sweep["grid"])
+                for seed, kind in self.seeds(dataset, variant, sweep["seeds"])
+            ]
+        except ValueError as err:
+            raise StudyError(f"sweeps/{name}: {err}") from None
+
+    @cached_property
+    def sweeps(self) -> dict[str, list[Run]]:
+        """``{sweep name: [Run]}`` of the configuration's ``sweeps`` (none when absent)."""
+        return {name: self.sweep_runs(name) for name in self.config.get("sweeps") or {}}
+
+    def sweep_keys(self, name: str) -> list[str]:
+        """The swept keys of ``sweeps/<name>``, in the configuration's order (the first is the figure's x axis)."""
+        return list(self.config["sweeps"][name]["grid"])
 
     # ------------------------------------------------------------------ analyses' reference models
     def model_set(self, key: str) -> list[Run]:
@@ -239,7 +271,8 @@ class Study:
         """
         jobs: dict[str, Run] = {}
         folders: dict[str, str] = {}  # identity hash -> run folder
-        for run in [*itertools.chain(*self.experiments.values()), *self.analysis_models()]:
+        runs = itertools.chain(*self.experiments.values(), *self.sweeps.values(), self.analysis_models())
+        for run in runs:
             try:
                 folder = run.dir
                 digest = identity_hash(run.identity)
@@ -259,11 +292,16 @@ class Study:
         return self.jobs[RUN_DIR.format(**{key: wildcards[key] for key in keys})]
 
     def members(self) -> dict[str, list[str]]:
-        """Run folder → the experiments that use it (``analysis`` for the analyses' reference models)."""
+        """Run folder → the experiments that use it (``sweep_<name>`` for a sweep, ``analysis`` for the analyses'
+        reference models)."""
         members: dict[str, list[str]] = {}
         for name, runs in self.experiments.items():
             for run in runs:
                 members.setdefault(run.dir, []).append(name)
+        for name, runs in self.sweeps.items():
+            for run in runs:
+                if SWEEP_PREFIX + name not in members.setdefault(run.dir, []):
+                    members[run.dir].append(SWEEP_PREFIX + name)
         for run in self.analysis_models():
             if "analysis" not in members.setdefault(run.dir, []):
                 members[run.dir].append("analysis")

@@ -53,6 +53,7 @@ __all__ = [
     "pl_smooth",
     "render",
     "run_cli",
+    "save",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,12 +79,17 @@ def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> None:
     """Draw figure ``name`` and write ``<out_prefix>.pdf`` and ``<out_prefix>.png`` atomically (deterministic)."""
     with matplotlib.rc_context(STYLE):
-        fig = build(name, summary_dir, banner=banner)
-        prefix = str(out_prefix)
-        with atomic_path(prefix + ".pdf") as tmp:
-            fig.savefig(tmp, format="pdf", metadata=_PDF_METADATA)
-        with atomic_path(prefix + ".png") as tmp:
-            fig.savefig(tmp, format="png", metadata=_PNG_METADATA)
+        save(build(name, summary_dir, banner=banner), out_prefix)
+
+
+def save(fig: Figure, out_prefix) -> None:
+    """Write ``fig`` as ``<out_prefix>.pdf`` and ``<out_prefix>.png`` atomically, without timestamps or software
+    strings (the same figure gives byte-identical files); call it within ``matplotlib.rc_context(STYLE)``."""
+    prefix = str(out_prefix)
+    with atomic_path(prefix + ".pdf") as tmp:
+        fig.savefig(tmp, format="pdf", metadata=_PDF_METADATA)
+    with atomic_path(prefix + ".png") as tmp:
+        fig.savefig(tmp, format="png", metadata=_PNG_METADATA)
 
 
 # --------------------------------------------------------------------------------------------- CLI

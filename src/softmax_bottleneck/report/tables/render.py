@@ -53,19 +53,26 @@ def display_frame(name: str, table: pd.DataFrame, *, paper: bool = True) -> pd.D
     return rows.reset_index(drop=True)
 
 
-def to_markdown(name: str, table: pd.DataFrame, banner: str | None = None) -> str:
-    """Markdown: optional bold banner, ``**name** — caption``, the legend, then the table in the paper's layout."""
-    frame = display_frame(name, table)
+def markdown_page(name: str, frame: pd.DataFrame, caption: str, banner: str | None = None) -> str:
+    """Markdown of a display table (strings): optional bold banner, ``**name** — caption``, then the table."""
     body = frame.to_markdown(index=False, disable_numparse=True) if len(frame) else "(no rows)"
     head = f"**{banner}**\n\n" if banner else ""
-    return f"{head}**{name}** — {REGISTRY[name].caption_for(table)} {LEGEND}\n\n{body}\n"
+    return f"{head}**{name}** — {caption}\n\n{body}\n"
+
+
+def to_markdown(name: str, table: pd.DataFrame, banner: str | None = None) -> str:
+    """Markdown: optional bold banner, ``**name** — caption``, the legend, then the table in the paper's layout."""
+    return markdown_page(name, display_frame(name, table), f"{REGISTRY[name].caption_for(table)} {LEGEND}", banner)
 
 
 def to_html(name: str, table: pd.DataFrame, banner: str | None = None) -> str:
     """A standalone HTML page: optional banner, then the table in the paper's layout with its caption."""
-    frame = display_frame(name, table)
+    return html_page(name, display_frame(name, table), f"{REGISTRY[name].caption_for(table)} {LEGEND}", banner)
+
+
+def html_page(name: str, frame: pd.DataFrame, text: str, banner: str | None = None) -> str:
+    """A standalone HTML page of a display table (strings): optional banner, then the table with its caption."""
     body = frame.to_html(index=False, escape=True, border=0, na_rep=MISSING)
-    text = f"{REGISTRY[name].caption_for(table)} {LEGEND}"
     caption = f"<caption><b>{html.escape(name)}</b> — {html.escape(text)}</caption>"
     body = body.replace(">", ">\n" + caption, 1)
     top = f'<p class="banner">{html.escape(banner)}</p>\n' if banner else ""
@@ -135,17 +142,19 @@ def to_latex(name: str, table: pd.DataFrame, *, paper: bool = True, banner: str 
     ``\\usepackage{booktabs}``) in the paper's layout: ours beside the paper's (``paper=True``), or ours alone,
     with the caption (``banner`` in bold in front of it) and the label ``tab:<name>``."""
     frame = display_frame(name, table, paper=paper)
+    caption = f"{REGISTRY[name].caption_for(table)} {LEGEND if paper else LEGEND_OURS}"
+    return latex_table(frame, caption, f"tab:{name}" if paper else f"tab:{name}-ours", banner)
+
+
+def latex_table(frame: pd.DataFrame, caption: str, label: str, banner: str | None = None) -> str:
+    """A display table (strings) as a LaTeX ``table`` float (booktabs) with ``caption`` (``banner`` in bold in
+    front of it) and ``label``."""
     column_format = _column_format(frame)
     frame = frame.map(latex_text).rename(columns=latex_text)
-    caption = f"{REGISTRY[name].caption_for(table)} {LEGEND if paper else LEGEND_OURS}"
     caption = latex_text(caption)
     if banner:
         caption = f"\\textbf{{{latex_text(banner)}.}} {caption}"
     styler = frame.style.hide(axis="index")
     return styler.to_latex(
-        hrules=True,
-        caption=caption,
-        label=f"tab:{name}" if paper else f"tab:{name}-ours",
-        column_format=column_format,
-        position_float="centering",
+        hrules=True, caption=caption, label=label, column_format=column_format, position_float="centering"
     )
