@@ -20,6 +20,12 @@ REPO = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The slow and the SLURM tests first: with several workers (pytest-xdist) the longest ones start at once instead
+    of last."""
+    items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.get_closest_marker("slurm")))
+
+
 @pytest.fixture(scope="session")
 def _scontrol_without_controller(tmp_path_factory) -> Path:
     """A folder holding an ``scontrol`` that answers "no controller" at once."""
