@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import RECORDING_KERNELS
+from conftest import KERNELS, RECORDING_KERNELS
 
 from softmax_bottleneck.corpora.corpus import Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
@@ -273,7 +273,10 @@ def compare(fixture: dict, recorder: Recorder, out: Path, epochs: int, first_rto
         problems += [
             f"test loss {m}" for m in value_mismatches([metrics["test_loss"]], [fixture["test_loss"]], eval_rtol)
         ]
-    assert not problems, f"{len(problems)} differences from the authors' code, first: " + "; ".join(problems[:5])
+    assert not problems, (
+        f"{len(problems)} differences from the authors' code (CPU kernels {KERNELS}: tests/data/kernels.json), first: "
+        + "; ".join(problems[:5])
+    )
 
 
 @pytest.mark.parametrize(("config", "epochs"), BIT_IDENTICAL)

@@ -65,6 +65,8 @@ TEST_CONFIG = {
 SUBMITTED = re.compile(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 OPT_IN = "SOFTMAX_BOTTLENECK_SLURM_TESTS"
 LOCK = Path("/tmp/softmax-bottleneck-slurm-tests.lock")
+#: with several pytest workers, the tests of this file share one worker (and its module-scoped cluster)
+pytestmark = pytest.mark.xdist_group("slurm")
 COMPARED_METRICS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "epochs_run", "switch_epoch")
 
 

@@ -67,16 +67,20 @@ def reference_numbers(name: str, out_dir: Path) -> dict:
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_tiny_runs_reproduce_the_recorded_numbers(tmp_path, name):
     expected = json.loads(FIXTURE.read_text())["runs"][name]
+    if not RECORDING_KERNELS and name == "lms_plif-et":
+        pytest.skip(
+            "other CPU kernels (conftest.RECORDING_KERNELS): LMS-PLIF's tiny run at lr 20 is chaotic, its knot lookups "
+            "flip with the last bit (measured: 3 % apart after epoch 1 on AVX2, diverged in epoch 1 on a Sapphire "
+            "Rapids Xeon); it is compared bit for bit on the recording kernels only"
+        )
     got = reference_numbers(name, tmp_path)
     if RECORDING_KERNELS:
         assert got == expected
         return
-    # other CPU kernels (conftest.RECORDING_KERNELS): the same run within rounding; LMS-PLIF's tiny run at lr 20 is
-    # chaotic (its knot lookups flip with the last bit: 3 % apart after epoch 1), so only its schedule is compared
+    # other CPU kernels: the same run within rounding
     assert (got["best_epoch"], got["switch_epoch"]) == (expected["best_epoch"], expected["switch_epoch"])
-    if name != "lms_plif-et":
-        losses = [*got["valid_losses"], got["test_loss"]]
-        assert losses == pytest.approx([*expected["valid_losses"], expected["test_loss"]], rel=1e-6)
+    losses = [*got["valid_losses"], got["test_loss"]]
+    assert losses == pytest.approx([*expected["valid_losses"], expected["test_loss"]], rel=1e-6)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from conftest import REPO, TINY, tiny_corpus
 from softmax_bottleneck import presets
 from softmax_bottleneck.models.output_layers import output_layer, output_layers
 from softmax_bottleneck.training.checkpoint import load_model
-from softmax_bottleneck.training.trainer import AveragedWeights, Trainer, asgd_trigger, train
+from softmax_bottleneck.training.trainer import AveragedWeights, Trainer, asgd_trigger, duration_text, time_left_text, train
 
 PPL_KEYS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")
 
@@ -35,6 +35,18 @@ def test_et_switches_after_exactly_epoch_e(tmp_path):
     assert metrics["switch_epoch"] == 2
     phases = [row.split(",")[1] for row in (tmp_path / "curve.csv").read_text().splitlines()[1:]]
     assert phases == ["sgd", "sgd", "asgd", "asgd"]
+
+
+def test_each_epoch_line_says_the_time_left_for_the_run(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="softmax_bottleneck.train"):
+        _train(tmp_path, epochs=3, switch_epoch=2)
+    ends = [r.getMessage() for r in caplog.records if r.getMessage().startswith("end of epoch")]
+    assert [line.rsplit("| ", 1)[1].split(",")[0] for line in ends] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
+    assert all(" left" in line for line in ends[:2]) and ends[2].endswith("epoch 3/3, done")
+    # the estimate: epochs to go × the mean wall time of the epochs run so far
+    assert time_left_text(2, 40, [10.0, 20.0]) == "epoch 2/40, about 9m 30s left"
+    assert time_left_text(1, 750, [1000.0]) == "epoch 1/750, about 8d 16h left"  # 749,000 s
+    assert [duration_text(s) for s in (0.4, 59.6, 3599, 3600 * 5 + 61)] == ["0s", "1m 00s", "59m 59s", "5h 01m"]
 
 
 def test_nt_rule_on_scripted_losses():

@@ -326,9 +326,11 @@ class Trainer:
                 presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
                 hp["epochs"],
             )  # fmt: skip
+            self._epoch_walls: list[float] = []  # wall seconds of the epochs run by this process
             with _StopFlag() as stop:
                 while p.epoch < hp["epochs"]:
                     epoch = p.epoch + 1
+                    self._epoch_started = time.monotonic()
                     self._train_epoch(epoch, stop)
                     self._end_epoch(epoch)
                     if stop.signum is not None or self._checkpoint_due():
@@ -390,10 +392,12 @@ class Trainer:
                 "is_best": is_best,
             }
         )
+        self._epoch_walls.append(time.monotonic() - self._epoch_started)
         log.info(
-            "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s",
+            "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s | %s",
             epoch, p.batch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
             " | saved best" + (" (averaged)" if p.phase == "asgd" else "") if is_best else "",
+            time_left_text(epoch, hp["epochs"], self._epoch_walls),
         )  # fmt: skip
         if p.phase == "sgd":
             switch = asgd_trigger(epoch, val_loss, p.val_history, hp["switch_epoch"], hp["nonmono"])
@@ -461,6 +465,26 @@ class Trainer:
             metrics["train_ppl"], metrics["valid_ppl"], metrics["test_ppl"], p.best_epoch, p.switch_epoch,
         )  # fmt: skip
         return metrics
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` for a log line: ``42s``, ``7m 05s``, ``3h 20m``, ``2d 04h``."""
+    seconds = max(0, round(seconds))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def time_left_text(epoch: int, epochs: int, walls: list[float]) -> str:
+    """``epoch 3/40, about 1h 02m left``: the epochs still to run × the mean wall time (training + validation) of
+    the epochs this process ran (the runs train every epoch: NT-ASGD and ET-ASGD only switch the optimiser)."""
+    left = (epochs - epoch) * (sum(walls) / len(walls)) if walls else 0.0
+    return f"epoch {epoch}/{epochs}, " + ("done" if epoch >= epochs else f"about {duration_text(left)} left")
 
 
 def curve_csv(rows: list[dict]) -> str:
