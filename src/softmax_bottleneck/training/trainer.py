@@ -394,7 +394,8 @@ class Trainer:
         )
         self._epoch_walls.append(time.monotonic() - self._epoch_started)
         log.info(
-            "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s | %s",
+            "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s"
+            " | %s",
             epoch, p.batch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
             " | saved best" + (" (averaged)" if p.phase == "asgd" else "") if is_best else "",
             time_left_text(epoch, hp["epochs"], self._epoch_walls),
