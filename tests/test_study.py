@@ -2,8 +2,7 @@
 
 The run folders of config/config.yaml and config/small.yaml are pinned (tests/data/plans/*.csv, the training
 plans written before the run set moved into the package): a folder name that changes would orphan a user's
-trained model, and a new one would train it again. A deliberate change of a shipped configuration's models
-rewrites its file (small.csv was rewritten when the small scale's models changed to one layer and 6 epochs).
+trained model, and a new one would train it again.
 """
 
 from __future__ import annotations

@@ -167,6 +167,8 @@ class Trainer:
     ):  # fmt: skip
         self.dataset, self.variant, self.hp = dataset, variant, dict(hp)
         self.checkpoint_seconds = float(checkpoint_seconds)
+        self._epoch_walls: list[float] = []  # wall seconds of the epochs this process ran (time left)
+        self._epoch_started = time.monotonic()
         self.corpus = corpus
         self.out_dir = Path(out_dir)
         self.resume_dir = self.out_dir / ".resume"
@@ -326,7 +328,6 @@ class Trainer:
                 presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
                 hp["epochs"],
             )  # fmt: skip
-            self._epoch_walls: list[float] = []  # wall seconds of the epochs run by this process
             with _StopFlag() as stop:
                 while p.epoch < hp["epochs"]:
                     epoch = p.epoch + 1
