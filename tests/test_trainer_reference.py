@@ -70,8 +70,8 @@ def test_tiny_runs_reproduce_the_recorded_numbers(tmp_path, name):
     if not RECORDING_KERNELS and name == "lms_plif-et":
         pytest.skip(
             "other CPU kernels (conftest.RECORDING_KERNELS): LMS-PLIF's tiny run at lr 20 is chaotic, its knot lookups "
-            "flip with the last bit (measured: 3 % apart after epoch 1 on AVX2, diverged in epoch 1 on a Sapphire "
-            "Rapids Xeon); it is compared bit for bit on the recording kernels only"
+            "flip with the last bit (measured: 3 % apart after epoch 1 on AVX2, diverged in epoch 1 on an "
+            "AVX-512 Xeon listed in tests/data/kernels.json); it is compared bit for bit on the recording kernels only"
         )
     got = reference_numbers(name, tmp_path)
     if RECORDING_KERNELS:
