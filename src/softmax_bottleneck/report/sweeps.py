@@ -44,10 +44,10 @@ from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.summaries import SWEEP_ID_COLUMNS, SWEEP_METRIC_COLUMNS
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.render import html_page, latex_table, markdown_page
+from softmax_bottleneck.study.runs import SWEEP_PREFIX as PREFIX
 
 log = logging.getLogger(__name__)
 
-PREFIX = "sweep_"
 #: the table's quantities: mean and sd over the seeds of each
 QUANTITIES = ("valid_ppl", "test_ppl")
 LEGEND = f"Each cell: mean ± sd over the seeds (n); {cells.MISSING} where there is no value."
