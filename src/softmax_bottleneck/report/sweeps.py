@@ -56,6 +56,11 @@ LOG_RATIO = 20.0
 LEGEND_SIZE = 7  # points
 
 
+def model_label(variant: str, schedule: str) -> str:
+    """``Taylor (ET)``: a swept model as tables, figures and captions name it."""
+    return f"{variants.display(variant)} ({str(schedule).upper()})"
+
+
 def summary_file(name: str) -> str:
     return f"{PREFIX}{name}.csv"
 
@@ -120,10 +125,8 @@ def layout(tidy: pd.DataFrame) -> pd.DataFrame:
 
 def caption(name: str, frame: pd.DataFrame) -> str:
     """``Sweep NAME: Taylor (ET) over taylor_scale; ...``: what was swept, from the summary."""
-    models = ", ".join(
-        f"{variants.display(v)} ({str(s).upper()})"
-        for v, s in dict.fromkeys(zip(frame.get("variant", []), frame.get("schedule", []), strict=True))
-    )
+    pairs = dict.fromkeys(zip(frame.get("variant", []), frame.get("schedule", []), strict=True))
+    models = ", ".join(model_label(v, s) for v, s in pairs)
     keys = " × ".join(swept_keys(frame)) if not frame.empty else "its grid"
     return (f"Sweep {name}: {models or 'no runs yet'} over {keys}; validation and test perplexity, mean ± sd over "
             "the seeds (n).")  # fmt: skip
@@ -131,7 +134,7 @@ def caption(name: str, frame: pd.DataFrame) -> str:
 
 def description(name: str, sweep: dict) -> str:
     """One line on sweep ``name`` (``sweeps/<name>`` of the configuration) for ``snakemake --list-rules``."""
-    model = f"{variants.display(sweep['variant'])} ({sweep['schedule'].upper()})"
+    model = model_label(sweep["variant"], sweep["schedule"])
     return f"Table and figure of sweep {name}: {model} over {' × '.join(sweep['grid'])}"
 
 
@@ -140,7 +143,7 @@ def report_caption(name: str, sweep: dict) -> str:
     grid = " × ".join(f"{key} ∈ {{{', '.join(_value(v) for v in values)}}}" for key, values in sweep["grid"].items())
     datasets = ", ".join(DATASETS.get(d, d) for d in sweep["datasets"])
     return (
-        f"**Sweep {name}.** {variants.display(sweep['variant'])} ({str(sweep['schedule']).upper()}) over {grid} on "
+        f"**Sweep {name}.** {model_label(sweep['variant'], sweep['schedule'])} over {grid} on "
         f"{datasets}, seeds: {sweep['seeds']}. Table: validation and test perplexity per grid point, mean ± sd over "
         f"the seeds; figure: test perplexity against {next(iter(sweep['grid']))}, error bars ± 1 sd over the seeds.\n\n"
         f"``tables/{PREFIX}{name}.csv`` holds every value at full precision; ``figures/{PREFIX}{name}.pdf`` is the "
@@ -230,7 +233,7 @@ def figure(name: str, frame: pd.DataFrame) -> Figure:
     for ax, dataset in zip(axes, datasets, strict=True):
         runs = frame[frame["dataset"] == dataset]
         models = list(dict.fromkeys(zip(runs["variant"], runs["schedule"], strict=True)))
-        title = ", ".join(f"{variants.display(v)} ({str(s).upper()})" for v, s in models)
+        title = ", ".join(model_label(v, s) for v, s in models)
         ax.set_title(f"{DATASETS[dataset]}: {title}")
         ax.set_xlabel(x)
         ax.set_ylabel("test perplexity")

@@ -295,14 +295,14 @@ class Study:
         """Run folder → the experiments that use it (``sweep_<name>`` for a sweep, ``analysis`` for the analyses'
         reference models)."""
         members: dict[str, list[str]] = {}
-        for name, runs in self.experiments.items():
+        groups = [
+            *self.experiments.items(),
+            *((SWEEP_PREFIX + name, runs) for name, runs in self.sweeps.items()),
+            ("analysis", self.analysis_models()),
+        ]
+        for name, runs in groups:
             for run in runs:
-                members.setdefault(run.dir, []).append(name)
-        for name, runs in self.sweeps.items():
-            for run in runs:
-                if SWEEP_PREFIX + name not in members.setdefault(run.dir, []):
-                    members[run.dir].append(SWEEP_PREFIX + name)
-        for run in self.analysis_models():
-            if "analysis" not in members.setdefault(run.dir, []):
-                members[run.dir].append("analysis")
+                names = members.setdefault(run.dir, [])
+                if name not in names:
+                    names.append(name)
         return members
