@@ -170,8 +170,15 @@ def test_the_lock_pins_every_dependency_and_the_conda_env_agrees():
     env = (ROOT / "envs" / "softmax-bottleneck.yaml").read_text()
     conda_pins = dict(re.findall(r"^\s+- ([A-Za-z0-9_.-]+)==(\S+)$", env, flags=re.M))
     assert conda_pins and all(pins[norm(k)] == v for k, v in conda_pins.items()), conda_pins
-    not_in_rules = {"snakemake", "snakemake-executor-plugin-slurm", "pytest", "pytest-xdist", "snakefmt", "ruff",
-                    "import-linter"}
+    not_in_rules = {
+        "snakemake",
+        "snakemake-executor-plugin-slurm",
+        "pytest",
+        "pytest-xdist",
+        "snakefmt",
+        "ruff",
+        "import-linter",
+    }
     assert set(map(norm, conda_pins)) >= names - not_in_rules  # what the rules' commands import
 
 
