@@ -340,8 +340,11 @@ def test_checkpoint_cadence_is_not_part_of_the_run_identity(tmp_path, caplog):
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 #: relative tolerance of a CUDA resume: cuDNN runs deterministically (cudnn.deterministic), so Softmax is
-#: expected exact; PLIF's scatter-add backward uses atomics, whose summation order varies run to run.
-CUDA_RESUME_RTOL = {"softmax": 1e-5, "lms_plif": 1e-3}
+#: expected exact (two uninterrupted runs gave identical metrics on an H200, 2026-11-26); PLIF's scatter-add
+#: backward uses atomics, whose summation order varies run to run: four uninterrupted runs of this seed and
+#: these settings on the H200 spread over 1.2 % (train ppl 775.1–784.6), 1.4 % (valid) and 2.3 % (test), so a
+#: resumed LMS-PLIF run can only be asked to land within about twice that spread.
+CUDA_RESUME_RTOL = {"softmax": 1e-5, "lms_plif": 0.05}
 
 
 @pytest.mark.gpu

@@ -7,7 +7,7 @@ full vector log P(· | test tokens 0…r). Rows: PTB all T − 1 = 82,429; WT2 b
 (``"full"``, 245,568), or the first N. Chunks go straight into :class:`softmax_bottleneck.analysis.rank.RankStream`,
 so the matrix is never held in memory, on any device, unless the exact SVD is chosen (``method="auto"`` picks it
 only for small matrices, float64 copy ≤ 1 GiB; beyond, the streamed Gram method). Every method's peak memory is
-estimated before the model runs and a method over ``memory_budget_bytes`` (``--memory-budget-gb``, default 16 GiB)
+estimated before the model runs and a method over ``memory_budget_bytes`` (``--memory-budget-gb``, default 17 GiB)
 is refused with one line naming what fits. ``save_logp`` optionally writes the matrix to disk as ``.npy``
 (memory-mapped, its disk space reserved up front).
 
@@ -235,7 +235,8 @@ def analyze(
             "Gram updates ran at %.1f GFLOP/s; the eigenvalues ((4/3)·n³ = %.2g flops) take at least %.0fs at that "
             "speed (their matrix-vector half runs slower)", rate / 1e9, 4 / 3 * vocab**3, 4 / 3 * vocab**3 / rate,
         )  # fmt: skip
-    with progress.heartbeat(f"singular values ({stream.method}, {done:,} × {vocab:,})"):
+    where = getattr(stream._impl, "eig_where", None)
+    with progress.heartbeat(f"singular values ({stream.method}, {done:,} × {vocab:,}{'; ' + where if where else ''})"):
         t0 = time.monotonic()
         sv, summary = stream.finish()
         seconds_factor = time.monotonic() - t0

@@ -46,10 +46,12 @@ EPS32: float = float(np.finfo(np.float32).eps)
 #: methods accepted by :class:`RankStream` and the ``rank`` command
 METHODS: tuple[str, ...] = ("auto", "exact", "gram", "tsqr")
 
-#: default memory budget of the singular-value computation (:func:`memory_needed`): 16 GiB, so that WT2's full
-#: matrix (245,568 × 33,278) streams its Gram matrix (9.3 GiB) and, with the model and the row pass, the whole
+#: default memory budget of the singular-value computation (:func:`memory_needed`): 17 GiB, so that WT2's full
+#: matrix (245,568 × 33,278) streams its Gram matrix (9.3 GiB with a block of rows), and on CPU its eigenvalues
+#: take MKL's solver, which copies G (2 × 8.25 GiB once the block is freed; LAPACK in place, the alternative, is a
+#: memory-bound one-stage reduction, far slower at n = 33,278); with the model and the row pass the whole
 #: ``analyze`` stays under 20 GiB (a 24 GiB node).
-DEFAULT_MEMORY_BUDGET = 16 * 2**30
+DEFAULT_MEMORY_BUDGET = 17 * 2**30
 
 #: ``auto`` takes the exact SVD only up to this float64 matrix size (1 GiB), beyond it the streamed Gram method
 EXACT_AUTO_BYTES = 2**30
@@ -65,8 +67,9 @@ def memory_needed(method: str, rows: int, n_cols: int, device: str = "cpu", item
 
     * exact: the buffered rows plus their float64 copy (``m·n·(itemsize + 8)``) and ``gesdd``'s n×n work (CPU);
       ``2·m·n·8`` on CUDA;
-    * gram: ``(n² + b·n)·8`` (G and one block of b rows), ``(2·n² + b·n)·8`` on CUDA (``eigvalsh`` copies G);
-    * tsqr: ``(n² + 1.5·b·n)·8`` (CPU), ``2·(n + b)·n·8`` (CUDA).
+    * gram: ``(n² + b·n)·8`` (G and one block of b rows) on either device; the eigenvalue step takes more only
+      where the budget left over holds it (``svd_stream.eig_on_device``), else it runs in place on the host;
+    * tsqr: ``(n² + 1.5·b·n)·8`` (CPU), ``4·(n + b)·n·8`` (CUDA, measured).
     """
     from softmax_bottleneck.analysis.svd_stream import GRAM_BLOCK_ROWS, is_cuda
 
@@ -77,10 +80,10 @@ def memory_needed(method: str, rows: int, n_cols: int, device: str = "cpu", item
         return 2 * m * n * 8 if cuda else m * n * (max(itemsize, 4) + 8) + k * k * 8
     if method == "gram":
         b = min(GRAM_BLOCK_ROWS, m)
-        return (2 * n * n + b * n) * 8 if cuda else (n * n + b * n) * 8
+        return (n * n + b * n) * 8
     if method == "tsqr":
         b = 4096
-        return 2 * (n + b) * n * 8 if cuda else int((n * n + 1.5 * b * n) * 8)
+        return 4 * (n + b) * n * 8 if cuda else int((n * n + 1.5 * b * n) * 8)
     raise ValueError(f"unknown rank method {method!r}")
 
 
@@ -206,16 +209,14 @@ class RankStream:
         if method == "auto":
             fits = expected_rows is None or self._fits(int(expected_rows))
             method = "exact" if fits else fallback
-        need = 0
         if expected_rows is not None:
-            need = check_memory(method, int(expected_rows), self.n_cols, self.device, self.memory_budget_bytes)
-        self._impl = accumulator(method, self.n_cols, self.device, self._spare(need or method))
+            check_memory(method, int(expected_rows), self.n_cols, self.device, self.memory_budget_bytes)
+        self._impl = accumulator(method, self.n_cols, self.device, self._spare(method))
 
-    def _spare(self, need) -> int:
-        """Budget left beside a method's own estimate (its bytes, or its name: the estimate without the rows)."""
-        if isinstance(need, str):
-            need = memory_needed(need, 1, self.n_cols, self.device) if need != "exact" else self.memory_budget_bytes
-        return max(0, self.memory_budget_bytes - int(need))
+    def _spare(self, method: str) -> int:
+        """Budget the method may use beyond its own memory at its last step: Gram's eigenvalues, once the block of
+        rows is freed and G alone is held (``n²·8`` bytes), may take the rest (a solver that copies G)."""
+        return max(0, self.memory_budget_bytes - self.n_cols**2 * 8) if method == "gram" else 0
 
     def _fits(self, rows: int) -> bool:
         """``auto``'s rule for staying exact with ``rows`` rows."""

@@ -13,7 +13,8 @@ threshold itself (≈1.8e-5·σ_max for PTB); and none ever rounds its input to 
 ``"gram"``
     Streamed :class:`GramAccumulator`: ``G = AᵀA`` accumulated in float64 by one symmetric rank-k update (GEMMs on
     the block-lower triangle, :func:`syrk_update`) per block of 4,096 rows, then
-    ``σ = sqrt(clip(eigenvalues(G), 0))``, eigenvalues only. Memory ``(n² + b·n)·8`` bytes, cost ``≈ m·n²`` flops
+    ``σ = sqrt(clip(eigenvalues(G), 0))``, eigenvalues only. Memory ``(n² + b·n)·8`` bytes (plus the solver's copy
+    where the budget holds it, see :func:`eig_on_device`), cost ``≈ m·n²`` flops
     at GEMM speed plus ``(4/3)·n³`` for the eigenvalues, the fastest method. Squaring loses precision for small
     singular values: the eigenvalues carry absolute errors
     ``δ ≈ (1e-16 … 1e-14)·σ_max²``, so singular values below ``≈ sqrt(δ) ≈ 1e-8…1e-7 · σ_max`` are noise (they come
@@ -192,6 +193,19 @@ def syrk_update(gram, block, col_blocks: int = 8) -> None:
 #: rows per Gram update (CPU): large enough for GEMM speed (``benchmarks/gemm_speed.py``), small beside n²
 GRAM_BLOCK_ROWS = 4096
 
+#: GPU memory that ``torch.linalg.eigvalsh`` (cuSOLVER ``syevd``, eigenvalues only) allocates beside an n×n float64
+#: matrix, in units of ``n²·8`` bytes: 5.0 measured for n = 4,096, 8,192 and 16,384 on an NVIDIA H200 (torch 2.11,
+#: CUDA 13.0, 2026-11-26); MAGMA's solver needed 1.0 but ran 12× slower at n = 16,384 (33.5 s against 2.8 s)
+CUSOLVER_EIG_WORK = 5
+
+
+def eig_on_device(n_cols: int, device, spare_bytes: int) -> bool:
+    """Whether the Gram method's eigenvalues are computed by ``torch.linalg.eigvalsh`` on ``device`` (it copies G:
+    ``n²·8`` bytes on CPU, :data:`CUSOLVER_EIG_WORK`·n²·8 on CUDA) rather than by LAPACK in place on the host
+    (:func:`eigvalsh_inplace`, no n×n copy): only when that extra memory fits ``spare_bytes``."""
+    work = n_cols * n_cols * 8 * (CUSOLVER_EIG_WORK if is_cuda(device) else 1)
+    return work <= int(spare_bytes)
+
 
 def blas_syrk_update(gram: np.ndarray, block: np.ndarray) -> None:
     """``gram += blockᵀ·block`` on the lower triangle of the row-major float64 ``gram``, in place, by one BLAS
@@ -211,10 +225,12 @@ class GramAccumulator:
     a block of ``block_rows`` rows, and each full block updates the lower triangle of ``G`` by one symmetric
     rank-k update on the block-lower triangle (:func:`syrk_update`: torch's GEMMs, MKL on CPU, ``1.125·b·n²`` flops).
     :attr:`rows` counts the rows seen (m, needed for the Press threshold). Memory: ``(n² + b·n)·8`` bytes (G and
-    the block), plus, at the end, the eigenvalue solver's O(n) workspace: on CPU the eigenvalues only, in place,
-    by LAPACK through
-    ``scipy.linalg.eigh(eigvals_only=True, overwrite_a=True, check_finite=False)`` (no second n×n copy; WT2,
-    n = 33,278: 8.9 GB for G + 1.1 GB for the block); on CUDA ``torch.linalg.eigvalsh`` (which copies G).
+    the block; WT2, n = 33,278: 8.9 GB for G + 1.1 GB for the block), on the device. The eigenvalues at the end
+    (:func:`eig_on_device`): ``torch.linalg.eigvalsh`` on the device when ``copy_bytes`` holds its extra memory
+    (CPU: MKL ``syevd``, a copy of G; CUDA: cuSOLVER, 5·n²·8 bytes beside G, 41 GiB for WT2), else the eigenvalues
+    only, in place, by LAPACK on the host through
+    ``scipy.linalg.eigh(eigvals_only=True, overwrite_a=True, check_finite=False)`` (no second n×n copy; from CUDA,
+    G is first moved to host memory and freed on the GPU).
 
     Precision: exact for Press' rank except within float64 noise of the threshold, but singular values below
     ``≈1e-8·σ_max`` are lost (see the module docstring and ``docs/rank-at-scale.md``).
@@ -227,9 +243,9 @@ class GramAccumulator:
         self.n_cols = int(n_cols)
         self.device = torch.device(device)
         self.block_rows = int(block_rows) if block_rows else GRAM_BLOCK_ROWS
-        #: CPU: MKL's ``syevd`` through ``torch.linalg.eigvalsh`` (faster here than OpenBLAS's, but it copies G) when
-        #: a second n×n float64 matrix fits in ``copy_bytes``; else LAPACK in place (:func:`eigvalsh_inplace`)
-        self.eig_copies = self.n_cols**2 * 8 <= int(copy_bytes)
+        #: ``torch.linalg.eigvalsh`` on the device (CPU: MKL's ``syevd``, faster here than OpenBLAS's; CUDA: cuSOLVER)
+        #: when its extra memory fits in ``copy_bytes``; else LAPACK in place on the host (:func:`eigvalsh_inplace`)
+        self.eig_copies = eig_on_device(self.n_cols, self.device, copy_bytes)
         self.rows = 0
         self.gram = torch.zeros((self.n_cols, self.n_cols), dtype=torch.float64, device=self.device)
         self._block = None  # [block_rows, n] float64, allocated on the first rows
@@ -267,14 +283,23 @@ class GramAccumulator:
             self.flops += self._fill * self.n_cols**2
             self._fill = 0
 
+    @property
+    def eig_where(self) -> str:
+        """Where the eigenvalues will be computed, for the log."""
+        if self.eig_copies:
+            return f"eigenvalues by torch.linalg.eigvalsh on {self.device}"
+        return "eigenvalues by LAPACK in place on the host"
+
     def singular_values(self) -> np.ndarray:
         """Flush the buffered rows and return σ (descending); G is consumed, later calls return the same σ."""
         if self._sv is not None:
             return self._sv.copy()
         self._flush()
         self._block = None
-        if self.device.type == "cpu" and not self.eig_copies:
-            ev = eigvalsh_inplace(self.gram.numpy())
+        if not self.eig_copies:
+            host = self.gram.cpu()  # the same tensor on CPU; from CUDA a host copy, and G is freed on the GPU
+            self.gram = None
+            ev = eigvalsh_inplace(host.numpy())
         else:
             ev = torch_module().linalg.eigvalsh(self.gram, UPLO="L").cpu().numpy()
         self.gram = None
@@ -318,8 +343,9 @@ class QRAccumulator:
       rows and their float64 block); the final SVD works on R in place. WT2, n = 33,278: ≈ 10.5 GB.
     * CUDA: ``torch.linalg.qr([R; block], mode="r")`` (no ``tpqrt`` in torch): ``[R; block]`` is assembled in one
       float64 tensor while R and the buffered rows are released, and only a compact copy of the new R is kept.
-      Peak GPU memory ``≈ 2·(n + b)·n·8`` bytes (the stacked matrix and the copy QR factorises) plus the solver's
-      workspace. WT2: ≈ 20 GB; PTB (n = 10,000): ≈ 2.3 GB.
+      Peak GPU memory ``≈ 4·(n + b)·n·8`` bytes: the stacked matrix, the copy QR factorises, cuSOLVER's workspace
+      and the new R (measured 4.04× for n = 2,048, b = 1,024 on an H200, torch 2.11, 2026-11-26). WT2: ≈ 40 GB;
+      PTB (n = 10,000): ≈ 4.5 GB.
     """
 
     method = "tsqr"
