@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_path, atomic_write_csv, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def paper_models() -> pd.DataFrame:
                 "rows": {"ptb": 82429, "wt2": 33320}[dataset],  # the paper's rows (WT2: rows > columns)
                 "press_rank": int(rec["press_rank"]),
                 "softmax_bound": d + 2 if variant == "softmax" else pd.NA,
-                **{f"erank_{e}": int(rec[f"erank_{e}"]) for e in ("1e-3", "1e-4", "1e-5")},
+                **{f"erank_{e}": int(rec[f"erank_{e}"]) for e in EPSILONS},
                 "test_ppl": float(ppl.get((dataset, variant), math.nan)),
             }
         )
@@ -95,7 +96,7 @@ def read_analysis(name: str, path) -> dict:
         "rows": int(summary["shape"][0]),
         "press_rank": int(summary["press_rank"]),
         "softmax_bound": summary.get("softmax_bound") if summary.get("softmax_bound") is not None else pd.NA,
-        **{f"erank_{e}": summary["effective_rank"].get(e, pd.NA) for e in ("1e-3", "1e-4", "1e-5")},
+        **{f"erank_{e}": summary["effective_rank"].get(e, pd.NA) for e in EPSILONS},
         "test_ppl": float(summary["perplexity"]),
     }
 

@@ -13,6 +13,9 @@ import io
 
 import pandas as pd
 
+from softmax_bottleneck.analysis import wordsim
+from softmax_bottleneck.corpora import download
+
 #: dataset name -> display name
 DATASETS: dict[str, str] = {"ptb": "PTB", "wt2": "WT2"}
 
@@ -21,22 +24,8 @@ DATASETS: dict[str, str] = {"ptb": "PTB", "wt2": "WT2"}
 FIGURE3_GROUPS: tuple[str, ...] = ("Yang", "Ours", "Random")
 FIGURE3_GROUP_LABELS: dict[str, str] = {"Yang": "Yang et al.'s", "Ours": "the authors'", "Random": "random"}
 
-#: SM name of the 13 word-similarity benchmarks -> file name, in the order of SM Tables 3 and 13
-BENCHMARKS: dict[str, str] = {
-    "WS-353": "EN-WS-353-ALL.txt",
-    "WS-353-SIM": "EN-WS-353-SIM.txt",
-    "WS-353-REL": "EN-WS-353-REL.txt",
-    "RG-65": "EN-RG-65.txt",
-    "MC-30": "EN-MC-30.txt",
-    "MTurk-287": "EN-MTurk-287.txt",
-    "MTurk-771": "EN-MTurk-771.txt",
-    "MEN": "EN-MEN-TR-3k.txt",
-    "YP-130": "EN-YP-130.txt",
-    "VERB-143": "EN-VERB-143.txt",
-    "RW-STANFORD": "EN-RW-STANFORD.txt",
-    "SimVerb-3500": "EN-SimVerb-3500.txt",
-    "SimLex-999": "EN-SIMLEX-999.txt",
-}
+#: SM name of the 13 word-similarity benchmarks -> file name, in the order of SM Tables 3 and 13 (the analysis's list)
+BENCHMARKS: dict[str, str] = dict(wordsim.BENCHMARKS)
 
 #: every file under ``data/reported`` (name without ``.csv``)
 NAMES: tuple[str, ...] = (
@@ -62,8 +51,11 @@ NAMES: tuple[str, ...] = (
 
 _BENCHMARK_LOOKUP: dict[str, str] = {}
 for _name, _file in BENCHMARKS.items():
-    for _key in (_name, _file, _file.removesuffix(".txt")):
-        _BENCHMARK_LOOKUP[_key.lower()] = _name
+    # the SM name, the file name here, and the file's name in its source repository (``EN-...``, the download URL's)
+    _upstream = download.FILES[f"word-sim/{_file}"].sources[0].url.rsplit("/", 1)[-1]
+    for _key in (_name, _file, _upstream):
+        for _form in (_key, _key.removesuffix(".txt")):
+            _BENCHMARK_LOOKUP[_form.lower()] = _name
 
 
 def normalise_benchmark(name: str) -> str:

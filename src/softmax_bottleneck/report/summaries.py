@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_write_csv
 from softmax_bottleneck.models.output_layers import output_layers
 
@@ -78,7 +79,6 @@ TOP5_COLUMNS: list[str] = [
 _METRIC_KEYS = ["parameters", "train_ppl", "valid_ppl", "test_ppl", "seconds_per_epoch", "epochs_run", "switch_epoch"]
 #: the output-layer hyper-parameters the paper sweeps (E4, E8, E9): always columns of a run summary
 _HP_KEYS = ["gss_c", "gss_k", "n_experts", "dropoutl"]
-_EPSILONS = ["1e-3", "1e-4", "1e-5"]
 _RUN_SORT = ["experiment", "dataset", "variant", "schedule", "gss_c", "gss_k", "n_experts", "dropoutl", "seed_kind"]
 SEED_KINDS = ("authors", "random")
 
@@ -214,13 +214,13 @@ def run_row(record: dict) -> dict:
         eranks = rank.get("effective_rank") or {}
         if not isinstance(eranks, dict):
             raise RecordError(f"{rank_path}: effective_rank is not an object (record [{_describe(record)}])")
-        for eps in _EPSILONS:
+        for eps in EPSILONS:
             value = eranks.get(eps)
             if value is None:  # tolerate keys written as floats ("0.001")
                 value = next((v for k, v in eranks.items() if _same(k, eps)), None)
             row[f"erank_{eps}"] = _number(value, rank_path, f"effective_rank.{eps}", record)
     else:
-        row.update({"press_rank": math.nan, **{f"erank_{e}": math.nan for e in _EPSILONS}})
+        row.update({"press_rank": math.nan, **{f"erank_{e}": math.nan for e in EPSILONS}})
     return row
 
 

@@ -194,6 +194,16 @@ def owned_keys(variant: str) -> list[str]:
     return [*own, *sorted(key for key in presets.base_hyperparameters() if key != "seed")]
 
 
+def check_variant_datasets(where: str, variant: str, datasets) -> None:
+    """``variant`` is defined for every dataset of ``datasets`` (the error names the first that is not)."""
+    for dataset in datasets:
+        if dataset not in presets.variant_datasets(variant):
+            raise ConfigError(
+                f"{where}: variant {variant!r} is not defined for dataset {dataset} (only "
+                f"{', '.join(presets.variant_datasets(variant))})"
+            )
+
+
 def check_sweeps(config: dict) -> None:
     """Each ``sweeps`` entry: a free name, the variant's datasets, a grid of keys the variant owns, each value
     checked like an override and given once (the variant itself is checked with every other variant)."""
@@ -202,12 +212,7 @@ def check_sweeps(config: dict) -> None:
         holder = reserved_name(name)
         if holder:
             raise ConfigError(f"{where}: the name is taken by {holder}; choose another name")
-        for dataset in sweep["datasets"]:
-            if dataset not in presets.variant_datasets(variant):
-                raise ConfigError(
-                    f"{where}/datasets: variant {variant!r} is not defined for dataset {dataset} (only "
-                    f"{', '.join(presets.variant_datasets(variant))})"
-                )
+        check_variant_datasets(f"{where}/datasets", variant, sweep["datasets"])
         grid = sweep["grid"]
         check_hyperparameters(f"{where}/grid", grid, sweep=True, allowed=owned_keys(variant))
         declared = presets.hyperparameters()
@@ -237,9 +242,7 @@ def check_semantics(config: dict) -> None:
             raise ConfigError(f"{where}: unknown variant {variant!r}; known: {', '.join(known)}")
     for name, experiment in config["experiments"].items():
         for variant in experiment["variants"]:
-            for dataset in experiment["datasets"]:
-                if dataset not in presets.variant_datasets(variant):
-                    raise ConfigError(f"experiments/{name}: variant {variant!r} is not defined for dataset {dataset}")
+            check_variant_datasets(f"experiments/{name}", variant, experiment["datasets"])
         for dataset, sweep in (experiment.get("sweep") or {}).items():
             if dataset not in experiment["datasets"]:
                 raise ConfigError(
