@@ -68,7 +68,8 @@ def memory_needed(method: str, rows: int, n_cols: int, device: str = "cpu", item
     * exact: the buffered rows plus their float64 copy (``m·n·(itemsize + 8)``) and ``gesdd``'s n×n work (CPU);
       ``2·m·n·8`` on CUDA;
     * gram: ``(n² + b·n)·8`` (G and one block of b rows) on either device; the eigenvalue step takes more only
-      where the budget left over holds it (``svd_stream.eig_on_device``), else it runs in place on the host;
+      where the budget left over holds it (``svd_stream.eig_on_device``), else runs off the device (CPU: in
+      place; CUDA: on the host);
     * tsqr: ``(n² + 1.5·b·n)·8`` (CPU), ``4·(n + b)·n·8`` (CUDA, measured).
     """
     from softmax_bottleneck.analysis.svd_stream import GRAM_BLOCK_ROWS, is_cuda

@@ -201,8 +201,8 @@ CUSOLVER_EIG_WORK = 5
 
 def eig_on_device(n_cols: int, device, spare_bytes: int) -> bool:
     """Whether the Gram method's eigenvalues are computed by ``torch.linalg.eigvalsh`` on ``device`` (it copies G:
-    ``n²·8`` bytes on CPU, :data:`CUSOLVER_EIG_WORK`·n²·8 on CUDA) rather than by LAPACK in place on the host
-    (:func:`eigvalsh_inplace`, no n×n copy): only when that extra memory fits ``spare_bytes``."""
+    ``n²·8`` bytes on CPU, :data:`CUSOLVER_EIG_WORK`·n²·8 on CUDA) rather than off it (CPU: LAPACK in place,
+    :func:`eigvalsh_inplace`; CUDA: on the host): only when that extra memory fits ``spare_bytes``."""
     work = n_cols * n_cols * 8 * (CUSOLVER_EIG_WORK if is_cuda(device) else 1)
     return work <= int(spare_bytes)
 
@@ -227,10 +227,10 @@ class GramAccumulator:
     :attr:`rows` counts the rows seen (m, needed for the Press threshold). Memory: ``(n² + b·n)·8`` bytes (G and
     the block; WT2, n = 33,278: 8.9 GB for G + 1.1 GB for the block), on the device. The eigenvalues at the end
     (:func:`eig_on_device`): ``torch.linalg.eigvalsh`` on the device when ``copy_bytes`` holds its extra memory
-    (CPU: MKL ``syevd``, a copy of G; CUDA: cuSOLVER, 5·n²·8 bytes beside G, 41 GiB for WT2), else the eigenvalues
-    only, in place, by LAPACK on the host through
-    ``scipy.linalg.eigh(eigvals_only=True, overwrite_a=True, check_finite=False)`` (no second n×n copy; from CUDA,
-    G is first moved to host memory and freed on the GPU).
+    (CPU: MKL ``syevd``, a copy of G; CUDA: cuSOLVER, 5·n²·8 bytes beside G, 41 GiB for WT2); else, on CPU, the
+    eigenvalues only, in place, by LAPACK through
+    ``scipy.linalg.eigh(eigvals_only=True, overwrite_a=True, check_finite=False)`` (no second n×n copy), and from
+    CUDA G is moved to host memory (freed on the GPU) and MKL's solver runs there (2·n²·8 bytes of host memory).
 
     Precision: exact for Press' rank except within float64 noise of the threshold, but singular values below
     ``≈1e-8·σ_max`` are lost (see the module docstring and ``docs/rank-at-scale.md``).
@@ -244,7 +244,7 @@ class GramAccumulator:
         self.device = torch.device(device)
         self.block_rows = int(block_rows) if block_rows else GRAM_BLOCK_ROWS
         #: ``torch.linalg.eigvalsh`` on the device (CPU: MKL's ``syevd``, faster here than OpenBLAS's; CUDA: cuSOLVER)
-        #: when its extra memory fits in ``copy_bytes``; else LAPACK in place on the host (:func:`eigvalsh_inplace`)
+        #: when its extra memory fits in ``copy_bytes``; else off the device (:func:`eig_on_device`)
         self.eig_copies = eig_on_device(self.n_cols, self.device, copy_bytes)
         self.rows = 0
         self.gram = torch.zeros((self.n_cols, self.n_cols), dtype=torch.float64, device=self.device)
@@ -288,6 +288,8 @@ class GramAccumulator:
         """Where the eigenvalues will be computed, for the log."""
         if self.eig_copies:
             return f"eigenvalues by torch.linalg.eigvalsh on {self.device}"
+        if self.device.type == "cuda":
+            return "eigenvalues by torch.linalg.eigvalsh on the host (G moved off the GPU)"
         return "eigenvalues by LAPACK in place on the host"
 
     def singular_values(self) -> np.ndarray:
@@ -296,10 +298,12 @@ class GramAccumulator:
             return self._sv.copy()
         self._flush()
         self._block = None
-        if not self.eig_copies:
-            host = self.gram.cpu()  # the same tensor on CPU; from CUDA a host copy, and G is freed on the GPU
+        if not self.eig_copies and self.device.type == "cuda":
+            host = self.gram.cpu()  # G is freed on the GPU; on the host MKL's solver copies it (2·n²·8 bytes there)
             self.gram = None
-            ev = eigvalsh_inplace(host.numpy())
+            ev = torch_module().linalg.eigvalsh(host, UPLO="L").numpy()
+        elif not self.eig_copies:
+            ev = eigvalsh_inplace(self.gram.numpy())
         else:
             ev = torch_module().linalg.eigvalsh(self.gram, UPLO="L").cpu().numpy()
         self.gram = None
