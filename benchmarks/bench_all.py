@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.corpora.download import CORPUS_DIRS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +35,7 @@ def run_one(dataset: str, variant: str, args) -> dict:
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if args.data_root:
-        cmd += ["--data", str(Path(args.data_root) / ("ptb" if dataset == "ptb" else "wikitext-2"))]
+        cmd += ["--data", str(Path(args.data_root) / CORPUS_DIRS[dataset])]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         return {"dataset": dataset, "variant": variant, "error": result.stderr.strip().splitlines()[-1]}

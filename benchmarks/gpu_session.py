@@ -32,9 +32,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402  (dataset -> folder of --data-root)
+
 GPU_TEST_FILES = ["test_weight_drop.py", "test_step.py", "test_training.py", "test_analysis_cli.py",
                   "test_conformance.py", "test_loss_path.py", "test_rank.py"]  # fmt: skip
-FOLDER = {"ptb": "ptb", "wt2": "wikitext-2"}
 
 
 def steps(args) -> list[tuple[str, list[str], int]]:
@@ -56,12 +58,12 @@ def steps(args) -> list[tuple[str, list[str], int]]:
 
     def bench(dataset: str, variant: str, *extra: str) -> list[str]:
         return cli + ["bench", "--dataset", dataset, "--variant", variant, "--device", args.device,
-                      "--data", str(Path(args.data_root) / FOLDER[dataset]), "--batches", batches,
+                      "--data", str(Path(args.data_root) / CORPUS_DIRS[dataset]), "--batches", batches,
                       "--warmup", warmup, "--valid-chunks", chunks, *extra]  # fmt: skip
 
     def analysis(dataset: str) -> list[str]:
         run = out / f"model-{dataset}"
-        data = str(Path(args.data_root) / FOLDER[dataset])
+        data = str(Path(args.data_root) / CORPUS_DIRS[dataset])
         tiny = ["--set", "epochs=1", "--set", "train_tokens=2000", "--set", "valid_tokens=2000",
                 "--set", "test_tokens=2000"]  # fmt: skip
         if args.smoke:
@@ -127,14 +129,13 @@ def main(argv=None) -> int:
     print("\n| step | rc | s | last line |\n|---|---|---:|---|")
     for name, rc, seconds, last in rows:
         print(f"| {name} | {rc} | {seconds:.0f} | {last} |")
-    for name in ("bench_ptb_softmax", "bench_ptb_mos", "bench_ptb_lms_plif", "bench_wt2_softmax", "bench_wt2_mos",
-                 "bench_wt2_lms_plif", "bench_ptb_softmax_asgd", "bench_ptb_softmax_runs4"):  # fmt: skip
+    for name in (row[0] for row in rows if row[0].startswith("bench_")):
         path = out / f"{name}.json"
         if path.exists():
             row = json.loads(path.read_text())
             keys = ("seconds_per_batch", "tokens_per_second", "projected_seconds_per_epoch", "peak_memory_bytes")
             print(name, {k: row.get(k) for k in keys})
-    for dataset in ("ptb", "wt2"):
+    for dataset in CORPUS_DIRS:
         path = out / f"rank-{dataset}.json"
         if path.exists():
             print(dataset, path.read_text()[:600])
