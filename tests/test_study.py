@@ -7,6 +7,7 @@ trained model, and a new one would train it again.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from pathlib import Path
 
@@ -63,6 +64,38 @@ def test_the_run_hash_covers_every_resolved_hyperparameter():
     assert before.tag == after.tag == "default"
     assert before.runid != after.runid
     assert after.hyperparameters["epochs"] == 4
+
+
+def test_model_overrides_apply_all_then_dataset_then_family_then_variant():
+    """A dataset's block changes that dataset's runs only (and their hash); a family's or variant's block wins over
+    it on a shared key."""
+    config = study_config.read(REPO / "config" / "small.yaml")
+    config["model_overrides"]["all"].update(bptt=20, lr=10.0)
+    config["model_overrides"]["datasets"] = {"wt2": {"bptt": 15, "lr": 12.0}}
+    config["model_overrides"]["families"]["mixture"]["lr"] = 14.0
+    config["model_overrides"]["variants"] = {"gss": {"lr": 16.0}}
+    study = Study(study_config.check(copy.deepcopy(config)))
+    assert [study.model_overrides(dataset, "softmax")["bptt"] for dataset in ("ptb", "wt2")] == [20, 15]
+    expected = {"softmax": (10.0, 12.0), "mos": (14.0, 14.0), "gss": (16.0, 16.0)}
+    for variant, lrs in expected.items():
+        got = tuple(study.reference_run(dataset, variant, "et").hyperparameters["lr"] for dataset in ("ptb", "wt2"))
+        assert got == lrs, variant
+    # the PTB runs are the same models as without the WikiText-2 block; the WikiText-2 runs are new ones
+    del config["model_overrides"]["datasets"]
+    without = Study(study_config.check(config))
+    for dataset, same in (("ptb", True), ("wt2", False)):
+        runids = [Study.reference_run(s, dataset, "softmax", "et").runid for s in (study, without)]
+        assert (runids[0] == runids[1]) is same, dataset
+
+
+def test_a_dataset_block_is_checked_like_any_override():
+    config = study_config.read(REPO / "config" / "small.yaml")
+    config["model_overrides"]["datasets"] = {"wt2": {"epochs": 0}}
+    with pytest.raises(study_config.ConfigError, match=r"^model_overrides/datasets/wt2/epochs"):
+        study_config.check(config)
+    config["model_overrides"]["datasets"] = {"enwik8": {"epochs": 2}}
+    with pytest.raises(study_config.ConfigError, match=r"model_overrides/datasets.*enwik8"):
+        study_config.check(config)
 
 
 def test_swept_values_name_the_run_and_reach_its_set_arguments():
@@ -266,8 +299,8 @@ def test_two_folders_of_one_model_are_refused():
     """softmax_fair made equal to Softmax‡ by overrides: one model under two names is refused, not trained twice."""
     config = _small(lambda c: None)
     study = Study(config)
-    large = presets.resolve("ptb", "softmax_fair_large", "et", study.model_overrides("softmax_fair_large"))
-    fair = presets.resolve("ptb", "softmax_fair", "et", study.model_overrides("softmax_fair"))
+    large = presets.resolve("ptb", "softmax_fair_large", "et", study.model_overrides("ptb", "softmax_fair_large"))
+    fair = presets.resolve("ptb", "softmax_fair", "et", study.model_overrides("ptb", "softmax_fair"))
     same = {key: value for key, value in large.items() if fair[key] != value}
     config["model_overrides"].setdefault("variants", {})["softmax_fair"] = same
     config["experiments"]["fair"]["variants"] = ["softmax_fair", "softmax_fair_large"]

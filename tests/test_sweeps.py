@@ -34,6 +34,8 @@ from softmax_bottleneck.study.runs import Study
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "config" / "small.yaml"
+#: seeds of a "seeds: all" experiment at the small scale: the authors' and the random ones
+SMALL_SEEDS = 1 + len(yaml.safe_load(SMALL.read_text())["seeds"]["random"])
 
 
 def small(**sweeps) -> dict:
@@ -60,7 +62,7 @@ def plug_sweep(**changes) -> dict:
 def test_a_sweep_of_a_plugins_own_key_is_accepted_and_expanded():
     study = Study(study_config.check(small(scale=plug_sweep())))
     runs = study.sweeps["scale"]
-    assert len(runs) == 2 * 3  # grid points × (authors' seed + 2 random seeds)
+    assert len(runs) == 2 * SMALL_SEEDS  # grid points × seeds
     assert {run.tag for run in runs} == {"default", "plug_scale2.0"}
     assert all(run.hyperparameters["plug_scale"] == dict(run.overrides).get("plug_scale", 1.0) for run in runs)
     assert study.sweep_keys("scale") == ["plug_scale"]
@@ -151,12 +153,12 @@ def test_a_point_equal_to_the_default_is_the_main_run_trained_once():
     _distinct(study)
     main_plug = {run.dir for run in study.experiments["main"] if run.variant == "plug" and run.dataset == "ptb"}
     default = {run.dir for run in study.sweeps["scale"] if not run.overrides}
-    assert len(default) == 3 and default == main_plug
-    assert len(study.jobs) == len(plain.jobs) + 3  # plug_scale = 2.0 × 3 seeds
+    assert len(default) == SMALL_SEEDS and default == main_plug
+    assert len(study.jobs) == len(plain.jobs) + SMALL_SEEDS  # plug_scale = 2.0 × the seeds
     members = study.members()
     assert all(members[path][:2] == ["main", "sweep_scale"] for path in default)
     table = plan_table(study).set_index("experiment")
-    assert table.loc["sweep_scale", "jobs"] == 6 and table.loc["sweep_scale", "new jobs"] == 3
+    assert table.loc["sweep_scale", "jobs"] == 2 * SMALL_SEEDS and table.loc["sweep_scale", "new jobs"] == SMALL_SEEDS
     frame = plan_frame(study)
     assert not frame["run"].duplicated().any()
 
@@ -301,7 +303,7 @@ def test_rule_all_and_the_sweeps_target_plan_its_runs_table_and_figure(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout + done.stderr
     counts = dict(line.split() for line in out.splitlines() if len(line.split()) == 2 and line.split()[1].isdigit())
-    assert counts["train"] == "6" and counts["summarize_sweep"] == "1" and counts["sweep_gssc"] == "1"
+    assert counts["train"] == str(2 * SMALL_SEEDS) and counts["summarize_sweep"] == "1" and counts["sweep_gssc"] == "1"
     everything = snakemake(tmp_path, path, "-n", "--quiet", "rules")
     assert "sweep_gssc" in everything.stdout + everything.stderr
     files = snakemake(tmp_path, path, "reports/small/figures/sweep_gssc.png", "-n", "--quiet", "rules")
@@ -327,7 +329,7 @@ SHORT = {
 @pytest.mark.slow
 @pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
 def test_a_plugins_own_key_swept_from_the_config_alone(plugin_path, tmp_path):
-    """The example plug-in installed, the docs' command as written plans the example's sweep (3 values × 3 seeds);
+    """The example plug-in installed, the docs' command as written plans the example's sweep (3 values × the seeds);
     with a shorter grid and 2 seeds merged on top, `snakemake sweep_taylor_scale` trains the 4 models and writes the
     table and the figure, which the HTML report shows."""
     env = dict(os.environ, PYTHONPATH=str(plugin_path))
@@ -339,7 +341,7 @@ def test_a_plugins_own_key_swept_from_the_config_alone(plugin_path, tmp_path):
                           *files.split(), "--directory", str(work)],
                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)  # fmt: skip
     assert dry.returncode == 0, (dry.stdout + dry.stderr)[-4000:]
-    assert re.search(r"^train\s+9$", dry.stdout + dry.stderr, flags=re.M), dry.stdout + dry.stderr
+    assert re.search(rf"^train\s+{3 * SMALL_SEEDS}$", dry.stdout + dry.stderr, flags=re.M), dry.stdout + dry.stderr
     short = tmp_path / "short.yaml"
     short.write_text(yaml.safe_dump({"data_mirror": str(MIRROR), **SHORT}))
     configs = [*(str(REPO / f) for f in files.split()), str(short)]

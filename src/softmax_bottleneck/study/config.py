@@ -22,7 +22,7 @@ import yaml
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.models.output_layers import output_layer
-from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, same_value
+from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, model_overrides, same_value
 
 SCHEMA = "data/config.schema.yaml"
 #: names of the configuration's other summaries, tables and figures, which a sweep's name cannot take
@@ -127,15 +127,6 @@ def _variant_keys(config: dict) -> list[tuple[str, str]]:
     return keys
 
 
-def model_overrides(config: dict, variant: str) -> dict:
-    """``model_overrides`` of one variant: ``all``, then its family, then the variant (later wins)."""
-    block = config.get("model_overrides") or {}
-    merged = dict(block.get("all") or {})
-    merged.update((block.get("families") or {}).get(presets.family(variant)) or {})
-    merged.update((block.get("variants") or {}).get(variant) or {})
-    return merged
-
-
 def check_owned(where: str, dataset: str, variant: str, schedule: str, sets: dict, grid: dict, hint: str) -> None:
     """``variant`` owns every key of ``grid`` (key -> values) on ``dataset`` under ``schedule``, at every value.
 
@@ -175,7 +166,7 @@ def check_sweep_ownership(config: dict, name: str) -> None:
                 continue
             for schedule in experiment["schedules"]:
                 check_owned(f"experiments/{name}/sweep/{dataset}", dataset, variant, schedule,
-                            model_overrides(config, variant), sweep,
+                            model_overrides(config, dataset, variant), sweep,
                             "sweep {key} in an experiment of the variants that own it")  # fmt: skip
 
 
@@ -222,7 +213,8 @@ def check_sweeps(config: dict) -> None:
                 if any(same_value(value, other) for other in typed[:i]):
                     raise ConfigError(f"{where}/grid/{key}: {values[i]!r} is given twice")
         for dataset in sweep["datasets"]:
-            check_owned(f"{where}/grid", dataset, variant, sweep["schedule"], model_overrides(config, variant), grid,
+            sets = model_overrides(config, dataset, variant)
+            check_owned(f"{where}/grid", dataset, variant, sweep["schedule"], sets, grid,
                         "sweep {key} with a variant that owns it")  # fmt: skip
 
 
@@ -251,7 +243,7 @@ def check_semantics(config: dict) -> None:
             check_hyperparameters(f"experiments/{name}/sweep/{dataset}", sweep, sweep=True)
     overrides = config["model_overrides"]
     check_hyperparameters("model_overrides/all", overrides.get("all"))
-    for where in ("families", "variants"):
+    for where in ("datasets", "families", "variants"):
         for sub, values in (overrides.get(where) or {}).items():
             check_hyperparameters(f"model_overrides/{where}/{sub}", values)
     for name in config["experiments"]:

@@ -74,6 +74,17 @@ def corpus_sha256(dataset: str) -> dict[str, str]:
     return {split: FILES[f"{CORPUS_DIRS[dataset]}/{split}.txt"].sha256 for split in SPLITS}
 
 
+def model_overrides(config: dict, dataset: str, variant: str) -> dict:
+    """The config's ``model_overrides`` for one variant on one dataset: ``all``, then the dataset's, then the
+    variant's family, then the variant (a later block wins on a key they share)."""
+    block = config.get("model_overrides") or {}
+    merged = dict(block.get("all") or {})
+    merged.update((block.get("datasets") or {}).get(dataset) or {})
+    merged.update((block.get("families") or {}).get(presets.family(variant)) or {})
+    merged.update((block.get("variants") or {}).get(variant) or {})
+    return merged
+
+
 @dataclass(frozen=True)
 class Run:
     """One trained model of the study.
@@ -136,19 +147,15 @@ class Study:
         self.config = config
 
     # ------------------------------------------------------------------ one run
-    def model_overrides(self, variant: str) -> dict:
-        """``model_overrides`` of one variant: ``all``, then its family, then the variant."""
-        block = self.config.get("model_overrides") or {}
-        merged = dict(block.get("all") or {})
-        merged.update((block.get("families") or {}).get(presets.family(variant)) or {})
-        merged.update((block.get("variants") or {}).get(variant) or {})
-        return merged
+    def model_overrides(self, dataset: str, variant: str) -> dict:
+        """:func:`model_overrides` of this configuration."""
+        return model_overrides(self.config, dataset, variant)
 
     def run(self, dataset: str, variant: str, schedule: str, seed: int, seed_kind: str, point: tuple = ()) -> Run:
         """The run of one sweep point; values equal to the effective preset, keys the variant does not own and values
         that resolving overrules are dropped from its name and its ``--set`` arguments (so the same model is one run).
         """
-        base_sets = self.model_overrides(variant)
+        base_sets = self.model_overrides(dataset, variant)
         base = _resolve(dataset, variant, schedule, tuple(sorted(base_sets.items())))
         swept = _resolve(dataset, variant, schedule, tuple(sorted({**base_sets, **dict(point)}.items())))
         # a swept key names the run only where it changes the resolved model: a key the variant does not own
