@@ -1,15 +1,21 @@
-"""Tests of softmax_bottleneck.corpora.download: verified, atomic fetching from URLs, zips and mirrors."""
+"""Tests of softmax_bottleneck.corpora.download: verified, atomic fetching from URLs, zips and mirrors.
+
+The network is replaced by a fake pooch downloader (the callable pooch hands each URL and a temporary file to
+write), so pooch's own checksum test and temporary files run as they do on a real download."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import io
 import os
-import urllib.error
+import threading
 import zipfile
 from pathlib import Path
 
 import pytest
+import requests
 
 from softmax_bottleneck.corpora import download
 
@@ -51,14 +57,17 @@ def fake_files(monkeypatch):
     served = {"https://ok/x": plain, "https://ok/wt2.zip": archive}
     calls: list[str] = []
 
-    def fake_open(url, timeout):
-        calls.append(url)
-        if url not in served:
-            raise urllib.error.URLError("403 Forbidden")
-        return io.BytesIO(served[url])
+    def fake_downloader(timeout):
+        def download_to(url, output_file, pooch, check_only=False):
+            calls.append(url)
+            if url not in served:
+                raise requests.exceptions.HTTPError(f"403 Client Error: Forbidden for url: {url}")
+            Path(output_file).write_bytes(served[url])
+
+        return download_to
 
     monkeypatch.setattr(download, "FILES", files)
-    monkeypatch.setattr(download, "_open_url", fake_open)
+    monkeypatch.setattr(download, "_downloader", fake_downloader)
     return files, served, calls
 
 
@@ -91,6 +100,55 @@ def test_download_plain_url_with_fallback_and_zip_once(tmp_path, fake_files):
     assert (tmp_path / "wikitext-2/test.txt").read_bytes() == b" = Title = \n \n"
     assert calls.count("https://ok/wt2.zip") == 1  # one archive download for both members
     assert calls[0] == "https://dead.example/x"  # the dead source was tried, then the next one
+    assert _leftovers(tmp_path) == []
+    mask = os.umask(0)
+    os.umask(mask)
+    assert all(p.stat().st_mode & 0o777 == 0o666 & ~mask for p in out)  # not the temporaries' 0600
+
+
+def test_a_real_http_download_through_pooch(tmp_path, monkeypatch):
+    """pooch's own HTTP downloader against a server on this machine: a file and an archive member arrive verified,
+    a 404 falls through to the next source, a tampered file is refused, a file whose every source fails is named
+    with each source's HTTP status."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "ptb.txt").write_bytes(b"a b c\n")
+    with zipfile.ZipFile(site / "wt2.zip", "w") as zf:
+        zf.writestr("wikitext-2/wiki.test.tokens", b" = Title = \n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    files = {
+        "ptb/test.txt": download.DataFile(
+            "ptb/test.txt",
+            _sha(b"a b c\n"),
+            (download.Source(f"{base}/missing.txt"), download.Source(f"{base}/ptb.txt")),
+        ),
+        "wikitext-2/test.txt": download.DataFile(
+            "wikitext-2/test.txt",
+            _sha(b" = Title = \n"),
+            (download.Source(f"{base}/wt2.zip", "wikitext-2/wiki.test.tokens"),),
+        ),
+        "word-sim/MC-30.txt": download.DataFile("word-sim/MC-30.txt", _sha(b"x"), (download.Source(f"{base}/no.txt"),)),
+    }
+    monkeypatch.setattr(download, "FILES", files)
+    try:
+        out = download.fetch(list(files)[:2], tmp_path / "out", timeout=10)
+        assert [p.read_bytes() for p in out] == [b"a b c\n", b" = Title = \n"]
+        tampered = b"tampered\n"
+        (site / "ptb.txt").write_bytes(tampered)
+        with pytest.raises(download.ChecksumError, match=rf"ptb/test\.txt: .*{_sha(tampered)}"):
+            download.fetch(["ptb/test.txt"], tmp_path / "again", timeout=10)
+        with pytest.raises(
+            download.FetchError, match=r"word-sim/MC-30\.txt: every source failed \(\S+/no\.txt: HTTP 404\)"
+        ):
+            download.fetch(["word-sim/MC-30.txt"], tmp_path / "again", timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not (tmp_path / "again" / "ptb" / "test.txt").exists()
     assert _leftovers(tmp_path) == []
 
 

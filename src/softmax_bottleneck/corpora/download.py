@@ -8,10 +8,12 @@ a SHA-256 and one or more public sources:
   ``wikitext-2-v1.zip`` from a live mirror (the original S3 link answers 403);
 * 13 word-similarity benchmarks from ``mfaruqui/eval-word-vectors`` at a pinned commit.
 
-:func:`fetch` never leaves a partial or unverified file: the bytes go to a temporary file beside
-the destination, the SHA-256 is checked, and only then is the file renamed into place. A mismatch
-raises :class:`ChecksumError` naming the file and both checksums. With ``mirror=DIR`` the files are
-copied from a local folder laid out like ``resources/data`` (air-gapped clusters, CI).
+:func:`fetch` never leaves a partial or unverified file. Downloads go through ``pooch.retrieve``,
+which streams a file to a temporary beside its target and keeps it only if its SHA-256 is the pinned one;
+a zip archive (WikiText-2's, which holds three files) is downloaded once and each member checked on
+extraction. Every file then reaches its destination through a temporary file renamed into place. A
+mismatch raises :class:`ChecksumError` naming the file and both checksums. With ``mirror=DIR`` the
+files are copied from a local folder laid out like ``resources/data`` (air-gapped clusters, CI).
 
 Command line::
 
@@ -28,7 +30,6 @@ import os
 import shutil
 import sys
 import tempfile
-import urllib.request
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -149,13 +150,24 @@ def _spec(path: str) -> DataFile:
         raise KeyError(f"unknown data file {path!r}; known: {', '.join(FILES)}") from None
 
 
-def _open_url(url: str, timeout: float):
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (https URLs of FILES only)
+def _downloader(timeout: float):
+    """pooch's HTTP(S) downloader: ``timeout`` seconds per network read, this package's User-Agent, no progress bar
+    (the fetch rules' logs are files)."""
+    import pooch  # imported by the fetch commands only: the workflow imports this module for FILES
+
+    return pooch.HTTPDownloader(progressbar=False, timeout=timeout, headers={"User-Agent": USER_AGENT})
 
 
-def _copy_stream(src, dst) -> None:
-    shutil.copyfileobj(src, dst, CHUNK)
+def _retrieve(url: str, sha256: str | None, fname: str, folder: Path, timeout: float) -> Path:
+    """``url`` downloaded into ``folder/fname`` by ``pooch.retrieve``, kept only if its SHA-256 is ``sha256`` (None:
+    unchecked, for an archive whose members are checked). pooch raises ``ValueError`` on a mismatch and an
+    ``OSError`` (``requests``' exceptions) when the source cannot be read."""
+    import pooch
+
+    pooch.get_logger().setLevel(logging.WARNING)  # its INFO lines suggest pooch API calls; ours say what happens
+    log.info("downloading %s", url)
+    known = f"sha256:{sha256}" if sha256 else None
+    return Path(pooch.retrieve(url, known_hash=known, fname=fname, path=folder, downloader=_downloader(timeout)))
 
 
 def _verify(tmp: Path, spec: DataFile, origin: str) -> None:
@@ -202,29 +214,42 @@ def fetch(
     return done
 
 
+def _why(err: Exception) -> str:
+    """Why a source failed, in a few words: its HTTP status, else the exception's class (the log has the rest)."""
+    response = getattr(err, "response", None)
+    status = getattr(response, "status_code", None)
+    if status:
+        return f"HTTP {status}"
+    if isinstance(err, KeyError):
+        return f"no member {err.args[0]} in the archive"
+    return type(err).__name__
+
+
 def _download(spec: DataFile, dest: Path, timeout: float, archives: dict, scratch: Path) -> None:
+    """``spec`` from its first source that answers; a wrong SHA-256 is fatal, not a reason to try the next source."""
     errors = []
-    for source in spec.sources:
+    for number, source in enumerate(spec.sources):
         origin = source.url + (f" [{source.member}]" if source.member else "")
         try:
-            with atomic_path(dest) as tmp:
-                if source.member is None:
-                    with _open_url(source.url, timeout) as response, open(tmp, "wb") as out:
-                        _copy_stream(response, out)
-                else:
-                    archive = archives.get(source.url)
-                    if archive is None:
-                        archive = scratch / f"archive-{len(archives)}.zip"
-                        with _open_url(source.url, timeout) as response, open(archive, "wb") as out:
-                            _copy_stream(response, out)
-                        archives[source.url] = archive
+            if source.member is None:
+                got = _retrieve(source.url, spec.sha256, f"{dest.name}.{number}", scratch, timeout)  # verified
+                with atomic_path(dest) as tmp:
+                    os.replace(got, tmp)
+            else:
+                archive = archives.get(source.url)
+                if archive is None:
+                    archive = _retrieve(source.url, None, f"archive-{len(archives)}.zip", scratch, timeout)
+                    archives[source.url] = archive
+                with atomic_path(dest) as tmp:
                     with zipfile.ZipFile(archive) as zf, zf.open(source.member) as member, open(tmp, "wb") as out:
-                        _copy_stream(member, out)
-                _verify(tmp, spec, origin)  # a wrong checksum is fatal, not a reason to try the next source
+                        shutil.copyfileobj(member, out, CHUNK)
+                    _verify(tmp, spec, origin)
             return
-        except (OSError, zipfile.BadZipFile, KeyError) as err:  # URLError is an OSError
+        except (OSError, zipfile.BadZipFile, KeyError) as err:  # requests' errors are OSErrors
             log.warning("%s: %s failed: %s", spec.path, origin, err)
-            errors.append(f"{origin}: {err}")
+            errors.append(f"{origin}: {_why(err)}")
+        except ValueError as err:  # pooch: the download's SHA-256 is not the pinned one
+            raise ChecksumError(f"{spec.path}: SHA-256 mismatch for the copy from {origin}: {err}") from None
     raise FetchError(
         f"{spec.path}: every source failed ({'; '.join(errors)}); without network access, put the files in a folder "
         "laid out like resources/data (ptb/, wikitext-2/, word-sim/) and pass --config data_mirror=DIR "
