@@ -84,7 +84,7 @@ def test_model_overrides_apply_all_then_dataset_then_family_then_variant():
     del config["model_overrides"]["datasets"]
     without = Study(study_config.check(config))
     for dataset, same in (("ptb", True), ("wt2", False)):
-        runids = [Study.reference_run(s, dataset, "softmax", "et").runid for s in (study, without)]
+        runids = [s.reference_run(dataset, "softmax", "et").runid for s in (study, without)]
         assert (runids[0] == runids[1]) is same, dataset
 
 
