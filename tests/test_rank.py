@@ -524,3 +524,17 @@ def test_exact_cuda_peak_memory_is_about_2_m_n_doubles():
     peak = torch.cuda.max_memory_allocated() - base
     assert peak <= 1.15 * 2 * m * n * 8, (peak, 2 * m * n * 8)
     assert summary["press_rank"] == n and sv.shape == (n,)
+
+
+def test_rank_stream_reports_the_gram_updates_flops_and_where_its_eigenvalues_run():
+    """What ``analyze`` logs: the Gram method's update flops (m·n² counted per full block) and its eigen-solver's place;
+    the exact SVD has neither."""
+    a = _known_rank(300, 50, 10)
+    gram = R.RankStream(50, "gram", memory_budget_bytes=2**30)
+    exact = R.RankStream(50, "exact", memory_budget_bytes=2**30)
+    for stream in (gram, exact):
+        stream.update(a)
+    assert exact.flops == 0 and exact.eig_where is None
+    assert gram.eig_where == "eigenvalues by torch.linalg.eigvalsh on cpu"
+    gram.finish()
+    assert gram.flops == 300 * 50**2

@@ -228,14 +228,14 @@ def analyze(
         "log-P: %d rows in %.0fs (%.0fs of them in the %s updates); computing the singular values",
         done, seconds_rows, seconds_update, stream.method,
     )  # fmt: skip
-    flops = getattr(stream._impl, "flops", 0)
+    flops = stream.flops
     if flops and seconds_update > 0:  # the eigen-reduction's floor at the speed the Gram updates ran
         rate = flops / seconds_update
         log.info(
             "Gram updates ran at %.1f GFLOP/s; the eigenvalues ((4/3)·n³ = %.2g flops) take at least %.0fs at that "
             "speed (their matrix-vector half runs slower)", rate / 1e9, 4 / 3 * vocab**3, 4 / 3 * vocab**3 / rate,
         )  # fmt: skip
-    where = getattr(stream._impl, "eig_where", None)
+    where = stream.eig_where
     with progress.heartbeat(f"singular values ({stream.method}, {done:,} × {vocab:,}{'; ' + where if where else ''})"):
         t0 = time.monotonic()
         sv, summary = stream.finish()

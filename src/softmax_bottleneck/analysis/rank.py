@@ -235,6 +235,16 @@ class RankStream:
     def rows(self) -> int:
         return self._impl.rows
 
+    @property
+    def flops(self) -> float:
+        """Flops of the streamed updates so far (the Gram method counts them; 0 for the others)."""
+        return getattr(self._impl, "flops", 0)
+
+    @property
+    def eig_where(self) -> str | None:
+        """Where the Gram method's eigenvalues will run, for the log (None for the other methods)."""
+        return getattr(self._impl, "eig_where", None)
+
     def update(self, chunk) -> None:
         if self.requested == "auto" and self._impl.method == "exact":
             n_new = 1 if np.ndim(chunk) == 1 else int(chunk.shape[0])
