@@ -112,14 +112,14 @@ class _WrongNll(OutputLayer):
 
 
 BROKEN = [  # (layer, the check that must reject it, its message, other checks it may fail as well)
-    (_Unnormalised, "normalise", r"at logits of ±5 \(evaluation mode\) rows sum to 1 ±", {"loss-path"}),
+    (_Unnormalised, "normalise", r"at logits of ±5 \(evaluation mode\) rows sum to 1 ±", {"loss-path", "shapes"}),
     (_Overflowing, "normalise", r"at logits of ±500 \(evaluation mode\) \d+ log-probabilities are not finite", ()),
     (_Temperature, "parameters", r"built layer has 33 parameters but _Temperature.extra_parameter_count says 32", ()),
     (_PlainSoftmax, "not-softmax", r"equals log_softmax\(W h \+ b\).*softmax_equivalent=True", ()),
     (_NoBias, "gradients", r"no gradient reaches the bias", ()),
-    (_NoisyEval, "eval-deterministic", r"two evaluation-mode calls differ", {"reload"}),
+    (_NoisyEval, "eval-deterministic", r"two evaluation-mode calls differ", {"reload", "shapes"}),
     (_RandomBuffer, "reload", r"log-probabilities after save → load differ", ()),
-    (_WrongNll, "loss-path", r"nll differs from −forward\[targets\]", ()),
+    (_WrongNll, "loss-path", r"nll differs from −forward\[targets\]", {"shapes"}),
 ]
 
 
@@ -270,7 +270,8 @@ def test_a_stamp_is_written_only_when_every_check_passes_and_vouches_for_that_so
 def test_check_layer_stamp_cli(tmp_path, capsys):
     import argparse
 
-    from softmax_bottleneck.training.conformance import add_check_layer_cli, run_check_layer_cli
+    from softmax_bottleneck.training.check_layer import add_cli as add_check_layer_cli
+    from softmax_bottleneck.training.check_layer import run_cli as run_check_layer_cli
 
     parser = argparse.ArgumentParser()
     add_check_layer_cli(parser)
@@ -285,7 +286,8 @@ def test_check_layer_list_shows_a_broken_plugin_with_its_reason(monkeypatch, cap
     """A broken plug-in no longer stops --list (nor any command that does not name it)."""
     import argparse
 
-    from softmax_bottleneck.training.conformance import add_check_layer_cli, run_check_layer_cli
+    from softmax_bottleneck.training.check_layer import add_cli as add_check_layer_cli
+    from softmax_bottleneck.training.check_layer import run_cli as run_check_layer_cli
 
     reason = "entry point 'broken' = 'broken_mod:Layer' (softmax_bottleneck.output_layers) failed to import: boom"
     registry_module.broken_plugins()  # load the real plug-ins first

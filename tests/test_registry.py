@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from softmax_bottleneck.models.output_layers import (
 )
 from softmax_bottleneck.models.output_layers import registry as registry_module
 
+REPO = Path(__file__).resolve().parent.parent
 #: the paper's layers in the paper's order (Table 2 rows, §3): a fact of the paper, not a list to extend with a layer
 PAPER_ORDER = ("softmax", "ss", "gss", "lms_plif", "lms_plif_frozen", "mos", "moc")
 
@@ -272,3 +274,127 @@ def test_layer_source_names_module_file_and_its_sha256(plugins):
     builtin = registry_module.layer_source("gss")
     assert builtin["distribution"] == "softmax-bottleneck" and builtin["version"]
     assert builtin["module_file"].endswith("gss.py") and len(builtin["source_sha256"]) == 64
+
+
+# ------------------------------------------------------------------------ one registration per name
+TWICE = """
+    from softmax_bottleneck.models.output_layers import SoftmaxOfScores, register_output_layer
+
+    @register_output_layer("twice", display="Twice", family="softmax")
+    class First(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return 2 * self.logits(context, weight)
+
+    {second}
+"""
+SECOND_CLASS = """@register_output_layer("twice", display="Twice", family="softmax")
+    class Second(First):
+        pass"""
+SAME_CLASS_AGAIN = 'register_output_layer("twice", display="Twice again", family="softmax")(First)'
+
+
+def _refused_everywhere(name: str, reason_part: str):
+    """``name`` is in no list and every place that loads the registry refuses it in one line giving the reason."""
+    from softmax_bottleneck.study import config as study_config
+
+    assert name not in output_layers() and name not in presets.variants()
+    for load in (lambda: output_layer(name), lambda: presets.variant_info(name), lambda: presets.describe("ptb", name)):
+        with pytest.raises(RegistryError, match=reason_part) as info:
+            load()
+        assert "\n" not in str(info.value)
+    config = study_config.read(REPO / "config" / "small.yaml")
+    config["experiments"]["main"]["variants"].append(name)
+    with pytest.raises(study_config.ConfigError, match=rf"experiments/main/variants: variant '{name}' is a broken"):
+        study_config.check(config)
+
+
+@pytest.mark.parametrize("second", [SECOND_CLASS, SAME_CLASS_AGAIN], ids=["two classes", "one class twice"])
+def test_a_plugin_registering_one_name_twice_is_refused_wherever_the_registry_loads(plugins, second):
+    """Before, the first registration stayed: describe and train used it, only check-layer refused the name."""
+    plugins({"twice = twice_mod:First": TWICE.format(second=second)})
+    layer = r"output layer 'twice' \(twice_mod\.(Second|First)\): (the name is already registered|registered twice)"
+    _refused_everywhere("twice", r"entry point 'twice' = 'twice_mod:First' .*failed to import: NameTaken: " + layer)
+    assert presets.resolve("ptb", "softmax")["output_layer"] == "softmax"  # what never names it keeps working
+
+
+def test_two_entry_points_of_one_layer_are_refused(plugins):
+    layer = GOOD.format(name="fine")
+    plugins({"fine = fine_mod:Layer": layer, "fine_again = fine_mod:Layer": layer})
+    again = r"and again \(entry point 'fine_again' = 'fine_mod:Layer' registers it too\)"
+    _refused_everywhere(
+        "fine", r"output layer 'fine' is registered twice: by entry point 'fine' = 'fine_mod:Layer' " + again
+    )
+    assert set(registry_module.broken_plugins()) == {"fine", "fine_again"}
+
+
+def test_two_plugins_under_one_name_are_both_refused(plugins):
+    plugins({"a_layer = a_mod:Layer": GOOD.format(name="shared"), "b_layer = b_mod:Layer": GOOD.format(name="shared")})
+    _refused_everywhere(
+        "shared", r"output layer 'shared' is registered twice: by entry point 'a_layer' = 'a_mod:Layer'"
+    )
+
+
+def test_a_plugin_named_like_a_preset_variant_leaves_the_shipped_configs_loadable(plugins):
+    """A plug-in named mos_fair is refused; the paper's and the small configuration, which name E10's mos_fair, still
+    load and plan (before: "experiments/fair/variants: variant 'mos_fair' is a broken plug-in")."""
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.runs import Study
+
+    plugins({"mos_fair = clash_mod:Layer": GOOD.format(name="mos_fair")})
+    assert "already taken by presets.yaml's variant 'mos_fair'" in registry_module.broken_plugins()["mos_fair"]
+    for name in ("config.yaml", "small.yaml"):
+        study = Study(study_config.check(study_config.read(REPO / "config" / name)))
+        fair = [run for run in study.experiments["fair"] if run.variant == "mos_fair"]
+        assert fair and all(run.hyperparameters["output_layer"] == "mos" for run in fair)
+
+
+# ------------------------------------------------------------------------ colours
+def test_ciede2000_matches_the_published_test_pairs():
+    """Sharma, Wu & Dalal (2005), Table 1: pairs 1, 7, 17, 25, 13 and 33, ΔE₀₀ to 4 decimals."""
+    from softmax_bottleneck.models.output_layers.colours import ciede2000, to_lab
+
+    pairs = [
+        ((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485), 2.0425),
+        ((50.0, 0.0, 0.0), (50.0, -1.0, 2.0), 2.3669),
+        ((50.0, 2.5, 0.0), (73.0, 25.0, -18.0), 27.1492),
+        ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
+        ((50.0, 2.49, -0.001), (50.0, -2.49, 0.0011), 7.2195),
+        ((90.8027, -2.0831, 1.441), (91.1528, -1.6435, 0.0447), 1.4441),
+    ]
+    for lab1, lab2, expected in pairs:
+        assert ciede2000(lab1, lab2) == pytest.approx(expected, abs=5e-5)
+        assert ciede2000(lab2, lab1) == pytest.approx(expected, abs=5e-5)
+    assert to_lab("#ffffff") == pytest.approx((100.0, 0.0, 0.0), abs=1e-3)
+    assert to_lab("#ff0000") == pytest.approx((53.2408, 80.0925, 67.2032), abs=1e-3)
+
+
+def test_a_colour_too_close_to_another_variants_is_refused(scratch_registry):
+    """Before, a colour a shade off MoS's was taken silently: the two were indistinguishable in Figure 7."""
+    with pytest.raises(RegistryError, match=r"output layer 'lookalike' .*color '#9568bd' is too close to '#9467bd' of "
+                                            r"layer 'mos' \(MoS\) \(CIEDE2000 ΔE = 0\.\d < 10"):  # fmt: skip
+        register_output_layer("lookalike", display="L", family="softmax", color="#9568bd")(
+            type("L", (OutputLayer,), {})
+        )
+    with pytest.raises(RegistryError, match=r"too close to '#7f7f7f' of presets.yaml's variant 'mos_fair' \(MoS†\)"):
+        register_output_layer("greyish", display="G", family="softmax", color="#808080")(type("G", (OutputLayer,), {}))
+    with pytest.raises(RegistryError, match=r"color 'not-a-colour' is not a colour"):
+        register_output_layer("nocolour", display="N", family="softmax", color="not-a-colour")(
+            type("N", (OutputLayer,), {})
+        )
+    assert {"lookalike", "greyish", "nocolour"}.isdisjoint(output_layers())
+    register_output_layer("distinct", display="D", family="softmax", color="#000000")(type("D", (OutputLayer,), {}))
+    assert output_layers()["distinct"].color == "#000000"
+
+
+def test_the_study_colours_are_far_apart_and_listed_in_the_docs():
+    import itertools
+
+    from softmax_bottleneck.models.output_layers.colours import MIN_DELTA_E, delta_e, to_hex
+
+    colours = {v: presets.variant_info(v).color for v in presets.variants() if presets.variant_info(v).paper}
+    assert all(colours.values())
+    for (a, ca), (b, cb) in itertools.combinations(colours.items(), 2):
+        assert delta_e(ca, cb) >= MIN_DELTA_E, (a, b)
+    docs = (REPO / "docs" / "adding-an-output-layer.md").read_text(encoding="utf-8")
+    for variant, colour in colours.items():
+        assert f"`{to_hex(colour)}`" in docs and f"`{variant}`" in docs, variant

@@ -180,3 +180,33 @@ def test_a_plugin_gets_a_saturated_colour_of_its_own_hue(monkeypatch):
         other = mcolors.rgb_to_hsv(mcolors.to_rgb(variants.color(name)))
         if other[1] >= 0.2:
             assert min(abs(mine[0] - other[0]), 1 - abs(mine[0] - other[0])) >= 0.04, name
+
+
+def test_table1_shows_every_e2_model_the_papers_with_their_values_then_gss_moc_and_a_plugin(
+    summary_with_plugin, tmp_path
+):
+    """Before, Table 1 showed SS, LMS-PLIF and MoS only, never GSS nor a plug-in, though E2 trains them."""
+    table = tables.render("table1", summary_with_plugin, tmp_path / "table1")
+    assert table["variant"].tolist() == ["ss", "lms_plif", "mos", "gss", "moc", PLUGIN]
+    t1 = table.set_index("variant")
+    ntet = pd.read_csv(summary_with_plugin / "ntet.csv")
+    ptb_et = ntet[(ntet["dataset"] == "ptb") & (ntet["schedule"] == "et")].set_index("variant")
+    for variant in ("gss", "moc", PLUGIN):  # ours: rank of the ET run, gain over the ET Softmax; no paper value
+        assert t1.loc[variant, "press_rank_ours"] == ptb_et.loc[variant, "press_rank"]
+        assert t1.loc[variant, "ppl_diff_ours"] == pytest.approx(
+            ptb_et.loc["softmax", "test_ppl"] - ptb_et.loc[variant, "test_ppl"]
+        )
+        assert math.isnan(t1.loc[variant, "press_rank_paper"]) and math.isnan(t1.loc[variant, "ppl_diff_paper"])
+    assert t1.loc[PLUGIN, "press_rank_ours"] == 778
+    paper = reported.load("table1").set_index("variant")
+    for variant in ("ss", "lms_plif", "mos"):  # the paper's rows keep the paper's values beside ours
+        assert t1.loc[variant, "press_rank_paper"] == paper.loc[variant, "press_rank"]
+    md = (tmp_path / "table1.md").read_text(encoding="utf-8")
+    header = next(line for line in md.splitlines() if line.startswith("| metric"))
+    assert [cell.strip() for cell in header.strip("|").split("|")] == [
+        "metric", "SS", "LMS-PLIF", "MoS", "GSS", "MoC", "Toy",
+    ]  # fmt: skip
+    reported_ranks = next(line for line in md.splitlines() if line.startswith("| rank, reported in the original"))
+    assert [cell.strip() for cell in reported_ranks.strip("|").split("|")][1:] == [
+        "4,640", "N/A", "9,980", "—", "—", "—",
+    ]  # fmt: skip

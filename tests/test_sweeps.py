@@ -192,12 +192,18 @@ def _fake_metrics(root: Path, i: int, *, dataset="ptb", seed=141, scale=1.0, tes
             "seed_kind": "authors" if seed == 141 else "random", "metrics": str(path)}  # fmt: skip
 
 
-def _summary(root: Path, keys=("taylor_scale",), **extra) -> Path:
-    """A sweep summary: 2 datasets × scales 0.5, 1, 2 × 2 seeds (test ppl 100 + 10·scale ± 1)."""
+def _summary(root: Path, keys=("taylor_scale",), ranks: bool = False, **extra) -> Path:
+    """A sweep summary: 2 datasets × scales 0.5, 1, 2 × 2 seeds (test ppl 100 + 10·scale ± 1; with ``ranks``, Press'
+    rank 1000·scale ± 10 in each run's rank.json)."""
     records = []
     for i, (dataset, scale, seed) in enumerate(itertools.product(("ptb", "wt2"), (0.5, 1.0, 2.0), (141, 7))):
         ppl = 100 + 10 * scale + (1 if seed == 7 else -1)
         records.append(_fake_metrics(root / "runs", i, dataset=dataset, seed=seed, scale=scale, test_ppl=ppl, **extra))
+        if ranks:
+            rank = Path(records[-1]["metrics"]).with_name("rank-300.json")
+            rank.write_text(json.dumps({"press_rank": 1000 * scale + (10 if seed == 7 else -10), "effective_rank": {
+                "1e-3": 10, "1e-4": 20, "1e-5": 30}}))  # fmt: skip
+            records[-1]["rank"] = str(rank)
     frame = collect_sweep(records, list(keys))
     (root / "summary").mkdir(exist_ok=True)
     frame.to_csv(root / "summary" / "sweep_scale.csv", index=False)
@@ -210,7 +216,7 @@ def test_the_summary_has_the_swept_keys_as_columns_in_order(tmp_path):
     assert list(frame.columns[:9]) == ["experiment", "dataset", "variant", "schedule", "seed", "seed_kind",
                                        "taylor_scale", "tf32", "parameters"]  # fmt: skip
     assert frame["taylor_scale"].tolist() == [1.0, 2.0] and frame["tf32"].tolist() == [True, False]
-    assert "press_rank" not in frame.columns  # training's numbers only: a sweep runs no analysis
+    assert frame["press_rank"].isna().all()  # no rank record: empty rank columns
     assert sweeps.swept_keys(collect_sweep(records, ["switch_epoch"])) == ["switch_epoch"]  # a key, not a metric
     with pytest.raises(RecordError, match=r"hyperparameters has no dropouti"):
         collect_sweep(records, ["dropouti"])
@@ -236,6 +242,27 @@ def test_the_table_has_one_row_per_point_with_mean_and_sd_over_the_seeds(tmp_pat
         "120.00 ± 1.41" in out.with_suffix(".html").read_text() and "\\toprule" in out.with_suffix(".tex").read_text()
     )
     assert not (tmp_path / "figures").exists()  # only what was asked for
+
+
+def test_a_sweep_computes_the_rank_of_its_runs_in_its_table_and_figure(tmp_path):
+    """Before, a sweep ran no analysis: "rank against K" could not be answered from the configuration."""
+    summary = _summary(tmp_path, ranks=True)
+    frame = pd.read_csv(summary / "sweep_scale.csv")
+    assert sorted(frame["press_rank"]) == sorted([1000 * s + d for s in (0.5, 1.0, 2.0) for d in (-10, 10)] * 2)
+    tidy = sweeps.render_table("scale", sweeps.read_sweep(summary, "scale"), tmp_path / "t" / "sweep_scale")
+    row = tidy[(tidy["dataset"] == "wt2") & (tidy["taylor_scale"] == 2.0)].iloc[0]
+    assert row["press_rank_mean"] == 2000 and row["press_rank_sd"] == pytest.approx(math.sqrt(200))
+    md = (tmp_path / "t" / "sweep_scale.md").read_text()
+    assert "| Press' rank " in md and "2,000 ± 14" in md
+    fig = sweeps.build_figure("scale", summary)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["test perplexity"] * 2 + ["Press' rank"] * 2
+    for ax in fig.axes[2:]:  # rank against the swept value, ± 1 sd over the seeds
+        line, _, _ = ax.containers[0].lines
+        assert list(line.get_xdata()) == [0.5, 1.0, 2.0] and list(line.get_ydata()) == [500.0, 1000.0, 2000.0]
+    assert not _outside_canvas(fig)
+    assert [ax.get_ylabel() for ax in sweeps.build_figure("scale", _summary(tmp_path / "no")).axes] == [
+        "test perplexity"
+    ] * 2  # no rank yet: no rank row
 
 
 def _legend(fig) -> list[str]:
@@ -304,6 +331,7 @@ def test_rule_all_and_the_sweeps_target_plan_its_runs_table_and_figure(tmp_path)
     out = done.stdout + done.stderr
     counts = dict(line.split() for line in out.splitlines() if len(line.split()) == 2 and line.split()[1].isdigit())
     assert counts["train"] == str(2 * SMALL_SEEDS) and counts["summarize_sweep"] == "1" and counts["sweep_gssc"] == "1"
+    assert counts["analyze"] == str(2 * SMALL_SEEDS)  # the rank of every run of the sweep
     everything = snakemake(tmp_path, path, "-n", "--quiet", "rules")
     assert "sweep_gssc" in everything.stdout + everything.stderr
     files = snakemake(tmp_path, path, "reports/small/figures/sweep_gssc.png", "-n", "--quiet", "rules")

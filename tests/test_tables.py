@@ -157,7 +157,7 @@ def make_summaries(root: Path) -> Path:
     top5 = paper_top5[paper_top5["model"].isin(["Softmax", "MoS", "MoS*"])].copy()
     top5["hit"] = top5["hit"].astype(bool)
     top5.loc[top5.index[0], "hit"] = not top5.loc[top5.index[0], "hit"]
-    write("top5.csv", top5[TOP5_COLUMNS].to_dict("records"), TOP5_COLUMNS)
+    write("top5.csv", top5.reindex(columns=TOP5_COLUMNS).to_dict("records"), TOP5_COLUMNS)
     robust = [{"algorithm": 1, "iteration_or_c": float(i), "press_rank": 10, "error": 1e-28 * i} for i in (1, 2, 3)]
     for c in (1e-20, 1e-22, 1e-30):
         robust.append(

@@ -132,14 +132,28 @@ def test_same_seed_same_metrics_other_seed_differs(tmp_path):
     assert a["test_ppl"] != c["test_ppl"]
 
 
-def test_non_finite_loss_names_epoch_and_batch(tmp_path):
+def test_non_finite_loss_names_epoch_and_batch(tmp_path, monkeypatch):
+    from softmax_bottleneck.training import step
+
+    hp = presets.resolve("ptb", "softmax", "et", TINY)
+    trainer = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path)
+    real = step.chunk_nll
+    monkeypatch.setattr(step, "chunk_nll", lambda scores, targets: real(scores, targets) * float("nan"))
+    with pytest.raises(FloatingPointError, match="epoch 1, batch 1;"):
+        trainer.fit()
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_non_finite_weights_stop_the_run_before_the_first_step_naming_the_parameter(tmp_path):
+    from softmax_bottleneck.training.preflight import PreflightError
+
     hp = presets.resolve("ptb", "softmax", "et", TINY)
     trainer = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=tmp_path)
     with torch.no_grad():
         trainer.model.encoder.weight.fill_(float("nan"))
-    with pytest.raises(FloatingPointError, match="epoch 1, batch 1;"):
+    with pytest.raises(PreflightError, match=r"^preflight: the model's parameter encoder.weight holds non-finite "):
         trainer.fit()
-    assert not (tmp_path / "metrics.json").exists()
+    assert trainer.progress.batch == 0 and not (tmp_path / ".resume").exists()
 
 
 def test_asgd_average_is_the_mean_of_the_iterates():

@@ -160,8 +160,20 @@ def test_single_target_builds_only_what_it_needs(tmp_path, target, train_jobs, a
 
 
 def test_small_dry_run(tmp_path):
-    counts = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules", configfile=SMALL_CONFIG))
+    """... and a finished run that an older source of its output layer trained is named at parse time (before, only
+    `python -m softmax_bottleneck plan` said so), never retrained."""
+    from softmax_bottleneck.models.output_layers.registry import layer_source
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.runs import Study
+
+    run = next(r for r in Study(study_config.check(study_config.read(SMALL_CONFIG))).jobs.values())
+    older = {**layer_source(run.variant), "source_sha256": "0" * 64}
+    (tmp_path / run.dir).mkdir(parents=True)
+    (tmp_path / run.file("metrics.json")).write_text(json.dumps({"environment": {"software": {"output_layer": older}}}))
+    result = snakemake(tmp_path, "-n", "--quiet", "rules", configfile=SMALL_CONFIG)
+    counts = planned_jobs(result)
     assert counts["train"] == SMALL_TRAIN_JOBS
+    assert f"note: {run.dir}: trained with an older source of {run.variant} (kept, never retrained" in result.stderr
 
 
 def test_plan_prints_and_lists_the_training_jobs(tmp_path):

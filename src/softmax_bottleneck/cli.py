@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
     "plan": ("softmax_bottleneck.study.plan", "print a configuration's training plan: jobs and projected GPU-hours"),
     "check-layer": (
-        "softmax_bottleneck.training.conformance",
+        "softmax_bottleneck.training.check_layer",
         "run the conformance checks on a registered output layer (yours too)",
     ),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),

@@ -1,7 +1,8 @@
 # Analyses of the trained models: log-P matrix → Press' and ε-effective ranks and the spectrum
 # (every run), word similarity (E6), top-5 predictions (E5), robustness of Press' rank (E12), and
 # this configuration's small summary tables (<results>/summary/) that every table and figure reads
-# (a sweep of the configuration's `sweeps`: <results>/summary/sweep_<name>.csv).
+# (a sweep of the configuration's `sweeps`: <results>/summary/sweep_<name>.csv, with the rank of each
+# of its runs: every sweep run is analysed like the experiments' runs).
 # Analysis outputs live in the run folder, named by the rows they use (rank-<rows>.json), so every
 # configuration that asks for the same analysis of the same model shares it. The log-P matrices are
 # streamed into the rank and never written, except E12's slice, which is temp().
@@ -162,7 +163,7 @@ rule summarize_runs:
 
 
 rule summarize_sweep:
-    """One sweep's runs (swept values and training metrics) in one summary CSV."""
+    """One sweep's runs (swept values, training metrics and ranks) in one summary CSV."""
     input:
         runs=sweep_inputs,
         code=rendering_code,

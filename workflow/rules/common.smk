@@ -32,6 +32,7 @@ from softmax_bottleneck.study.runs import (
     SWEEP_PREFIX,
     Study,
     StudyError,
+    point_argument,
 )
 
 # --------------------------------------------------------------------------------------------- configuration
@@ -162,6 +163,13 @@ def conformance_stamp(wildcards):
     return [ancient(f"results/conformance/{layer}.json")] if layer else []
 
 
+def check_layer_points(wildcards):
+    """``--point KEY=VALUE,...`` of each point of the layer's own hyper-parameters that a training job of the
+    configuration uses (none for a layer without hyper-parameters of its own)."""
+    points = [point_argument(p) for p in STUDY.layer_points(wildcards.layer)]
+    return " ".join(f"--point {shlex.quote(text)}" for text in points if text)
+
+
 def refuse_paper_scale_on_cpu():
     """Before any job: paper-scale training (over 2 projected V100 GPU-hours a run) that would run on
     this machine's CPU stops the workflow in one line, unless allow_cpu_training is set (a cluster
@@ -192,6 +200,16 @@ def cuda_available():
 def finished_runs():
     """Run folders of the plan whose model is already trained."""
     return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}
+
+
+# A finished run that an older source of its output layer trained is said at once (`snakemake -n` too), never
+# retrained: its tables and figures carry the same note (report/sources.py).
+if workflow.is_main_process:
+    for note in stale_runs(STUDY):
+        print(
+            f"note: {note} (kept, never retrained by itself: delete the run folder to retrain it)",
+            file=sys.stderr,
+        )
 
 
 # --------------------------------------------------------------------------------------------- analysis (workflow/rules/analysis.smk)
@@ -231,16 +249,19 @@ SWEEP_RULES = [f"{SWEEP_PREFIX}{name}" for name in SWEEPS]
 
 
 def sweep_records(wildcards):
-    """One record per run of the sweep: its identity and metrics (training's numbers; no analysis)."""
+    """One record per run of the sweep: its identity, metrics and rank (the rank against the swept value)."""
     return " ".join(
         record_arg(experiment=f"{SWEEP_PREFIX}{wildcards.sweep}", dataset=r.dataset, variant=r.variant,
-                   schedule=r.schedule, seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"))
+                   schedule=r.schedule, seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"),
+                   rank=r.file(RANK))
         for r in SWEEPS[wildcards.sweep]
     )  # fmt: skip
 
 
 def sweep_inputs(wildcards):
-    return [r.file("metrics.json") for r in SWEEPS[wildcards.sweep]]
+    return [
+        r.file(name) for r in SWEEPS[wildcards.sweep] for name in ("metrics.json", RANK)
+    ]
 
 
 def sweep_columns(wildcards):
@@ -252,9 +273,15 @@ def sweep_columns(wildcards):
 
 
 def model_records(key, name):
-    """``--record dataset=..,variant=..,csv=<run>/<name>`` of each reference model of ``analysis/<key>``."""
+    """``--record dataset=..,variant=..,csv=<run>/<name>,metrics=<run>/metrics.json`` of each reference model of
+    ``analysis/<key>`` (metrics.json: which source of its layer trained it)."""
     return " ".join(
-        record_arg(dataset=r.dataset, variant=r.variant, csv=r.file(name))
+        record_arg(
+            dataset=r.dataset,
+            variant=r.variant,
+            csv=r.file(name),
+            metrics=r.file("metrics.json"),
+        )
         for r in STUDY.model_set(key)
     )
 
@@ -267,16 +294,32 @@ def wordsim_files(wildcards):
 
 
 def analysis_files(key, name):
-    """The ``name`` file of each reference model of ``analysis/<key>`` (spectra, wordsim, top5)."""
+    """The ``name`` file and ``metrics.json`` of each reference model of ``analysis/<key>`` (spectra, wordsim, top5)."""
     runs = STUDY.top5_models.values() if key == "top5" else STUDY.model_set(key)
-    return [run.file(name) for run in runs]
+    return [run.file(file) for run in runs for file in (name, "metrics.json")]
 
 
 def top5_records(wildcards):
     return " ".join(
-        record_arg(model=name, csv=r.file("top5.csv"))
+        record_arg(model=name, csv=r.file("top5.csv"), metrics=r.file("metrics.json"))
         for name, r in STUDY.top5_models.items()
     )
+
+
+def study_layer_sources():
+    """``layer@<16 hex digits>`` of the module of every output layer the configuration trains: a parameter of the
+    tables, figures and sweeps, so that a changed layer re-renders them with the note that some results were
+    trained with an older source of it (report/sources.py); nothing upstream reruns."""
+    layers = sorted(
+        {presets.variant_info(r.variant).output_layer for r in TRAIN_JOBS.values()}
+    )
+    return " ".join(
+        f"{layer}@{(layer_source(layer)['source_sha256'] or '')[:16]}"
+        for layer in layers
+    )
+
+
+LAYER_SOURCES = study_layer_sources()
 
 
 def analyze_mem_mb(wildcards, attempt):

@@ -53,7 +53,7 @@ rule train:
 
 
 rule check_layer:
-    """Run the conformance checks of one plug-in output layer (CPU, once, before any of its training)."""
+    """Check one plug-in layer at every point of its own keys that the config trains (CPU, before training)."""
     output:
         "results/conformance/{layer}.json",
     log:
@@ -62,8 +62,10 @@ rule check_layer:
         "../../envs/softmax-bottleneck.yaml"
     params:
         source=lambda wildcards: layer_source(wildcards.layer)["source_sha256"],
+        points=check_layer_points,
     shell:
-        "python -m softmax_bottleneck check-layer {wildcards.layer} --device cpu --stamp {output} > {log} 2>&1"
+        "python -m softmax_bottleneck check-layer {wildcards.layer} --device cpu {params.points} "
+        "--stamp {output} > {log} 2>&1"
 
 
 rule training_plan:

@@ -2,8 +2,13 @@
 
 * :func:`collect_runs` — one row per trained model, from its ``metrics.json`` (+ ``rank.json``);
 * :func:`collect_sweep` — one row per model of a sweep (``sweeps`` of the configuration): its swept
-  hyper-parameters and what training recorded (perplexities, epochs, time), from its ``metrics.json``;
+  hyper-parameters, what training recorded (perplexities, epochs, time) and its ranks, from its ``metrics.json``
+  (+ ``rank.json``);
 * :func:`collect_spectra`, :func:`collect_wordsim`, :func:`collect_top5` — concatenate per-model analysis CSVs.
+
+Every summary has a ``layer_source`` column: ``<layer>@<first 16 hex digits of the SHA-256 of its module file>``, the
+code of the output layer that trained the row's model (``metrics.json``; an analysis record names it with
+``metrics=``), so a table or figure can say which results an older source of a layer made.
 
 Command line (one ``--record`` per input, ``key=value`` pairs separated by commas)::
 
@@ -14,7 +19,7 @@ metrics=results/.../metrics.json,rank=results/.../rank.json ...
         --out results/summary/sweep_NAME.csv --record experiment=sweep_NAME,dataset=ptb,variant=taylor,...,\\
 metrics=results/.../metrics.json ...
     python -m softmax_bottleneck summarize --kind spectra --out results/summary/spectra.csv \\
-        --record dataset=ptb,variant=ss,csv=results/.../spectrum.csv ...
+        --record dataset=ptb,variant=ss,csv=results/.../spectrum.csv,metrics=results/.../metrics.json ...
     python -m softmax_bottleneck summarize --kind wordsim --out ... --record dataset=ptb,variant=ss,csv=...
     python -m softmax_bottleneck summarize --kind top5 --out ... --record model=MoS*,csv=...
 
@@ -34,6 +39,7 @@ import pandas as pd
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_write_csv
 from softmax_bottleneck.models.output_layers import output_layers
+from softmax_bottleneck.training.environment import layer_source_tag
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +66,21 @@ RUN_COLUMNS: list[str] = [
     "erank_1e-3",
     "erank_1e-4",
     "erank_1e-5",
+    "layer_source",
 ]
 #: columns of a sweep summary: the run's identity, then its swept hyper-parameters, then these
 SWEEP_ID_COLUMNS: list[str] = RUN_COLUMNS[:6]
-SPECTRA_COLUMNS: list[str] = ["dataset", "variant", "index", "sigma", "sigma_normalised"]
-WORDSIM_COLUMNS: list[str] = ["dataset", "variant", "benchmark", "pairs", "found", "not_found", "spearman"]
+SPECTRA_COLUMNS: list[str] = ["dataset", "variant", "index", "sigma", "sigma_normalised", "layer_source"]
+WORDSIM_COLUMNS: list[str] = [
+    "dataset",
+    "variant",
+    "benchmark",
+    "pairs",
+    "found",
+    "not_found",
+    "spearman",
+    "layer_source",
+]
 TOP5_COLUMNS: list[str] = [
     "model",
     "group",
@@ -74,6 +90,7 @@ TOP5_COLUMNS: list[str] = [
     *[f"word_{i}" for i in range(1, 6)],
     *[f"prob_{i}" for i in range(1, 6)],
     "hit",
+    "layer_source",
 ]
 #: run-summary columns taken from ``metrics.json`` / its ``hyperparameters`` / ``rank.json``
 _METRIC_KEYS = ["parameters", "train_ppl", "valid_ppl", "test_ppl", "seconds_per_epoch", "epochs_run", "switch_epoch"]
@@ -82,7 +99,8 @@ _HP_KEYS = ["gss_c", "gss_k", "n_experts", "dropoutl"]
 _RUN_SORT = ["experiment", "dataset", "variant", "schedule", "gss_c", "gss_k", "n_experts", "dropoutl", "seed_kind"]
 SEED_KINDS = ("authors", "random")
 
-#: record keys each kind needs (``rank`` is optional for runs: its columns are then empty)
+#: record keys each kind needs (``rank`` is optional for runs and sweeps: its columns are then empty; ``metrics`` is
+#: optional for spectra, wordsim and top5: it fills ``layer_source``, the code of the layer that trained the model)
 RECORD_KEYS: dict[str, list[str]] = {
     "runs": ["experiment", "dataset", "variant", "schedule", "seed", "seed_kind", "metrics"],
     "sweep": ["experiment", "dataset", "variant", "schedule", "seed", "seed_kind", "metrics"],
@@ -90,6 +108,11 @@ RECORD_KEYS: dict[str, list[str]] = {
     "wordsim": ["dataset", "variant", "csv"],
     "top5": ["model", "csv"],
 }
+
+
+#: the optional record keys of each kind, as ``--help`` shows them
+OPTIONAL_RECORD_KEYS = {"runs": " [, rank]", "sweep": " [, rank]", "spectra": " [, metrics]", "wordsim": " [, metrics]",
+                        "top5": " [, metrics]"}  # fmt: skip
 
 
 class RecordError(ValueError):
@@ -221,7 +244,13 @@ def run_row(record: dict) -> dict:
             row[f"erank_{eps}"] = _number(value, rank_path, f"effective_rank.{eps}", record)
     else:
         row.update({"press_rank": math.nan, **{f"erank_{e}": math.nan for e in EPSILONS}})
+    row["layer_source"] = layer_source_tag(metrics)
     return row
+
+
+def _layer_source(record: dict) -> str | None:
+    """``layer@<16 hex digits>`` of the run behind an analysis record (its optional ``metrics``), else None."""
+    return layer_source_tag(_read_json(record["metrics"], record)) if record.get("metrics") else None
 
 
 def plugin_hyperparameters() -> list[str]:
@@ -260,9 +289,13 @@ def collect_runs(records: list[dict]) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------- sweeps
-#: columns of a sweep summary after its swept hyper-parameters (what training records; a sweep of switch_epoch has it
-#: as a swept column)
-SWEEP_METRIC_COLUMNS: list[str] = [key for key in _METRIC_KEYS if key != "switch_epoch"]
+#: columns of a sweep summary after its swept hyper-parameters (what training records, a sweep of switch_epoch has it
+#: as a swept column; the ranks of the analysis; the layer's source)
+SWEEP_METRIC_COLUMNS: list[str] = [key for key in _METRIC_KEYS if key != "switch_epoch"] + [
+    "press_rank",
+    *(f"erank_{eps}" for eps in EPSILONS),
+    "layer_source",
+]
 
 
 def _swept_value(value, path, key: str, record: dict):
@@ -281,7 +314,7 @@ def collect_sweep(records: list[dict], hyperparameters: list[str]) -> pd.DataFra
     rows = []
     for record in records:
         _check_keys(record, "sweep")
-        row = run_row({k: v for k, v in record.items() if k != "rank"})
+        row = run_row(record)
         hp = _read_json(record["metrics"], record).get("hyperparameters") or {}
         for key in hyperparameters:
             if key not in hp:
@@ -313,7 +346,7 @@ def collect_spectra(records: list[dict]) -> pd.DataFrame:
             top = frame["sigma"].max() if len(frame) else math.nan
             frame["sigma_normalised"] = frame["sigma"] / top
         frame = frame.assign(dataset=str(record["dataset"]), variant=str(record["variant"]))
-        parts.append(frame[SPECTRA_COLUMNS])
+        parts.append(frame.assign(layer_source=_layer_source(record))[SPECTRA_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SPECTRA_COLUMNS)
     return out.sort_values(["dataset", "variant", "index"], kind="mergesort").reset_index(drop=True)
 
@@ -323,9 +356,9 @@ def collect_wordsim(records: list[dict]) -> pd.DataFrame:
     parts = []
     for record in records:
         _check_keys(record, "wordsim")
-        frame = _read_csv(record["csv"], record, WORDSIM_COLUMNS[2:])
+        frame = _read_csv(record["csv"], record, WORDSIM_COLUMNS[2:-1])
         frame = frame.assign(dataset=str(record["dataset"]), variant=str(record["variant"]))
-        parts.append(frame[WORDSIM_COLUMNS])
+        parts.append(frame.assign(layer_source=_layer_source(record))[WORDSIM_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=WORDSIM_COLUMNS)
     return out.sort_values(["dataset", "variant"], kind="mergesort").reset_index(drop=True)
 
@@ -335,8 +368,8 @@ def collect_top5(records: list[dict]) -> pd.DataFrame:
     parts = []
     for record in records:
         _check_keys(record, "top5")
-        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c != "model"])
-        frame = frame.assign(model=str(record["model"]))
+        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c not in ("model", "layer_source")])
+        frame = frame.assign(model=str(record["model"]), layer_source=_layer_source(record))
         parts.append(frame[TOP5_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TOP5_COLUMNS)
     return out.sort_values(["model", "group", "number"], kind="mergesort").reset_index(drop=True)
@@ -393,7 +426,7 @@ def add_cli(parser) -> None:
         default=[],
         metavar="KEY=VALUE,...",
         help="one input; keys: "
-        + "; ".join(f"{k}: {', '.join(v)}" + (" [, rank]" if k == "runs" else "") for k, v in RECORD_KEYS.items()),
+        + "; ".join(f"{k}: {', '.join(v)}" + OPTIONAL_RECORD_KEYS.get(k, "") for k, v in RECORD_KEYS.items()),
     )
 
 

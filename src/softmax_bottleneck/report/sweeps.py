@@ -1,10 +1,12 @@
 """The table and the figure of a sweep of the configuration (``sweeps``: one variant's own hyper-parameters).
 
 Both read the sweep's summary ``sweep_<NAME>.csv`` (:func:`~softmax_bottleneck.report.summaries.collect_sweep`: one
-row per run, its swept hyper-parameters as columns, in the configuration's order). The table has one row per
-dataset × grid point: the number of seeds and the mean ± sd over the seeds of validation and test perplexity. The
-figure draws test perplexity against the first swept key, one line per combination of the other keys, error bars
-± 1 sd over the seeds, one panel per dataset. There is no paper value to set beside them.
+row per run, its swept hyper-parameters as columns, in the configuration's order, then training's numbers and the
+ranks of its test log-P matrix). The table has one row per dataset × grid point: the number of seeds and the mean ±
+sd over the seeds of validation and test perplexity and of Press' rank. The figure draws test perplexity (top row)
+and Press' rank (bottom row, when the summary has ranks) against the first swept key, one line per combination of
+the other keys, error bars ± 1 sd over the seeds, one panel per dataset. There is no paper value to set beside them.
+Results trained with an older source of their layer are noted on both (:mod:`.sources`).
 
 Command line::
 
@@ -32,6 +34,7 @@ from softmax_bottleneck.report.figures import STYLE, save
 from softmax_bottleneck.report.figures.common import (
     COLUMN,
     PAGE,
+    STALE_COLOUR,
     empty_panel,
     finish,
     footnote,
@@ -41,6 +44,7 @@ from softmax_bottleneck.report.figures.common import (
     plain_ticks,
 )
 from softmax_bottleneck.report.reported import DATASETS
+from softmax_bottleneck.report.sources import stale_notes, with_notes
 from softmax_bottleneck.report.summaries import SWEEP_ID_COLUMNS, SWEEP_METRIC_COLUMNS
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.render import html_page, latex_table, markdown_page
@@ -49,11 +53,15 @@ from softmax_bottleneck.study.runs import SWEEP_PREFIX as PREFIX
 log = logging.getLogger(__name__)
 
 #: the table's quantities: mean and sd over the seeds of each
-QUANTITIES = ("valid_ppl", "test_ppl")
+QUANTITIES = ("valid_ppl", "test_ppl", "press_rank")
+#: the figure's rows: quantity and axis label (Press' rank only when the summary has ranks)
+FIGURE_ROWS = (("test_ppl", "test perplexity"), ("press_rank", "Press' rank"))
 LEGEND = f"Each cell: mean ± sd over the seeds (n); {cells.MISSING} where there is no value."
 #: x values spread over at least this ratio are drawn on a log axis
 LOG_RATIO = 20.0
 LEGEND_SIZE = 7  # points
+#: columns of a sweep summary that may be absent (then empty): the ranks and the layer's source
+OPTIONAL_COLUMNS = SWEEP_METRIC_COLUMNS[SWEEP_METRIC_COLUMNS.index("press_rank") :]
 
 
 def model_label(variant: str, schedule: str) -> str:
@@ -75,6 +83,9 @@ def read_sweep(summary_dir, name: str) -> pd.DataFrame:
     frame = read_summary(summary_dir, summary_file(name))
     if frame.empty:
         return frame
+    for column in OPTIONAL_COLUMNS:  # summaries written before sweeps had ranks
+        if column not in frame.columns:
+            frame[column] = math.nan
     missing = [c for c in (*SWEEP_ID_COLUMNS, *SWEEP_METRIC_COLUMNS) if c not in frame.columns]
     if missing or not swept_keys(frame):
         what = f"lacks column(s) {', '.join(missing)}" if missing else "has no swept hyper-parameter column"
@@ -117,8 +128,10 @@ def layout(tidy: pd.DataFrame) -> pd.DataFrame:
     columns += [(key, lambda row, key=key: _value(row.get(key))) for key in keys]
     columns += [("n", cells.only("n_seeds", cells.integer))]
     columns += [
-        (label, lambda row, q=q: cells.mean_sd(row.get(f"{q}_mean"), row.get(f"{q}_sd"), cells.two))
-        for q, label in zip(QUANTITIES, ("valid ppl", "test ppl"), strict=True)
+        (label, lambda row, q=q, f=fmt: cells.mean_sd(row.get(f"{q}_mean"), row.get(f"{q}_sd"), f))
+        for q, label, fmt in zip(
+            QUANTITIES, ("valid ppl", "test ppl", "Press' rank"), (cells.two, cells.two, cells.integer), strict=True
+        )
     ]
     return cells.layout(tidy, columns, merge=["Dataset"])
 
@@ -128,8 +141,8 @@ def caption(name: str, frame: pd.DataFrame) -> str:
     pairs = dict.fromkeys(zip(frame.get("variant", []), frame.get("schedule", []), strict=True))
     models = ", ".join(model_label(v, s) for v, s in pairs)
     keys = " × ".join(swept_keys(frame)) if not frame.empty else "its grid"
-    return (f"Sweep {name}: {models or 'no runs yet'} over {keys}; validation and test perplexity, mean ± sd over "
-            "the seeds (n).")  # fmt: skip
+    return (f"Sweep {name}: {models or 'no runs yet'} over {keys}; validation and test perplexity and Press' rank of "
+            "the test log-P matrix, mean ± sd over the seeds (n).")  # fmt: skip
 
 
 def description(name: str, sweep: dict) -> str:
@@ -144,8 +157,9 @@ def report_caption(name: str, sweep: dict) -> str:
     datasets = ", ".join(DATASETS.get(d, d) for d in sweep["datasets"])
     return (
         f"**Sweep {name}.** {model_label(sweep['variant'], sweep['schedule'])} over {grid} on "
-        f"{datasets}, seeds: {sweep['seeds']}. Table: validation and test perplexity per grid point, mean ± sd over "
-        f"the seeds; figure: test perplexity against {next(iter(sweep['grid']))}, error bars ± 1 sd over the seeds.\n\n"
+        f"{datasets}, seeds: {sweep['seeds']}. Table: validation and test perplexity and Press' rank per grid point, "
+        f"mean ± sd over the seeds; figure: test perplexity and Press' rank against {next(iter(sweep['grid']))}, "
+        "error bars ± 1 sd over the seeds.\n\n"
         f"``tables/{PREFIX}{name}.csv`` holds every value at full precision; ``figures/{PREFIX}{name}.pdf`` is the "
         "vector version of the figure.\n"
     )
@@ -154,6 +168,7 @@ def report_caption(name: str, sweep: dict) -> str:
 def render_table(name: str, frame: pd.DataFrame, out_prefix, *, banner: str | None = None) -> pd.DataFrame:
     """Write ``<out_prefix>.csv`` (tidy, full precision), ``.md``, ``.html`` and ``.tex``, atomically."""
     tidy = table(frame)
+    banner = with_notes(banner, stale_notes(frame))  # results an older source of the layer made
     shown, text, item = layout(tidy), f"{caption(name, frame)} {LEGEND}", PREFIX + name
     prefix = str(out_prefix)
     atomic_write_text(tidy.to_csv(index=False, lineterminator="\n"), prefix + ".csv")
@@ -174,8 +189,9 @@ def _positions(values: pd.Series) -> tuple[dict[str, float], bool]:
     return {text: float(i) for i, text in enumerate(sorted(set(texts)))}, False
 
 
-def _panel(ax, runs: pd.DataFrame, x: str, others: list[str], colour: str) -> bool:
-    """Test perplexity against ``x``, one line per combination of ``others``; whether anything was drawn."""
+def _panel(ax, runs: pd.DataFrame, x: str, others: list[str], colour: str, quantity: str = "test_ppl") -> bool:
+    """``quantity`` (test perplexity, Press' rank) against ``x``, one line per combination of ``others``; whether
+    anything was drawn."""
     position, numeric = _positions(runs[x])
     texts = runs[[x, *others]].map(_value)
     combos = list(dict.fromkeys(texts[others].itertuples(index=False, name=None))) if others else [()]
@@ -184,7 +200,7 @@ def _panel(ax, runs: pd.DataFrame, x: str, others: list[str], colour: str) -> bo
     for i, combo in enumerate(combos):
         chosen = (texts[others] == list(combo)).all(axis=1) if others else pd.Series(True, index=runs.index)
         sel = runs[chosen]
-        points = [(position[t], *mean_sd(g["test_ppl"])) for t, g in sel.groupby(texts.loc[chosen, x], sort=False)]
+        points = [(position[t], *mean_sd(g[quantity])) for t, g in sel.groupby(texts.loc[chosen, x], sort=False)]
         points = sorted(p for p in points if not math.isnan(p[1]))
         if not points:
             continue
@@ -219,33 +235,39 @@ def _legend(ax, width: float) -> None:
 
 
 def figure(name: str, frame: pd.DataFrame) -> Figure:
-    """Test perplexity against the first swept key, one panel per dataset (see the module docstring)."""
+    """Test perplexity, and Press' rank where the summary has ranks, against the first swept key: one column of
+    panels per dataset (see the module docstring)."""
     keys = swept_keys(frame) if not frame.empty else []
     datasets = [d for d in DATASETS if not frame.empty and d in set(frame["dataset"])]
-    fig = new_figure(COLUMN if len(datasets) <= 1 else PAGE, 2.6)
-    axes = fig.subplots(1, max(1, len(datasets)), squeeze=False)[0]
+    rows = [row for row in FIGURE_ROWS if row[0] == "test_ppl" or (row[0] in frame and frame[row[0]].notna().any())]
+    fig = new_figure(COLUMN if len(datasets) <= 1 else PAGE, 2.6 + 2.2 * (len(rows) - 1))
+    grid = fig.subplots(len(rows), max(1, len(datasets)), squeeze=False)
     if not datasets:
-        empty_panel(axes[0], "no runs in the summary")
-        axes[0].set_title(f"sweep {name}")
+        empty_panel(grid[0][0], "no runs in the summary")
+        grid[0][0].set_title(f"sweep {name}")
         return fig
     x, others = keys[0], keys[1:]
     missing = []
-    for ax, dataset in zip(axes, datasets, strict=True):
-        runs = frame[frame["dataset"] == dataset]
-        models = list(dict.fromkeys(zip(runs["variant"], runs["schedule"], strict=True)))
-        title = ", ".join(model_label(v, s) for v, s in models)
-        ax.set_title(f"{DATASETS[dataset]}: {title}")
-        ax.set_xlabel(x)
-        ax.set_ylabel("test perplexity")
-        if not _panel(ax, runs, x, others, variants.color(models[0][0])):
-            empty_panel(ax, "no test perplexity")
-            missing.append(DATASETS[dataset])
-        _legend(ax, fig.get_size_inches()[0] / len(axes))
+    for (quantity, label), axes in zip(rows, grid, strict=True):
+        for ax, dataset in zip(axes, datasets, strict=True):
+            runs = frame[frame["dataset"] == dataset]
+            models = list(dict.fromkeys(zip(runs["variant"], runs["schedule"], strict=True)))
+            if quantity == rows[0][0]:
+                ax.set_title(f"{DATASETS[dataset]}: {', '.join(model_label(v, s) for v, s in models)}")
+            ax.set_xlabel(x)
+            ax.set_ylabel(label)
+            if not _panel(ax, runs, x, others, variants.color(models[0][0]), quantity):
+                empty_panel(ax, f"no {label}")
+                missing.append(f"{DATASETS[dataset]} {label}")
+            if quantity == rows[-1][0]:
+                _legend(ax, fig.get_size_inches()[0] / len(axes))
     seeds = sorted(set(frame.groupby(["dataset", *keys], dropna=False)["seed"].nunique()))
     footnote(fig, f"sweep {name}: mean over {' or '.join(map(str, seeds))} seed(s) per point; error bars ± 1 sd "
                   "over the seeds (none for one seed).")  # fmt: skip
     if missing:
         footnote(fig, "not available: " + "; ".join(missing), color="0.4")
+    for text in stale_notes(frame):  # results an older source of the layer made
+        footnote(fig, text, color=STALE_COLOUR)
     return fig
 
 
@@ -266,9 +288,9 @@ def build_figure(name: str, summary_dir, *, banner: str | None = None) -> Figure
 # --------------------------------------------------------------------------------------------- CLI
 def add_cli(parser) -> None:
     parser.description = (
-        "Render the table (mean ± sd over the seeds of validation and test perplexity per grid point) and the figure "
-        "(test perplexity against the first swept key) of one sweep of the configuration (sweeps:) from its summary "
-        "sweep_NAME.csv."
+        "Render the table (mean ± sd over the seeds of validation and test perplexity and Press' rank per grid point) "
+        "and the figure (test perplexity and Press' rank against the first swept key) of one sweep of the "
+        "configuration (sweeps:) from its summary sweep_NAME.csv."
     )
     parser.add_argument("name", metavar="NAME", help="the sweep's name in the configuration (sweeps: NAME)")
     parser.add_argument("--summary-dir", required=True, help="folder of the summary CSVs (results/summary)")

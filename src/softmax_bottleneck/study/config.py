@@ -228,7 +228,7 @@ def check_semantics(config: dict) -> None:
     known = presets.variants()
     broken = presets.broken_plugins()
     for where, variant in _variant_keys(config):
-        if variant in broken:
+        if variant in broken and variant not in known:  # a preset's name stays the preset's (E10's mos_fair)
             raise ConfigError(f"{where}: variant {variant!r} is a broken plug-in: {broken[variant]}")
         if variant not in known:
             raise ConfigError(f"{where}: unknown variant {variant!r}; known: {', '.join(known)}")

@@ -21,6 +21,7 @@ from functools import cached_property
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
+from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.training.identity import FOLDER_HASH_LENGTH, identity_hash, run_identity
 
 SPLITS = ("train", "valid", "test")
@@ -53,6 +54,11 @@ def format_value(value) -> str:
     if isinstance(value, str):
         return value
     return repr(float(value))
+
+
+def point_argument(point: dict) -> str:
+    """``KEY=VALUE,KEY=VALUE`` of a point of a layer's own hyper-parameters (``check-layer --point``)."""
+    return ",".join(f"{key}={format_value(value)}" for key, value in point.items())
 
 
 def same_value(a, b) -> bool:
@@ -292,6 +298,19 @@ class Study:
                 )
             jobs.setdefault(folder, run)
         return jobs
+
+    def layer_points(self, layer: str) -> list[dict]:
+        """The distinct values of output layer ``layer``'s own hyper-parameters over the training jobs whose variant
+        uses it, in first-use order: what ``check-layer`` checks before any of them trains (a sweep over K = 1, 5
+        gives both points)."""
+        spec = output_layer(layer)
+        points: list[dict] = []
+        for run in self.jobs.values():
+            if presets.variant_info(run.variant).output_layer == layer:
+                point = spec.layer_hp(run.hyperparameters)
+                if point not in points:
+                    points.append(point)
+        return points
 
     def job(self, wildcards) -> Run:
         """The training job of a rule's wildcards (``dataset``, ``variant``, ``schedule``, ``seed``, ``runid``)."""

@@ -18,19 +18,26 @@ layer. Each check passes, fails (naming the check, the layer and what is wrong) 
   and every trainable parameter of the layer;
 * ``eval-deterministic``: in evaluation mode two calls give identical outputs whatever the random state;
 * ``reload``: a tiny AWD-LSTM with the layer, trained for a few steps, saved with the checkpoint code and
-  loaded again, gives identical log-probabilities.
+  loaded again, gives identical log-probabilities;
+* ``shapes``: a tiny AWD-LSTM with the layer goes through every shape and mode a run of each preset meets
+  (:mod:`.preflight`: training chunks of 2 rows and of ``bptt + max_seq_len_delta`` rows at ``small_batch_size``,
+  the validation set at ``eval_batch_size`` and the test set at ``test_batch_size`` = 1, each at ``bptt`` rows and
+  at a 1-row last chunk, training and evaluation mode), with the presets' batch sizes and BPTT lengths.
+
+A check whose subject is not a number (the layer returns NaN or inf) fails saying so, not with the comparison it
+could not make. ``--point KEY=VALUE,...`` (repeatable) runs every check at those values of the layer's own
+hyper-parameters instead of its registered defaults: the workflow checks every point its configuration trains.
 
 ``check-layer NAME --stamp FILE`` writes a small JSON stamp (the layer's name, distribution, version and the
-SHA-256 of its module file, :func:`~softmax_bottleneck.models.output_layers.registry.layer_source`) only when every
-check passes; :func:`conformance_stamp_ok` tells the trainer whether a stamp still vouches for the layer now
-registered, so a workflow checks each plug-in once, on CPU, before training it.
+SHA-256 of its module file, :func:`~softmax_bottleneck.models.output_layers.registry.layer_source`, and the points
+checked) only when every check passes at every point; :func:`conformance_stamp_ok` tells the trainer whether a stamp
+still vouches for the layer now registered, at the run's point, so a workflow checks each plug-in once, on CPU,
+before training it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,15 +48,18 @@ import torch.nn.functional as F
 
 from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.models.output_layers.base import OutputLayer
-from softmax_bottleneck.models.output_layers.registry import (
-    OutputLayerSpec,
-    broken_plugins,
-    layer_source,
-    output_layer,
-    output_layers,
-)
+from softmax_bottleneck.models.output_layers.registry import OutputLayerSpec, layer_source, output_layer
 
-__all__ = ["CHECKS", "CheckFailed", "CheckResult", "check_layer", "conformance_stamp_ok", "write_stamp"]
+__all__ = [
+    "CHECKS",
+    "CheckFailed",
+    "CheckResult",
+    "check_layer",
+    "conformance_stamp_ok",
+    "parse_point",
+    "point_text",
+    "write_stamp",
+]
 #: the fields of a stamp that must equal the layer registered now (layer_source)
 STAMP_FIELDS = ("name", "distribution", "version", "source_sha256")
 
@@ -75,14 +85,36 @@ class CheckResult:
     check: str
     status: str  # "pass", "fail" or "skip"
     detail: str = ""
+    point: str = ""  # the layer's own hyper-parameters checked ("" = its registered defaults)
+
+    @property
+    def where(self) -> str:
+        """``taylor`` or ``taylor [taylor_scale=0.5]``: the layer and the point, in failure lines."""
+        return f"{self.layer} [{self.point}]" if self.point else self.layer
+
+
+def point_text(point: dict) -> str:
+    """``taylor_scale=0.5, taylor_order=2``: a point of a layer's own hyper-parameters ("" for none)."""
+    return ", ".join(f"{key}={value}" for key, value in point.items())
+
+
+def _require_finite(tensor: torch.Tensor, what: str) -> None:
+    """CheckFailed when ``tensor`` holds NaN or inf: the real cause, before any comparison that NaN would fool."""
+    bad = int((~torch.isfinite(tensor)).sum())
+    if bad:
+        raise CheckFailed(
+            f"{what} has {bad} non-finite values (NaN or inf) of {tensor.numel()}: the layer's output is not a "
+            "number there, so nothing can be compared (see normalise)"
+        )
 
 
 class _Subject:
-    """The layer under test: its registration, default hyper-parameters and sizes."""
+    """The layer under test: its registration, its own hyper-parameters (``point``, else the defaults) and sizes."""
 
-    def __init__(self, spec: OutputLayerSpec, device: torch.device):
+    def __init__(self, spec: OutputLayerSpec, device: torch.device, point: dict | None = None):
         self.spec, self.device = spec, device
-        self.hp = spec.layer_hp(None)
+        self.point = dict(point or {})
+        self.hp = spec.layer_hp(self.point)
         self.nhidlast = PROJECTED if spec.cls.projects_context else NEMB
 
     def build(self, dtype=torch.float32, seed: int = 0, vocab: int = V, nemb: int = NEMB, nhidlast: int | None = None):
@@ -162,9 +194,11 @@ def _check_not_softmax(s: _Subject) -> str:
     layer = s.build(torch.float64).eval()
     context, weight = s.inputs(5.0, torch.float64)
 
-    def difference() -> float:
+    def difference(what: str = "forward at logits of ±5") -> float:
         with torch.no_grad():
-            return _close(layer(context, weight), F.log_softmax(layer.logits(context, weight), dim=-1))
+            out = layer(context, weight)
+            _require_finite(out, what)
+            return _close(out, F.log_softmax(layer.logits(context, weight), dim=-1))
 
     diff = difference()
     if s.spec.softmax_equivalent:
@@ -180,7 +214,7 @@ def _check_not_softmax(s: _Subject) -> str:
     with torch.no_grad():
         for param in own:
             param.add_((torch.rand(param.shape, generator=gen, dtype=param.dtype) * 0.4 + 0.1).to(param.device))
-    moved = difference() if own else 0.0
+    moved = difference("forward once its own parameters move") if own else 0.0
     if moved >= 1e-6:
         return (f"equals log_softmax(W h + b) at initialisation, differs by up to {moved:.3g} once its own "
                 "parameters move")  # fmt: skip
@@ -223,14 +257,19 @@ def _check_loss_path(s: _Subject) -> str:
     (ref, ref_grads), (nll, grads) = _paths(layer, context, weight, targets, upstream)
     if tuple(nll.shape) != tuple(targets.shape):
         raise CheckFailed(f"nll gave shape {list(nll.shape)}, expected {list(targets.shape)}")
+    _require_finite(ref, "−forward[targets] (float64, training mode)")
+    _require_finite(nll, "nll (float64, training mode)")
     diff = _close(nll, ref)
-    if diff > 1e-12:
+    if not diff <= 1e-12:
         raise CheckFailed(f"nll differs from −forward[targets] by {diff:.3g} in float64 (tolerance 1e-12)")
     for key, grad in grads.items():
         ref_grad = ref_grads[key]
         if (grad is None) != (ref_grad is None):
             raise CheckFailed(f"the gradient of {key} exists on one path only")
-        if grad is not None and _close(grad, ref_grad) > 1e-10:
+        if grad is not None:
+            _require_finite(ref_grad, f"the gradient of {key} through forward")
+            _require_finite(grad, f"the gradient of {key} through nll")
+        if grad is not None and not _close(grad, ref_grad) <= 1e-10:
             raise CheckFailed(f"the gradient of {key} differs between nll and forward by {_close(grad, ref_grad):.3g}")
     overridden = type(layer).nll is not OutputLayer.nll
     return ("own nll" if overridden else "default nll (gathered from forward)") + ", equal to 1e-12 / 1e-10"
@@ -242,7 +281,9 @@ def _check_gradients(s: _Subject) -> str:
     context = torch.randn(8, 4, s.nhidlast, generator=gen).to(s.device)
     weight = (torch.randn(V, NEMB, generator=gen) * 0.5).to(s.device).requires_grad_()
     targets = torch.randint(V, (8, 4), generator=gen).to(s.device)
-    layer.nll(context, weight, targets).mean().backward()
+    loss = layer.nll(context, weight, targets).mean()
+    _require_finite(loss, "the training loss (mean nll)")
+    loss.backward()
     named = {"the tied weight": weight, "the bias": layer.bias}
     named.update({f"parameter {n}": p for n, p in layer.named_parameters() if p.requires_grad and n != "bias"})
     if not layer.bias.requires_grad:
@@ -267,6 +308,8 @@ def _check_eval_deterministic(s: _Subject) -> str:
         with torch.no_grad():
             outputs.append((layer(context, weight), layer.nll(context, weight, targets)))
     (out_a, nll_a), (out_b, nll_b) = outputs
+    _require_finite(out_a, "forward in evaluation mode")
+    _require_finite(nll_a, "nll in evaluation mode")
     if not torch.equal(out_a, out_b):
         raise CheckFailed(f"two evaluation-mode calls differ by up to {_close(out_a, out_b):.3g} (random state?)")
     if not torch.equal(nll_a, nll_b):
@@ -279,8 +322,8 @@ def _check_reload(s: _Subject) -> str:
     from softmax_bottleneck.models.awd_lstm import AWDLSTM
     from softmax_bottleneck.training.checkpoint import load_model, save_model
 
-    size = {"nemb": 16, "nhid": 16, "nhidlast": 24 if s.spec.cls.projects_context else 16}
-    hp = presets.resolve("ptb", s.spec.name, "et", {**size, "bptt": 8, "small_batch_size": 4, "batch_size": 4})
+    sizes = {**_tiny_sizes(s), "bptt": 8, "small_batch_size": 4, "batch_size": 4}
+    hp = presets.resolve("ptb", s.spec.name, "et", {**sizes, **s.point})
     torch.manual_seed(9)
     model = AWDLSTM(V, hp).to(s.device)
     gen = torch.Generator().manual_seed(10)
@@ -296,6 +339,7 @@ def _check_reload(s: _Subject) -> str:
     model.eval()
     with torch.no_grad():
         before = model(tokens[:-1], model.init_hidden(4))[0]
+    _require_finite(before, "forward of the tiny model after 3 training steps")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         save_model(model, path, dataset="ptb", variant=s.spec.name, hyperparameters=hp,
@@ -311,6 +355,32 @@ def _check_reload(s: _Subject) -> str:
     return "3 training steps, save_model → load_model: identical log-probabilities"
 
 
+def _tiny_sizes(s: _Subject) -> dict:
+    """The sizes of the tiny AWD-LSTM of ``reload`` and ``shapes``."""
+    return {"nemb": 16, "nhid": 16, "nhidlast": 24 if s.spec.cls.projects_context else 16}
+
+
+def _check_shapes(s: _Subject) -> str:
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.models.awd_lstm import AWDLSTM
+    from softmax_bottleneck.training.preflight import PreflightError, check_shapes, run_shapes
+
+    done = []
+    for dataset in presets.variant_datasets(s.spec.name):
+        hp = presets.resolve(dataset, s.spec.name, "et", {**_tiny_sizes(s), **s.point})
+        torch.manual_seed(12)
+        model = AWDLSTM(V, hp).to(s.device)
+        eval_rows = 3 * hp["bptt"] + 2  # a last evaluation chunk of 1 row
+        shapes = run_shapes(hp, hp["bptt"] + hp["max_seq_len_delta"] + 1, eval_rows, eval_rows)
+        try:
+            check_shapes(model, hp, shapes)
+        except PreflightError as err:
+            raise CheckFailed(f"with the {dataset} preset's shapes: {err}") from None
+        sizes = sorted({(shape.length, shape.batch) for shape in shapes}, key=lambda ls: (-ls[1], -ls[0]))
+        done.append(f"{dataset} " + ", ".join(f"{length}×{batch}" for length, batch in sizes))
+    return "training and evaluation mode at every shape a run meets (L×B): " + "; ".join(done)
+
+
 CHECKS: dict[str, Callable[[_Subject], str]] = {
     "build": _check_build,
     "parameters": _check_parameters,
@@ -320,57 +390,88 @@ CHECKS: dict[str, Callable[[_Subject], str]] = {
     "gradients": _check_gradients,
     "eval-deterministic": _check_eval_deterministic,
     "reload": _check_reload,
+    "shapes": _check_shapes,
 }
 
 
-def check_layer(name: str, device: str | torch.device = "cpu", checks: list[str] | None = None) -> list[CheckResult]:
-    """Run the conformance ``checks`` (default: all) on the registered layer ``name``; one result per check.
+def check_layer(
+    name: str, device: str | torch.device = "cpu", checks: list[str] | None = None, point: dict | None = None
+) -> list[CheckResult]:
+    """Run the conformance ``checks`` (default: all) on the registered layer ``name`` at ``point`` (values of its own
+    hyper-parameters; default: the registered defaults); one result per check.
 
     A check that raises anything other than :class:`CheckSkipped` fails with that error's message; when the layer
     does not build, the other checks are skipped. The global torch random state is restored afterwards.
     """
     spec = output_layer(name)
-    subject = _Subject(spec, torch.device(device))
+    subject = _Subject(spec, torch.device(device), point)
+    text = point_text(subject.point)
     results: list[CheckResult] = []
     rng = torch.get_rng_state()
     try:
         for check in checks or list(CHECKS):
             if results and results[0].check == "build" and results[0].status == "fail":
-                results.append(CheckResult(name, check, "skip", "the layer does not build"))
+                results.append(CheckResult(name, check, "skip", "the layer does not build", text))
                 continue
             try:
-                results.append(CheckResult(name, check, "pass", CHECKS[check](subject)))
+                results.append(CheckResult(name, check, "pass", CHECKS[check](subject), text))
             except CheckSkipped as skip:
-                results.append(CheckResult(name, check, "skip", str(skip)))
+                results.append(CheckResult(name, check, "skip", str(skip), text))
             except CheckFailed as failure:
-                results.append(CheckResult(name, check, "fail", str(failure)))
+                results.append(CheckResult(name, check, "fail", str(failure), text))
             except Exception as err:  # a crash in the layer is a failed check, not a traceback
-                results.append(CheckResult(name, check, "fail", f"{type(err).__name__}: {err}"))
+                results.append(CheckResult(name, check, "fail", f"{type(err).__name__}: {err}", text))
     finally:
         torch.set_rng_state(rng)
     return results
 
 
+def parse_point(name: str, text: str) -> dict:
+    """``KEY=VALUE,KEY=VALUE`` -> a point of the layer ``name``'s own hyper-parameters, each value parsed and checked
+    as declared; ValueError naming the bad item."""
+    spec = output_layer(name)
+    point = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep:
+            raise ValueError(f"--point {text!r}: {item.strip()!r} is not KEY=VALUE")
+        if key not in spec.hyperparameters:
+            own = ", ".join(spec.hyperparameters) or "none"
+            raise ValueError(f"--point {text!r}: {key!r} is not a hyper-parameter of output layer {name!r} (its own: "
+                             f"{own})")  # fmt: skip
+        parsed = spec.hyperparameters[key].parse(value, key)
+        if parsed is None:
+            raise ValueError(f"--point {text!r}: {key} needs a value (omit it to check the registered default)")
+        point[key] = parsed
+    return point
+
+
 # ------------------------------------------------------------------------------------------------- stamp
-def write_stamp(name: str, path: str | Path, results: list[CheckResult]) -> dict:
-    """Write the conformance stamp of ``name`` to ``path`` (JSON: :data:`STAMP_FIELDS`, the class, the checks
-    run); ValueError, and nothing written, unless every check passed or was skipped."""
+def write_stamp(name: str, path: str | Path, results: list[CheckResult], points: list[dict] | None = None) -> dict:
+    """Write the conformance stamp of ``name`` to ``path`` (JSON: :data:`STAMP_FIELDS`, the class, the checks run,
+    the ``points`` checked, each with every own hyper-parameter filled in; default: the registered defaults);
+    ValueError, and nothing written, unless every check passed or was skipped at every point."""
     failed = [r for r in results if r.status == "fail"]
     if failed or not results:
         raise ValueError(f"{name}: no stamp written: {len(failed)} conformance check(s) failed")
+    spec = output_layer(name)
     stamp = {**layer_source(name), "checks": {r.check: r.status for r in results}}
+    stamp["points"] = [spec.layer_hp(point) for point in points or [{}]]
     stamp.pop("module_file", None)  # where it is installed is not what it is
     atomic_write_json(stamp, Path(path))
     return stamp
 
 
-def conformance_stamp_ok(path: str | Path, name: str) -> tuple[bool, str]:
-    """Whether the stamp at ``path`` vouches for the output layer ``name`` registered now, and why not.
+def conformance_stamp_ok(path: str | Path, name: str, hp: dict | None = None) -> tuple[bool, str]:
+    """Whether the stamp at ``path`` vouches for the output layer ``name`` registered now (at the point of ``hp``, a
+    run's hyper-parameters, when given), and why not.
 
     ``(True, "")`` when the stamp exists, is ``name``'s, records every check of :data:`CHECKS` as passed (or
-    skipped) and names the same distribution,
-    version and module SHA-256 as :func:`layer_source` gives now; otherwise ``(False, one-line reason)`` saying to
-    run ``check-layer NAME --stamp FILE`` again. Cheap: no check is run, no torch module is built.
+    skipped), names the same distribution, version and module SHA-256 as :func:`layer_source` gives now and, with
+    ``hp``, lists the run's values of the layer's own hyper-parameters among its points; otherwise
+    ``(False, one-line reason)`` saying to run ``check-layer`` again. Cheap: no check is run, no module is built.
     """
     redo = f"run: python -m softmax_bottleneck check-layer {name} --stamp {path}"
     try:
@@ -381,6 +482,7 @@ def conformance_stamp_ok(path: str | Path, name: str) -> tuple[bool, str]:
         return False, f"{name}: unreadable conformance stamp {path} ({err}); {redo}"
     try:
         now = layer_source(name)
+        spec = output_layer(name)
     except ValueError as err:
         return False, f"{name}: {err}"
     checks = stamp.get("checks") if isinstance(stamp, dict) else None
@@ -392,67 +494,16 @@ def conformance_stamp_ok(path: str | Path, name: str) -> tuple[bool, str]:
     if changed:
         was = ", ".join(f"{f} {stamp.get(f)!r} → {now[f]!r}" for f in changed)
         return False, f"{name}: the layer changed since it was checked ({was}); {redo}"
+    if hp is not None:
+        point = spec.layer_hp(hp)
+        try:
+            points = [spec.layer_hp(p) for p in stamp.get("points") or [{}]]
+        except (TypeError, ValueError, AttributeError):
+            points = []
+        if point not in points:
+            text = point_text(point)
+            return False, (f"{name}: the stamp {path} does not vouch for {text} (checked: "
+                           f"{'; '.join(point_text(p) for p in points) or 'nothing'}); run: python -m "
+                           f"softmax_bottleneck check-layer {name} --point {text.replace(', ', ',')} --stamp "
+                           f"{path}")  # fmt: skip
     return True, ""
-
-
-# --------------------------------------------------------------------------------------------------- CLI
-def add_check_layer_cli(parser) -> None:
-    parser.add_argument("names", nargs="*", metavar="NAME", help="registered output layer(s) to check")
-    parser.add_argument("--all", action="store_true", help="check every registered output layer")
-    parser.add_argument("--list", action="store_true", help="list the registered output layers (and broken plug-ins)")
-    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
-    parser.add_argument(
-        "--stamp",
-        metavar="FILE",
-        help="with one NAME: write a JSON stamp (name, distribution, version, module SHA-256) to FILE only when "
-        "every check passes (the workflow checks each plug-in once before training it)",
-    )
-
-
-def run_check_layer_cli(args) -> int:
-    layers = output_layers()
-    broken = broken_plugins()
-    if args.list:
-        for spec in layers.values():
-            origin = "built-in" if spec.builtin else f"plug-in {spec.cls.__module__}.{spec.cls.__qualname__}"
-            print(f"{spec.name:20s} {spec.display:12s} family {spec.family:8s} {origin}")
-        for name, reason in broken.items():
-            print(f"{name:20s} {'BROKEN':12s} {reason}")
-        return 0
-    names = [*layers, *broken] if args.all else args.names
-    if not names:
-        raise SystemExit("check-layer: name an output layer (or --all, --list)")
-    if getattr(args, "stamp", None) and len(names) != 1:
-        raise SystemExit("check-layer: --stamp takes exactly one NAME")
-    unknown = [n for n in names if n not in layers and n not in broken]
-    if unknown:
-        raise SystemExit(f"check-layer: unknown output layer {unknown[0]!r}; registered: {', '.join(layers)}")
-    if not args.all and any(n in broken for n in names):
-        raise SystemExit(f"check-layer: {broken[next(n for n in names if n in broken)]}")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("check-layer: --device cuda was asked for but CUDA is not available")
-    package_log = logging.getLogger("softmax_bottleneck")
-    level = package_log.level
-    package_log.setLevel(logging.WARNING)  # the checks train tiny models: their progress lines are noise here
-    try:
-        failures = []
-        for name in names:
-            if name in broken:
-                print(f"{name}: BROKEN  {broken[name]}")
-                failures.append(CheckResult(name, "load", "fail", broken[name]))
-                continue
-            spec = layers[name]
-            print(f"{name} ({spec.cls.__module__}.{spec.cls.__qualname__}) on {args.device}:")
-            results = check_layer(name, args.device)
-            for result in results:
-                print(f"  {result.status.upper():4s}  {result.check:18s} {result.detail}")
-                if result.status == "fail":
-                    failures.append(result)
-            if getattr(args, "stamp", None) and not failures:
-                write_stamp(name, args.stamp, results)
-                print(f"stamp written: {args.stamp}")
-    finally:
-        package_log.setLevel(level)
-    for failure in failures:
-        print(f"check-layer: {failure.layer}: {failure.check}: {failure.detail}", file=sys.stderr)
-    return 1 if failures else 0

@@ -104,6 +104,37 @@ def older_layer_source(metrics: dict, output_layer: str | None = None) -> str | 
     return f"trained with an older source of {name}"
 
 
+#: hex digits of a layer module's SHA-256 in a summary's ``layer_source`` column (``taylor@<16 hex digits>``)
+SOURCE_DIGITS = 16
+
+
+def layer_source_tag(metrics: dict) -> str | None:
+    """``taylor@0123456789abcdef``: the output layer that trained the finished run ``metrics`` (a ``metrics.json``
+    record) and the first :data:`SOURCE_DIGITS` hex digits of the SHA-256 of its module file; None when the record
+    has no source (older runs, a layer defined outside a file)."""
+    record = ((metrics.get("environment") or {}).get("software") or {}).get("output_layer") or {}
+    name, digest = record.get("name"), record.get("source_sha256")
+    if not isinstance(name, str) or not isinstance(digest, str) or not digest:
+        return None
+    return f"{name}@{digest[:SOURCE_DIGITS]}"
+
+
+def older_source_note(tag) -> str | None:
+    """``trained with an older source of <layer>`` when ``tag`` (:func:`layer_source_tag`) names another module
+    SHA-256 of its layer than the layer registered now has; None when the same, for an empty tag, or when the layer
+    is no longer registered (or has no module file)."""
+    if not isinstance(tag, str) or "@" not in tag:
+        return None
+    name, _, digest = tag.rpartition("@")
+    try:
+        now = layer_source(name)["source_sha256"]
+    except ValueError:
+        return None
+    if not now or now[: len(digest)] == digest:
+        return None
+    return f"trained with an older source of {name}"
+
+
 def environment(device: torch.device, output_layer: str | None = None) -> dict:
     """Host, scheduler job, numerics switches and software versions, recorded in ``metrics.json["environment"]``.
 

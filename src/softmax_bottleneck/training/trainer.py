@@ -47,6 +47,7 @@ from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.identity import folder_hash
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.lock import LOCK_NAME, RunFolderBusy, run_lock
+from softmax_bottleneck.training.preflight import preflight
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
 from softmax_bottleneck.training.state import (
     FINAL_DIR,
@@ -320,6 +321,7 @@ class Trainer:
             if restored is not None:
                 return restored
             self.resumed = self._maybe_resume()
+            preflight(self.model, self.hp, self.train_data, self.val_data, self.test_data)  # before any epoch
             self._last_save = time.monotonic()
             hp, p = self.hp, self.progress
             log.info(
@@ -560,15 +562,15 @@ def add_cli(parser) -> None:
 
 def run_cli(args) -> int:
     data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
-    if args.conformance_stamp:
-        from softmax_bottleneck.training.conformance import conformance_stamp_ok
-
-        layer = presets.variant_info(args.variant).output_layer
-        ok, why = conformance_stamp_ok(args.conformance_stamp, layer)
-        if not ok:
-            raise SystemExit(f"train: {why}")
     try:
         overrides = presets.parse_overrides(args.overrides)
+        if args.conformance_stamp:  # the stamp must vouch for this layer's source, at this run's values of its own keys
+            from softmax_bottleneck.training.conformance import conformance_stamp_ok
+
+            hp = presets.resolve(args.dataset, args.variant, args.schedule, overrides)
+            ok, why = conformance_stamp_ok(args.conformance_stamp, hp["output_layer"], hp)
+            if not ok:
+                raise SystemExit(f"train: {why}")
         train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
               overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
               device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip

@@ -21,11 +21,15 @@ Layers outside this package register through the entry-point group :data:`ENTRY_
 the layer. Built-in layers come first, in the paper's order; plug-ins follow, sorted by name.
 
 A name belongs to one variant only: a plug-in cannot take the name of a built-in layer, of another plug-in or of
-a variant of ``presets.yaml`` (E10's ``mos_fair``, ``softmax_fair``, ``softmax_fair_large``), and its
-hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...); such a registration is refused
-in one line naming who holds the name. A plug-in that fails to load (an import error, a refused registration) is
-*broken*: it is left out of :func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what
-names it fails (:func:`output_layer`), so configurations and commands that never name it keep working.
+a variant of ``presets.yaml`` (E10's ``mos_fair``, ``softmax_fair``, ``softmax_fair_large``), a name is registered
+once (the same class registered twice, or two entry points that register one layer, are refused too), its
+hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...), and its colour must be at least
+:data:`~.colours.MIN_DELTA_E` (CIEDE2000) away from every other variant's; such a registration is refused in one
+line naming who holds the name or the colour. A plug-in that fails to load (an import error, a refused
+registration) is *broken*: whatever it registered before failing is withdrawn, it is left out of
+:func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what names it fails
+(:func:`output_layer`), so configurations and commands that never name it keep working. A name that two plug-ins
+register is withdrawn from both: which code would train under it is not for the order of installation to decide.
 
 :func:`layer_source` says which code a layer is: its module, distribution, version and the SHA-256 of its
 module file (recorded with every trained run).
@@ -47,6 +51,7 @@ from typing import Any
 
 import yaml
 
+from . import colours
 from .base import OutputLayer
 
 __all__ = [
@@ -54,6 +59,7 @@ __all__ = [
     "FAMILIES",
     "Hyperparameter",
     "OutputLayerSpec",
+    "NameTaken",
     "RegistryError",
     "broken_plugins",
     "layer_source",
@@ -73,6 +79,14 @@ _INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
 
 class RegistryError(ValueError):
     """A registration or a plug-in is invalid (the message names the layer or the entry point)."""
+
+
+class NameTaken(RegistryError):
+    """A registration refused because its name is registered already; ``holder`` is the registration that has it."""
+
+    def __init__(self, message: str, name: str, holder: OutputLayerSpec):
+        super().__init__(message)
+        self.name, self.holder = name, holder
 
 
 _NULL_WORDS = ("null", "none", "~", "")
@@ -295,10 +309,16 @@ def register_output_layer(
                 f"(e.g. {name}_{clash[0]})"
             )
         previous = _REGISTRY.get(name)
-        if previous is not None and previous.cls is not cls:
-            raise RegistryError(f"{where}: the name is already registered by {_holder(previous)}; choose another name")
+        if previous is not None and previous.cls is cls:
+            raise NameTaken(f"{where}: registered twice under the same name; register the class once", name, previous)
+        if previous is not None:
+            raise NameTaken(
+                f"{where}: the name is already registered by {_holder(previous)}; choose another name", name, previous
+            )
         if name in reserved_variants:
             raise RegistryError(f"{where}: the name is already taken by {reserved_variants[name]}; choose another name")
+        if color is not None:
+            _check_colour(where, color)
         _REGISTRY[name] = OutputLayerSpec(
             name=name,
             cls=cls,
@@ -316,6 +336,37 @@ def register_output_layer(
     return decorate
 
 
+def _check_colour(where: str, color) -> None:
+    """RegistryError unless ``color`` is a colour at least :data:`~.colours.MIN_DELTA_E` (CIEDE2000) from every
+    colour a variant has: the registered layers' and the variants of ``presets.yaml``."""
+    try:
+        colours.to_rgb(color)
+    except (ValueError, TypeError) as err:
+        raise RegistryError(f"{where}: color {err}") from None
+    taken = {f"layer {spec.name!r} ({spec.display})": spec.color for spec in _REGISTRY.values() if spec.color}
+    taken.update(reserved_colours())
+    for holder, other in taken.items():
+        distance = colours.delta_e(color, other)
+        if distance < colours.MIN_DELTA_E:
+            raise RegistryError(
+                f"{where}: color {color!r} is too close to {other!r} of {holder} (CIEDE2000 ΔE = {distance:.1f} < "
+                f"{colours.MIN_DELTA_E:g}: the two would look alike in the figures); choose a colour further from "
+                "it (docs/adding-an-output-layer.md lists the colours in use), or omit color= to get a free one"
+            )
+
+
+@functools.cache
+def reserved_colours() -> dict[str, str]:
+    """``{"presets.yaml's variant 'mos_fair'": colour}`` of the variants of ``presets.yaml`` that declare one."""
+    text = resources.files("softmax_bottleneck").joinpath("data/presets.yaml").read_text(encoding="utf-8")
+    blocks = yaml.safe_load(text).get("variants") or {}
+    return {
+        f"presets.yaml's variant {name!r} ({block.get('display', name)})": block["color"]
+        for name, block in blocks.items()
+        if isinstance(block, dict) and block.get("color")
+    }
+
+
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
     return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
 
@@ -323,38 +374,63 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
 def _load_plugins() -> None:
     """Import every entry point of :data:`ENTRY_POINT_GROUP` once (each import registers its layer).
 
-    A plug-in that fails to load is recorded in :data:`_BROKEN` with its one-line reason, never raised here:
-    only what names it fails.
+    A plug-in that fails to load is recorded in :data:`_BROKEN` with its one-line reason, never raised here (only
+    what names it fails), and what it registered before failing is withdrawn. A layer that two entry points
+    register (two plug-ins under one name, or one layer behind two entry points) is withdrawn and both are broken.
     """
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
     for entry in _entry_points():
-        before = set(_REGISTRY)
+        before = dict(_REGISTRY)
+        where = f"entry point {entry.name!r} = {entry.value!r}"
         try:
             loaded = entry.load()
         except Exception as err:  # a broken plug-in must name itself, not crash somewhere later
+            added = [name for name, spec in _REGISTRY.items() if before.get(name) is not spec]
+            _REGISTRY.clear()
+            _REGISTRY.update(before)  # nothing of a plug-in that failed half-way stays registered
+            reason = f"{where} ({ENTRY_POINT_GROUP}) failed to import: {type(err).__name__}: {err}"
+            _BROKEN[entry.name] = reason
+            for name in added:
+                _BROKEN.setdefault(name, reason)
+            holder = err.holder if isinstance(err, NameTaken) else None
+            if holder is not None and not holder.builtin and err.name not in added and err.name in _REGISTRY:
+                _withdraw(err.name, entry, f"{type(err).__name__}: {err}")
+            continue
+        if isinstance(loaded, type) and loaded.__dict__.get("registered_name") is None:
             _BROKEN[entry.name] = (
-                f"entry point {entry.name!r} = {entry.value!r} ({ENTRY_POINT_GROUP}) failed to import: "
-                f"{type(err).__name__}: {err}"
+                f"{where} names a class that is not registered; decorate it with @register_output_layer(...)"
             )
             continue
-        if isinstance(loaded, type) and getattr(loaded, "registered_name", None) is None:
-            _BROKEN[entry.name] = (
-                f"entry point {entry.name!r} = {entry.value!r} names a class that is not registered; "
-                "decorate it with @register_output_layer(...)"
-            )
-            continue
-        names = set(_REGISTRY) - before
-        if isinstance(loaded, type) and loaded.registered_name:
-            names.add(loaded.registered_name)
+        names = [name for name, spec in _REGISTRY.items() if before.get(name) is not spec]
+        if isinstance(loaded, type) and loaded.registered_name not in names:
+            names.append(loaded.registered_name)
         for name in names:
-            _ORIGINS.setdefault(name, entry)
+            if name in _ORIGINS and _ORIGINS[name] is not entry:
+                _withdraw(name, entry, f"{where} registers it too")
+            elif name in _REGISTRY:
+                _ORIGINS[name] = entry
+
+
+def _withdraw(name: str, entry: importlib.metadata.EntryPoint, why: str) -> None:
+    """Take the plug-in layer ``name`` out of the registry: ``entry`` registers it as well as its first entry point."""
+    first = _ORIGINS.get(name)
+    spec = _REGISTRY.pop(name, None)
+    holder = f"{spec.cls.__module__}.{spec.cls.__qualname__}" if spec else "?"
+    origin = f"entry point {first.name!r} = {first.value!r}" if first else f"the plug-in layer {holder}"
+    reason = (
+        f"output layer {name!r} is registered twice: by {origin} and again ({why}); which code trains under one name "
+        "must not depend on the order of installation: uninstall one of them, or rename one layer"
+    )
+    for key in (name, entry.name, *([first.name] if first else [])):
+        _BROKEN[key] = reason
 
 
 def broken_plugins() -> dict[str, str]:
-    """``{entry-point name: one-line reason}`` of the plug-ins that failed to load (empty when all load)."""
+    """``{entry-point name: one-line reason}`` of the plug-ins that failed to load (empty when all load); a layer
+    name a broken plug-in registered (or that two plug-ins register) has its entry too."""
     from . import builtin  # noqa: F401
 
     _load_plugins()

@@ -60,6 +60,10 @@ def new_figure(width: float, height: float, *, compress: bool = False) -> Figure
     return Figure(figsize=(width, height), layout=ConstrainedLayoutEngine(compress=compress))
 
 
+#: the colour of the note that an older source of a layer made some results (report/sources.py)
+STALE_COLOUR = "#c00000"
+
+
 def footnote(fig: Figure, text: str, *, color: str = "0.35") -> None:
     """A note under the panels (wrapped to the figure's width when :func:`finish` lays the figure out)."""
     if text:

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from softmax_bottleneck.report import reported
+from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.common import EPS, PPL3, one_run_per, read_runs, read_summary
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.catalog import paper_table
@@ -15,15 +15,19 @@ from softmax_bottleneck.report.tables.common import compare, order_rows
 
 
 # --------------------------------------------------------------------------------------------- the paper's layout
-def _reported_rank(value) -> str:
-    """The original papers' rank; ``N/A`` where the paper prints it (LMS-PLIF's paper reports none)."""
+def _reported_rank(row) -> str:
+    """The original papers' rank; ``N/A`` where the paper prints it (LMS-PLIF's paper reports none), ``—`` for a model
+    the paper's Table 1 does not have."""
+    value = row["rank_original_papers"]
+    if row["variant"] not in reported.paper_order("table1"):
+        return cells.MISSING
     return cells.NOT_APPLICABLE if cells.missing(value) else cells.integer(value)
 
 
 def table1_layout(table: pd.DataFrame) -> pd.DataFrame:
     """Table 1 as printed: one column per model, rows = rank and ppl difference, original papers' and ours."""
     rows = [
-        ("rank, reported in the original papers", lambda r: _reported_rank(r["rank_original_papers"])),
+        ("rank, reported in the original papers", _reported_rank),
         ("rank, ours (this paper's)", cells.both("press_rank", cells.integer)),
         ("ppl difference, reported in the original papers", lambda r: cells.two(r["ppl_diff_original_papers"])),
         ("ppl difference, ours (this paper's)", cells.both("ppl_diff", cells.two)),
@@ -71,12 +75,13 @@ def ntet_layout(table: pd.DataFrame) -> pd.DataFrame:
     "table1",
     requires=["ntet.csv"],
     caption="Table 1 (PTB): Press' rank and test-ppl gain over Softmax (Softmax − model), ET-ASGD authors' seed; MoS "
-    "rank from its NT-ASGD run as in the paper.",
+    "rank from its NT-ASGD run as in the paper; every other model of E2 (e.g. GSS, MoC, a plug-in layer) after the "
+    "paper's, with — for the paper's values.",
     layout=table1_layout,
     report="**Table 1** (PTB). Press' rank of the test log-P matrix and test-perplexity gain over the Softmax "
     "baseline (baseline ppl − model ppl) for SS, LMS-PLIF and MoS, ours next to this paper's and to the values "
-    "reported in the original papers. Runs: E2, authors' seed, ET-ASGD (the MoS rank from its NT-ASGD run, as in "
-    "the paper).",
+    "reported in the original papers, then every other model whose E2 runs exist (GSS, MoC, a plug-in layer), ours "
+    "alone. Runs: E2, authors' seed, ET-ASGD (the MoS rank from its NT-ASGD run, as in the paper).",
 )
 def table1(summary_dir) -> pd.DataFrame:
     runs = one_run_per(read_runs(summary_dir, "ntet.csv"), ["dataset", "schedule", "variant"])
@@ -88,7 +93,9 @@ def table1(summary_dir) -> pd.DataFrame:
 
     base = get("softmax", "et", "test_ppl")
     rows = []
-    for variant in reported.paper_order("table1"):  # SS, LMS-PLIF, MoS: the layers with an original paper
+    # SS, LMS-PLIF, MoS (the layers with an original paper), then every other model of E2 but the baseline
+    present = [v for v in runs["variant"].dropna().unique() if v != "softmax"]
+    for variant in variants.ordered(reported.paper_order("table1"), present):
         rank_schedule = "nt" if variant == "mos" else "et"
         rows.append(
             {

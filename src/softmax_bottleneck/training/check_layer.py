@@ -1,0 +1,109 @@
+"""``python -m softmax_bottleneck check-layer``: the conformance checks (:mod:`.conformance`) from the command line.
+
+::
+
+    check-layer NAME [NAME ...]          # the registered defaults of each layer's own hyper-parameters
+    check-layer NAME --point K=V,K=V ... # each point given (repeatable): the workflow passes every point it trains
+    check-layer NAME --stamp FILE        # also write the stamp, only when every check passes at every point
+    check-layer --all | --list
+
+Each failure prints ``check-layer: LAYER [POINT]: CHECK: what is wrong`` on stderr and the command exits with 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import torch
+
+from softmax_bottleneck.models.output_layers.registry import broken_plugins, output_layers
+from softmax_bottleneck.training.conformance import CheckResult, check_layer, parse_point, point_text, write_stamp
+
+
+def add_cli(parser) -> None:
+    parser.add_argument("names", nargs="*", metavar="NAME", help="registered output layer(s) to check")
+    parser.add_argument("--all", action="store_true", help="check every registered output layer")
+    parser.add_argument("--list", action="store_true", help="list the registered output layers (and broken plug-ins)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    parser.add_argument(
+        "--point",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE,...",
+        help="with one NAME: check at these values of the layer's own hyper-parameters instead of its registered "
+        "defaults (repeatable: every point is checked; the workflow passes every point its configuration trains)",
+    )
+    parser.add_argument(
+        "--stamp",
+        metavar="FILE",
+        help="with one NAME: write a JSON stamp (name, distribution, version, module SHA-256, the points checked) to "
+        "FILE only when every check passes at every point (the workflow checks each plug-in before training it)",
+    )
+
+
+def _list(layers: dict, broken: dict) -> int:
+    for spec in layers.values():
+        origin = "built-in" if spec.builtin else f"plug-in {spec.cls.__module__}.{spec.cls.__qualname__}"
+        print(f"{spec.name:20s} {spec.display:12s} family {spec.family:8s} {origin}")
+    for name, reason in broken.items():
+        print(f"{name:20s} {'BROKEN':12s} {reason}")
+    return 0
+
+
+def run_cli(args) -> int:
+    layers = output_layers()
+    broken = {name: reason for name, reason in broken_plugins().items() if name not in layers}
+    seen: set[str] = set()
+    broken = {n: r for n, r in broken.items() if not (r in seen or seen.add(r))}  # one line per broken plug-in
+    if args.list:
+        return _list(layers, broken)
+    names = [*layers, *broken] if args.all else args.names
+    if not names:
+        raise SystemExit("check-layer: name an output layer (or --all, --list)")
+    for option in ("stamp", "point"):
+        if getattr(args, option, None) and len(names) != 1:
+            raise SystemExit(f"check-layer: --{option} takes exactly one NAME")
+    unknown = [n for n in names if n not in layers and n not in broken]
+    if unknown:
+        raise SystemExit(f"check-layer: unknown output layer {unknown[0]!r}; registered: {', '.join(layers)}")
+    if not args.all and any(n in broken for n in names):
+        raise SystemExit(f"check-layer: {broken[next(n for n in names if n in broken)]}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("check-layer: --device cuda was asked for but CUDA is not available")
+    try:
+        points = [parse_point(names[0], text) for text in args.point] or [{}]
+    except ValueError as err:
+        raise SystemExit(f"check-layer: {err}") from None
+    package_log = logging.getLogger("softmax_bottleneck")
+    level = package_log.level
+    package_log.setLevel(logging.WARNING)  # the checks train tiny models: their progress lines are noise here
+    try:
+        failures = _run(names, layers, broken, points, args)
+    finally:
+        package_log.setLevel(level)
+    for failure in failures:
+        print(f"check-layer: {failure.where}: {failure.check}: {failure.detail}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _run(names: list[str], layers: dict, broken: dict, points: list[dict], args) -> list[CheckResult]:
+    failures = []
+    for name in names:
+        if name in broken:
+            print(f"{name}: BROKEN  {broken[name]}")
+            failures.append(CheckResult(name, "load", "fail", broken[name]))
+            continue
+        spec = layers[name]
+        results = []
+        for point in points:
+            at = f", {point_text(spec.layer_hp(point))}" if spec.hyperparameters else ""
+            print(f"{name} ({spec.cls.__module__}.{spec.cls.__qualname__}) on {args.device}{at}:")
+            for result in check_layer(name, args.device, point=point):
+                print(f"  {result.status.upper():4s}  {result.check:18s} {result.detail}")
+                results.append(result)
+        failures += [r for r in results if r.status == "fail"]
+        if getattr(args, "stamp", None) and not failures:
+            write_stamp(name, args.stamp, results, points)
+            print(f"stamp written: {args.stamp}")
+    return failures
