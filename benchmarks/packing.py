@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from softmax_bottleneck.cluster import mps  # noqa: E402
+from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402
 
 CLI = [sys.executable, "-m", "softmax_bottleneck"]
 #: the MPS variables a run must not inherit when it is meant to run without MPS
@@ -45,14 +46,18 @@ def base_env(**extra: str) -> dict[str, str]:
 
 
 def bench_row(variant: str, runs: int, args, env: dict[str, str], toy: list[str]) -> dict:
-    """One ``bench --runs K`` call: its JSON, or ``{"error": ...}``."""
-    cmd = [*CLI, "bench", "--dataset", "ptb", "--variant", variant, "--device", args.device, "--runs", str(runs),
-           "--batches", str(args.batches), "--warmup", str(args.warmup), "--valid-chunks", "1",
-           "--data", str(Path(args.data_root) / "ptb"), *toy]  # fmt: skip
+    """One ``bench --runs K`` call: its JSON (kept whole in ``--bench-dir`` for ``costs --bench``), or an error."""
+    cmd = [*CLI, "bench", "--dataset", args.dataset, "--variant", variant, "--device", args.device, "--runs",
+           str(runs), "--batches", str(args.batches), "--warmup", str(args.warmup), "--valid-chunks", "1",
+           "--data", str(Path(args.data_root) / CORPUS_DIRS[args.dataset]), *toy]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         return {"variant": variant, "runs": runs, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
     result = json.loads(proc.stdout)
+    if args.bench_dir:
+        name = f"{args.dataset}-{variant}-runs{runs}{'-mps' if result.get('mps') else ''}.json"
+        Path(args.bench_dir).mkdir(parents=True, exist_ok=True)
+        (Path(args.bench_dir) / name).write_text(proc.stdout)
     keys = ("variant", "runs", "mps", "tokens_per_second", "seconds_per_batch", "per_run_tokens_per_second",
             "peak_memory_bytes", "device_name")  # fmt: skip
     return {key: result.get(key) for key in keys}
@@ -121,7 +126,7 @@ def identity(args, toy: list[str], work: Path) -> dict:
 
 
 def markdown(rows: list[dict], same: dict | None) -> str:
-    lines = ["| PTB | runs | MPS | tokens/s (all runs) | × one run | s/batch (mean) | peak mem. (GiB) |",
+    lines = ["| model | runs | MPS | tokens/s (all runs) | × one run | s/batch (mean) | peak mem. (GiB) |",
              "|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
     alone = {r["variant"]: r["tokens_per_second"] for r in rows if r["runs"] == 1 and not r["with_mps"]
              and "error" not in r}  # fmt: skip
@@ -141,11 +146,14 @@ def markdown(rows: list[dict], same: dict | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-root", required=True, help="folder with ptb/")
+    parser.add_argument("--data-root", required=True, help="folder with ptb/ (and wikitext-2/)")
+    parser.add_argument("--dataset", default="ptb", choices=sorted(CORPUS_DIRS), help="the table's dataset")
+    parser.add_argument("--bench-dir", default=None, help="keep each bench JSON here (for costs --bench)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--softmax-runs", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8])
-    parser.add_argument("--mos-runs", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4])
+    runs = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
+    parser.add_argument("--softmax-runs", type=runs, default=[1, 2, 4, 8], help="K of the Softmax rows")
+    parser.add_argument("--mos-runs", type=runs, default=[1, 4], help="K of the MoS rows")
     parser.add_argument("--batches", type=int, default=60, help="timed batches per run (default 60)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--identity-batches", type=int, default=300)
@@ -157,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     toy = []
     if args.smoke:
         toy = ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8"]
-        args.softmax_runs, args.mos_runs, args.batches, args.warmup = [1, 2], [2], 2, 1
+        args.softmax_runs, args.mos_runs, args.batches, args.warmup = args.softmax_runs[:2], args.mos_runs[-1:], 2, 1
         args.identity_batches, args.identity_runs = 3, 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             result["identity"] = identity(args, toy, work)
     (out / "packing.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(markdown(result.get("table", []), result.get("identity")))
+    text = markdown(result.get("table", []), result.get("identity"))
+    (out / "packing.md").write_text(text + "\n")
+    print(text)
     return 0
 
 
