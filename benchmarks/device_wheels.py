@@ -22,8 +22,9 @@ from pathlib import Path
 
 KINDS = Path("/work/.library/device/KINDS.md")
 ROOTS = ("softmax-bottleneck", "snakemake")
-#: not needed on the machine: this package comes from src/ (PYTHONPATH); SLURM plugins load only under SLURM
-SKIP = {"softmax-bottleneck", "snakemake-executor-plugin-slurm", "snakemake-executor-plugin-slurm-jobstep"}
+#: not needed on the machine: this package comes from src/ (PYTHONPATH); SLURM plugins load only under SLURM; pulp
+#: (a 16 MB wheel) only for Snakemake's ILP scheduler, which smoke_workflow.py replaces by ``--scheduler greedy``
+SKIP = {"softmax-bottleneck", "snakemake-executor-plugin-slurm", "snakemake-executor-plugin-slurm-jobstep", "pulp"}
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in (17, 24, 27, 28, 31, 34)] + ["manylinux2014_x86_64"]
 
 

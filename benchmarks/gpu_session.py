@@ -91,27 +91,28 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     # the workflow's jobs on the card
     smoke_wf = py + [str(REPO / "benchmarks" / "smoke_workflow.py"), "--data-root", data, "--workdir",
                      str(Path(args.workdir).resolve()), "--cores", str(os.cpu_count() or 2)]  # fmt: skip
-    smoke_wf += ["--smoke", "--kill-after", "1"] if smoke else ["--kill-after", "20"]
-    steps.append(("smoke_gpu1", "workflow", 240, smoke_wf + ["--target", "table3", "--slots", "1", "--resources", "1",
-                                                          "--deadline", "230"]))  # fmt: skip
+    smoke_wf += ["--smoke", "--kill-after", "1"] if smoke else ["--kill-after", "5"]
+    slow = 4 if smoke else 1  # a CPU's toy runs take longer than the card's
+    first = ["--target", "table3", "--slots", "1", "--resources", "1", "--deadline", str(230 * slow)]
+    steps.append(("smoke_gpu1", "workflow", 240 * slow, smoke_wf + first))
     every = "table5" if smoke else "all"  # a CPU runs two small trainings, a card every table and figure
-    steps.append(("smoke_per_gpu2", "workflow", 330, smoke_wf + ["--target", every, "--slots", "2", "--resources", "2",
-                                                              "--deadline", "320"]))  # fmt: skip
+    then = ["--target", every, "--slots", "2", "--resources", "2", "--deadline", str(320 * slow)]
+    steps.append(("smoke_per_gpu2", "workflow", 330 * slow, smoke_wf + then))
 
     # the measurements
-    steps.append(("mps_probe", "measure", 45, py + ["-c", MPS_PROBE]))
+    steps.append(("mps_probe", "measure", 45 * slow, py + ["-c", MPS_PROBE]))
     packing = py + [str(REPO / "benchmarks" / "packing.py"), "--data-root", data, "--device", dev,
                     "--bench-dir", str(out / "bench")] + (["--smoke"] if smoke else [])  # fmt: skip
-    steps.append(("packing", "measure", 200, packing + ["--skip", "identity", "--out", str(out / "packing")]))
-    steps.append(("identity", "measure", 120, packing + ["--skip", "table", "--out", str(out / "identity")]))
+    steps.append(("packing", "measure", 200 * slow, packing + ["--skip", "identity", "--out", str(out / "packing")]))
+    steps.append(("identity", "measure", 120 * slow, packing + ["--skip", "table", "--out", str(out / "identity")]))
     profile = py + [str(REPO / "benchmarks" / "profile_step.py"), "--data-root", data, "--device", dev,
                     "--out", str(out / "profile")]  # fmt: skip
     profile += ["--steps", "2", "--warmup", "1", "--model", "ptb/softmax", *TOY] if smoke else []
-    steps.append(("profile", "measure", 100, profile))
+    steps.append(("profile", "measure", 100 * slow, profile))
     authors = py + [str(REPO / "benchmarks" / "authors_side_by_side.py"), "--kit", str(Path(args.kit).resolve()),
                     "--data-root", data, "--device", dev, "--out", str(out / "authors")]  # fmt: skip
     authors += ["--batches", "3", "--warmup", "1", *TOY, "--set", "n_experts=2"] if smoke else []
-    steps.append(("authors", "measure", 150, authors))
+    steps.append(("authors", "measure", 150 * slow, authors))
     bench_dir = out / ("bench-cost" if smoke else "bench")  # toy benches (smoke) are not the paper's models
     cost_benches = [[*cli, "bench", "--dataset", d, "--variant", v, "--device", dev, "--data",
                      str(Path(data) / CORPUS_DIRS[d]), "--valid-chunks", "1",
@@ -124,7 +125,7 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     )
     script += (f" && {' '.join(cli)} costs --benchmarks {out / 'no-benchmarks'} --config {REPO}/config/config.yaml"
                f" --bench {bench_dir}/*.json --out {out / 'costs.md'} && cat {out / 'costs.md'}")  # fmt: skip
-    steps.append(("cost", "measure", 90, ["bash", "-c", f"mkdir -p {out / 'no-benchmarks'} && {script}"]))
+    steps.append(("cost", "measure", 90 * slow, ["bash", "-c", f"mkdir -p {out / 'no-benchmarks'} && {script}"]))
 
     # the first session's steps (their results are in BENCHMARKS.md)
     batches, warmup, chunks = ("2", "1", "1") if smoke else ("100", "10", "20")

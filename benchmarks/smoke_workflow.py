@@ -3,12 +3,13 @@
 Runs ``snakemake TARGET --cores C --resources gpu=N`` on ``config/gpu-smoke.yaml`` (``--smoke``:
 ``config/small.yaml``, which a CPU runs in minutes) in ``--workdir``, with ``SOFTMAX_BOTTLENECK_GPU_SLOTS=K`` (the
 lease's jobs per card; MPS under K > 1) and the lease's lock directory inside the workdir. Once a training job's
-trainer has run ``--kill-after`` seconds it gets SIGTERM, as a pre-emption would send (it saves its resume state
-and exits; Snakemake, with ``--keep-going``, finishes the other jobs and fails); then the same command runs again
-and must resume that run and finish. Reports, as JSON (``<workdir>/smoke.json``, and printed last): the wall
-time of each run, the killed run and whether its log says it resumed, the MPS lines of the lease, the training
-and analysis jobs done, and whether every table and figure of the target exists. ``--deadline`` stops
-Snakemake (SIGTERM: its jobs save their state) and reports what was done::
+trainer has logged its first batches and run ``--kill-after`` seconds more, it gets SIGTERM, as a pre-emption
+would send (it saves its resume state and exits; Snakemake, with ``--keep-going``, finishes the other jobs and
+fails); then the same command runs again and must resume that run and finish. Reports, as JSON
+(``<workdir>/smoke.json``, and printed last): the wall time of each run, the killed run and whether its log says
+it resumed, the MPS lines of the lease, the training and analysis jobs done, and whether every table and figure
+of the target exists. ``--deadline`` stops Snakemake (SIGTERM: its jobs save their state) and reports what was
+done::
 
     python benchmarks/smoke_workflow.py --data-root ../shared/data --workdir /tmp/smoke --target table3 \\
         --slots 1 --resources 1
@@ -64,12 +65,15 @@ def run_snakemake(cmd: list[str], env: dict, workdir: Path, deadline: float, kil
             break
         if kill_after is not None and killed is None:
             for pid in trainers(workdir):
-                seen.setdefault(pid, now)
-                if now - seen[pid] >= kill_after:
-                    out = next((a for a in _cmdline(pid) if "results/runs/" in a), None)
-                    os.kill(pid, signal.SIGTERM)
-                    killed = {"pid": pid, "run": out, "after_s": now - seen[pid]}
-                    break
+                run = next((a for a in _cmdline(pid) if a.startswith("results/runs/")), None)
+                log_file = workdir / "logs" / "train" / f"{run[len('results/runs/') :]}.log" if run else None
+                training = log_file is not None and log_file.exists() and " batches |" in log_file.read_text()
+                if training:  # past its first logged batches: a kill now interrupts training itself
+                    seen.setdefault(pid, now)
+                    if now - seen[pid] >= kill_after:
+                        os.kill(pid, signal.SIGTERM)
+                        killed = {"pid": pid, "run": run, "log": str(log_file), "after_s": now - seen[pid]}
+                        break
         time.sleep(0.5)
     log.close()
     return {"cmd": " ".join(cmd), "rc": proc.returncode, "seconds": time.monotonic() - started, "killed": killed,
@@ -116,10 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     logs = sorted((workdir / "logs" / "train").rglob("*.log")) if (workdir / "logs" / "train").is_dir() else []
     killed = first["killed"]
     resumed = None
-    if killed and killed["run"]:
-        rel = Path(killed["run"]).relative_to("results/runs") if not Path(killed["run"]).is_absolute() else None
-        log_file = workdir / "logs" / "train" / f"{rel}.log" if rel else None
-        text = log_file.read_text(errors="replace") if log_file and log_file.exists() else ""
+    if killed:
+        text = Path(killed["log"]).read_text(errors="replace") if Path(killed["log"]).exists() else ""
         resumed = "resumed from" in text
     mps_lines = sorted({line.split("] ")[-1][:160] for f in logs for line in f.read_text(errors="replace").splitlines()
                         if "MPS" in line})  # fmt: skip
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "config": str(config.relative_to(REPO)), "target": args.target, "slots": args.slots,
         "resources": args.resources, "runs": runs, "killed": killed, "killed_run_resumed": resumed,
-        "models_trained": len(list((workdir / "results" / "runs").rglob("model.pt"))),
+        "models_trained": sum(".resume" not in p.parts for p in (workdir / "results" / "runs").rglob("model.pt")),
         "ranks": len(list((workdir / "results" / "runs").rglob("rank-*.json"))),
         "tables_md": len(list((reports / "tables").glob("*.md"))) if (reports / "tables").is_dir() else 0,
         "figures_png": len(list((reports / "figures").glob("*.png"))) if (reports / "figures").is_dir() else 0,
