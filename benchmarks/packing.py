@@ -126,8 +126,8 @@ def identity(args, toy: list[str], work: Path) -> dict:
 
 
 def markdown(rows: list[dict], same: dict | None) -> str:
-    lines = ["| model | runs | MPS | tokens/s (all runs) | × one run | s/batch (mean) | peak mem. (GiB) |",
-             "|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+    head = "| model | runs | MPS | tokens/s (all runs) | × one run | s/batch (mean) | peak mem. (GiB) |"
+    lines = [head, "|---|---:|---|---:|---:|---:|---:|"] if rows else []
     alone = {r["variant"]: r["tokens_per_second"] for r in rows if r["runs"] == 1 and not r["with_mps"]
              and "error" not in r}  # fmt: skip
     for r in rows:
@@ -138,10 +138,10 @@ def markdown(rows: list[dict], same: dict | None) -> str:
         lines.append(f"| {r['variant']} | {r['runs']} | {r['mps']} | {r['tokens_per_second']:,.0f} | {gain} | "
                      f"{r['seconds_per_batch']:.4f} | {r['peak_memory_bytes'] / 2**30:.2f} |")  # fmt: skip
     if same:
-        lines += ["", f"Bit-identity ({same['batches']} batches, seeds {same['seeds']}): "
+        lines += ["" if lines else None, f"Bit-identity ({same['batches']} batches, seeds {same['seeds']}): "
                   + ", ".join(f"seed {r['seed']}: {r.get('identical', r.get('error'))}" for r in same["runs"])
                   + f"; all identical: {same['all_identical']}"]  # fmt: skip
-    return "\n".join(lines)
+    return "\n".join(line for line in lines if line is not None)
 
 
 def main(argv: list[str] | None = None) -> int:
