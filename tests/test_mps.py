@@ -56,6 +56,7 @@ CONTROL = textwrap.dedent(
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         open(pidfile + ".tmp", "w").write(str(proc.pid))
         os.replace(pidfile + ".tmp", pidfile)
+        open(os.path.join(pipe, "control"), "w").close()  # NVIDIA's daemon listens on the socket <pipe>/control
         note(event="start", pipe=pipe, log=os.environ.get("CUDA_MPS_LOG_DIRECTORY"),
              cuda=os.environ.get("CUDA_VISIBLE_DEVICES"), pid=proc.pid)
         sys.exit(0)
@@ -68,6 +69,7 @@ CONTROL = textwrap.dedent(
         while daemon_pid():
             time.sleep(0.02)
         os.remove(pidfile)
+        os.remove(os.path.join(pipe, "control"))
         note(event="quit", pipe=pipe, pid=pid)
     elif command != "get_server_list":
         sys.exit(1)
@@ -164,7 +166,7 @@ def test_the_first_job_on_a_card_starts_its_daemon_and_the_last_stops_it_across_
     (quit_,) = card.wait_events("quit", 1)
     assert quit_["pid"] == start["pid"]
     _wait_gone(start["pid"])
-    assert not (jobs.lock_dir / "mps" / "gpu0" / "pipe" / "control.pid").exists()
+    assert not (jobs.lock_dir / "mps" / "gpu0" / "pipe" / "control").exists()
 
 
 def test_a_killed_job_neither_keeps_the_daemon_alive_nor_stops_it_under_the_others(jobs, card):

@@ -7,7 +7,8 @@ launches its own kernels, so a packed run computes what it computes alone.
 What the lease does, per card ``g`` (all files under the lease's own lock directory, node-local and the user's):
 
 * **join** (after taking a slot of card ``g``): under ``gpu<g>.mps.lock`` (an exclusive ``flock``), ask the card's
-  daemon whether it is there (``get_server_list`` on its control pipe); if not, start it as the user:
+  daemon whether it is there (its socket ``<pipe>/control`` exists and ``get_server_list`` answers); if not, start
+  it as the user:
   ``nvidia-cuda-mps-control -d`` with ``CUDA_VISIBLE_DEVICES=<the card's UUID>``, ``CUDA_MPS_PIPE_DIRECTORY=
   <lock dir>/mps/gpu<g>/pipe`` and ``CUDA_MPS_LOG_DIRECTORY=<lock dir>/mps/gpu<g>/log``, and a detached
   watcher (below). The job then runs with the same two directories and ``CUDA_VISIBLE_DEVICES=<UUID>``: a daemon
@@ -110,7 +111,9 @@ def _control(daemon: Daemon, command: str | None = None, timeout: float = 30) ->
 
 
 def running(daemon: Daemon) -> bool:
-    """The card's daemon answers on its control pipe (``get_server_list`` exits 0)."""
+    """The card's daemon is there: its socket ``<pipe>/control`` exists and answers (``get_server_list`` exits 0)."""
+    if not (daemon.root / "pipe" / "control").exists():
+        return False
     try:
         return _control(daemon, "get_server_list", timeout=15).returncode == 0
     except (OSError, subprocess.SubprocessError):
@@ -169,8 +172,11 @@ def join(lock_dir: Path, gpu: int, uuids: dict[int, str] | None = None) -> Daemo
         reason = f"{CONTROL} not found"
     else:
         uuid = (gpu_uuids() if uuids is None else uuids).get(gpu)
+        socket = lock_dir / "mps" / f"gpu{gpu}" / "pipe" / "control"
         if uuid is None:
             reason = f"no UUID for GPU {gpu} from nvidia-smi --query-gpu=index,uuid"
+        elif len(str(socket).encode()) > 100:  # a UNIX socket's path holds at most 107 bytes
+            reason = f"the path of its socket {socket} is too long; choose a shorter --lock-dir"
         else:
             daemon = Daemon(gpu, uuid, lock_dir / "mps" / f"gpu{gpu}")
             with card_lock(lock_dir, gpu):
