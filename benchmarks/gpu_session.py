@@ -43,6 +43,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -201,11 +202,17 @@ def main(argv=None) -> int:
         with open(out / f"{name}.log", "w") as log:
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                    start_new_session=True)  # fmt: skip
             try:
-                proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                      timeout=min(limit, left))  # fmt: skip
-                rc = str(proc.returncode)
-            except subprocess.TimeoutExpired:
+                rc = str(proc.wait(timeout=min(limit, left)))
+            except subprocess.TimeoutExpired:  # the step and every process it started (benches, trainings)
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
                 rc = "timeout"
         seconds = time.monotonic() - t0
         lines = (out / f"{name}.log").read_text(errors="replace").splitlines()
