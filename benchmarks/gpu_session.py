@@ -1,31 +1,49 @@
-"""Everything BENCHMARKS.md asks of a lent GPU, in one call with a deadline: checks first, then timings.
+"""Everything a lent GPU is wanted for, in one call with a deadline: steps in order of value, each with its limit.
 
-Steps, in order of value (a step that cannot finish before ``--deadline`` is skipped, not started):
+``--part`` chooses the steps (comma-separated, run in this order; default ``workflow,measure``):
 
-1. ``env``: torch, CUDA, cuDNN, the card (``nvidia-smi``).
-2. ``tests``: the suite's CUDA tests (``pytest -m gpu``): DropConnect on CUDA, capturable ASGD, a CUDA run killed
-   and resumed, the CUDA rank path, the loss paths, conformance.
-3. ``bench_<dataset>_<variant>``: seconds per epoch at the paper's hyper-parameters (``bench``), SGD steps, on the
-   real corpus; one ASGD row and one row of 4 runs sharing the card.
-4. ``analysis_<dataset>``: a paper-size Softmax trained one tiny epoch on the device, then ``analyze --rows full``
-   (the whole test set; the weights do not change the cost).
+* ``install``: always first when ``--wheels DIR`` is given: ``pip install --no-index --no-deps --target`` of the
+  wheels ``benchmarks/device_wheels.py`` fetched (Snakemake and what the machine lacks), put on ``PYTHONPATH``.
+* ``env``: torch, CUDA, cuDNN, the card.
+* ``workflow``: the workflow's own jobs on the card (``benchmarks/smoke_workflow.py``, ``config/gpu-smoke.yaml``):
+  ``smoke_gpu1``: ``table3`` (4 trainings, their analyses, the table) under ``--resources gpu=1``, one training
+  killed and resumed by the next ``snakemake``; ``smoke_per_gpu2``: then every table and figure (``all``) in the
+  same folder with ``SOFTMAX_BOTTLENECK_GPU_SLOTS=2 --resources gpu=2`` (MPS), again one training killed and
+  resumed. The estimate (config/gpu-smoke.yaml) is over the limit: the step reports how far it got.
+* ``measure``: ``mps_probe`` (the control binary, a daemon started and stopped by the lease's code);
+  ``packing`` (``benchmarks/packing.py``: aggregate tokens/s of 1, 2, 4, 8 PTB Softmax and 1, 4 PTB MoS runs on
+  the card, without and with MPS); ``identity`` (4 packed PTB Softmax runs through ``gpu-lease --per-gpu 4``,
+  each bit-identical to its solo run after 300 batches); ``profile`` (``benchmarks/profile_step.py``: 50 steps
+  of PTB Softmax, PTB MoS, WT2 MoS under ``torch.profiler``); ``authors`` (``benchmarks/authors_side_by_side.py``:
+  the KIT's ``main.py`` and ``train`` on 200 batches of PTB Softmax and MoS); ``cost`` (WT2 Softmax and MoS
+  ``bench``, then ``costs --bench`` over every bench file: the study's device-hours on this card, each model at
+  its cheapest measured packing).
+* ``legacy``: the steps of the first session on a card (``pytest -m gpu``, ``bench`` of six models, ``analyze
+  --rows full`` of PTB and WT2), already in BENCHMARKS.md.
 
-Each step's output is ``<out>/<step>.log`` (JSON rows as ``<step>.json``); a table of steps, return codes and
-seconds is printed last. ``--smoke`` runs the same steps at toy sizes on any device, to check the script itself.
-A machine without a package index needs jsonschema's wheels carried along
-(``pip download jsonschema -d WHEELS --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64``,
-then ``pip install --no-index --find-links WHEELS jsonschema`` there)::
+A step that cannot finish before ``--deadline`` is skipped, not started. Each step's output is
+``<out>/<step>.log`` (a JSON answer as ``<step>.json``); a table of steps, return codes and seconds, then the
+steps' Markdown tables are printed last. What the card's machine needs carried in the working tree (ignored by
+git, the device tool's ``carry``): the data (``benchmarks/data``: ptb/, wikitext-2/, word-sim/ of the mirror),
+the KIT (``benchmarks/kit``: ``git archive`` of quettabit/awd-lstm-lmkit's ``*.py``) and the wheels
+(``benchmarks/wheels``: ``python benchmarks/device_wheels.py``). ``--smoke`` runs every step at toy sizes on any
+device (the workflow on ``config/small.yaml``), to check the script::
 
-    python benchmarks/gpu_session.py --data-root ../shared/data --out /tmp/gpu --device cuda --deadline 540
+    python benchmarks/gpu_session.py --data-root benchmarks/data --wheels benchmarks/wheels --part measure \\
+        --out $OUT --deadline 540
+    python benchmarks/gpu_session.py --data-root benchmarks/data --wheels benchmarks/wheels --part workflow \\
+        --out $OUT --deadline 540
     python benchmarks/gpu_session.py --data-root ../shared/data --out /tmp/gpu --device cpu --smoke
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,71 +55,143 @@ from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402  (data
 
 GPU_TEST_FILES = ["test_weight_drop.py", "test_step.py", "test_training.py", "test_analysis_cli.py",
                   "test_conformance.py", "test_loss_path.py", "test_rank.py"]  # fmt: skip
+PARTS = ("workflow", "measure", "legacy")
+TOY = ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8"]
+MPS_PROBE = """
+import json, shutil, subprocess, sys, tempfile
+from pathlib import Path
+from softmax_bottleneck.cluster import mps
+found = {"control": shutil.which(mps.CONTROL), "uuids": mps.gpu_uuids()}
+if found["control"] and 0 in found["uuids"]:
+    lock = Path(tempfile.mkdtemp(prefix="mps-probe-"))
+    d = mps.Daemon(0, found["uuids"][0], lock / "mps" / "gpu0")
+    (d.root / "pipe").mkdir(parents=True)
+    before = mps._control(d, "get_server_list")  # no daemon yet: must fail
+    found["query_without_daemon"] = [before.returncode, (before.stdout + before.stderr).strip()[:200]]
+    daemon = mps.join(lock, 0, found["uuids"])
+    found["started"] = daemon is not None and mps.running(daemon)
+    found["stopped"] = daemon is not None and mps.leave(lock, daemon) and not mps.running(daemon)
+print(json.dumps(found))
+"""
 
 
-def steps(args) -> list[tuple[str, list[str], int]]:
-    """(name, command, time limit in seconds), in the order they run."""
+def plan(args) -> list[tuple[str, str, int, list[str]]]:
+    """(name, part, time limit in seconds, command), in the order they run."""
     py = [sys.executable]
     cli = py + ["-m", "softmax_bottleneck"]
-    batches, warmup, chunks = ("2", "1", "1") if args.smoke else ("100", "10", "20")
-    out = Path(args.out)
+    out, data, dev, smoke = Path(args.out), str(Path(args.data_root).resolve()), args.device, args.smoke
+    steps: list[tuple[str, str, int, list[str]]] = []
     env_probe = (
         "import torch, json; c = torch.cuda.is_available(); print(json.dumps({'torch': torch.__version__, "
         "'cuda': torch.version.cuda, 'cudnn': torch.backends.cudnn.version(), 'device': "
         "torch.cuda.get_device_name() if c else None, 'memory_gib': "
         "torch.cuda.get_device_properties(0).total_memory / 2**30 if c else None}))"
     )
-    plan = [("env", py + ["-c", env_probe], 60)]
+    steps.append(("env", "env", 60, py + ["-c", env_probe]))
+
+    # the workflow's jobs on the card
+    smoke_wf = py + [str(REPO / "benchmarks" / "smoke_workflow.py"), "--data-root", data, "--workdir",
+                     str(Path(args.workdir).resolve()), "--cores", str(os.cpu_count() or 2)]  # fmt: skip
+    smoke_wf += ["--smoke", "--kill-after", "1"] if smoke else ["--kill-after", "5"]
+    slow = 4 if smoke else 1  # a CPU's toy runs take longer than the card's
+    first = ["--target", "table3", "--slots", "1", "--resources", "1", "--deadline", str(230 * slow)]
+    steps.append(("smoke_gpu1", "workflow", 240 * slow, smoke_wf + first))
+    every = "table5" if smoke else "all"  # a CPU runs two small trainings, a card every table and figure
+    then = ["--target", every, "--slots", "2", "--resources", "2", "--deadline", str(320 * slow)]
+    steps.append(("smoke_per_gpu2", "workflow", 330 * slow, smoke_wf + then))
+
+    # the measurements
+    steps.append(("mps_probe", "measure", 45 * slow, py + ["-c", MPS_PROBE]))
+    packing = py + [str(REPO / "benchmarks" / "packing.py"), "--data-root", data, "--device", dev,
+                    "--bench-dir", str(out / "bench")] + (["--smoke"] if smoke else [])  # fmt: skip
+    steps.append(("packing", "measure", 200 * slow, packing + ["--skip", "identity", "--out", str(out / "packing")]))
+    steps.append(("identity", "measure", 120 * slow, packing + ["--skip", "table", "--out", str(out / "identity")]))
+    profile = py + [str(REPO / "benchmarks" / "profile_step.py"), "--data-root", data, "--device", dev,
+                    "--out", str(out / "profile")]  # fmt: skip
+    profile += ["--steps", "2", "--warmup", "1", "--model", "ptb/softmax", *TOY] if smoke else []
+    steps.append(("profile", "measure", 100 * slow, profile))
+    authors = py + [str(REPO / "benchmarks" / "authors_side_by_side.py"), "--kit", str(Path(args.kit).resolve()),
+                    "--data-root", data, "--device", dev, "--out", str(out / "authors")]  # fmt: skip
+    authors += ["--batches", "3", "--warmup", "1", *TOY, "--set", "n_experts=2"] if smoke else []
+    steps.append(("authors", "measure", 150 * slow, authors))
+    bench_dir = out / ("bench-cost" if smoke else "bench")  # toy benches (smoke) are not the paper's models
+    cost_benches = [[*cli, "bench", "--dataset", d, "--variant", v, "--device", dev, "--data",
+                     str(Path(data) / CORPUS_DIRS[d]), "--valid-chunks", "1",
+                     *(["--batches", "1", "--warmup", "1"] if smoke else ["--batches", "60", "--warmup", "10"])]
+                    for d, v in ([("ptb", "softmax"), ("ptb", "mos")] if smoke else []) + [("wt2", "softmax"),
+                                                                                           ("wt2", "mos")]]  # fmt: skip
+    script = f"mkdir -p {bench_dir} && " + " && ".join(
+        f"{' '.join(c)} > {bench_dir}/{c[c.index('--dataset') + 1]}-{c[c.index('--variant') + 1]}-cost.json"
+        for c in cost_benches
+    )
+    script += (f" && {' '.join(cli)} costs --benchmarks {out / 'no-benchmarks'} --config {REPO}/config/config.yaml"
+               f" --bench {bench_dir}/*.json --out {out / 'costs.md'} && cat {out / 'costs.md'}")  # fmt: skip
+    cost = ["bash", "-c", f"mkdir -p {out / 'no-benchmarks'} && {script}"]
+    steps.append(("cost", "measure", 90 * slow * slow // 2, cost))  # paper-size benches: minutes on a CPU
+
+    # the first session's steps (their results are in BENCHMARKS.md)
+    batches, warmup, chunks = ("2", "1", "1") if smoke else ("100", "10", "20")
     pytest = py + ["-m", "pytest", "-m", "gpu", "-o", "addopts=-ra", "-p", "no:cacheprovider", "-n", "4",
                    "--dist", "loadgroup", f"--junitxml={out / 'tests.xml'}"]  # fmt: skip
-    plan.append(("tests", pytest + [str(REPO / "tests" / f) for f in GPU_TEST_FILES], 200))
+    steps.append(("tests", "legacy", 200, pytest + [str(REPO / "tests" / f) for f in GPU_TEST_FILES]))
+    for d in ("ptb", "wt2"):
+        for v in ("softmax", "mos", "lms_plif"):
+            steps.append((f"bench_{d}_{v}", "legacy", 90, cli + ["bench", "--dataset", d, "--variant", v, "--device",
+                          dev, "--data", str(Path(data) / CORPUS_DIRS[d]), "--batches", batches, "--warmup", warmup,
+                          "--valid-chunks", chunks]))  # fmt: skip
+        run = out / f"model-{d}"
+        tiny = "--set epochs=1 --set train_tokens=2000 --set valid_tokens=2000 --set test_tokens=2000"
+        tiny += " " + " ".join(TOY) if smoke else ""
+        train = f"{' '.join(cli)} train --dataset {d} --variant softmax --out {run} --data {data}/{CORPUS_DIRS[d]} " \
+                f"--device {dev} {tiny}"  # fmt: skip
+        analyze = f"{' '.join(cli)} analyze --checkpoint {run}/model.pt --data {data}/{CORPUS_DIRS[d]} --rows " \
+                  f"{'3000' if smoke else 'full'} --out-json {out}/rank-{d}.json --device {dev} " \
+                  "--memory-budget-gb 60"  # fmt: skip
+        steps.append((f"analysis_{d}", "legacy", 150 if d == "ptb" else 330, ["bash", "-c", f"{train} && {analyze}"]))
+    return steps
 
-    def bench(dataset: str, variant: str, *extra: str) -> list[str]:
-        return cli + ["bench", "--dataset", dataset, "--variant", variant, "--device", args.device,
-                      "--data", str(Path(args.data_root) / CORPUS_DIRS[dataset]), "--batches", batches,
-                      "--warmup", warmup, "--valid-chunks", chunks, *extra]  # fmt: skip
 
-    def analysis(dataset: str) -> list[str]:
-        run = out / f"model-{dataset}"
-        data = str(Path(args.data_root) / CORPUS_DIRS[dataset])
-        tiny = ["--set", "epochs=1", "--set", "train_tokens=2000", "--set", "valid_tokens=2000",
-                "--set", "test_tokens=2000"]  # fmt: skip
-        if args.smoke:
-            tiny += ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8"]
-        train = cli + ["train", "--dataset", dataset, "--variant", "softmax", "--out", str(run), "--data", data,
-                       "--device", args.device, *tiny]  # fmt: skip
-        analyze = cli + ["analyze", "--checkpoint", str(run / "model.pt"), "--data", data,
-                         "--rows", "3000" if args.smoke else "full", "--out-json", str(out / f"rank-{dataset}.json"),
-                         "--device", args.device, "--memory-budget-gb", "60"]  # fmt: skip
-        timed = ["/usr/bin/time", "-v"] if shutil.which("/usr/bin/time") else []
-        return ["bash", "-c", " ".join(train) + " && " + " ".join(timed + analyze)]
-
-    for variant in ("softmax", "mos", "lms_plif"):
-        plan.append((f"bench_ptb_{variant}", bench("ptb", variant), 90))
-    plan.append(("analysis_ptb", analysis("ptb"), 150))
-    for variant in ("softmax", "mos", "lms_plif"):
-        plan.append((f"bench_wt2_{variant}", bench("wt2", variant), 90))
-    plan.append(("analysis_wt2", analysis("wt2"), 330))
-    plan.append(("bench_ptb_softmax_asgd", bench("ptb", "softmax", "--phase", "asgd"), 90))
-    plan.append(("bench_ptb_softmax_runs4", bench("ptb", "softmax", "--runs", "4"), 120))
-    return plan
+def install(wheels: Path, site: Path) -> tuple[str, float, str]:
+    """The carried wheels into ``site`` (no index, no dependencies resolved: the folder holds them all)."""
+    start = time.monotonic()
+    files = sorted(glob.glob(str(wheels / "*.whl")))
+    if not files:
+        return "skipped", 0.0, f"no wheels in {wheels}"
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+           "--no-cache-dir", "--upgrade", "--target", str(site), *files]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    last = (proc.stdout + proc.stderr).strip().splitlines()
+    return str(proc.returncode), time.monotonic() - start, (last[-1] if last else f"{len(files)} wheels")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpu-session"), help="folder for logs")
-    parser.add_argument("--data-root", required=True, help="folder with ptb/ and wikitext-2/")
+    parser.add_argument("--data-root", required=True, help="folder with ptb/, wikitext-2/ and word-sim/")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--deadline", type=float, default=540, help="seconds from start; later steps are skipped")
-    parser.add_argument("--only", default=None, help="comma-separated step names to run (default: all)")
+    parser.add_argument("--part", default="workflow,measure", help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--only", default=None, help="comma-separated step names to run (default: all of --part)")
+    parser.add_argument("--wheels", default=None, help="folder of wheels to install first (device_wheels.py)")
+    parser.add_argument("--kit", default=str(REPO / "benchmarks" / "kit"), help="the KIT's files (authors step)")
+    parser.add_argument("--workdir", default="/tmp/gpu-smoke-workflow", help="the smoke workflow's folder")
     parser.add_argument("--smoke", action="store_true", help="toy sizes, to check the script on any device")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SOFTMAX_BOTTLENECK_SHARED_DATA": str(args.data_root)}
+    paths = [str(REPO / "src")]
     start = time.monotonic()
     rows = []
-    for name, cmd, limit in steps(args):
+    if args.wheels:
+        site = Path("/tmp/gpu-session-site")
+        rc, seconds, last = install(Path(args.wheels), site)
+        rows.append(("install", rc, seconds, last))
+        paths.append(str(site))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "SOFTMAX_BOTTLENECK_SHARED_DATA": args.data_root,
+           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    parts = ["env", *args.part.split(",")]
+    steps = [s for part in parts for s in plan(args) if s[1] == part]
+    for name, _part, limit, cmd in steps:
         if args.only and name not in args.only.split(","):
             continue
         left = args.deadline - (time.monotonic() - start)
@@ -112,33 +202,47 @@ def main(argv=None) -> int:
         with open(out / f"{name}.log", "w") as log:
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                    start_new_session=True)  # fmt: skip
             try:
-                proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                      timeout=min(limit, left))  # fmt: skip
-                rc = str(proc.returncode)
-            except subprocess.TimeoutExpired:
+                rc = str(proc.wait(timeout=min(limit, left)))
+            except subprocess.TimeoutExpired:  # the step and every process it started (benches, trainings)
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
                 rc = "timeout"
         seconds = time.monotonic() - t0
         lines = (out / f"{name}.log").read_text(errors="replace").splitlines()
         text = "\n".join(lines)
-        if "\n{" in text:  # the command's JSON answer (bench prints one object)
-            found, _ = json.JSONDecoder().raw_decode(text[text.index("\n{") + 1 :])
-            (out / f"{name}.json").write_text(json.dumps(found, indent=1) + "\n")
+        if "\n{" in text:  # the command's JSON answer (bench and the probes print one object)
+            try:
+                found, _ = json.JSONDecoder().raw_decode(text[text.index("\n{") + 1 :])
+                (out / f"{name}.json").write_text(json.dumps(found, indent=1) + "\n")
+            except json.JSONDecodeError:
+                pass
         rows.append((name, rc, seconds, lines[-1][:150] if lines else ""))
         print(f"{name}: rc {rc}, {seconds:.0f} s", flush=True)
     print("\n| step | rc | s | last line |\n|---|---|---:|---|")
     for name, rc, seconds, last in rows:
         print(f"| {name} | {rc} | {seconds:.0f} | {last} |")
-    for name in (row[0] for row in rows if row[0].startswith("bench_")):
-        path = out / f"{name}.json"
+    for table in ("packing/packing.md", "identity/packing.md", "profile/profile.md", "costs.md"):
+        path = out / table
         if path.exists():
-            row = json.loads(path.read_text())
-            keys = ("seconds_per_batch", "tokens_per_second", "projected_seconds_per_epoch", "peak_memory_bytes")
-            print(name, {k: row.get(k) for k in keys})
-    for dataset in CORPUS_DIRS:
-        path = out / f"rank-{dataset}.json"
-        if path.exists():
-            print(dataset, path.read_text()[:600])
+            print(f"\n{table}:\n{path.read_text()[:2500]}")
+    for name in ("smoke_gpu1", "smoke_per_gpu2", "mps_probe", "authors"):
+        path = out / f"{name}.log"
+        if path.exists() and name.startswith(("mps", "authors")):
+            tail = path.read_text(errors="replace").splitlines()[-(1 if name == "mps_probe" else 4) :]
+            print(f"\n{name}:", "\n".join(tail))
+        elif (out / f"{name}.json").exists():
+            keep = ("finished", "seconds", "killed_run_resumed", "models_trained", "tables_md", "figures_png")
+            found = json.loads((out / f"{name}.json").read_text())
+            print(f"\n{name}:", {k: found.get(k) for k in keep})
+    if shutil.which("nvidia-smi") and not args.smoke:
+        subprocess.run(["nvidia-smi", "--query-gpu=name,memory.used,compute_mode", "--format=csv"])
     return 0
 
 

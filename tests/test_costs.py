@@ -294,6 +294,29 @@ def test_runs_sharing_a_device_cost_their_share(tmp_path):
     assert packed["gpu_hours"].iloc[0] == pytest.approx(8 * 10 * 120.0 / 3600 / 4)
 
 
+def test_each_model_takes_its_cheapest_packing_and_says_which(tmp_path):
+    """Files of 1, 4 (alone and under MPS) runs sharing the device: a run costs its seconds / K device-seconds; the
+    projection takes the cheapest per model, names it in ``time_of``, and mixes packings across models."""
+    from softmax_bottleneck.report.bench_speeds import BenchFileError, load_speeds
+
+    files = [_bench_json(tmp_path / "one.json", seconds=90.0),
+             _bench_json(tmp_path / "four.json", seconds=300.0, runs=4),  # 75 device-seconds
+             _bench_json(tmp_path / "four-mps.json", seconds=150.0, runs=4, mps=True),  # 37.5: the cheapest
+             _bench_json(tmp_path / "mos.json", variant="mos", seconds=200.0)]  # fmt: skip
+    speeds = load_speeds(files)
+    runs = [{"experiment": "x", "dataset": "ptb", "variant": v, "schedule": "et", "runs": 8, "epochs": 10}
+            for v in ("softmax", "mos")]  # fmt: skip
+    proj = costs.project_training(runs, speeds).set_index("variant")
+    assert proj.loc["softmax", "s_per_epoch"] == 150.0
+    assert proj.loc["softmax", "time_of"] == "(sgd steps only) 4 per device under MPS"
+    assert proj.loc["softmax", "gpu_hours"] == pytest.approx(8 * 10 * 150.0 / 4 / 3600)
+    assert proj.loc["mos", "gpu_hours"] == pytest.approx(8 * 10 * 200.0 / 3600)
+    assert proj.loc["mos", "time_of"] == "(sgd steps only)"
+    assert "runs packed 4 per device" in costs._total_line(1.0, speeds)
+    with pytest.raises(BenchFileError, match="a second measurement of ptb/softmax \\(sgd, 4 runs per device\\)"):
+        load_speeds([files[1], _bench_json(tmp_path / "again.json", seconds=310.0, runs=4)])
+
+
 BAD_BENCH = {
     "overrides": ({"overrides": {"lr": 1.0}}, "measured with --set lr=1.0, not at the paper's hyper-parameters"),
     "variant": ({"variant": "sofmax"}, "unknown variant 'sofmax'"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from softmax_bottleneck.cluster import gpu_lease
+from softmax_bottleneck.cluster import gpu_lease, mps
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the lease uses fcntl.flock and prctl (Linux)")
 
@@ -27,7 +27,8 @@ JOB = textwrap.dedent(
         sys.exit(3)
     signal.signal(signal.SIGTERM, on_term)
     record = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
-              "lease": os.environ.get("SOFTMAX_BOTTLENECK_GPU_LEASE")}
+              "lease": os.environ.get("SOFTMAX_BOTTLENECK_GPU_LEASE"),
+              "mps": os.environ.get("CUDA_MPS_PIPE_DIRECTORY")}
     tmp = os.path.join(out, name + ".tmp")
     open(tmp, "w").write(json.dumps(record))
     os.replace(tmp, os.path.join(out, name + ".json"))
@@ -43,6 +44,7 @@ def _env(**extra: str) -> dict[str, str]:
     env.pop(gpu_lease.ENV_GPUS, None)
     env.pop(gpu_lease.ENV_LOCK_DIR, None)
     env.pop(gpu_lease.ENV_SLOTS, None)
+    env[mps.ENV_MPS] = "off"  # never a real MPS daemon from these tests (tests/test_mps.py uses a stand-in)
     env.update(extra)
     return env
 

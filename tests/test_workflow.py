@@ -37,6 +37,7 @@ BIN = Path(sys.executable).parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PAPER_CONFIG = ROOT / "config" / "config.yaml"
 SMALL_CONFIG = ROOT / "config" / "small.yaml"
+GPU_SMOKE_CONFIG = ROOT / "config" / "gpu-smoke.yaml"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 MIRROR = ROOT.parent / "shared" / "data"
 
@@ -98,7 +99,7 @@ def test_shipped_configs_are_complete():
     """Every key the schema knows is set in both shipped files (a user copies one of them), but a user's own
     sweeps."""
     schema = load(SCHEMA)
-    for path in (PAPER_CONFIG, SMALL_CONFIG):
+    for path in (PAPER_CONFIG, SMALL_CONFIG, GPU_SMOKE_CONFIG):
         config = load(path)
         assert set(schema["required"]) <= set(config), path
         assert set(schema["properties"]) - USER_KEYS == set(config), path
@@ -174,6 +175,24 @@ def test_small_dry_run(tmp_path):
     counts = planned_jobs(result)
     assert counts["train"] == SMALL_TRAIN_JOBS
     assert f"note: {run.dir}: trained with an older source of {run.variant} (kept, never retrained" in result.stderr
+
+
+def test_gpu_smoke_dry_run_plans_every_table_and_figure_in_run_folders_of_its_own(tmp_path):
+    """config/gpu-smoke.yaml: the whole DAG with paper-size models (a dry run plans; CUDA is not needed for it)."""
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.runs import Study
+
+    smoke = Study(study_config.check(study_config.read(GPU_SMOKE_CONFIG)))
+    assert not set(smoke.jobs) & set(Study(study_config.check(study_config.read(PAPER_CONFIG))).jobs)
+    for run in smoke.jobs.values():  # the presets' model sizes, two short epochs
+        paper = presets.resolve(run.dataset, run.variant, run.schedule)
+        assert all(run.hyperparameters[k] == paper[k] for k in ("nemb", "nhid", "nhidlast", "nlayers", "dropout"))
+        assert run.hyperparameters["epochs"] == 2 and run.hyperparameters["train_tokens"] <= 105_000
+    counts = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules", configfile=GPU_SMOKE_CONFIG))
+    assert counts["train"] == counts["analyze"] == len(smoke.jobs) == 46
+    assert counts["qualitative"] == 8 and counts["robustness"] == 1
+    for name in [*tables.REQUIRES, *figures.REQUIRES]:
+        assert counts.get(name) == 1, f"{name} is not planned"
 
 
 def test_plan_prints_and_lists_the_training_jobs(tmp_path):

@@ -21,6 +21,8 @@ Snakemake's ``--resources gpu=N`` only *counts* GPU jobs; it never tells a job w
 * SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to the child (SLURM-style pre-emption
   and ``snakemake`` cancellation reach the trainer, which saves its resume state); the child's exit
   status is propagated (``128 + signal`` if it died of a signal);
+* with ``K > 1`` the jobs of a GPU run under an NVIDIA MPS control daemon that the leases start and stop
+  (:mod:`.mps`; ``--mps off`` or ``$SOFTMAX_BOTTLENECK_MPS=off`` to turn it off);
 * while every slot is taken, the wrapper waits, polling every ``--poll`` seconds, and logs one line
   every ``--log-every`` seconds naming the holders (cluster-log friendly, no progress bars).
 
@@ -56,6 +58,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from softmax_bottleneck.cluster import mps
 from softmax_bottleneck.cluster.supervise import exec_command, run_supervised
 
 log = logging.getLogger("softmax_bottleneck.cluster.gpu_lease")
@@ -371,8 +374,8 @@ def acquire(
         time.sleep(poll * random.uniform(0.75, 1.25))
 
 
-def run_with_lease(command: Sequence[str], lease: Lease) -> int:
-    """Run ``command`` with ``CUDA_VISIBLE_DEVICES=<leased id>``; returns its exit status.
+def run_with_lease(command: Sequence[str], lease: Lease, extra_env: dict[str, str] | None = None) -> int:
+    """Run ``command`` with ``CUDA_VISIBLE_DEVICES=<leased id>`` (and ``extra_env``: MPS's); returns its exit status.
 
     The child inherits the locked descriptor: the slot stays held while the child runs, even if the
     wrapper itself is killed; it is freed when both are gone.
@@ -380,6 +383,7 @@ def run_with_lease(command: Sequence[str], lease: Lease) -> int:
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = str(lease.gpu)
     env[ENV_LEASED] = str(lease.gpu)
+    env.update(extra_env or {})
     try:
         code = run_supervised(command, env, lease.fd)
     finally:
@@ -424,6 +428,10 @@ def add_gpu_lease_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=positive_float, default=None, help="give up (exit 75) after this many seconds"
     )
+    parser.add_argument(
+        "--mps", choices=("auto", "off"), default=None,
+        help=f"with K > 1: run the jobs of a GPU under an NVIDIA MPS daemon (default: ${mps.ENV_MPS}, else auto)",
+    )  # fmt: skip
     parser.add_argument("--status", action="store_true", help="print which GPU slots are held, by whom, and exit")
     parser.add_argument("--json", action="store_true", help="with --status: one JSON object per GPU instead of text")
     # dest is not "command": the dispatcher (cli.py) keeps the sub-command name there
@@ -518,7 +526,12 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
         source,
         lease.gpu,
     )
-    return run_with_lease(command, lease)
+    daemon = mps.join(lock_dir, lease.gpu) if slots > 1 and mps.mps_wanted(args.mps) else None
+    try:
+        return run_with_lease(command, lease, daemon.env if daemon else None)
+    finally:
+        if daemon:
+            mps.leave(lock_dir, daemon)
 
 
 # the dispatcher also accepts the plain names

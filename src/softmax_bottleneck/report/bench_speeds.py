@@ -2,8 +2,15 @@
 
 Each file is the JSON that ``python -m softmax_bottleneck bench --dataset D --variant V ... > FILE.json`` prints.
 Only measurements of the paper-scale model count: a file measured with ``--set`` overrides is refused, and so
-are files of different devices or different ``--runs`` (runs sharing one device), which cannot be mixed into
-one projection; each refusal is one line naming the file.
+are files of different devices, which cannot be mixed into one projection; each refusal is one line naming the
+file.
+
+**Packed runs.** A file of ``bench --runs K`` (K runs sharing the device at once, under MPS where ``bench`` ran
+with an MPS pipe directory) gives each run's own seconds per epoch while it shares the device; the device is then
+held K times over, so one run costs ``seconds / K`` device-seconds per epoch. Several files of one (dataset,
+variant, phase) with different K (or with and without MPS) are alternatives: the projection takes the one whose
+run costs the fewest device-seconds, i.e. it assumes the runs of that model are packed that way (the workflow's
+``gpu-lease --per-gpu K``); ``time_of`` names the packing. The same K twice is refused as a duplicate.
 
 Per training run, the seconds per epoch are the measured ``projected_seconds_per_epoch`` (training steps plus
 the validation pass) of its (dataset, variant), else of its cost proxy, else of its family's default (as the
@@ -35,12 +42,40 @@ class BenchFileError(ValueError):
 
 @dataclass
 class MeasuredSpeeds:
-    """Seconds per epoch by (dataset, variant) and phase, all measured on one device with ``runs`` per device."""
+    """Seconds per epoch of one run by (dataset, variant) and phase, all measured on one device, and how many runs
+    shared the device while it was measured (``runs``; ``mps``: under an MPS daemon)."""
 
     device: str
-    runs_per_device: int
     seconds: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
-    files: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    runs: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    mps: dict[tuple[str, str], dict[str, bool]] = field(default_factory=dict)
+    files: dict[tuple, str] = field(default_factory=dict)
+
+    @property
+    def packings(self) -> list[int]:
+        """The numbers of runs per device used (sorted)."""
+        return sorted({k for phases in self.runs.values() for k in phases.values()})
+
+    def device_seconds_per_epoch(self, dataset: str, variant: str, schedule: str, epochs: int) -> float:
+        """Device-seconds one epoch of the run holds: each phase's seconds over the runs sharing the device, weighted
+        by the phases as :meth:`seconds_per_epoch` weights them."""
+        shared = MeasuredSpeeds(self.device)
+        for key, phases in self.seconds.items():
+            shared.seconds[key] = {phase: sec / self.runs[key][phase] for phase, sec in phases.items()}
+        return shared.seconds_per_epoch(dataset, variant, schedule, epochs)[0]
+
+    def packing_of(self, dataset: str, variant: str) -> str:
+        """``"4 per device under MPS"``-like words for the measurement used (empty: one run alone)."""
+        found = first_time(self.runs, dataset, variant)
+        if found is None:
+            return ""
+        phases, label = found
+        words = []
+        for phase, k in sorted(phases.items()):
+            if k > 1:
+                mps = " under MPS" if first_time(self.mps, dataset, variant)[0][phase] else ""
+                words.append(f"{k} per device{mps}" + (f" ({phase})" if len(phases) > 1 else ""))
+        return ", ".join(words)
 
     def seconds_per_epoch(self, dataset: str, variant: str, schedule: str, epochs: int) -> tuple[float, str]:
         """The run's seconds per epoch on this device, and whose measurement it is (empty: its own, both phases)."""
@@ -104,19 +139,27 @@ def load_speeds(paths: list[str | os.PathLike]) -> MeasuredSpeeds:
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
             raise BenchFileError(f"{path}: runs {runs!r} is not a positive integer")
         if speeds is None:
-            speeds, first = MeasuredSpeeds(device=device, runs_per_device=runs), str(path)
-        elif (device, runs) != (speeds.device, speeds.runs_per_device):
+            speeds, first = MeasuredSpeeds(device=device), str(path)
+        elif device != speeds.device:
             raise BenchFileError(
-                f"{path}: measured on {device} with {runs} run(s) per device, {first} on {speeds.device} with "
-                f"{speeds.runs_per_device}; project one device and one packing at a time"
+                f"{path}: measured on {device} with {runs} run(s) per device, {first} on {speeds.device}; "
+                "project one device at a time"
             )
-        key = (dataset, variant, phase)
+        mps = bool(result.get("mps"))
+        key = (dataset, variant, phase, runs, mps)
         if key in speeds.files:
+            packed = f", {runs} runs per device" if runs > 1 else ""
             raise BenchFileError(
-                f"{path}: a second measurement of {dataset}/{variant} ({phase}), after {speeds.files[key]}"
+                f"{path}: a second measurement of {dataset}/{variant} ({phase}{packed}{', MPS' if mps else ''}), "
+                f"after {speeds.files[key]}"
             )
         speeds.files[key] = str(path)
-        speeds.seconds.setdefault((dataset, variant), {})[phase] = float(sec)
+        pair, sec = (dataset, variant), float(sec)
+        old = speeds.seconds.get(pair, {}).get(phase)
+        if old is None or sec / runs < old / speeds.runs[pair][phase]:  # the cheapest packing of this model
+            speeds.seconds.setdefault(pair, {})[phase] = sec
+            speeds.runs.setdefault(pair, {})[phase] = runs
+            speeds.mps.setdefault(pair, {})[phase] = mps
     if speeds is None:
         raise BenchFileError("--bench: no files given")
     return speeds

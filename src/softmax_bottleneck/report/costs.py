@@ -169,16 +169,19 @@ def project_training(runs: Iterable[dict], speeds: MeasuredSpeeds | None = None)
     """GPU-hours per (experiment, dataset, variant, schedule) row, plus a total row.
 
     Seconds per epoch are the paper's V100 times, or with ``speeds`` those measured by ``bench`` on your device
-    (:mod:`.bench_speeds`); with ``speeds.runs_per_device`` runs sharing a device, a run costs that fraction of it.
+    (:mod:`.bench_speeds`); measured with K runs sharing a device, a run holds 1/K of it (``gpu_hours``), while
+    ``s_per_epoch`` stays the run's own wall time.
     """
     rows = []
-    share = speeds.runs_per_device if speeds else 1
     for run in runs:
         epochs = int(run["epochs"])
         if speeds is None:
             sec, time_of = seconds_per_epoch(run["dataset"], run["variant"])
+            device_sec = sec
         else:
             sec, time_of = speeds.seconds_per_epoch(run["dataset"], run["variant"], run["schedule"], epochs)
+            device_sec = speeds.device_seconds_per_epoch(run["dataset"], run["variant"], run["schedule"], epochs)
+            time_of = " ".join(filter(None, [time_of, speeds.packing_of(run["dataset"], run["variant"])]))
         rows.append(
             {
                 "experiment": run["experiment"],
@@ -189,7 +192,7 @@ def project_training(runs: Iterable[dict], speeds: MeasuredSpeeds | None = None)
                 "epochs": epochs,
                 "s_per_epoch": sec,
                 "time_of": time_of if time_of != run["variant"] else "",
-                "gpu_hours": int(run["runs"]) * epochs * sec / 3600.0 / share,
+                "gpu_hours": int(run["runs"]) * epochs * device_sec / 3600.0,
             }
         )
     frame = pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
@@ -266,7 +269,8 @@ def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:
             "(Table 2); `time_of` names the reported variant used for one whose time the paper does not give "
             f"(its cost proxy, or its family's default). {tail}"
         )
-    packing = f", {speeds.runs_per_device} runs sharing each device" if speeds.runs_per_device > 1 else ""
+    packed = [k for k in speeds.packings if k > 1]
+    packing = f", runs packed {' or '.join(map(str, packed))} per device (time_of says which)" if packed else ""
     return (
         f"Total: {total_h:,.0f} device-hours on {speeds.device}{packing} {days}. Seconds per epoch are those "
         f"`bench` measured there ({len(speeds.files)} file(s)); `time_of` names the measured variant used for one "

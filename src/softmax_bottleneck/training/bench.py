@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
 import resource
 import sys
 import time
@@ -132,6 +133,7 @@ def measure(opts: dict, barrier=None) -> dict:
         "data": source,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "mps": device.type == "cuda" and bool(os.environ.get("CUDA_MPS_PIPE_DIRECTORY")),  # runs under an MPS daemon
         "parameters": presets.parameter_count(hp, corpus.vocab_size),
         "batch_size": width,
         "batches": opts["batches"],

@@ -1,0 +1,92 @@
+"""What the GPU session's scripts compute without a GPU: the profile summary, the side-by-side comparison, the wheels.
+
+The scripts themselves (``benchmarks/gpu_session.py --smoke`` runs each at toy size) are checked by hand; here
+their arithmetic on made-up inputs, so that a number they print on a card means what their docstrings say.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from softmax_bottleneck import presets
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_profile_summary_counts_busy_time_once_and_per_step():
+    profile = load("profile_step")
+    assert profile.union_length([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
+    kernel = lambda name, ts, dur: {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur}  # noqa: E731
+    launch = lambda ts: {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 1}  # noqa: E731
+    events = [kernel("gemm", 0, 400), kernel("lstm", 300, 200), kernel("gemm", 1000, 400), launch(0), launch(1),
+              launch(2), {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 30},
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 1500, "dur": 100},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 1900, "dur": 100}]  # fmt: skip
+    summary = profile.summarise_trace({"traceEvents": events}, steps=2, wall_seconds=0.002)
+    # kernels cover [0, 500) and [1000, 1400): 900 µs of the 2,000 µs span
+    assert summary["gpu_busy"] == pytest.approx(0.45) and summary["gpu_idle"] == pytest.approx(0.55)
+    assert summary["gpu_busy_ms_per_step"] == pytest.approx(0.45)
+    assert summary["kernels_per_step"] == 1.5 and summary["launches_per_step"] == 1.5
+    assert summary["memcpy_memset_per_step"] == 0.5 and summary["synchronizations_per_step"] == 0.5
+    assert summary["wall_ms_per_step"] == pytest.approx(1.0)
+    top = summary["top_kernels"]
+    assert [k["name"] for k in top] == ["gemm", "lstm"] and top[0]["share"] == pytest.approx(0.8)
+    assert top[0]["per_step"] == 1.0 and top[0]["ms_per_step"] == pytest.approx(0.4)
+    cpu = profile.summarise_trace({"traceEvents": events[3:7]}, steps=1, wall_seconds=0.001)  # no kernel: a CPU
+    assert cpu["gpu_busy"] is None and cpu["top_host_ops"][0]["name"] == "aten::mm"
+
+
+def test_side_by_side_flags_cover_the_presets_and_the_comparison_finds_the_first_difference(tmp_path):
+    side = load("authors_side_by_side")
+    for variant in ("softmax", "mos"):
+        hp = presets.resolve("ptb", variant, "et")
+        argv = side.kit_argv(variant, hp, tmp_path, tmp_path / "save", cuda=True)
+        value = lambda flag, argv=argv: argv[argv.index(flag) + 1] if flag in argv else None  # noqa: E731
+        assert value("--nlayer") == "3" and value("--seed") == str(hp["seed"]) and value("--lr") == str(hp["lr"])
+        assert value("--epochs") == "1" and value("--top_model") == {"softmax": "smax", "mos": "mos"}[variant]
+        assert argv[-2:] == ["--cuda", "--single_gpu"] and "--no_analysis" in argv
+        assert value("--mos_nexpert") == (str(hp["n_experts"]) if variant == "mos" else None)
+        assert side.train_tokens(hp, 200) == 202 * (hp["bptt"] + hp["max_seq_len_delta"]) * hp["batch_size"]
+    kit = {"chunk_losses": [4.0, 3.0, 2.0], "s_per_batch": 0.04}
+    same = side.compare(kit, {"chunk_losses": [4.0, 3.0, 2.0], "s_per_batch": 0.02})
+    assert same["identical"] and same["ratio_ours_over_kit"] == 0.5 and same["max_rel_diff"] == 0
+    off = side.compare(kit, {"chunk_losses": [4.0, 3.0, 2.5], "s_per_batch": 0.02})
+    assert not off["identical"] and off["first_differing_chunk"] == 2 and off["max_rel_diff"] == 0.25
+
+
+def test_a_kit_whose_patched_text_moved_is_refused(tmp_path):
+    side = load("authors_side_by_side")
+    kit = tmp_path / "kit"
+    for rel, old, _new in side.PATCHES:
+        (kit / rel).parent.mkdir(parents=True, exist_ok=True)
+        (kit / rel).write_text(f"# before\n                {old}")
+    work = tmp_path / "work"
+    work.mkdir()
+    copy = side.prepare_kit(kit, work)
+    assert "w = raw_w.clone()" in (copy / side.PATCHES[0][0]).read_text()
+    assert all((copy / rel).is_file() for rel in side.STUBS) and not (kit / "utils/models/svd_embed.py").exists()
+    (kit / side.PATCHES[1][0]).write_text("# another version\n")
+    with pytest.raises(SystemExit, match="utils/main.py: the text to patch"):
+        side.prepare_kit(kit, tmp_path / "again")
+
+
+def test_device_wheels_are_what_the_machine_lacks(tmp_path):
+    wheels = load("device_wheels")
+    notes = tmp_path / "KINDS.md"
+    notes.write_text("## x\nPackages: absl-py, PyYAML, torch, jinja2.\nmore\n")
+    assert wheels.device_packages(notes) == {"absl-py", "pyyaml", "torch", "jinja2"}
+    wanted = wheels.missing(notes)
+    assert "snakemake" in wanted and "jsonschema" in wanted and "pyyaml" not in wanted and "torch" not in wanted
+    assert not set(wanted) & wheels.SKIP
