@@ -141,9 +141,9 @@ def stale_runs(study: Study) -> list[str]:
     """``<run folder>: trained with an older source of <layer>`` for each trained run whose plug-in layer's code
     changed since (recorded in its ``metrics.json``). Such runs are never retrained by themselves: delete a run
     folder to retrain it with the new code."""
-    import json
     from pathlib import Path
 
+    from softmax_bottleneck import readback
     from softmax_bottleneck.training.environment import older_layer_source
 
     notes = []
@@ -151,8 +151,8 @@ def stale_runs(study: Study) -> list[str]:
         metrics = Path(path) / "metrics.json"
         if metrics.is_file():
             try:
-                note = older_layer_source(json.loads(metrics.read_text(encoding="utf-8")))
-            except (OSError, ValueError):
+                note = older_layer_source(readback.load_json(metrics))
+            except (OSError, ValueError):  # ReadbackError is a ValueError
                 continue
             if note:
                 notes.append(f"{path}: {note}")
