@@ -18,7 +18,11 @@ floating-point noise; a mixture of softmaxes can).
 
 Loading never reaches the network and never runs code from the folder: ``local_files_only=True``,
 ``trust_remote_code=False`` and ``HF_HUB_OFFLINE=1``; a path that is not a local folder is refused before
-``transformers`` could take it for a Hub name.
+``transformers`` could take it for a Hub name. Only safetensors weights are read (a pickle such as
+``pytorch_model.bin`` is refused unread), each file checked whole and its tensors' shapes against ``config.json`` before
+the model is built; the folder must hold its tokenizer's vocabulary, of no more tokens than the model outputs. Outputs
+are written as ``analyze`` writes them (:mod:`softmax_bottleneck.analysis.outputs`): ``--save-logp``'s disk space is
+reserved before the first row, and nothing is left on a failure.
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.inputs import InputError, report, resolve_device
+from softmax_bottleneck.analysis.outputs import OutputError, npy_writer, remove_stale_temporaries, write_text
 from softmax_bottleneck.analysis.rank import (
     DEFAULT_MEMORY_BUDGET,
     METHODS,
@@ -47,7 +52,6 @@ from softmax_bottleneck.analysis.rank import (
 )
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
-from softmax_bottleneck.atomic import atomic_path, atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +187,7 @@ def analyze_stream(
         torch.cuda.reset_peak_memory_stats(device)
     nll_sum, worst_norm, done = 0.0, 0.0, 0
     started = last_log = time.monotonic()
-    with _npy_writer(save_logp, (n_rows, n_cols)) as out:
+    with npy_writer(save_logp, (n_rows, n_cols)) as out:
         for log_prob, targets in iter_window_logp(logp_fn, ids, context, stride, n_rows, device):
             if not torch.isfinite(log_prob).all():
                 bad = done + int((~torch.isfinite(log_prob)).any(1).nonzero()[0])
@@ -222,21 +226,6 @@ def analyze_stream(
     if cuda:
         summary["peak_cuda_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return sv, summary
-
-
-@contextmanager
-def _npy_writer(path, shape):
-    """A memory-mapped float32 ``.npy`` of ``shape`` that appears at ``path`` only once complete (or None)."""
-    if path is None:
-        yield None
-        return
-    with atomic_path(path) as tmp:
-        array = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-        try:
-            yield array
-            array.flush()
-        finally:
-            del array
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -319,6 +308,91 @@ def _one_line(err: BaseException) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
+#: weight files of other formats that transformers could load: pickles (``torch.load``) and other frameworks'
+PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "tf_model.h5", "flax_model.msgpack")
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+#: how to turn a pickle weight file into safetensors, where the file is trusted
+CONVERT = (
+    'convert it where you trust the file: python -c "from transformers import AutoModelForCausalLM as M; '
+    "M.from_pretrained('DIR').save_pretrained('NEW_DIR')\" writes NEW_DIR/model.safetensors (copy the tokenizer "
+    "files beside it)"
+)
+#: files that hold a tokenizer's vocabulary (one is needed)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "*.tiktoken")  # fmt: skip
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The model's safetensors files (``model.safetensors``, or the shards its index lists); a folder whose weights
+    are only a pickle (``pytorch_model.bin``, ...) or absent is an :class:`InputError` naming the file."""
+    index = path / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            weight_map = readback.load_json(index).get("weight_map")
+        except readback.ReadbackError as err:
+            raise InputError(str(err)) from None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise InputError(f"{index}: no weight_map (not a safetensors index)")
+        shards = sorted({str(name) for name in weight_map.values()})
+        for shard in shards:
+            if Path(shard).name != shard or not (path / shard).is_file():
+                raise InputError(f"{index}: lists {shard!r}, which is not a file of the folder")
+        return [path / shard for shard in shards]
+    if (path / SAFETENSORS).is_file():
+        return [path / SAFETENSORS]
+    other = {p for pattern in PICKLE_WEIGHTS for p in path.glob(pattern) if p.is_file()}
+    other = sorted(other, key=lambda p: (not p.name.startswith("pytorch_model"), p.name))
+    if other:
+        raise InputError(
+            f"{other[0]}: analyze-lm loads only safetensors weights ({SAFETENSORS}), never a pickle or another "
+            f"framework's file; {CONVERT}"
+        )
+    raise InputError(f"{path}: cannot load the causal language model: no {SAFETENSORS} (its weights, save_pretrained)")
+
+
+def check_weights(files: list[Path], config) -> None:
+    """Each safetensors file is whole (its header and every tensor's bytes within the file) and each of its tensors
+    that the model of ``config`` has, of that tensor's shape (the model built on the meta device: no memory)."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+    from transformers import AutoModelForCausalLM
+
+    shapes = {}
+    for file in files:
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                shapes.update({name: (file, list(handle.get_slice(name).get_shape())) for name in handle.keys()})
+        except (SafetensorError, OSError, ValueError) as err:
+            raise InputError(
+                f"{file}: not a whole safetensors file ({_one_line(err)}): a cut download or copy? fetch it again"
+            ) from None
+    try:
+        with torch.device("meta"):
+            skeleton = AutoModelForCausalLM.from_config(config)
+    except Exception:  # noqa: BLE001 - no skeleton, no shape check: from_pretrained reports what it finds
+        return
+    for name, tensor in skeleton.state_dict().items():
+        if name in shapes and shapes[name][1] != list(tensor.shape):
+            file, shape = shapes[name]
+            raise InputError(
+                f"{file}: tensor {name} is {shape}, but the model that config.json describes needs "
+                f"{list(tensor.shape)}: the weights and config.json are of different models"
+            )
+
+
+def tokenizer_file(path: Path) -> Path:
+    """The file that holds the folder's tokenizer vocabulary (:data:`TOKENIZER_FILES`), else an
+    :class:`InputError` (without it transformers builds an empty tokenizer, and the text has 0 tokens)."""
+    found = [p for pattern in TOKENIZER_FILES for p in sorted(path.glob(pattern)) if p.is_file()]
+    if not found:
+        raise InputError(
+            f"{path}: no tokenizer (none of {', '.join(TOKENIZER_FILES)}): save the model's tokenizer beside it "
+            "(tokenizer.save_pretrained(DIR))"
+        )
+    return found[0]
+
+
 def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype: str = "float32"):
     """``(model, tokenizer)`` of a local folder, in eval mode on ``device``; every failure one :class:`InputError`."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -352,16 +426,20 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
             f"{path}: not a causal language model (model_type {getattr(config, 'model_type', '?')!r} has no "
             "AutoModelForCausalLM class in this transformers; custom code is never run)"
         )
+    check_weights(weight_files(path), config)
+    vocabulary = tokenizer_file(path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, config=config, **_from_pretrained_kwargs(dtype))
+        model = AutoModelForCausalLM.from_pretrained(
+            path, config=config, use_safetensors=True, **_from_pretrained_kwargs(dtype)
+        )
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
         raise InputError(f"{path}: cannot load the causal language model: {_one_line(err)}") from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, **_from_pretrained_kwargs())
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InputError(f"{path}: cannot load its tokenizer: {_one_line(err)}") from None
-    if isinstance(tokenizer, bool) or not callable(tokenizer):
-        raise InputError(f"{path}: no usable tokenizer in the folder")
+    if isinstance(tokenizer, bool) or not callable(tokenizer) or len(tokenizer) < 2:
+        raise InputError(f"{vocabulary}: no usable tokenizer ({len(tokenizer) if callable(tokenizer) else 0} tokens)")
     model.eval()
     model.to(device)
     return model, tokenizer
@@ -390,7 +468,7 @@ def check_vocabulary(tokenizer, ids, n_cols: int, model_dir) -> None:
     top = int(ids.max()) if len(ids) else -1
     if size > n_cols or top >= n_cols:
         raise InputError(
-            f"{model_dir}: tokenizer/model vocabulary mismatch: the tokenizer has {size} tokens"
+            f"{tokenizer_file(Path(model_dir))}: tokenizer/model vocabulary mismatch: the tokenizer has {size} tokens"
             f"{f' and gives the text id {top}' if top >= n_cols else ''}, but the model outputs {n_cols} "
             f"(ids 0-{n_cols - 1})"
         )
@@ -504,16 +582,16 @@ def analyze_language_model(args):
 
 def run_cli(args) -> int:
     with stop_on_signals("analyze-lm"):
+        remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
         try:
             sv, summary = analyze_language_model(args)
+            if args.out_spectrum:
+                write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
+            write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
         except NonFiniteLogP as err:
             return report("analyze-lm", f"{args.model}: {err}")
-        except InputError as err:
+        except (InputError, OutputError) as err:
             return report("analyze-lm", err)
-        if args.out_spectrum:
-            with atomic_path(args.out_spectrum) as tmp:
-                spectrum_table(sv).to_csv(tmp, index=False)
-        atomic_write_json(summary, args.out_json)
     log.info(
         "Press' rank %d of %s (softmax bound %s); ε-ranks %s; perplexity %.2f; %.0fs (%s)",
         summary["press_rank"], summary["shape"], summary["softmax_bound"], json.dumps(summary["effective_rank"]),
