@@ -179,3 +179,22 @@ def test_lm_report_refuses_a_rank_above_its_matrix(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["lm-report", f"tiny={path}", "--out-table", str(tmp_path / "lm")])
     assert str(exc.value).startswith(f"lm-report: {path}: press_rank = 150 is impossible: above min(rows, columns)")
+
+
+def test_a_curve_beyond_the_runs_epochs_is_refused(tmp_path):
+    path = tmp_path / "curve.csv"
+    path.write_text("epoch,phase,train_ppl,valid_loss,valid_ppl,seconds,is_best\n1,sgd,900.0,6.5,665.1,2.0,True\n"
+                    "2,sgd,700.0,6.3,544.6,2.0,True\n")  # fmt: skip
+    readback.check_curve(readback.read_csv(path), path, epochs_run=2)
+    with pytest.raises(readback.ReadbackError, match=r"curve.csv: column epoch: 2 is beyond the run's epochs_run = 1"):
+        readback.check_curve(readback.read_csv(path), path, epochs_run=1)
+    path.write_text(path.read_text().replace("6.3,", "-6.3,"))
+    with pytest.raises(readback.ReadbackError, match=r"column valid_loss, row 2: -6.3 is impossible"):
+        readback.check_curve(readback.read_csv(path), path, epochs_run=2)
+
+
+def test_floating_point_rounding_at_a_bound_is_not_impossible():
+    """exp(log_softmax) of a sure prediction is 1 + 1e-7 in float32; a difference of 1e-3 is not rounding."""
+    assert readback.violation("prob_1", 1.0000001) is None and readback.violation("test_ppl", 0.99999999) is None
+    assert readback.violation("prob_1", 1.001) and readback.violation("test_ppl", 0.999)
+    assert readback.violation("press_rank", 0) and readback.violation("press_rank", 2.5)

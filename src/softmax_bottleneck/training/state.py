@@ -244,6 +244,10 @@ def verify_final(
     if file_sha256(curve) != metrics.get("curve_sha256"):
         raise _refuse(curve, f"SHA-256 differs from curve_sha256 recorded in {metrics_path}", final)
     try:
+        readback.check_curve(readback.read_csv(curve), curve, metrics.get("epochs_run"))
+    except readback.ReadbackError as err:
+        raise _refusal(str(err), final) from None
+    try:
         blob = read_checkpoint(final / "model.pt")  # checks model_sha256 of the metrics.json beside it first
     except CheckpointError as err:
         raise _refusal(str(err), final) from None
