@@ -155,8 +155,8 @@ def _check_nodes(root, path) -> None:
     if added > MAX_ALIAS_NODES:
         worst = max((k for k in uses if uses[k] > 1), key=lambda k: (uses[k] - 1) * size[k])
         raise ConfigError(
-            f"YAML aliases expand the configuration by {added:,} nodes (at most {MAX_ALIAS_NODES:,}; the anchor "
-            f'here alone is {size[worst]:,} nodes once expanded): a "billion laughs" file? Write the values out',
+            f"YAML aliases expand the configuration by {added:,} values (at most {MAX_ALIAS_NODES:,}; the anchor "
+            f'here alone is {size[worst]:,} values once expanded): a "billion laughs" file? Write the values out',
             f"{path}, {_line(nodes[worst])}",
         )
 
