@@ -85,8 +85,9 @@ def test_aliases_within_the_bound_are_read_as_yaml_reads_them(tmp_path):
         ("report_banner: ok\nmodel_overrides: {all: {lr: 1.0, lr: 2.0}}\n", ["line 2: key 'lr' is given twice"]),
         ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", ["line 1", "nest"]),
         ("a:\n" + "".join("  " * i + f"b{i}:\n" for i in range(1, 80)) + "  " * 80 + "c: 1\n", ["over 64 levels"]),
+        ("a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 100)), ["over 64 levels deep"]),
     ],
-    ids=["recursive alias", "key twice", "nested key twice", "100000 deep", "80 levels"],
+    ids=["recursive alias", "key twice", "nested key twice", "100000 deep", "80 levels", "deep through aliases"],
 )
 def test_a_hostile_structure_is_one_line_naming_the_file_and_line(tmp_path, text, phrases):
     path = tmp_path / "c.yaml"

@@ -115,9 +115,11 @@ def _line(node) -> str:
 
 def _check_nodes(root, path) -> None:
     """The composed YAML graph (an alias is the anchored node itself, met again): no recursive alias, no key twice in
-    a mapping, nesting at most :data:`MAX_CONFIG_DEPTH`, and the document once every alias is expanded at most
-    :data:`MAX_ALIAS_NODES` nodes larger than its distinct nodes. Linear in the distinct nodes (sizes memoised)."""
+    a mapping, nesting at most :data:`MAX_CONFIG_DEPTH` (aliases expanded too), and the document once every alias is
+    expanded at most :data:`MAX_ALIAS_NODES` nodes larger than its distinct nodes. Linear in the distinct nodes
+    (sizes and heights memoised)."""
     size: dict[int, int] = {}  # id(node) -> nodes once expanded
+    height: dict[int, int] = {}  # id(node) -> levels once expanded
     uses: dict[int, int] = {}  # id(node) -> times the graph reaches it
     nodes: dict[int, yaml.Node] = {}
     on_path: set[int] = set()
@@ -128,6 +130,7 @@ def _check_nodes(root, path) -> None:
         if done:
             on_path.discard(key)
             size[key] = 1 + sum(size[id(child)] for child in _children(node))
+            height[key] = 1 + max((height[id(child)] for child in _children(node)), default=0)
             continue
         uses[key] = uses.get(key, 0) + 1
         if key in on_path:
@@ -151,6 +154,12 @@ def _check_nodes(root, path) -> None:
         on_path.add(key)
         stack.append((node, depth, True))
         stack.extend((child, depth + 1, False) for child in _children(node))
+    if height[id(root)] > MAX_CONFIG_DEPTH:  # deeper through aliases than written
+        node = root
+        for _ in range(MAX_CONFIG_DEPTH):
+            node = max(_children(node), key=lambda child: height[id(child)])
+        raise ConfigError(f"nested over {MAX_CONFIG_DEPTH} levels deep once its aliases are expanded",
+                          f"{path}, {_line(node)}")  # fmt: skip
     added = size[id(root)] - len(size)
     if added > MAX_ALIAS_NODES:
         worst = max((k for k in uses if uses[k] > 1), key=lambda k: (uses[k] - 1) * size[k])
