@@ -217,6 +217,68 @@ def test_refusals(tiny, tmp_path, capsys):
     _assert_refused(capsys, ["--model", model_dir, "--text", text, "--context", 8, "--stride", 8, *common], "stride")
 
 
+def _copy(model_dir: Path, folder: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(model_dir, folder))
+
+
+def test_weights_and_tokenizer_of_a_model_folder_are_checked_before_loading(tiny, tmp_path, capsys):
+    """A pickle weight file (loadable, never loaded), a cut or mis-shaped safetensors file, a folder without its
+    tokenizer and a tokenizer of more ids than the model outputs: one line each, naming the file."""
+    from safetensors.torch import load_file
+
+    model_dir, text = tiny
+    out = tmp_path / "rank.json"
+    common = ["--text", text, "--out-json", out, "--device", "cpu"]
+
+    pickle = _copy(model_dir, tmp_path / "pickle")
+    torch.save(load_file(pickle / "model.safetensors"), pickle / "pytorch_model.bin")  # torch.load could read it
+    (pickle / "model.safetensors").unlink()
+    _assert_refused(capsys, ["--model", pickle, *common], f"error: {pickle / 'pytorch_model.bin'}: ",
+                    "loads only safetensors", "never a pickle", "save_pretrained", out=out)  # fmt: skip
+
+    cut = _copy(model_dir, tmp_path / "cut")
+    weights = (cut / "model.safetensors").read_bytes()
+    (cut / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    _assert_refused(capsys, ["--model", cut, *common], f"error: {cut / 'model.safetensors'}: not a whole safetensors",
+                    out=out)  # fmt: skip
+
+    wider = _copy(model_dir, tmp_path / "wider")
+    config = json.loads((wider / "config.json").read_text())
+    (wider / "config.json").write_text(json.dumps({**config, "n_embd": 2 * N_EMBD}))
+    _assert_refused(capsys, ["--model", wider, *common], f"error: {wider / 'model.safetensors'}: tensor ",
+                    f"is [{len(WORDS) + 1}, {N_EMBD}], but the model that config.json describes needs "
+                    f"[{len(WORDS) + 1}, {2 * N_EMBD}]", out=out)  # fmt: skip
+
+    bare = _copy(model_dir, tmp_path / "bare")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (bare / name).unlink()
+    _assert_refused(capsys, ["--model", bare, *common], f"error: {bare}: no tokenizer", out=out)
+
+    small = _save_gpt2(tmp_path / "small-vocab", vocab_size=50)  # 121 tokenizer ids, 50 outputs
+    _assert_refused(capsys, ["--model", small, *common], f"error: {small / 'tokenizer.json'}: tokenizer/model "
+                    "vocabulary mismatch", out=out)  # fmt: skip
+
+
+def test_a_full_disk_under_save_logp_is_one_line_and_leaves_nothing(tiny, tmp_path, capsys, monkeypatch):
+    """The .npy's disk space is reserved before any row: a full disk fails there (not as SIGBUS in the memory map)."""
+    import os
+
+    def full(fd, offset, length):
+        raise OSError(28, os.strerror(28))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    model_dir, text = tiny
+    out = tmp_path / "out"
+    out.mkdir()
+    _assert_refused(capsys, ["--model", model_dir, "--text", text, "--rows", 100, "--device", "cpu",
+                             "--out-json", out / "rank.json", "--save-logp", out / "logp.npy"],
+                    f"error: {out / 'logp.npy'}: cannot write: [Errno 28] No space left on device; nothing was "
+                    "written")  # fmt: skip
+    assert list(out.iterdir()) == []
+
+
 def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
     summary = {"press_rank": 769, "effective_rank": {"1e-3": 5, "1e-4": 50, "1e-5": 300}, "shape": [90000, 50257],
                "perplexity": 35.5, "head_input_size": 768, "hidden_size": 768, "softmax_bound": 769,

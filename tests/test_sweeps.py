@@ -185,7 +185,7 @@ def _fake_metrics(root: Path, i: int, *, dataset="ptb", seed=141, scale=1.0, tes
     path.parent.mkdir(parents=True)
     metrics = {"dataset": dataset, "variant": "taylor", "schedule": "et", "seed": seed,
                "hyperparameters": {"taylor_scale": scale, "switch_epoch": 2, **hp}, "parameters": 1000,
-               "train_ppl": 200.0, "valid_ppl": test_ppl + 10, "test_ppl": test_ppl, "epochs_run": 1,
+               "train_ppl": 200.0, "valid_ppl": test_ppl + 10, "test_ppl": test_ppl, "epochs_run": 3,
                "switch_epoch": 2, "seconds_per_epoch": 0.5}  # fmt: skip
     path.write_text(json.dumps(metrics))
     return {"experiment": "sweep_scale", "dataset": dataset, "variant": "taylor", "schedule": "et", "seed": str(seed),

@@ -38,13 +38,18 @@ from softmax_bottleneck.study.runs import (
 # --------------------------------------------------------------------------------------------- configuration
 # With --configfile FILE [FILE ...] those files (then --config) are the whole configuration: nothing is
 # merged underneath, so a key missing from a user's file fails instead of taking the paper's value.
-DEFAULT_CONFIG = "config/config.yaml"
-CONFIG_FILES = [os.path.relpath(p) for p in workflow.overwrite_configfiles] or [
-    DEFAULT_CONFIG
-]
-CONFIG_SOURCE = " + ".join(
-    p if not p.startswith("..") else str(Path(p).resolve()) for p in CONFIG_FILES
-)
+# The package reads them (study.config.load: a bounded YAML reader that names the file and line of a
+# YAML bomb, a key given twice, bytes that are not UTF-8, ...), merges them as Snakemake does, types
+# the --config values as the schema says, and its result replaces Snakemake's reading of them. Without
+# --configfile it reads config/config.yaml before Snakemake does; a --configfile Snakemake parses first
+# (config/README.md, "How a configuration is read").
+DEFAULT_CONFIG = study_config.DEFAULT_CONFIG
+# relative to the working directory where below it, else absolute
+CONFIG_FILES = [
+    p if not p.startswith("..") else str(Path(p).resolve())
+    for p in map(os.path.relpath, workflow.overwrite_configfiles)
+] or [DEFAULT_CONFIG]
+CONFIG_SOURCE = " + ".join(CONFIG_FILES)
 
 
 def config_failure(err):
@@ -52,15 +57,20 @@ def config_failure(err):
     raise SystemExit(f"{getattr(err, 'source', None) or CONFIG_SOURCE}: {err}")
 
 
+try:
+    PACKAGE_CONFIG = study_config.load(
+        CONFIG_FILES, dict(workflow.config_settings.config)
+    )
+except study_config.ConfigError as err:
+    config_failure(err)
+
 if not workflow.overwrite_configfiles:
-    try:
-        study_config.read(DEFAULT_CONFIG)
-    except study_config.ConfigError as err:
-        config_failure(err)
 
     configfile: DEFAULT_CONFIG
 
 
+config.clear()
+config.update(PACKAGE_CONFIG)
 try:
     study_config.check(config)
     STUDY = Study(config)

@@ -16,9 +16,10 @@ rank at most ``d + 1`` without the bias, ``d + 2`` with it, whatever the vocabul
 summary records ``d`` (the head's input size), the bound, and whether Press' rank exceeds it (it should not, up to
 floating-point noise; a mixture of softmaxes can).
 
-Loading never reaches the network and never runs code from the folder: ``local_files_only=True``,
-``trust_remote_code=False`` and ``HF_HUB_OFFLINE=1``; a path that is not a local folder is refused before
-``transformers`` could take it for a Hub name.
+The folder is loaded by :mod:`softmax_bottleneck.analysis.hf_model` (local files only, no code from the folder,
+safetensors weights only, checked before the model is built). Outputs
+are written as ``analyze`` writes them (:mod:`softmax_bottleneck.analysis.outputs`): ``--save-logp``'s disk space is
+reserved before the first row, and nothing is left on a failure.
 """
 
 from __future__ import annotations
@@ -31,13 +32,18 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from softmax_bottleneck.analysis.hf_model import (
+    check_vocabulary,
+    context_length,
+    head_info,
+    load_language_model,
+    tokenize_text,
+)
 from softmax_bottleneck.analysis.inputs import InputError, report, resolve_device
+from softmax_bottleneck.analysis.outputs import OutputError, npy_writer, remove_stale_temporaries, write_text
 from softmax_bottleneck.analysis.rank import (
     DEFAULT_MEMORY_BUDGET,
     METHODS,
@@ -47,7 +53,6 @@ from softmax_bottleneck.analysis.rank import (
 )
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
-from softmax_bottleneck.atomic import atomic_path, atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +188,7 @@ def analyze_stream(
         torch.cuda.reset_peak_memory_stats(device)
     nll_sum, worst_norm, done = 0.0, 0.0, 0
     started = last_log = time.monotonic()
-    with _npy_writer(save_logp, (n_rows, n_cols)) as out:
+    with npy_writer(save_logp, (n_rows, n_cols)) as out:
         for log_prob, targets in iter_window_logp(logp_fn, ids, context, stride, n_rows, device):
             if not torch.isfinite(log_prob).all():
                 bad = done + int((~torch.isfinite(log_prob)).any(1).nonzero()[0])
@@ -222,178 +227,6 @@ def analyze_stream(
     if cuda:
         summary["peak_cuda_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return sv, summary
-
-
-@contextmanager
-def _npy_writer(path, shape):
-    """A memory-mapped float32 ``.npy`` of ``shape`` that appears at ``path`` only once complete (or None)."""
-    if path is None:
-        yield None
-        return
-    with atomic_path(path) as tmp:
-        array = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-        try:
-            yield array
-            array.flush()
-        finally:
-            del array
-
-
-# --------------------------------------------------------------------------------------------------------------
-# loading a local model, its tokenizer and a text
-# --------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class HeadInfo:
-    """What the softmax bound needs from a model: ``d`` (the head's input size) and whether the head has a bias."""
-
-    hidden_size: int | None  # config's hidden size (n_embd, d_model, ...)
-    head_input_size: int | None  # d: the output layer's input size (= hidden_size for most models)
-    output_bias: bool
-    vocab_size: int  # the output layer's size: the matrix's columns
-    softcapping: float | None  # a final logit soft-capping (Gemma 2): the head is then not linear
-
-    @property
-    def softmax_bound(self) -> int | None:
-        d = self.head_input_size or self.hidden_size
-        if d is None or self.softcapping:
-            return None
-        return d + (2 if self.output_bias else 1)
-
-
-def _text_config(config):
-    getter = getattr(config, "get_text_config", None)
-    return getter() if callable(getter) else config
-
-
-def head_info(model) -> HeadInfo:
-    config = _text_config(model.config)
-    hidden = next(
-        (int(v) for k in ("hidden_size", "n_embd", "d_model", "dim") if isinstance(v := getattr(config, k, None), int)),
-        None,
-    )
-    head = model.get_output_embeddings()
-    weight = getattr(head, "weight", None)
-    if weight is not None and weight.ndim == 2:
-        vocab, d = int(weight.shape[0]), int(weight.shape[1])
-    else:
-        vocab, d = int(config.vocab_size), hidden
-    bias = getattr(head, "bias", None) is not None
-    soft = getattr(config, "final_logit_softcapping", None)
-    return HeadInfo(hidden, d, bias, vocab, float(soft) if soft else None)
-
-
-def context_length(config, cap: int | None) -> int:
-    """The model's context length (``n_positions``, ``max_position_embeddings``, ...), capped at ``cap``."""
-    config = _text_config(config)
-    own = next(
-        (
-            int(v)
-            for k in ("n_positions", "max_position_embeddings", "n_ctx", "max_sequence_length", "seq_length")
-            if isinstance(v := getattr(config, k, None), int) and v > 0
-        ),
-        None,
-    )
-    if own is None:
-        if cap is None:
-            raise InputError("the model's config gives no context length (n_positions, max_position_embeddings); "
-                             "pass --context")  # fmt: skip
-        return cap
-    return min(own, cap) if cap else own
-
-
-def _from_pretrained_kwargs(dtype: str | None = None) -> dict:
-    import torch
-    import transformers
-
-    kwargs = {"local_files_only": True, "trust_remote_code": False}
-    if dtype is not None:
-        key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
-        kwargs[key] = getattr(torch, dtype)
-    return kwargs
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 300 else text[:299] + "…"
-
-
-def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype: str = "float32"):
-    """``(model, tokenizer)`` of a local folder, in eval mode on ``device``; every failure one :class:`InputError`."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    path = Path(model_dir)
-    if not path.is_dir():
-        raise InputError(f"{path}: no such folder (a model saved with save_pretrained; Hub names are not fetched)")
-    if not (path / "config.json").is_file():
-        raise InputError(f"{path}: not a Hugging Face model folder (no config.json)")
-    try:
-        import transformers
-    except ImportError:
-        raise InputError("analyze-lm needs transformers: pip install 'softmax-bottleneck[hf]'") from None
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    try:
-        config = AutoConfig.from_pretrained(path, **_from_pretrained_kwargs())
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        if "trust_remote_code" in str(err) or "custom code" in str(err):
-            raise InputError(
-                f"{path}: the model needs custom code from its folder, which analyze-lm never runs "
-                "(trust_remote_code is off): use a model class that transformers ships"
-            ) from None
-        raise InputError(f"{path}: unreadable model config: {_one_line(err)}") from None
-    if getattr(config, "is_encoder_decoder", False):
-        raise InputError(f"{path}: an encoder-decoder model ({config.model_type}), not a causal language model")
-    if type(config) not in AutoModelForCausalLM._model_mapping:
-        raise InputError(
-            f"{path}: not a causal language model (model_type {getattr(config, 'model_type', '?')!r} has no "
-            "AutoModelForCausalLM class in this transformers; custom code is never run)"
-        )
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, config=config, **_from_pretrained_kwargs(dtype))
-    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
-        raise InputError(f"{path}: cannot load the causal language model: {_one_line(err)}") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, **_from_pretrained_kwargs())
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise InputError(f"{path}: cannot load its tokenizer: {_one_line(err)}") from None
-    if isinstance(tokenizer, bool) or not callable(tokenizer):
-        raise InputError(f"{path}: no usable tokenizer in the folder")
-    model.eval()
-    model.to(device)
-    return model, tokenizer
-
-
-def tokenize_text(tokenizer, text_file: str | os.PathLike):
-    """The token ids (a 1-D long tensor) of the whole text file, without added special tokens."""
-    import torch
-
-    path = Path(text_file)
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not a text file")
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return torch.tensor(ids, dtype=torch.long)
-
-
-def check_vocabulary(tokenizer, ids, n_cols: int, model_dir) -> None:
-    """The tokenizer's ids must be columns of the model's output (else the targets index past its logits)."""
-    size = len(tokenizer)
-    top = int(ids.max()) if len(ids) else -1
-    if size > n_cols or top >= n_cols:
-        raise InputError(
-            f"{model_dir}: tokenizer/model vocabulary mismatch: the tokenizer has {size} tokens"
-            f"{f' and gives the text id {top}' if top >= n_cols else ''}, but the model outputs {n_cols} "
-            f"(ids 0-{n_cols - 1})"
-        )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -504,16 +337,16 @@ def analyze_language_model(args):
 
 def run_cli(args) -> int:
     with stop_on_signals("analyze-lm"):
+        remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
         try:
             sv, summary = analyze_language_model(args)
+            if args.out_spectrum:
+                write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
+            write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
         except NonFiniteLogP as err:
             return report("analyze-lm", f"{args.model}: {err}")
-        except InputError as err:
+        except (InputError, OutputError) as err:
             return report("analyze-lm", err)
-        if args.out_spectrum:
-            with atomic_path(args.out_spectrum) as tmp:
-                spectrum_table(sv).to_csv(tmp, index=False)
-        atomic_write_json(summary, args.out_json)
     log.info(
         "Press' rank %d of %s (softmax bound %s); ε-ranks %s; perplexity %.2f; %.0fs (%s)",
         summary["press_rank"], summary["shape"], summary["softmax_bound"], json.dumps(summary["effective_rank"]),

@@ -20,8 +20,6 @@ Gram ``(n² + b·n)·8`` bytes (b = 4,096): PTB 1.1 GiB, WT2 (reference or full 
 from __future__ import annotations
 
 import argparse
-import errno
-import fcntl
 import json
 import logging
 import math
@@ -29,16 +27,15 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, report
+from softmax_bottleneck.analysis.outputs import OutputError, npy_writer, remove_stale_temporaries, write_text
 from softmax_bottleneck.analysis.rank import (
     DEFAULT_MEMORY_BUDGET,
     METHODS,
@@ -209,7 +206,7 @@ def analyze(
     )  # fmt: skip
     started = time.monotonic()
     progress = Progress(n_rows, every=progress_seconds)
-    with _npy_writer(save_logp, (n_rows, vocab)) as out:
+    with npy_writer(save_logp, (n_rows, vocab)) as out:
         for log_prob, targets in iter_logp(model, test, n_rows, model.hp["bptt"]):
             if not torch.isfinite(log_prob).all():
                 bad = done + int((~torch.isfinite(log_prob)).any(1).nonzero()[0])
@@ -254,130 +251,6 @@ def analyze(
     if cuda:
         summary["peak_cuda_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return sv, summary
-
-
-class OutputError(OSError):
-    """An output could not be written (full disk, file-size limit, ...): the one-line message names the file."""
-
-
-def _output_error(path, err: OSError) -> OutputError:
-    reason = f"[Errno {err.errno}] {err.strerror}" if err.errno else str(err)
-    return OutputError(f"{path}: cannot write: {reason}; nothing was written")
-
-
-def _temporaries(path: Path) -> list[Path]:
-    """The temporaries an atomic write of ``path`` creates beside it: ``.<name>.<random>.tmp``."""
-    prefix = f".{path.name}."
-    return [p for p in path.parent.glob(f".{glob_escape(path.name)}.*.tmp") if p.name.startswith(prefix)]
-
-
-def glob_escape(name: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
-
-
-def remove_stale_temporaries(*paths) -> list[Path]:
-    """Remove the temporaries that a killed earlier run left for these outputs; return what was removed.
-
-    Only ``.<name>.<random>.tmp`` beside each output ``<name>`` (the names :func:`softmax_bottleneck.atomic.atomic_path`
-    and :func:`_locked_temporary` give), and only those that no live process holds: a writer holds an exclusive
-    ``flock`` on its temporary for as long as it writes (the kernel drops it when the process dies, SIGKILL included),
-    so a temporary whose lock can be taken belongs to a dead run. Nothing else is touched.
-    """
-    removed = []
-    for path in paths:
-        if path is None:
-            continue
-        for tmp in _temporaries(Path(path)):
-            try:
-                fd = os.open(tmp, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # held by a live writer
-                os.close(fd)
-                continue
-            try:
-                tmp.unlink()
-                removed.append(tmp)
-                log.info("removed %s, left by an earlier run that was killed", tmp)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-    return removed
-
-
-@contextmanager
-def _locked_temporary(path: Path):
-    """Like :func:`softmax_bottleneck.atomic.atomic_path`, but the temporary is ``flock``-ed while it is written (so
-    that :func:`remove_stale_temporaries` of a later run can tell it from one a killed run left). Yields
-    ``(temporary path, its open binary file)``; on success the file is fsynced and renamed onto ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    handle = os.fdopen(fd, "r+b")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        yield Path(tmp), handle
-        handle.flush()
-        os.fsync(handle.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        handle.close()
-
-
-def _reserve(handle, size: int) -> None:
-    """Allocate ``size`` bytes of disk for the open file now, so that a full disk fails here with ``ENOSPC`` rather
-    than as SIGBUS while the memory map is written (a sparse file has no blocks behind its pages)."""
-    try:
-        os.posix_fallocate(handle.fileno(), 0, size)
-        return
-    except OSError as err:
-        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise
-    handle.seek(0, os.SEEK_END)  # no fallocate on this file system: write the zeros
-    zeros = bytes(1 << 24)
-    while handle.tell() < size:
-        handle.write(zeros[: size - handle.tell()])
-    handle.flush()
-
-
-@contextmanager
-def _npy_writer(path, shape):
-    """Yield a memory-mapped float32 ``.npy`` of ``shape`` that appears at ``path`` only once complete.
-
-    The rows go to a locked temporary file beside ``path`` (:func:`_locked_temporary`) whose disk space is allocated
-    up front (:func:`_reserve`), removed on any error or interruption (SIGTERM/SIGINT inside
-    :func:`softmax_bottleneck.analysis.signals.stop_on_signals`); a SIGKILL-ed run's temporary is removed by the next
-    run (:func:`remove_stale_temporaries`). A write error raises :class:`OutputError` naming ``path``.
-    """
-    if path is None:
-        yield None
-        return
-    path = Path(path)
-    dtype = np.dtype(np.float32)
-    try:
-        with _locked_temporary(path) as (tmp, handle):
-            header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
-            np.lib.format.write_array_header_2_0(handle, header)
-            offset = handle.tell()
-            handle.flush()
-            _reserve(handle, offset + int(np.prod(shape)) * dtype.itemsize)
-            array = np.memmap(tmp, dtype=dtype, mode="r+", offset=offset, shape=tuple(shape))
-            try:
-                yield array
-                array.flush()
-            finally:
-                del array
-    except OutputError:
-        raise
-    except OSError as err:
-        raise _output_error(path, err) from None
 
 
 def _rows(text: str) -> str | int:
@@ -438,16 +311,6 @@ def add_cli(parser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
 
 
-def _write_text(text: str, path) -> None:
-    """Write ``text`` to ``path`` atomically through a locked temporary; :class:`OutputError` names ``path``."""
-    path = Path(path)
-    try:
-        with _locked_temporary(path) as (_, handle):
-            handle.write(text.encode("utf-8"))
-    except OSError as err:
-        raise _output_error(path, err) from None
-
-
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
@@ -466,8 +329,8 @@ def run_cli(args) -> int:
         summary.update(checkpoint=str(args.checkpoint), dataset=meta["dataset"], variant=meta["variant"])
         try:
             if args.out_spectrum:
-                _write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
-            _write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
+                write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
+            write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
         except OutputError as err:
             return report("analyze", err)
     log.info(

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
-from softmax_bottleneck.report import reported
 
 log = logging.getLogger(__name__)
 
@@ -100,14 +100,15 @@ def require_summaries(what: str, summary_dir, files: Sequence[str]) -> None:
 
 
 def read_summary(summary_dir, name: str) -> pd.DataFrame:
-    """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent."""
+    """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent; a binary or malformed file or an
+    impossible number (a perplexity below 1, ...) is a :class:`~softmax_bottleneck.readback.ReadbackError` naming
+    it, its column and row."""
     path = Path(summary_dir) / name
     if not path.is_file():
         raise FileNotFoundError(f"summary file {path} not found")
-    try:
-        return reported.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
+    frame = readback.read_csv(path)
+    readback.check_columns(frame, path)
+    return frame
 
 
 def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame:

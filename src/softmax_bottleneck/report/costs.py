@@ -279,14 +279,15 @@ def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:
 
 
 def load_runs(
-    config_path: str | os.PathLike | None, plan_path: str | os.PathLike | None = None
+    config_path: str | os.PathLike | list | None, plan_path: str | os.PathLike | None = None
 ) -> tuple[list[dict], str]:
-    """The training runs to project: the workflow's plan, else a workflow configuration's (checked as the
-    workflow checks it)."""
+    """The training runs to project: the workflow's plan, else a workflow configuration's (one file, or several
+    merged in order; checked as the workflow checks it)."""
     if plan_path:
         return runs_from_plan(pd.read_csv(plan_path)), f"runs of {plan_path}"
-    config = study_config.check(study_config.read(config_path))
-    return runs_from_study(Study(config)), f"runs of {config_path}"
+    files = config_path if isinstance(config_path, list) else [config_path]
+    config = study_config.check(study_config.load(files))
+    return runs_from_study(Study(config)), f"runs of {study_config.describe_files(files)}"
 
 
 def add_cli(parser: argparse.ArgumentParser) -> None:
@@ -298,10 +299,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--benchmarks", default="benchmarks", help="folder of Snakemake benchmark files, benchmarks/<rule>/..."
     )
-    parser.add_argument(
-        "--config", default="config/config.yaml", help="workflow config whose training runs to project (default: "
-        "config/config.yaml, the paper's study)"
-    )  # fmt: skip
+    study_config.add_config_option(parser, "whose training runs to project (the paper's study)")
     parser.add_argument(
         "--plan", default=None, help="the workflow's training plan (snakemake plan: results/plan/training_jobs.csv)"
     )
@@ -320,10 +318,11 @@ def run_cli(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 1
     measured = summarize_rules(records)
-    source = args.plan or args.config
+    files = study_config.config_files(args)
+    source = args.plan or study_config.describe_files(files)
     try:
         speeds = load_speeds(args.bench) if args.bench else None
-        runs, runs_source = load_runs(args.config, args.plan)
+        runs, runs_source = load_runs(files, args.plan)
         projection = project_training(runs, speeds)
     except BenchFileError as exc:
         log.error("costs: %s", exc)

@@ -13,13 +13,13 @@ comparable cell for cell with the paper's; the bound ``d + 1`` (``d + 2`` with a
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
 
 import pandas as pd
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_path, atomic_write_csv, atomic_write_text
 
@@ -80,12 +80,15 @@ def read_analysis(name: str, path) -> dict:
     """One table row from an ``analyze-lm`` summary JSON."""
     path = Path(path)
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable analyze-lm summary ({' '.join(str(err).split())})") from None
+        summary = readback.load_json(path)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: not a readable analyze-lm summary (no such file)") from None
     missing = [k for k in ("press_rank", "effective_rank", "shape", "perplexity") if k not in summary]
     if missing:
         raise ValueError(f"{path}: not an analyze-lm summary (no {', '.join(missing)})")
+    readback.check_rank(summary, path)
+    for key in ("perplexity", "logp_test_loss", "rows", "softmax_bound"):
+        readback.check_value(path, key, summary.get(key))
     d = summary.get("head_input_size") or summary.get("hidden_size")
     return {
         "source": "lm",

@@ -13,6 +13,7 @@ import io
 
 import pandas as pd
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.analysis import wordsim
 from softmax_bottleneck.corpora import download
 
@@ -69,9 +70,7 @@ def normalise_benchmark(name: str) -> str:
 
 def read_csv(source, **kwargs) -> pd.DataFrame:
     """``pandas.read_csv`` that keeps words such as ``N``, ``NA`` or ``null`` as strings; only ``""`` is missing."""
-    kwargs.setdefault("keep_default_na", False)
-    kwargs.setdefault("na_values", [""])
-    return pd.read_csv(source, **kwargs)
+    return pd.read_csv(source, **{**readback.CSV_OPTIONS, **kwargs})
 
 
 @functools.cache

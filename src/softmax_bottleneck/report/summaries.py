@@ -28,7 +28,6 @@ The output CSV is written atomically (temporary file + ``os.replace``).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterable
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_write_csv
 from softmax_bottleneck.models.output_layers import output_layers
@@ -134,47 +134,38 @@ def _check_keys(record: dict, kind: str) -> None:
 
 
 def _read_json(path, record: dict) -> dict:
+    """A run's JSON file, strictly (:func:`softmax_bottleneck.readback.load_json`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (record [{_describe(record)}])")
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
-        raise RecordError(f"{path}: not valid JSON ({_first_line(err)}) (record [{_describe(record)}])") from None
-    except OSError as err:
-        raise RecordError(f"{path}: unreadable ({err.strerror or err}) (record [{_describe(record)}])") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{path}: expected a JSON object (record [{_describe(record)}])")
-    return data
+        return readback.load_json(path)
+    except readback.ReadbackError as err:
+        raise RecordError(f"{err} (record [{_describe(record)}])") from None
 
 
 def _read_csv(path, record: dict, needed: Iterable[str]) -> pd.DataFrame:
-    from softmax_bottleneck.report.reported import read_csv
-
+    """A per-model CSV, its numbers checked (:func:`softmax_bottleneck.readback.check_columns`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (record [{_describe(record)}])")
     try:
-        frame = read_csv(path)
-    except pd.errors.EmptyDataError:
-        frame = pd.DataFrame()
-    except (ValueError, UnicodeDecodeError) as err:  # pandas' ParserError is a ValueError
-        raise RecordError(f"{path}: not a readable CSV ({_first_line(err)}) (record [{_describe(record)}])") from None
-    except OSError as err:
-        raise RecordError(f"{path}: unreadable ({err.strerror or err}) (record [{_describe(record)}])") from None
+        frame = readback.read_csv(path)
+        readback.check_columns(frame, path)
+    except readback.ReadbackError as err:
+        raise RecordError(f"{err} (record [{_describe(record)}])") from None
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise RecordError(f"{path}: missing column(s) {', '.join(missing)} (record [{_describe(record)}])")
     return frame
 
 
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
+def _checked(check, data: dict, path, record: dict) -> dict:
+    """``check(data, path)`` (a bound of :mod:`softmax_bottleneck.readback`), its error naming the record."""
+    try:
+        return check(data, path)
+    except readback.ReadbackError as err:
+        raise RecordError(f"{err} (record [{_describe(record)}])") from None
 
 
 def _number(value, path, key: str, record: dict):
@@ -205,7 +196,7 @@ def run_row(record: dict) -> dict:
         seed = int(record["seed"])
     except (TypeError, ValueError) as err:
         raise RecordError(f"record [{_describe(record)}]: seed {record['seed']!r} is not an integer") from err
-    metrics = _read_json(record["metrics"], record)
+    metrics = _checked(readback.check_metrics, _read_json(record["metrics"], record), record["metrics"], record)
     for key in ("dataset", "variant", "schedule", "seed"):
         if key in metrics and metrics[key] is not None and not _same(metrics[key], record[key]):
             raise RecordError(
@@ -230,7 +221,7 @@ def run_row(record: dict) -> dict:
     row.update({k: _number(metrics.get(k), record["metrics"], k, record) for k in _METRIC_KEYS})
     rank_path = record.get("rank")
     if rank_path:
-        rank = _read_json(rank_path, record)
+        rank = _checked(readback.check_rank, _read_json(rank_path, record), rank_path, record)
         if "press_rank" not in rank:
             raise RecordError(f"{rank_path}: missing key press_rank (record [{_describe(record)}])")
         row["press_rank"] = _number(rank["press_rank"], rank_path, "press_rank", record)

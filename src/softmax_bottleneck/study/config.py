@@ -1,8 +1,8 @@
 """A workflow configuration checked as a whole before any job (``config/README.md`` explains every key).
 
-:func:`read` reads one YAML file (syntax errors name the file and line); :func:`check` validates a complete
-configuration against the workflow's JSON schema (``data/config.schema.yaml``, which ``workflow/schemas/`` links to),
-then checks what the
+:func:`read` and :func:`load` (from :mod:`softmax_bottleneck.study.config_file`) read a configuration as a hostile
+file may be; :func:`check` validates a complete configuration against the workflow's JSON schema
+(``data/config.schema.yaml``, which ``workflow/schemas/`` links to), then checks what the
 schema cannot express: seeds, variant names against the output-layer registry, variant × dataset, sweep datasets,
 every override's hyper-parameter name, type and range as the presets declare them, and that every variant of an
 experiment owns every key its sweep sets (a key the variant's resolved hyper-parameters lack, or that resolving
@@ -14,17 +14,25 @@ overrules, would train the same model several times under names that lie), and t
 from __future__ import annotations
 
 import re
-from importlib import resources
-from pathlib import Path
 
 import jsonschema
-import yaml
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configuration's reading, re-exported)
+    DEFAULT_CONFIG,
+    ConfigError,
+    add_config_option,
+    config_files,
+    describe_files,
+    load,
+    merge,
+    read,
+    read_schema,
+    typed_overrides,
+)
 from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, model_overrides, same_value
 
-SCHEMA = "data/config.schema.yaml"
 #: names of the configuration's other summaries, tables and figures, which a sweep's name cannot take
 BUILTIN_NAMES = {
     **{name: "the experiment" for name in RUN_EXPERIMENTS},
@@ -33,37 +41,6 @@ BUILTIN_NAMES = {
 }
 #: the names of the paper's tables and figures (``table2``, ``sm_table12``, ``figure2_pearson``; the report's registry)
 PAPER_ITEM_NAME = re.compile(r"^(sm_)?(table|figure)\d+(_[a-z0-9_]+)?$")
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; ``source`` (file, line) where known, the message names the key."""
-
-    def __init__(self, message: str, source: str | None = None):
-        super().__init__(message)
-        self.source = source
-
-
-def read(path: str | Path) -> dict:
-    """A YAML config file as a dict; a missing file, a syntax error or a non-mapping names the file (and line)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("not found (run from the repository root, or pass --configfile FILE)", str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot be read ({err})", str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"YAML syntax error: {err.problem or err}", f"{path}{where}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"YAML error: {err}", str(path)) from None
-    if data is None:
-        raise ConfigError("the file is empty (a configuration sets every key, see config/README.md)", str(path))
-    if not isinstance(data, dict):
-        raise ConfigError(f"expected keys at the top level, got a {type(data).__name__}", f"{path}, line 1")
-    return data
 
 
 def schema_error_text(error: jsonschema.ValidationError) -> str:
@@ -258,10 +235,3 @@ def check(config: dict, schema: dict | None = None) -> dict:
     check_semantics(config)
     config.setdefault("data_mirror", None)
     return config
-
-
-def read_schema(path: str | Path | None = None) -> dict:
-    """The configuration's JSON schema (default: the package's ``data/config.schema.yaml``)."""
-    if path is None:
-        return yaml.safe_load(resources.files("softmax_bottleneck").joinpath(SCHEMA).read_text(encoding="utf-8"))
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))

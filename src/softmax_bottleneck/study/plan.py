@@ -141,9 +141,9 @@ def stale_runs(study: Study) -> list[str]:
     """``<run folder>: trained with an older source of <layer>`` for each trained run whose plug-in layer's code
     changed since (recorded in its ``metrics.json``). Such runs are never retrained by themselves: delete a run
     folder to retrain it with the new code."""
-    import json
     from pathlib import Path
 
+    from softmax_bottleneck import readback
     from softmax_bottleneck.training.environment import older_layer_source
 
     notes = []
@@ -151,8 +151,8 @@ def stale_runs(study: Study) -> list[str]:
         metrics = Path(path) / "metrics.json"
         if metrics.is_file():
             try:
-                note = older_layer_source(json.loads(metrics.read_text(encoding="utf-8")))
-            except (OSError, ValueError):
+                note = older_layer_source(readback.load_json(metrics))
+            except (OSError, ValueError):  # ReadbackError is a ValueError
                 continue
             if note:
                 notes.append(f"{path}: {note}")
@@ -165,7 +165,9 @@ def add_cli(parser) -> None:
         "that several experiments use is trained once), their projected V100 GPU-hours (the paper's seconds per "
         "epoch × epochs) and how many are trained already."
     )
-    parser.add_argument("--config", default="config/config.yaml", help="workflow config (default: config/config.yaml)")
+    from softmax_bottleneck.study.config import add_config_option
+
+    add_config_option(parser, "to plan")
     parser.add_argument("--csv", default=None, metavar="FILE", help="also write every job (one row per run folder)")
 
 
@@ -177,19 +179,21 @@ def run_cli(args) -> int:
     from softmax_bottleneck.study import config as study_config
     from softmax_bottleneck.study.runs import StudyError
 
+    files = study_config.config_files(args)
+    source = study_config.describe_files(files)
     try:
-        study = Study(study_config.check(study_config.read(args.config)))
+        study = Study(study_config.check(study_config.load(files)))
         trained = {path for path in study.jobs if os.path.exists(f"{path}/model.pt")}
         table = plan_table(study, trained)
     except study_config.ConfigError as err:
-        logging.error("plan: %s: %s", err.source or args.config, err)
+        logging.error("plan: %s: %s", err.source or source, err)
         return 1
     except StudyError as err:
-        logging.error("plan: %s: %s", args.config, err)
+        logging.error("plan: %s: %s", source, err)
         return 1
     if args.csv:
         atomic_write_text(plan_frame(study).to_csv(index=False), args.csv)
-    print(f"Training plan of {args.config}: {len(study.jobs)} training jobs (a run that several experiments use "
+    print(f"Training plan of {source}: {len(study.jobs)} training jobs (a run that several experiments use "
           "is trained once); projected with the paper's V100 seconds per epoch × epochs.\n")  # fmt: skip
     print(plan_markdown(table))
     for note in stale_runs(study):

@@ -19,12 +19,12 @@ records its SHA-256 (finished runs stay usable); alone it is refused in one line
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 import torch
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.corpus import vocab_sha256
 from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
@@ -78,10 +78,10 @@ def recorded_sha256(path: Path) -> str | None:
     if not metrics.is_file():
         return None
     try:
-        recorded = json.loads(metrics.read_text(encoding="utf-8")).get("model_sha256")
-    except (ValueError, AttributeError, UnicodeDecodeError) as err:
+        recorded = readback.load_json(metrics).get("model_sha256")
+    except readback.ReadbackError as err:
         raise CheckpointError(
-            f"{metrics}: not a readable metrics file ({error_line(err)}), so {path} cannot be verified"
+            f"{metrics}: not a readable metrics file ({err.reason}), so {path} cannot be verified"
         ) from None
     if recorded is not None and not (isinstance(recorded, str) and len(recorded) == 64):
         raise CheckpointError(f"{metrics}: model_sha256 is not a SHA-256 ({recorded!r}), so {path} cannot be verified")

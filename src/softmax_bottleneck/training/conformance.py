@@ -37,7 +37,6 @@ before training it.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.models.output_layers.base import OutputLayer
 from softmax_bottleneck.models.output_layers.registry import OutputLayerSpec, layer_source, output_layer
@@ -475,11 +475,11 @@ def conformance_stamp_ok(path: str | Path, name: str, hp: dict | None = None) ->
     """
     redo = f"run: python -m softmax_bottleneck check-layer {name} --stamp {path}"
     try:
-        stamp = json.loads(Path(path).read_text(encoding="utf-8"))
+        stamp = readback.load_json(path)
     except FileNotFoundError:
         return False, f"{name}: no conformance stamp at {path}; {redo}"
-    except (OSError, ValueError) as err:
-        return False, f"{name}: unreadable conformance stamp {path} ({err}); {redo}"
+    except readback.ReadbackError as err:
+        return False, f"{name}: unreadable conformance stamp ({err}); {redo}"
     try:
         now = layer_source(name)
         spec = output_layer(name)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
 from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
@@ -223,11 +224,15 @@ def verify_final(
             raise _refuse(final / name, "missing from the kept finished run", final)
     metrics_path = final / "metrics.json"
     try:
-        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise _refuse(metrics_path, f"not a readable metrics file ({error_line(err)})", final) from None
+        metrics = readback.load_json(metrics_path, expect=None)
+    except readback.ReadbackError as err:
+        raise _refuse(metrics_path, f"not a readable metrics file ({err.reason})", final) from None
     if not isinstance(metrics, dict):
         raise _refuse(metrics_path, "not a metrics file of this package", final)
+    try:
+        readback.check_metrics(metrics, metrics_path)
+    except readback.ReadbackError as err:
+        raise _refusal(str(err), final) from None
     accepted = (fingerprint,) if isinstance(fingerprint, str) else tuple(fingerprint)
     if metrics.get("run_fingerprint") not in accepted:
         what = "/".join(str(metrics.get(k)) for k in ("dataset", "variant", "schedule", "seed"))
@@ -238,6 +243,10 @@ def verify_final(
     curve = final / "curve.csv"
     if file_sha256(curve) != metrics.get("curve_sha256"):
         raise _refuse(curve, f"SHA-256 differs from curve_sha256 recorded in {metrics_path}", final)
+    try:
+        readback.check_curve(readback.read_csv(curve), curve, metrics.get("epochs_run"))
+    except readback.ReadbackError as err:
+        raise _refusal(str(err), final) from None
     try:
         blob = read_checkpoint(final / "model.pt")  # checks model_sha256 of the metrics.json beside it first
     except CheckpointError as err:

@@ -27,6 +27,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.atomic import atomic_path
+from softmax_bottleneck.readback import ReadbackError
 from softmax_bottleneck.report.common import require_summaries
 from softmax_bottleneck.report.figures import (  # noqa: F401  (each import registers its figures)
     gss_grid,
@@ -115,7 +116,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     try:
         render(args.name, args.summary_dir, args.out, banner=args.banner)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ReadbackError) as err:
         raise SystemExit(f"figure {args.name}: {err}") from None
     log.info("wrote %s.pdf and %s.png", args.out, args.out)
     return 0

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from softmax_bottleneck.atomic import atomic_write_text
+from softmax_bottleneck.readback import ReadbackError
 from softmax_bottleneck.report.common import mean_sd, pearson, read_summary, require_summaries, t_test
 from softmax_bottleneck.report.sources import summary_notes, with_notes
 from softmax_bottleneck.report.tables import (  # noqa: F401  (each import registers its tables)
@@ -111,7 +112,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     try:
         render(args.name, args.summary_dir, args.out, banner=args.banner)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ReadbackError) as err:
         raise SystemExit(f"table {args.name}: {err}") from None
     log.info("wrote %s.csv, .md, .html, .tex and .ours.tex", args.out)
     return 0

@@ -1,0 +1,259 @@
+"""A local Hugging Face causal language model folder, loaded as a folder from anyone may be (for ``analyze-lm``).
+
+Loading never reaches the network and never runs code from the folder: ``local_files_only=True``,
+``trust_remote_code=False`` and ``HF_HUB_OFFLINE=1``; a path that is not a local folder is refused before
+``transformers`` could take it for a Hub name. Only safetensors weights are read (a pickle such as
+``pytorch_model.bin`` is refused unread, with how to convert it), each file checked whole and its tensors' shapes
+against ``config.json`` before the model is built; the folder must hold its tokenizer's vocabulary, of no more tokens
+than the model outputs. Every failure is one :class:`~softmax_bottleneck.analysis.inputs.InputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from softmax_bottleneck import readback
+from softmax_bottleneck.analysis.inputs import InputError
+
+
+@dataclass
+class HeadInfo:
+    """What the softmax bound needs from a model: ``d`` (the head's input size) and whether the head has a bias."""
+
+    hidden_size: int | None  # config's hidden size (n_embd, d_model, ...)
+    head_input_size: int | None  # d: the output layer's input size (= hidden_size for most models)
+    output_bias: bool
+    vocab_size: int  # the output layer's size: the matrix's columns
+    softcapping: float | None  # a final logit soft-capping (Gemma 2): the head is then not linear
+
+    @property
+    def softmax_bound(self) -> int | None:
+        d = self.head_input_size or self.hidden_size
+        if d is None or self.softcapping:
+            return None
+        return d + (2 if self.output_bias else 1)
+
+
+def _text_config(config):
+    getter = getattr(config, "get_text_config", None)
+    return getter() if callable(getter) else config
+
+
+def head_info(model) -> HeadInfo:
+    config = _text_config(model.config)
+    hidden = next(
+        (int(v) for k in ("hidden_size", "n_embd", "d_model", "dim") if isinstance(v := getattr(config, k, None), int)),
+        None,
+    )
+    head = model.get_output_embeddings()
+    weight = getattr(head, "weight", None)
+    if weight is not None and weight.ndim == 2:
+        vocab, d = int(weight.shape[0]), int(weight.shape[1])
+    else:
+        vocab, d = int(config.vocab_size), hidden
+    bias = getattr(head, "bias", None) is not None
+    soft = getattr(config, "final_logit_softcapping", None)
+    return HeadInfo(hidden, d, bias, vocab, float(soft) if soft else None)
+
+
+def context_length(config, cap: int | None) -> int:
+    """The model's context length (``n_positions``, ``max_position_embeddings``, ...), capped at ``cap``."""
+    config = _text_config(config)
+    own = next(
+        (
+            int(v)
+            for k in ("n_positions", "max_position_embeddings", "n_ctx", "max_sequence_length", "seq_length")
+            if isinstance(v := getattr(config, k, None), int) and v > 0
+        ),
+        None,
+    )
+    if own is None:
+        if cap is None:
+            raise InputError("the model's config gives no context length (n_positions, max_position_embeddings); "
+                             "pass --context")  # fmt: skip
+        return cap
+    return min(own, cap) if cap else own
+
+
+def _from_pretrained_kwargs(dtype: str | None = None) -> dict:
+    import torch
+    import transformers
+
+    kwargs = {"local_files_only": True, "trust_remote_code": False}
+    if dtype is not None:
+        key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+        kwargs[key] = getattr(torch, dtype)
+    return kwargs
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+#: weight files of other formats that transformers could load: pickles (``torch.load``) and other frameworks'
+PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "tf_model.h5", "flax_model.msgpack")
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+#: how to turn a pickle weight file into safetensors, where the file is trusted
+CONVERT = (
+    'convert it where you trust the file: python -c "from transformers import AutoModelForCausalLM as M; '
+    "M.from_pretrained('DIR').save_pretrained('NEW_DIR')\" writes NEW_DIR/model.safetensors (copy the tokenizer "
+    "files beside it)"
+)
+#: files that hold a tokenizer's vocabulary (one is needed)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "*.tiktoken")  # fmt: skip
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The model's safetensors files (``model.safetensors``, or the shards its index lists); a folder whose weights
+    are only a pickle (``pytorch_model.bin``, ...) or absent is an :class:`InputError` naming the file."""
+    index = path / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            weight_map = readback.load_json(index).get("weight_map")
+        except readback.ReadbackError as err:
+            raise InputError(str(err)) from None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise InputError(f"{index}: no weight_map (not a safetensors index)")
+        shards = sorted({str(name) for name in weight_map.values()})
+        for shard in shards:
+            if Path(shard).name != shard or not (path / shard).is_file():
+                raise InputError(f"{index}: lists {shard!r}, which is not a file of the folder")
+        return [path / shard for shard in shards]
+    if (path / SAFETENSORS).is_file():
+        return [path / SAFETENSORS]
+    other = {p for pattern in PICKLE_WEIGHTS for p in path.glob(pattern) if p.is_file()}
+    other = sorted(other, key=lambda p: (not p.name.startswith("pytorch_model"), p.name))
+    if other:
+        raise InputError(
+            f"{other[0]}: analyze-lm loads only safetensors weights ({SAFETENSORS}), never a pickle or another "
+            f"framework's file; {CONVERT}"
+        )
+    raise InputError(f"{path}: cannot load the causal language model: no {SAFETENSORS} (its weights, save_pretrained)")
+
+
+def check_weights(files: list[Path], config) -> None:
+    """Each safetensors file is whole (its header and every tensor's bytes within the file) and each of its tensors
+    that the model of ``config`` has, of that tensor's shape (the model built on the meta device: no memory)."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+    from transformers import AutoModelForCausalLM
+
+    shapes = {}
+    for file in files:
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                shapes.update({name: (file, list(handle.get_slice(name).get_shape())) for name in handle.keys()})
+        except (SafetensorError, OSError, ValueError) as err:
+            raise InputError(
+                f"{file}: not a whole safetensors file ({_one_line(err)}): a cut download or copy? fetch it again"
+            ) from None
+    try:
+        with torch.device("meta"):
+            skeleton = AutoModelForCausalLM.from_config(config)
+    except Exception:  # noqa: BLE001 - no skeleton, no shape check: from_pretrained reports what it finds
+        return
+    for name, tensor in skeleton.state_dict().items():
+        if name in shapes and shapes[name][1] != list(tensor.shape):
+            file, shape = shapes[name]
+            raise InputError(
+                f"{file}: tensor {name} is {shape}, but the model that config.json describes needs "
+                f"{list(tensor.shape)}: the weights and config.json are of different models"
+            )
+
+
+def tokenizer_file(path: Path) -> Path:
+    """The file that holds the folder's tokenizer vocabulary (:data:`TOKENIZER_FILES`), else an
+    :class:`InputError` (without it transformers builds an empty tokenizer, and the text has 0 tokens)."""
+    found = [p for pattern in TOKENIZER_FILES for p in sorted(path.glob(pattern)) if p.is_file()]
+    if not found:
+        raise InputError(
+            f"{path}: no tokenizer (none of {', '.join(TOKENIZER_FILES)}): save the model's tokenizer beside it "
+            "(tokenizer.save_pretrained(DIR))"
+        )
+    return found[0]
+
+
+def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype: str = "float32"):
+    """``(model, tokenizer)`` of a local folder, in eval mode on ``device``; every failure one :class:`InputError`."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise InputError(f"{path}: no such folder (a model saved with save_pretrained; Hub names are not fetched)")
+    if not (path / "config.json").is_file():
+        raise InputError(f"{path}: not a Hugging Face model folder (no config.json)")
+    try:
+        import transformers
+    except ImportError:
+        raise InputError("analyze-lm needs transformers: pip install 'softmax-bottleneck[hf]'") from None
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(path, **_from_pretrained_kwargs())
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        if "trust_remote_code" in str(err) or "custom code" in str(err):
+            raise InputError(
+                f"{path}: the model needs custom code from its folder, which analyze-lm never runs "
+                "(trust_remote_code is off): use a model class that transformers ships"
+            ) from None
+        raise InputError(f"{path}: unreadable model config: {_one_line(err)}") from None
+    if getattr(config, "is_encoder_decoder", False):
+        raise InputError(f"{path}: an encoder-decoder model ({config.model_type}), not a causal language model")
+    if type(config) not in AutoModelForCausalLM._model_mapping:
+        raise InputError(
+            f"{path}: not a causal language model (model_type {getattr(config, 'model_type', '?')!r} has no "
+            "AutoModelForCausalLM class in this transformers; custom code is never run)"
+        )
+    check_weights(weight_files(path), config)
+    vocabulary = tokenizer_file(path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, config=config, use_safetensors=True, **_from_pretrained_kwargs(dtype)
+        )
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
+        raise InputError(f"{path}: cannot load the causal language model: {_one_line(err)}") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, **_from_pretrained_kwargs())
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"{path}: cannot load its tokenizer: {_one_line(err)}") from None
+    if isinstance(tokenizer, bool) or not callable(tokenizer) or len(tokenizer) < 2:
+        raise InputError(f"{vocabulary}: no usable tokenizer ({len(tokenizer) if callable(tokenizer) else 0} tokens)")
+    model.eval()
+    model.to(device)
+    return model, tokenizer
+
+
+def tokenize_text(tokenizer, text_file: str | os.PathLike):
+    """The token ids (a 1-D long tensor) of the whole text file, without added special tokens."""
+    import torch
+
+    path = Path(text_file)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a text file")
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def check_vocabulary(tokenizer, ids, n_cols: int, model_dir) -> None:
+    """The tokenizer's ids must be columns of the model's output (else the targets index past its logits)."""
+    size = len(tokenizer)
+    top = int(ids.max()) if len(ids) else -1
+    if size > n_cols or top >= n_cols:
+        raise InputError(
+            f"{tokenizer_file(Path(model_dir))}: tokenizer/model vocabulary mismatch: the tokenizer has {size} tokens"
+            f"{f' and gives the text id {top}' if top >= n_cols else ''}, but the model outputs {n_cols} "
+            f"(ids 0-{n_cols - 1})"
+        )

@@ -1,0 +1,200 @@
+"""Numbers read back from a run are checked for what is possible (softmax_bottleneck.readback), through the commands
+that read them: ``summarize`` (metrics.json, rank.json, per-model CSVs), ``table`` (the summaries) and ``lm-report``.
+Each refusal is one line naming the file and the key (or column and row); nothing is written."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from softmax_bottleneck import readback
+from softmax_bottleneck.cli import main
+
+METRICS = {
+    "dataset": "ptb",
+    "variant": "softmax",
+    "schedule": "et",
+    "seed": 141,
+    "hyperparameters": {"epochs": 12, "gss_c": None, "gss_k": None, "n_experts": None, "dropoutl": None},
+    "parameters": 24_221_600,
+    "trainable_parameters": 24_221_600,
+    "train_ppl": 33.5,
+    "valid_ppl": 59.5,
+    "valid_loss": math.log(59.5),
+    "test_ppl": 57.0,
+    "test_loss": math.log(57.0),
+    "epochs_run": 12,
+    "best_epoch": 11,
+    "switch_epoch": 5,
+    "seconds_per_epoch": 1.25,
+}
+RANK = {"press_rank": 402, "effective_rank": {"1e-3": 100, "1e-4": 300, "1e-5": 402}, "shape": [82429, 10000]}
+
+
+def _summarize(tmp_path, capsys, metrics_text: str, rank: dict = RANK):
+    """``summarize --kind runs`` of one run whose metrics.json is ``metrics_text``: (exit message, output path)."""
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    (run / "metrics.json").write_text(metrics_text)
+    (run / "rank.json").write_text(json.dumps(rank))
+    out = tmp_path / "main.csv"
+    record = f"experiment=main,dataset=ptb,variant=softmax,schedule=et,seed=141,seed_kind=authors,metrics={run}/"
+    record += f"metrics.json,rank={run}/rank.json"
+    try:
+        code = main(["summarize", "--kind", "runs", "--out", str(out), "--record", record])
+    except SystemExit as exc:
+        return str(exc), out
+    return code, out
+
+
+def test_possible_numbers_are_summarised(tmp_path, capsys):
+    code, out = _summarize(tmp_path, capsys, json.dumps(METRICS))
+    assert code == 0 and out.is_file()
+    frame = readback.read_csv(out)
+    assert frame.loc[0, "test_ppl"] == 57.0 and frame.loc[0, "press_rank"] == 402
+
+
+IMPOSSIBLE_METRICS = {
+    "negative perplexity": ({"test_ppl": -5}, "test_ppl = -5 is impossible (a perplexity is at least 1)"),
+    "perplexity below 1": ({"valid_ppl": 0.5}, "valid_ppl = 0.5 is impossible"),
+    "negative loss": ({"test_loss": -0.1}, "test_loss = -0.1 is impossible (a loss is at least 0)"),
+    "epochs beyond the run's": ({"epochs_run": 13}, "epochs_run = 13 is impossible: the run has hyperparameters"),
+    "best epoch after the last": ({"best_epoch": 14}, "best_epoch = 14 is impossible: the run stopped after"),
+    "switch after the last epoch": ({"switch_epoch": 40}, "switch_epoch = 40 is impossible"),
+    "epoch 0": ({"best_epoch": 0}, "best_epoch = 0 is impossible (epochs count from 1)"),
+    "fractional parameters": ({"parameters": 2.5}, "parameters = 2.5 is not a whole number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPOSSIBLE_METRICS))
+def test_an_impossible_metric_is_one_line_naming_the_file_and_key(tmp_path, capsys, case):
+    change, named = IMPOSSIBLE_METRICS[case]
+    message, out = _summarize(tmp_path, capsys, json.dumps({**METRICS, **change}))
+    path = tmp_path / "run" / "metrics.json"
+    assert message.startswith(f"summarize: {path}: {named}"), message
+    assert "\n" not in message and not out.exists()
+
+
+def test_a_key_given_twice_is_refused_not_read_as_the_last(tmp_path, capsys):
+    text = json.dumps(METRICS)[:-1] + ', "test_ppl": 12.0}'  # JSON keeps the last value without a word
+    message, out = _summarize(tmp_path, capsys, text)
+    assert message.startswith(f"summarize: {tmp_path / 'run' / 'metrics.json'}: key 'test_ppl' is given twice")
+    assert not out.exists()
+
+
+def test_a_100000_deep_json_is_one_line_naming_the_file(tmp_path, capsys):
+    depth = 100_000
+    message, out = _summarize(tmp_path, capsys, '{"a": ' + "[" * depth + "]" * depth + "}")
+    path = tmp_path / "run" / "metrics.json"
+    assert message.startswith(f"summarize: {path}: JSON nested {depth + 1} deep (at most {readback.MAX_JSON_DEPTH})")
+    assert "\n" not in message and not out.exists()
+
+
+IMPOSSIBLE_RANKS = {
+    "above the columns": ({"press_rank": 10_001}, "press_rank = 10001 is impossible: above min(rows, columns) = 10000"),
+    "above the rows": ({"shape": [300, 10000]}, "press_rank = 402 is impossible: above min(rows, columns) = 300"),
+    "zero": ({"press_rank": 0}, "press_rank = 0 is impossible (a rank is at least 1"),
+    "an ε-rank above the bound": (
+        {"effective_rank": {"1e-3": 100, "1e-4": 300, "1e-5": 20_000}},
+        "effective_rank.1e-5 = 20000 is impossible",
+    ),
+    "ε-ranks shrinking with ε": (
+        {"effective_rank": {"1e-3": 300, "1e-4": 100, "1e-5": 402}},
+        "effective_rank: 100 at ε = 0.0001 is below 300 at ε = 0.001",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPOSSIBLE_RANKS))
+def test_an_impossible_rank_is_one_line_naming_the_file_and_key(tmp_path, capsys, case):
+    change, named = IMPOSSIBLE_RANKS[case]
+    message, out = _summarize(tmp_path, capsys, json.dumps(METRICS), {**RANK, **change})
+    assert message.startswith(f"summarize: {tmp_path / 'run' / 'rank.json'}: {named}"), message
+    assert not out.exists()
+
+
+ANALYSIS_CSVS = {
+    "spectra": ("dataset=ptb,variant=softmax", "index,sigma,sigma_normalised\n0,2.0,1.0\n1,-0.5,-0.25\n",
+                "column sigma, row 2: -0.5 is impossible (a singular value is at least 0)"),
+    "wordsim": ("dataset=ptb,variant=softmax", "benchmark,pairs,found,not_found,spearman\nMEN,3000,2900,100,1.7\n",
+                "column spearman, row 1: 1.7 is impossible (a correlation is within [-1, 1])"),
+    "top5": ("model=MoS*", "group,number,token_index,true_token,word_1,word_2,word_3,word_4,word_5,prob_1,prob_2,"
+             "prob_3,prob_4,prob_5,hit\na,1,5,the,the,a,of,to,in,1.5,0.1,0.1,0.1,0.1,True\n",
+             "column prob_1, row 1: 1.5 is impossible (within [0, 1])"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(ANALYSIS_CSVS))
+def test_an_impossible_analysis_number_names_its_column_and_row(tmp_path, kind):
+    identity, text, named = ANALYSIS_CSVS[kind]
+    path = tmp_path / f"{kind}.csv"
+    path.write_text(text)
+    out = tmp_path / "summary.csv"
+    with pytest.raises(SystemExit) as exc:
+        main(["summarize", "--kind", kind, "--out", str(out), "--record", f"{identity},csv={path}"])
+    assert str(exc.value).startswith(f"summarize: {path}: {named}") and not out.exists()
+
+
+def test_word_pairs_that_do_not_add_up_are_refused(tmp_path):
+    path = tmp_path / "wordsim.csv"
+    path.write_text("benchmark,pairs,found,not_found,spearman\nMEN,3000,2900,99,0.5\n")
+    with pytest.raises(readback.ReadbackError, match=r"row 1: found \+ not_found is not pairs"):
+        readback.check_columns(readback.read_csv(path), path)
+
+
+def _table2(tmp_path, content: bytes):
+    summary = tmp_path / "summary"
+    summary.mkdir()
+    (summary / "main.csv").write_bytes(content)
+    with pytest.raises(SystemExit) as exc:
+        main(["table", "table2", "--summary-dir", str(summary), "--out", str(tmp_path / "t2")])
+    assert not list(tmp_path.glob("t2*"))
+    return str(exc.value), summary / "main.csv"
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not a readable CSV (a binary file: a NUL byte on line 3)"),
+     (b"dataset,variant\nptb,caf\xe9\n", "not a readable CSV (not UTF-8 text: byte 0xe9 on line 2)")],
+    ids=["png", "latin-1"],
+)  # fmt: skip
+def test_a_binary_summary_given_to_table_is_one_line_naming_it(tmp_path, content, named):
+    message, path = _table2(tmp_path, content)
+    assert message == f"table table2: {path}: {named}"
+
+
+def test_an_impossible_number_in_a_summary_stops_the_table(tmp_path):
+    header = "experiment,dataset,variant,schedule,seed,seed_kind,parameters,train_ppl,valid_ppl,test_ppl,press_rank\n"
+    row = "main,ptb,softmax,et,141,authors,24221600,33.5,59.5,-5,402\n"
+    message, path = _table2(tmp_path, (header + row).encode())
+    assert message == f"table table2: {path}: column test_ppl, row 1: -5 is impossible (a perplexity is at least 1)"
+
+
+def test_lm_report_refuses_a_rank_above_its_matrix(tmp_path):
+    summary = {**RANK, "shape": [200, 121], "press_rank": 150, "perplexity": 80.0, "rows": 200}
+    path = tmp_path / "lm.json"
+    path.write_text(json.dumps(summary))
+    with pytest.raises(SystemExit) as exc:
+        main(["lm-report", f"tiny={path}", "--out-table", str(tmp_path / "lm")])
+    assert str(exc.value).startswith(f"lm-report: {path}: press_rank = 150 is impossible: above min(rows, columns)")
+
+
+def test_a_curve_beyond_the_runs_epochs_is_refused(tmp_path):
+    path = tmp_path / "curve.csv"
+    path.write_text("epoch,phase,train_ppl,valid_loss,valid_ppl,seconds,is_best\n1,sgd,900.0,6.5,665.1,2.0,True\n"
+                    "2,sgd,700.0,6.3,544.6,2.0,True\n")  # fmt: skip
+    readback.check_curve(readback.read_csv(path), path, epochs_run=2)
+    with pytest.raises(readback.ReadbackError, match=r"curve.csv: column epoch: 2 is beyond the run's epochs_run = 1"):
+        readback.check_curve(readback.read_csv(path), path, epochs_run=1)
+    path.write_text(path.read_text().replace("6.3,", "-6.3,"))
+    with pytest.raises(readback.ReadbackError, match=r"column valid_loss, row 2: -6.3 is impossible"):
+        readback.check_curve(readback.read_csv(path), path, epochs_run=2)
+
+
+def test_floating_point_rounding_at_a_bound_is_not_impossible():
+    """exp(log_softmax) of a sure prediction is 1 + 1e-7 in float32; a difference of 1e-3 is not rounding."""
+    assert readback.violation("prob_1", 1.0000001) is None and readback.violation("test_ppl", 0.99999999) is None
+    assert readback.violation("prob_1", 1.001) and readback.violation("test_ppl", 0.999)
+    assert readback.violation("press_rank", 0) and readback.violation("press_rank", 2.5)
