@@ -111,11 +111,12 @@ NOT_RENDERING_CODE = {
 
 
 def rendering_code(wildcards=None):
-    """The rendering code (report/ but the cost report, analysis/stats.py, data/reported/), globbed when
+    """The rendering code (report/ but the cost report, analysis/stats.py, data/reported/ and its reader), globbed when
     the DAG is built: an edit re-renders the summaries, tables and figures, nothing upstream.
     """
     package = Path(presets.__file__).parent
     files = [*(package / "report").rglob("*.py"), package / "analysis" / "stats.py"]
+    files.append(package / "paper_numbers.py")
     files += (package / "data" / "reported").glob("*")
     return sorted(
         str(p)
