@@ -30,8 +30,11 @@ from softmax_bottleneck.study.runs import (
     RUN_EXPERIMENTS,
     SPLITS,
     SWEEP_PREFIX,
+    TRAIN_LOG,
     Study,
     StudyError,
+    analysis_names,
+    output_roots,
 )
 
 # --------------------------------------------------------------------------------------------- configuration
@@ -74,10 +77,7 @@ RUNIDS = sorted({run.runid for run in TRAIN_JOBS.values()})
 # This configuration's own outputs: results/summary/, reports/tables/ for the paper's configuration
 # (output_subdir: null), results/<subdir>/summary/, reports/<subdir>/tables/ for another one.
 OUTPUT_SUBDIR = config["output_subdir"]
-RESULTS, REPORTS, LOGS = (
-    f"{root}/{OUTPUT_SUBDIR}" if OUTPUT_SUBDIR else root
-    for root in ("results", "reports", "logs")
-)
+RESULTS, REPORTS, LOGS = output_roots(config)
 
 
 def corpus_dir(dataset):
@@ -196,9 +196,7 @@ def finished_runs():
 
 
 # --------------------------------------------------------------------------------------------- analysis (workflow/rules/analysis.smk)
-RANK = f"rank-{config['analysis']['rank_rows']}.json"
-SPECTRUM = f"spectrum-{config['analysis']['rank_rows']}.csv"
-ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
+RANK, SPECTRUM, ROBUSTNESS = analysis_names(config)
 
 
 def record_arg(**fields):
