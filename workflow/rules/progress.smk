@@ -82,7 +82,7 @@ rule preview:
                     path,
                     caption="../report/preview.rst",
                     category="Provisional",
-                    subcategory="Tables" if "/tables/" in path else "Figures",
+                    subcategory="Tables" if path.endswith(".html") else "Figures",
                     labels={"item": Path(path).stem},
                 )
                 if path.endswith((".html", ".png"))

@@ -177,13 +177,23 @@ def _placeholder_table(prefix: str, name: str, why: str, stamp: str, counts: tup
     _write_table(prefix, name, tidy, frame, why, banner)
 
 
-def _placeholder_figure(prefix: str, why: str, banner: str) -> None:
+def figure_stamp(fig, stamp: str, text: str, config_banner: str | None) -> None:
+    """Mark a figure provisional: ``PROVISIONAL, <stamp>`` on top (short enough for a one-column figure), what it
+    draws on and the configuration's banner in red under the panels."""
+    footnote(fig, text, color="#c00000")
+    if config_banner:
+        footnote(fig, config_banner, color="#c00000")
+    finish(fig, f"PROVISIONAL, {stamp}")
+
+
+def _placeholder_figure(prefix: str, why: str, stamp: str, config_banner: str | None) -> None:
     with matplotlib.rc_context(STYLE):
         fig = new_figure(COLUMN, 1.2)
         ax = fig.add_subplot()
         ax.set_axis_off()
         empty_panel(ax, why)
-        figures.save(finish(fig, banner), prefix)
+        figure_stamp(fig, stamp, "", config_banner)
+        figures.save(fig, prefix)
 
 
 def render_preview(study: Study, *, directory=".", stamp: str | None = None, names=None) -> dict[str, str]:
@@ -210,7 +220,7 @@ def render_preview(study: Study, *, directory=".", stamp: str | None = None, nam
                     kinds = {found[file][0] for file in requires}
                     _render_table(name, summary_dir, prefix, (planned, present, counts), stamp, banner, kinds)
                 else:
-                    _render_figure(name, summary_dir, prefix, counts, stamp, banner)
+                    _render_figure(name, summary_dir, prefix, counts, stamp, config_banner)
             except Exception as err:  # partial data a builder cannot draw yet: said in the file, never a failure
                 why = f"cannot be made yet from the runs in ({type(err).__name__}: {str(err)[:200]})"
                 log.warning("preview %s: %s", name, why)
@@ -218,7 +228,7 @@ def render_preview(study: Study, *, directory=".", stamp: str | None = None, nam
             if kind == "table":
                 _placeholder_table(prefix, name, why, stamp, counts, banner)
             else:
-                _placeholder_figure(prefix, why, banner)
+                _placeholder_figure(prefix, why, stamp, config_banner)
         outcome[name] = why or "rendered"
     return outcome
 
@@ -264,15 +274,16 @@ def _render_table(name, summary_dir, prefix, inputs, stamp, banner, kinds) -> No
     _write_table(prefix, name, tidy, shown, caption, banner)
 
 
-def _render_figure(name, summary_dir, prefix, counts, stamp, banner) -> None:
+def _render_figure(name, summary_dir, prefix, counts, stamp, config_banner) -> None:
     with matplotlib.rc_context(STYLE):
         if name.startswith(SWEEP_PREFIX):
             fig = sweeps.figure(name[len(SWEEP_PREFIX) :], sweeps.read_sweep(summary_dir, name[len(SWEEP_PREFIX) :]))
         else:
             require_summaries(f"figure {name}", summary_dir, figures.FIGURES[name].requires)
             fig = figures.FIGURES[name].build(Path(summary_dir))
-        footnote(fig, f"Provisional ({stamp}): drawn from the {counts[0]} of {counts[1]} runs in so far.")
-        figures.save(finish(fig, banner.replace(" — ", "\n")), prefix)
+        text = f"Provisional: drawn from the {counts[0]} of {counts[1]} runs in so far."
+        figure_stamp(fig, stamp, text, config_banner)
+        figures.save(fig, prefix)
 
 
 def output_files(study: Study) -> list[str]:

@@ -190,6 +190,8 @@ def log_event(line: str | None) -> tuple[str | None, str | None]:
         return None, None
     if line.startswith("train: ") or " ERROR " in line or " CRITICAL " in line:
         return line, None
+    if line.startswith("KeyboardInterrupt"):  # Ctrl-C before the trainer could save a state: resumable
+        return None, line
     first = line.split(":", 1)[0]
     if ":" in line and " " not in first and first.endswith(("Error", "Exception", "Interrupt", "Exit")):
         return line, None
@@ -269,8 +271,9 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
         "lock": _mtime(folder / ".lock"),
     }
     known = [t for t in writes.values() if t is not None]
-    if not known:
-        s.state = "not started"
+    if writes["progress"] is None and writes["state"] is None and writes["lock"] is None:
+        error, _ = log_event(last_line(log))  # a job whose training never took its folder: failed, or not started
+        s.state, s.note, s.last_write = ("failed", error, writes["log"]) if error else ("not started", "", None)
         return s
     s.last_write = max(known)
     pid, host = _lock_holder(folder / ".lock")
