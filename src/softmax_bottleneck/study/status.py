@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +41,8 @@ STATES = ("finished", "running", "stalled", "failed", "not started")
 GRACE_SECONDS = 120.0
 #: bytes read from the end of a log for its last line
 LOG_TAIL_BYTES = 4096
+#: a line of the package's logs (``cli.main``): time, level, logger, message
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: (.*)$")
 #: runs listed per state on the default one-screen view
 LISTED = 8
 
@@ -188,7 +191,13 @@ def log_event(line: str | None) -> tuple[str | None, str | None]:
     last line or a logged ERROR; or its pre-emption warning / a signal that ended the command."""
     if not line:
         return None, None
-    if line.startswith("train: ") or " ERROR " in line or " CRITICAL " in line:
+    logged = LOG_LINE.match(line)  # the package's log format: the message, without the time and logger
+    if logged:
+        level, message = logged.groups()
+        if level in ("ERROR", "CRITICAL"):
+            return message, None
+        line = message
+    if line.startswith("train: "):
         return line, None
     if line.startswith("KeyboardInterrupt"):  # Ctrl-C before the trainer could save a state: resumable
         return None, line
