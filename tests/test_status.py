@@ -210,3 +210,26 @@ def test_progress_page_and_learning_curves(tmp_path, small):
     assert all((tmp_path / path).read_bytes().startswith(b"\x89PNG") for path in curves)
     expected = ["main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl", "fair", "analysis"]
     assert [Path(p).stem for p in curves] == list(status.groups) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "event"),
+    [
+        ("train: training diverged: non-finite loss at epoch 2, batch 17", ("error", "train: training diverged")),
+        ("2026-11-26 16:11:16 ERROR softmax_bottleneck.cluster: gpu-lease: no GPU", ("error", "gpu-lease: no GPU")),
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", ("error", "RuntimeError: CUDA")),
+        ("2026-11-26 16:11:16 WARNING softmax_bottleneck.train: pre-empted (signal 2 at epoch 1, batch 1); state saved",
+         ("stop", "pre-empted (signal 2 at epoch 1")),
+        ("KeyboardInterrupt", ("stop", "KeyboardInterrupt")),
+        ("2026-11-26 16:11:15 INFO softmax_bottleneck.train: end of epoch   3 | ... | epoch 3/6", None),
+    ],
+)  # fmt: skip
+def test_the_last_log_line_says_whether_an_attempt_failed_or_was_stopped(line, event):
+    from softmax_bottleneck.study.status import log_event
+
+    error, stop = log_event(line)
+    if event is None:
+        assert error is None and stop is None
+    else:
+        kind, start = event
+        assert (error if kind == "error" else stop).startswith(start) and (stop if kind == "error" else error) is None

@@ -554,9 +554,9 @@ def check_status_part_way(repo: Path, killed: str) -> None:
 
 
 def check_preview_part_way(repo: Path) -> None:
-    """`preview` renders every table and figure; those with finished runs say how many of how many."""
-    outcome = preview.render_preview(small_study(), directory=repo)
-    assert set(outcome) == {*tables.TABLES, *figures.FIGURES}
+    """`preview` renders every table (the figures: at the end), each saying how many of its runs are in."""
+    outcome = preview.render_preview(small_study(), directory=repo, names=set(tables.TABLES))
+    assert set(outcome) == set(tables.TABLES)
     folder = repo / "reports" / "small" / "preview" / "tables"
     partial = []
     for name in tables.TABLES:
@@ -565,16 +565,15 @@ def check_preview_part_way(repo: Path) -> None:
         frame = pd.read_csv(folder / f"{name}.csv")
         if outcome[name] == "rendered" and frame["finished"].sum() > 0 and (frame["finished"] < frame["planned"]).any():
             partial.append(name)
-    assert {"table2", "sm_table10"} <= set(partial), outcome
+    assert partial, outcome  # tables rendered from fewer runs than planned
 
 
 def check_status_and_preview_at_the_end(repo: Path, run_in) -> None:
     """`snakemake status` says finished everywhere; `snakemake preview` has every final table's numbers, each row
     from all of its runs."""
-    done = run_in(repo, f"snakemake status {SMALL}")
-    assert done.returncode == 0 and f"{SMALL_TRAIN_JOBS} training jobs: {SMALL_TRAIN_JOBS} finished." in done.stdout
-    rendered = run_in(repo, f"snakemake preview {SMALL}")
-    assert rendered.returncode == 0, (rendered.stdout + rendered.stderr)[-3000:]
+    done = run_in(repo, f"snakemake status preview {SMALL}")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert f"{SMALL_TRAIN_JOBS} training jobs: {SMALL_TRAIN_JOBS} finished." in done.stdout
     for name in tables.TABLES:
         final = pd.read_csv(repo / "reports" / "small" / "tables" / f"{name}.csv")
         provisional = pd.read_csv(repo / "reports" / "small" / "preview" / "tables" / f"{name}.csv")
