@@ -5,15 +5,15 @@ state, never the run's lock), and never starts, locks or changes a run. A run of
 
 * **finished**: ``model.pt`` and ``metrics.json`` are there (or the kept set ``.resume/final/``, which the next job
   restores); its test perplexity from ``metrics.json``, its Press' rank from ``rank-<rows>.json`` once analysed;
-* **failed**: its last attempt ended on an error: the one line in its progress file, else the last line of its log
-  (``logs/train/<run>.log``) when that is an error;
-* **stalled**: interrupted and resumable: its last attempt stopped on a signal (pre-empted, Ctrl-C), or its process
-  is gone (same host), or nothing of it (progress file, resume state, log) was written for longer than its checkpoint
-  interval allows (:func:`allowed_silence`: killed, or lost with its node);
+* **failed**: the newest of its progress file, its log (``logs/train/<run>.log``: its last line) and its ``.lock``
+  says its last attempt ended on an error, that one line shown with the command that retries it;
+* **stalled**: interrupted and resumable: that newest record says the attempt stopped on a signal (pre-empted,
+  Ctrl-C), or its process is gone (same host), or nothing of it (progress file, resume state, log, lock) was
+  written for longer than its checkpoint interval allows (:func:`allowed_silence`: killed, or lost with its node);
 * **running**: written to within that interval; epoch e of E, the best validation perplexity so far, the time left
   (the epochs to go × the mean wall time of its epochs) and its last write, from ``.resume/progress.json``
   (:mod:`softmax_bottleneck.training.run_files`);
-* **not started**: none of these files exist.
+* **not started**: no progress file, resume state or lock (a log alone that ends in an error: failed).
 
 GPU time spent is the runs' own: the wall time of each epoch in the progress file (training + validation), or
 ``seconds_per_epoch × epochs_run`` of a finished run's ``metrics.json``. The plan's projection is in V100
