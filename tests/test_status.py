@@ -41,12 +41,14 @@ def test_the_trainer_writes_its_progress_each_epoch_keeps_it_across_attempts_and
     tmp_path, monkeypatch
 ):
     out = tmp_path / "run"
-    original_finish = Trainer._finish
+    original_end = Trainer._end_epoch
 
-    def fail(self):
-        raise RuntimeError("disk on fire")
+    def fail_after_epoch_3(self, epoch):
+        original_end(self, epoch)
+        if epoch == 3:
+            raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(Trainer, "_finish", fail)
+    monkeypatch.setattr(Trainer, "_end_epoch", fail_after_epoch_3)
     with pytest.raises(RuntimeError):
         _trainer(out).fit()
     first = read_progress(out / ".resume" / PROGRESS_NAME)
@@ -62,8 +64,6 @@ def test_the_trainer_writes_its_progress_each_epoch_keeps_it_across_attempts_and
         original_end(self, epoch)
         raise Preempted(f"signal 15 after epoch {epoch}")
 
-    original_end = Trainer._end_epoch
-    monkeypatch.setattr(Trainer, "_finish", original_finish)
     monkeypatch.setattr(Trainer, "_end_epoch", stop_after_epoch_1)
     with pytest.raises(Preempted):
         _trainer(out).fit()  # no resume state was due: the second attempt starts over

@@ -5,9 +5,9 @@ is the epoch's training time (across attempts, validation excluded), ``is_best``
 loss was the best so far.
 
 ``.resume/progress.json`` (not a declared output; format :data:`PROGRESS_FORMAT`): written atomically by the trainer
-when an attempt starts or resumes, after every epoch, and when the attempt stops on a signal or an error; removed
-with the resume state when the run finishes. It lets ``status`` (:mod:`softmax_bottleneck.study.status`) say where a
-run stands without loading its resume state or model::
+when an attempt starts or resumes, after every epoch, and when its epochs stop on a signal or an error
+(:meth:`ProgressFile.attempt`); removed with the resume state when the run finishes. It lets ``status``
+(:mod:`softmax_bottleneck.study.status`) say where a run stands without loading its resume state or model::
 
     {"format": 1, "dataset": "ptb", "variant": "mos", "schedule": "et", "seed": 28,
      "epochs": 1000,                  # the run's epoch cap (E)
@@ -34,9 +34,11 @@ import math
 import os
 import platform
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from softmax_bottleneck.atomic import atomic_write_json
+from softmax_bottleneck.training.checkpoint import error_line
 
 log = logging.getLogger("softmax_bottleneck.train")
 
@@ -151,6 +153,20 @@ class ProgressFile:
             atomic_write_json(content, self.path)
         except (OSError, ValueError) as err:
             log.warning("%s: progress file not written (%s); training goes on", self.path, err)
+
+    @contextmanager
+    def attempt(self, progress, *, stops: tuple[type[BaseException], ...] = ()):
+        """Write the file now; if the block ends in an exception, again with why: ``stopped`` for one of ``stops``
+        (a signal: the state was saved), else ``error`` (its first line)."""
+        self.write(progress)
+        try:
+            yield
+        except stops as stop:
+            self.write(progress, stopped=str(stop))
+            raise
+        except Exception as err:
+            self.write(progress, error=error_line(err))
+            raise
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -296,25 +296,17 @@ class Trainer:
                 presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
                 hp["epochs"],
             )  # fmt: skip
-            self.progress_file.write(p)
-            try:
-                with _StopFlag() as stop:
-                    while p.epoch < hp["epochs"]:
-                        epoch = p.epoch + 1
-                        self._epoch_started = time.monotonic()
-                        self._train_epoch(epoch, stop)
-                        self._end_epoch(epoch)
-                        if stop.signum is not None or self._checkpoint_due():
-                            self._save_state()
-                        if stop.signum is not None:
-                            raise Preempted(f"signal {stop.signum} after epoch {epoch}")
-                return self._finish()
-            except Preempted as stop:
-                self.progress_file.write(p, stopped=str(stop))
-                raise
-            except Exception as err:
-                self.progress_file.write(p, error=error_line(err))
-                raise
+            with self.progress_file.attempt(p, stops=(Preempted,)), _StopFlag() as stop:
+                while p.epoch < hp["epochs"]:
+                    epoch = p.epoch + 1
+                    self._epoch_started = time.monotonic()
+                    self._train_epoch(epoch, stop)
+                    self._end_epoch(epoch)
+                    if stop.signum is not None or self._checkpoint_due():
+                        self._save_state()
+                    if stop.signum is not None:
+                        raise Preempted(f"signal {stop.signum} after epoch {epoch}")
+            return self._finish()
 
     def _restore_finished(self) -> dict | None:
         """A finished run is never trained over: its metrics when the kept final set restored missing outputs, or
