@@ -3,6 +3,8 @@
 #
 #   snakemake -n                                   dry run of the full study (config/config.yaml)
 #   snakemake plan                                 print the training plan (jobs, GPU-hours)
+#   snakemake status                               where every run stands (works while the study runs)
+#   snakemake preview                              provisional tables and figures from the runs finished so far
 #   snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data
 #   snakemake table2 | figure2 | reports/tables/table2.md   build one item and only what it needs
 #   snakemake --report reports/report.html         bundle every table and figure
@@ -40,6 +42,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/reports.smk"
 include: "workflow/rules/language_models.smk"
+include: "workflow/rules/progress.smk"
 
 
 rule all:

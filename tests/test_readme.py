@@ -51,6 +51,7 @@ NEEDS_SMALL_SCALE_RESULTS = {
     "python -m softmax_bottleneck costs --benchmarks benchmarks --out reports/costs.md",
     "snakemake plan && python -m softmax_bottleneck costs --benchmarks benchmarks"
     " --plan results/plan/training_jobs.csv",
+    "snakemake --report reports/small/preview/report.html preview --configfile config/small.yaml",
 }
 #: the README's command that runs the small scale (it downloads the data); the slow end-to-end test runs it for
 #: real with the mirror appended, since no machine of the test suite reaches the download hosts

@@ -7,7 +7,9 @@
   and write their summaries, tables and figures under their own roots;
 * a bad or incomplete config fails at parse time, before any job, in one line naming file and key;
 * ``snakemake --lint`` and ``snakefmt --check`` are clean;
-* (slow) the small scale runs end to end from the data mirror and every report file parses; then,
+* (slow) the small scale, stopped part-way (a training killed, then Ctrl-C), says in ``status`` which runs are
+  finished, interrupted and not started, and ``preview`` renders tables from the finished ones; run again, it ends,
+  every report file parses, ``status`` says finished everywhere and ``preview`` has the final tables' numbers; then,
   on its results, the rerun policy: the paper config still plans every training job, a whitespace
   edit of the train rule and a figure-code edit retrain nothing, ``-F``/``-R train`` keep the models.
 """
@@ -19,8 +21,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -30,7 +34,11 @@ import yaml
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
-from softmax_bottleneck.report import costs, figures, tables
+from softmax_bottleneck.report import costs, figures, preview, tables
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.runs import Study
+from softmax_bottleneck.study.status import STATES, study_status
+from softmax_bottleneck.training.run_files import read_progress
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -477,11 +485,15 @@ SMALL = "--configfile config/small.yaml --config data_mirror=../shared/data"
 @pytest.mark.slow
 @pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
 def test_small_scale_end_to_end(tmp_path):
-    """The README's small-scale command, as written, in a scratch copy of the repository; then the
-    README commands that need its results, and the rerun policy on them."""
+    """The README's small-scale command, as written, in a scratch copy of the repository: stopped part-way
+    (`status`, `preview` then), run again to its end; then the README commands that need its results, and the
+    rerun policy on them."""
     from test_readme import MIRROR_OPTION, SMALL_SCALE, run_in, run_small_scale_commands, scratch_repo
 
     repo = scratch_repo(tmp_path)
+    killed = stop_part_way(repo, f"{SMALL_SCALE} {MIRROR_OPTION}")
+    check_status_part_way(repo, killed)
+    check_preview_part_way(repo)
     result = run_in(repo, f"{SMALL_SCALE} {MIRROR_OPTION}", timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     check_reports(repo, "small")
@@ -503,10 +515,101 @@ def test_small_scale_end_to_end(tmp_path):
     # nothing left to do
     again = run_in(repo, f"snakemake -n {SMALL}")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    check_status_and_preview_at_the_end(repo, run_in)
     # the README's commands on these results (report, costs, logs); the report bundles every item
     run_small_scale_commands(repo)
     check_html_report(repo / "reports" / "small" / "report.zip")
     check_rerun_policy(repo, models, run_in)
+
+
+#: training runs finished before the small scale is stopped part-way
+FINISHED_BEFORE_STOP = 10
+
+
+def stop_part_way(repo: Path, command: str) -> str:
+    """Start ``command`` (the small scale); once :data:`FINISHED_BEFORE_STOP` runs are trained, kill a training in
+    the middle of its epochs (SIGKILL, as an out-of-memory kill would), then press Ctrl-C (SIGINT to Snakemake and
+    its jobs). Returns the killed run's folder."""
+    from test_readme import VENV
+
+    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    with open(repo.parent / "stopped-part-way.log", "w") as output:
+        proc = subprocess.Popen(["bash", "-c", command], cwd=repo, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    runs, deadline = repo / "results" / "runs", time.monotonic() + 1200
+    try:
+        while (victim := training_mid_run(runs)) is None:
+            assert proc.poll() is None, "the small scale ended before it could be stopped"
+            assert time.monotonic() < deadline, "no training was stopped in time"
+            time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=300) != 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return victim
+
+
+def training_mid_run(runs: Path) -> str | None:
+    """Once enough runs are trained: kill a training between its first and last epoch, return its folder."""
+    if len([m for m in runs.rglob("metrics.json") if ".resume" not in m.parts]) < FINISHED_BEFORE_STOP:
+        return None
+    for path in runs.rglob(".resume/progress.json"):
+        progress = read_progress(path)
+        if progress and 1 <= progress["epoch"] < progress["epochs"] and not (progress["stopped"] or progress["error"]):
+            try:
+                os.kill(progress["pid"], signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                continue
+            return str(path.parent.parent.relative_to(runs.parent.parent))
+    return None
+
+
+def small_study() -> Study:
+    return Study(study_config.check(study_config.read(SMALL_CONFIG)))
+
+
+def check_status_part_way(repo: Path, killed: str) -> None:
+    """`status` names exactly the runs whose folders hold a finished run, those interrupted (a lock or a resume
+    folder, nothing finished) and those never started; none is running or failed."""
+    study = small_study()
+    status = study_status(study, directory=repo)
+    by_state = {state: {r.run for r in status.runs if r.state == state} for state in STATES}
+    finished = {path for path in study.jobs if (repo / path / ".resume" / "final").is_dir()}
+    touched = {path for path in study.jobs if any((repo / path / name).exists() for name in (".lock", ".resume"))}
+    assert len(finished) >= FINISHED_BEFORE_STOP and killed in touched - finished
+    assert by_state == {"finished": finished, "running": set(), "stalled": touched - finished, "failed": set(),
+                        "not started": set(study.jobs) - touched}, by_state  # fmt: skip
+    note = next(r.note for r in status.runs if r.run == killed)
+    assert "is gone" in note or "died of signal 9" in note, note  # the trainer's own process, or its supervisor's log
+
+
+def check_preview_part_way(repo: Path) -> None:
+    """`preview` renders every table (the figures: at the end), each saying how many of its runs are in."""
+    outcome = preview.render_preview(small_study(), directory=repo, names=set(tables.TABLES))
+    assert set(outcome) == set(tables.TABLES)
+    folder = repo / "reports" / "small" / "preview" / "tables"
+    partial = []
+    for name in tables.TABLES:
+        text = (folder / f"{name}.md").read_text()
+        assert text.startswith("**PROVISIONAL, ") and "runs in — small scale" in text, name
+        frame = pd.read_csv(folder / f"{name}.csv")
+        if outcome[name] == "rendered" and frame["finished"].sum() > 0 and (frame["finished"] < frame["planned"]).any():
+            partial.append(name)
+    assert partial, outcome  # tables rendered from fewer runs than planned
+
+
+def check_status_and_preview_at_the_end(repo: Path, run_in) -> None:
+    """`snakemake status` says finished everywhere; `snakemake preview` has every final table's numbers, each row
+    from all of its runs."""
+    done = run_in(repo, f"snakemake status preview {SMALL}")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert f"{SMALL_TRAIN_JOBS} training jobs: {SMALL_TRAIN_JOBS} finished." in done.stdout
+    for name in tables.TABLES:
+        final = pd.read_csv(repo / "reports" / "small" / "tables" / f"{name}.csv")
+        provisional = pd.read_csv(repo / "reports" / "small" / "preview" / "tables" / f"{name}.csv")
+        assert (provisional["finished"] == provisional["planned"]).all(), name
+        pd.testing.assert_frame_equal(provisional.drop(columns=["finished", "planned", "provisional"]), final)
 
 
 def check_the_phenomenon(repo: Path) -> None:

@@ -17,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
     "plan": ("softmax_bottleneck.study.plan", "print a configuration's training plan: jobs and projected GPU-hours"),
+    "status": (
+        "softmax_bottleneck.study.status",
+        "where every run of a configuration stands: finished, running, stalled, failed, not started; GPU time",
+    ),
     "check-layer": (
         "softmax_bottleneck.training.check_layer",
         "run the conformance checks on a registered output layer (yours too)",
@@ -42,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": (
         "softmax_bottleneck.report.sweeps",
         "table and figure of one sweep of the configuration (sweeps:): perplexity per grid point over the seeds",
+    ),
+    "preview": (
+        "softmax_bottleneck.report.preview",
+        "every table and figure from the runs finished so far, stamped provisional, and the progress page",
     ),
     "gpu-lease": (
         "softmax_bottleneck.cluster.gpu_lease",

@@ -30,8 +30,11 @@ from softmax_bottleneck.study.runs import (
     RUN_EXPERIMENTS,
     SPLITS,
     SWEEP_PREFIX,
+    TRAIN_LOG,
     Study,
     StudyError,
+    analysis_names,
+    output_roots,
     point_argument,
 )
 
@@ -85,10 +88,7 @@ RUNIDS = sorted({run.runid for run in TRAIN_JOBS.values()})
 # This configuration's own outputs: results/summary/, reports/tables/ for the paper's configuration
 # (output_subdir: null), results/<subdir>/summary/, reports/<subdir>/tables/ for another one.
 OUTPUT_SUBDIR = config["output_subdir"]
-RESULTS, REPORTS, LOGS = (
-    f"{root}/{OUTPUT_SUBDIR}" if OUTPUT_SUBDIR else root
-    for root in ("results", "reports", "logs")
-)
+RESULTS, REPORTS, LOGS = output_roots(config)
 
 
 def corpus_dir(dataset):
@@ -122,11 +122,12 @@ NOT_RENDERING_CODE = {
 
 
 def rendering_code(wildcards=None):
-    """The rendering code (report/ but the cost report, analysis/stats.py, data/reported/), globbed when
+    """The rendering code (report/ but the cost report, analysis/stats.py, data/reported/ and its reader), globbed when
     the DAG is built: an edit re-renders the summaries, tables and figures, nothing upstream.
     """
     package = Path(presets.__file__).parent
     files = [*(package / "report").rglob("*.py"), package / "analysis" / "stats.py"]
+    files.append(package / "paper_numbers.py")
     files += (package / "data" / "reported").glob("*")
     return sorted(
         str(p)
@@ -223,9 +224,7 @@ if workflow.is_main_process:
 
 
 # --------------------------------------------------------------------------------------------- analysis (workflow/rules/analysis.smk)
-RANK = f"rank-{config['analysis']['rank_rows']}.json"
-SPECTRUM = f"spectrum-{config['analysis']['rank_rows']}.csv"
-ROBUSTNESS = f"robustness-{config['analysis']['robustness']['rows']}"
+RANK, SPECTRUM, ROBUSTNESS = analysis_names(config)
 
 
 def record_arg(**fields):

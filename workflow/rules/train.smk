@@ -29,7 +29,7 @@ rule train:
         metrics=protected(update(f"{RUN_DIR}/metrics.json")),
         curve=protected(update(f"{RUN_DIR}/curve.csv")),
     log:
-        f"logs/train/{RUN_LOG}.log",
+        TRAIN_LOG,
     benchmark:
         f"benchmarks/train/{RUN_LOG}.tsv"
     conda:

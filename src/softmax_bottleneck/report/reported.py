@@ -1,21 +1,22 @@
 """Every number the paper and its supplementary material (SM) report, as data.
 
-The numbers live in ``data/reported/*.csv`` (see the README there for each file's source); this module only
-loads them and holds the naming conventions shared by :mod:`softmax_bottleneck.report.tables` and
+The numbers live in ``data/reported/*.csv`` (see the README there for each file's source), read by
+:mod:`softmax_bottleneck.paper_numbers` (``load``, ``read_csv``, ``NAMES``, re-exported here); this module holds the
+naming conventions shared by :mod:`softmax_bottleneck.report.tables` and
 :mod:`softmax_bottleneck.report.figures`.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-import io
-
 import pandas as pd
 
-from softmax_bottleneck import readback
 from softmax_bottleneck.analysis import wordsim
 from softmax_bottleneck.corpora import download
+from softmax_bottleneck.paper_numbers import NAMES, load, read_csv
+
+__all__ = [
+    "BENCHMARKS", "DATASETS", "NAMES", "figure4_matrix", "load", "normalise_benchmark", "paper_order", "read_csv",
+]  # fmt: skip
 
 #: dataset name -> display name
 DATASETS: dict[str, str] = {"ptb": "PTB", "wt2": "WT2"}
@@ -27,28 +28,6 @@ FIGURE3_GROUP_LABELS: dict[str, str] = {"Yang": "Yang et al.'s", "Ours": "the au
 
 #: SM name of the 13 word-similarity benchmarks -> file name, in the order of SM Tables 3 and 13 (the analysis's list)
 BENCHMARKS: dict[str, str] = dict(wordsim.BENCHMARKS)
-
-#: every file under ``data/reported`` (name without ``.csv``)
-NAMES: tuple[str, ...] = (
-    "table1",
-    "main",
-    "table3",
-    "table4",
-    "table5",
-    "table6",
-    "figure2_points",
-    "figure2_pearson",
-    "figure3_hits",
-    "figure4",
-    "sm_table1",
-    "sm_table2",
-    "wordsim",
-    "mos_k",
-    "ntet",
-    "mos_dropoutl",
-    "wordsim_coverage",
-    "robustness",
-)
 
 _BENCHMARK_LOOKUP: dict[str, str] = {}
 for _name, _file in BENCHMARKS.items():
@@ -66,24 +45,6 @@ def normalise_benchmark(name: str) -> str:
     """
     key = str(name).strip()
     return _BENCHMARK_LOOKUP.get(key.lower(), key)
-
-
-def read_csv(source, **kwargs) -> pd.DataFrame:
-    """``pandas.read_csv`` that keeps words such as ``N``, ``NA`` or ``null`` as strings; only ``""`` is missing."""
-    return pd.read_csv(source, **{**readback.CSV_OPTIONS, **kwargs})
-
-
-@functools.cache
-def _load_text(name: str) -> str:
-    resource = importlib.resources.files("softmax_bottleneck").joinpath("data", "reported", f"{name}.csv")
-    return resource.read_text(encoding="utf-8")
-
-
-def load(name: str) -> pd.DataFrame:
-    """The reported numbers of one file of ``data/reported`` (``name`` without ``.csv``), as a fresh DataFrame."""
-    if name not in NAMES:
-        raise KeyError(f"unknown reported table {name!r}; valid names: {', '.join(NAMES)}")
-    return read_csv(io.StringIO(_load_text(name)))
 
 
 def paper_order(name: str, column: str = "variant") -> tuple[str, ...]:

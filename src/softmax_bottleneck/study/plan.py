@@ -9,13 +9,11 @@ family, MoS for the mixture family).
 from __future__ import annotations
 
 import functools
-import io
 import math
-from importlib import resources
 
 import pandas as pd
 
-from softmax_bottleneck import presets
+from softmax_bottleneck import paper_numbers, presets
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study
 
 #: a family's stand-in for variants whose time the paper does not report and that declare no cost proxy
@@ -29,8 +27,7 @@ PLAN_COLUMNS = [
 @functools.cache
 def paper_seconds_per_epoch() -> dict[tuple[str, str], float]:
     """(dataset, variant) → seconds per epoch on one V100 as the paper's Table 2 reports them ("~55s" ...)."""
-    text = resources.files("softmax_bottleneck").joinpath("data/reported/main.csv").read_text(encoding="utf-8")
-    main = pd.read_csv(io.StringIO(text), usecols=["dataset", "variant", "seconds_per_epoch"]).dropna()
+    main = paper_numbers.load("main")[["dataset", "variant", "seconds_per_epoch"]].dropna()
     return {(r.dataset, r.variant): float(r.seconds_per_epoch) for r in main.itertuples()}
 
 

@@ -29,6 +29,8 @@ SPLITS = ("train", "valid", "test")
 RUN_EXPERIMENTS = ("main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl", "fair")
 #: a run folder (shared by every configuration that asks for the same run)
 RUN_DIR = "results/runs/{dataset}/{variant}/{schedule}/seed{seed}/{runid}"
+#: a training job's log (the train rule's ``log:``; ``status`` reads its last line)
+TRAIN_LOG = "logs/train/{dataset}/{variant}/{schedule}/seed{seed}/{runid}.log"
 #: hex digits of the run hash in the folder name
 HASH_LENGTH = FOLDER_HASH_LENGTH
 #: short names of swept hyper-parameters in a run's tag (c-1.0_k2.25, K10)
@@ -37,6 +39,20 @@ SHORT_NAMES = {"gss_c": "c", "gss_k": "k", "n_experts": "K"}
 SWEEP_ORDER = ("gss_c", "gss_k", "n_experts", "dropoutl")
 #: a sweep's summary, table, figure and rule are named ``sweep_<name>``
 SWEEP_PREFIX = "sweep_"
+
+
+def output_roots(config: dict) -> tuple[str, str, str]:
+    """This configuration's own results, reports and logs folders: ``results``, ``reports``, ``logs`` for the paper's
+    configuration (``output_subdir: null``), ``results/<subdir>``, ... for another one (run folders are shared)."""
+    subdir = config.get("output_subdir")
+    return tuple(f"{root}/{subdir}" if subdir else root for root in ("results", "reports", "logs"))
+
+
+def analysis_names(config: dict) -> tuple[str, str, str]:
+    """A run's analysis outputs as the configuration names them (by the log-P rows they use): ``rank-<rows>.json``,
+    ``spectrum-<rows>.csv`` and E12's folder ``robustness-<rows>``."""
+    rows, robustness_rows = config["analysis"]["rank_rows"], config["analysis"]["robustness"]["rows"]
+    return f"rank-{rows}.json", f"spectrum-{rows}.csv", f"robustness-{robustness_rows}"
 
 
 class StudyError(ValueError):

@@ -1,4 +1,5 @@
-"""Where a run executes: the device it asks for and the software and host it ran on (``metrics.json``).
+"""Where a run executes: the device it asks for, whether the model fits its memory, and the software and host it
+ran on (``metrics.json``).
 
 :func:`software` says which code trained a run: this package's version (and ``git describe --always --dirty`` of
 its checkout when there is one) and the output layer's source (:func:`~softmax_bottleneck.models.output_layers.
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck import __version__
+from softmax_bottleneck import __version__, presets
 from softmax_bottleneck.models.output_layers.registry import layer_source
 
 
@@ -34,6 +35,41 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name}: CUDA is not available on this machine; use --device cpu or auto")
     return device
+
+
+class TooLarge(ValueError):
+    """A model whose weights alone would not fit the device's memory; refused before anything is allocated."""
+
+
+def _memory_bytes(device: torch.device) -> int | None:
+    """The device's memory: the GPU's for CUDA, else the machine's physical memory (None where unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device.index or 0).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024:
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} EiB"
+
+
+def check_model_fits(hp: dict, vocab_size: int, device: torch.device) -> None:
+    """:class:`TooLarge`, naming the sizes, when the float32 weights alone exceed the device's memory (before torch
+    tries, and fails with "Storage size calculation overflowed" or an out-of-memory kill)."""
+    count = presets.parameter_count(hp, vocab_size)
+    memory = _memory_bytes(device)
+    if memory is not None and 4 * count > memory:
+        sizes = ", ".join(f"{k}={hp[k]}" for k in ("nemb", "nhid", "nhidlast", "n_experts") if hp.get(k) is not None)
+        raise TooLarge(
+            f"the model ({sizes}, {vocab_size:,} words) has {count:.3g} parameters, {_bytes(4.0 * count)} of weights "
+            f"alone, more than the {_bytes(memory)} of memory of {device}; lower the sizes"
+        )
 
 
 def configure_precision(tf32: bool) -> None:

@@ -12,6 +12,9 @@ Reported numbers: valid ppl of the best checkpoint; test ppl of that checkpoint 
 "train ppl" = exp of the mean of the interval means logged during the best epoch (training mode, raw
 SGD iterates), with the authors' interval bookkeeping (:mod:`.intervals`).
 
+Following a run (:mod:`.run_files`): ``<out>/.resume/progress.json`` says after every epoch where the run stands
+(epoch, best validation perplexity, each epoch's wall time), and why an attempt stopped.
+
 Crash safety (:mod:`.state`): the whole training state is written atomically to
 ``<out>/.resume/state.pt`` at most every ``checkpoint_seconds`` (between batches) and always on
 SIGTERM/SIGINT (then the process exits with status 143). Rerunning the same command resumes from it.
@@ -24,11 +27,8 @@ restores them: nothing is trained again. A finished run is never trained over.
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import math
-import os
 import shutil
 import signal
 import time
@@ -42,12 +42,13 @@ from softmax_bottleneck.atomic import WriteError, atomic_write_json, atomic_writ
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import error_line, file_sha256, save_model
-from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
+from softmax_bottleneck.training.environment import check_model_fits, configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.identity import folder_hash
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.lock import LOCK_NAME, RunFolderBusy, run_lock
 from softmax_bottleneck.training.preflight import preflight
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile, curve_csv, time_left_text
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
 from softmax_bottleneck.training.state import (
     FINAL_DIR,
@@ -82,7 +83,6 @@ __all__ = [
 log = logging.getLogger("softmax_bottleneck.train")
 
 PREEMPTED_EXIT = 143  # 128 + SIGTERM
-CURVE_COLUMNS = ("epoch", "phase", "train_ppl", "valid_loss", "valid_ppl", "seconds", "is_best")
 
 
 class Preempted(Exception):
@@ -95,41 +95,6 @@ class RunFinished(ValueError):
 
 class Diverged(FloatingPointError):
     """The training loss became non-finite (or left the sane range); the message names epoch and batch."""
-
-
-class TooLarge(ValueError):
-    """A model whose weights alone would not fit the device's memory; refused before anything is allocated."""
-
-
-def _memory_bytes(device: torch.device) -> int | None:
-    """The device's memory: the GPU's for CUDA, else the machine's physical memory (None where unknown)."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device.index or 0).total_memory
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024:
-            return f"{n:.3g} {unit}"
-        n /= 1024
-    return f"{n:.3g} EiB"
-
-
-def check_model_fits(hp: dict, vocab_size: int, device: torch.device) -> None:
-    """:class:`TooLarge`, naming the sizes, when the float32 weights alone exceed the device's memory (before torch
-    tries, and fails with "Storage size calculation overflowed" or an out-of-memory kill)."""
-    count = presets.parameter_count(hp, vocab_size)
-    memory = _memory_bytes(device)
-    if memory is not None and 4 * count > memory:
-        sizes = ", ".join(f"{k}={hp[k]}" for k in ("nemb", "nhid", "nhidlast", "n_experts") if hp.get(k) is not None)
-        raise TooLarge(
-            f"the model ({sizes}, {vocab_size:,} words) has {count:.3g} parameters, {_bytes(4.0 * count)} of weights "
-            f"alone, more than the {_bytes(memory)} of memory of {device}; lower the sizes"
-        )
 
 
 class _StopFlag:
@@ -177,6 +142,9 @@ class Trainer:
         self.final_dir = self.resume_dir / FINAL_DIR
         self.device = torch.device(device)
         self.fingerprint = run_fingerprint(self.hp, corpus)
+        run = {"dataset": dataset, "variant": variant, "schedule": self.hp["schedule"], "seed": self.hp["seed"]}
+        self.progress_file = ProgressFile(self.resume_dir / PROGRESS_NAME, run=run, epochs=self.hp["epochs"],
+                                          checkpoint_seconds=self.checkpoint_seconds)  # fmt: skip
         self.legacy_fingerprint = legacy_fingerprint(dataset, variant, self.hp, corpus)
         claimed = folder_hash(self.out_dir.name)
         if claimed and claimed != self.fingerprint[: len(claimed)]:
@@ -330,7 +298,7 @@ class Trainer:
                 presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
                 hp["epochs"],
             )  # fmt: skip
-            with _StopFlag() as stop:
+            with self.progress_file.attempt(p, stops=(Preempted,)), _StopFlag() as stop:
                 while p.epoch < hp["epochs"]:
                     epoch = p.epoch + 1
                     self._epoch_started = time.monotonic()
@@ -367,6 +335,7 @@ class Trainer:
                                variant=self.variant, hp=self.hp, vocab_sha256=vocab)  # fmt: skip
         made = publish_final(self.final_dir, self.out_dir)
         self.state_path.unlink(missing_ok=True)  # left by a finish killed before it removed it
+        self.progress_file.remove()
         (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
         if made:
             log.info("restored the finished run from %s (%s), nothing retrained", self.final_dir, ", ".join(made))
@@ -396,6 +365,7 @@ class Trainer:
             }
         )
         self._epoch_walls.append(time.monotonic() - self._epoch_started)
+        self.progress_file.epoch_done(epoch, self._epoch_walls[-1])
         log.info(
             "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s"
             " | %s",
@@ -415,6 +385,7 @@ class Trainer:
         p.interval_loss, p.interval_means, p.epoch_seconds = 0.0, [], 0.0
         self.sums.reset()
         self.hidden = self._fresh_hidden()
+        self.progress_file.write(p)
 
     def _finish(self) -> dict:
         hp, p = self.hp, self.progress
@@ -459,6 +430,7 @@ class Trainer:
             shutil.rmtree(staging, ignore_errors=True)  # nothing partial is left; the resume state is kept
             raise
         self.state_path.unlink(missing_ok=True)
+        self.progress_file.remove()
         for stale in self.resume_dir.glob(".state.pt.*.tmp"):  # of a killed save
             stale.unlink(missing_ok=True)
         fsync_dir(self.resume_dir)
@@ -469,34 +441,6 @@ class Trainer:
             metrics["train_ppl"], metrics["valid_ppl"], metrics["test_ppl"], p.best_epoch, p.switch_epoch,
         )  # fmt: skip
         return metrics
-
-
-def duration_text(seconds: float) -> str:
-    """``seconds`` for a log line: ``42s``, ``7m 05s``, ``3h 20m``, ``2d 04h``."""
-    seconds = max(0, round(seconds))
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
-
-
-def time_left_text(epoch: int, epochs: int, walls: list[float]) -> str:
-    """``epoch 3/40, about 1h 02m left``: the epochs still to run × the mean wall time (training + validation) of
-    the epochs this process ran (the runs train every epoch: NT-ASGD and ET-ASGD only switch the optimiser)."""
-    left = (epochs - epoch) * (sum(walls) / len(walls)) if walls else 0.0
-    return f"epoch {epoch}/{epochs}, " + ("done" if epoch >= epochs else f"about {duration_text(left)} left")
-
-
-def curve_csv(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CURVE_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 def train(

@@ -1,0 +1,56 @@
+"""The numbers the paper and its supplementary material (SM) report, read from ``data/reported/*.csv``.
+
+One reader below every stage that needs them: the study's plan and status (the paper's V100 seconds per epoch of
+Table 2) and the report (every table and figure, :mod:`softmax_bottleneck.report.reported`, which adds the
+naming conventions the tables and figures share). ``data/reported/README.md`` gives each file's source and columns.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import io
+
+import pandas as pd
+
+from softmax_bottleneck import readback
+
+#: every file under ``data/reported`` (name without ``.csv``)
+NAMES: tuple[str, ...] = (
+    "table1",
+    "main",
+    "table3",
+    "table4",
+    "table5",
+    "table6",
+    "figure2_points",
+    "figure2_pearson",
+    "figure3_hits",
+    "figure4",
+    "sm_table1",
+    "sm_table2",
+    "wordsim",
+    "mos_k",
+    "ntet",
+    "mos_dropoutl",
+    "wordsim_coverage",
+    "robustness",
+)
+
+
+def read_csv(source, **kwargs) -> pd.DataFrame:
+    """``pandas.read_csv`` that keeps words such as ``N``, ``NA`` or ``null`` as strings; only ``""`` is missing."""
+    return pd.read_csv(source, **{**readback.CSV_OPTIONS, **kwargs})
+
+
+@functools.cache
+def _load_text(name: str) -> str:
+    resource = importlib.resources.files("softmax_bottleneck").joinpath("data", "reported", f"{name}.csv")
+    return resource.read_text(encoding="utf-8")
+
+
+def load(name: str) -> pd.DataFrame:
+    """The reported numbers of one file of ``data/reported`` (``name`` without ``.csv``), as a fresh DataFrame."""
+    if name not in NAMES:
+        raise KeyError(f"unknown reported table {name!r}; valid names: {', '.join(NAMES)}")
+    return read_csv(io.StringIO(_load_text(name)))

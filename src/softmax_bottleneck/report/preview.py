@@ -1,0 +1,333 @@
+"""Provisional tables and figures while the study runs (``preview``; ``snakemake preview``).
+
+Every table and figure of the paper and its SM (and each configured sweep's) is rendered by its own builder
+(:mod:`.tables`, :mod:`.figures`, :mod:`.sweeps`) from summaries of the runs finished so far and the analyses done
+so far, collected by :mod:`.summaries` as the workflow collects the final ones:
+
+* ``<results>/preview/summary/NAME.csv``: the summaries;
+* ``<reports>/preview/tables/NAME.{csv,md,html,tex}``: each table in the paper's layout with a last column
+  ``n of N seeds`` (``runs`` where a row is not one model, ``models`` for the analyses' reference models): how many of
+  the runs behind that row's cells are in; the CSV is the tidy table with ``finished``, ``planned`` and
+  ``provisional`` (the date) added;
+* ``<reports>/preview/figures/NAME.{pdf,png}``: each figure, its note saying how many runs it draws on;
+
+(``<results>``, ``<reports>``: :func:`~softmax_bottleneck.study.runs.output_roots`). Every file is stamped
+provisional with the date and time, on top. Nothing but files is read: no training or analysis is started or waited
+for. A table or figure none of whose runs is in yet says so in its files instead of failing, and so does one its
+builder cannot make from the partial data (naming why). Once every run is finished and analysed, the preview's
+numbers are the final tables'.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+
+from softmax_bottleneck.atomic import atomic_path, atomic_write_csv, atomic_write_text
+from softmax_bottleneck.report import figures, summaries, sweeps, tables
+from softmax_bottleneck.report.common import fkey, require_summaries
+from softmax_bottleneck.report.figures.common import COLUMN, STYLE, empty_panel, finish, footnote, new_figure
+from softmax_bottleneck.report.tables.cells import missing
+from softmax_bottleneck.report.tables.render import LEGEND, display_frame, html_page, latex_table, markdown_page
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, analysis_names, output_roots
+
+log = logging.getLogger(__name__)
+
+PREVIEW = "preview"
+TABLE_FORMATS = ("csv", "md", "html", "tex")
+FIGURE_FORMATS = ("pdf", "png")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One input of a summary: its record (:mod:`.summaries`), the files it needs, and what it is (for counting)."""
+
+    record: dict
+    needs: tuple[str, ...]
+    keys: dict
+    optional: tuple[tuple[str, str], ...] = ()  # record key -> file, kept only where the file exists (the rank)
+
+
+def _run_keys(run: Run) -> dict:
+    return {"dataset": run.dataset, "variant": run.variant, "schedule": run.schedule, "seed": run.seed,
+            **run.hyperparameters}  # fmt: skip
+
+
+def _run_input(experiment: str, run: Run, rank: str | None) -> Planned:
+    record = {"experiment": experiment, "dataset": run.dataset, "variant": run.variant, "schedule": run.schedule,
+              "seed": run.seed, "seed_kind": run.seed_kind, "metrics": run.file("metrics.json")}  # fmt: skip
+    optional = (("rank", run.file(rank)),) if rank else ()
+    return Planned(record, (run.file("metrics.json"),), _run_keys(run), optional)
+
+
+def _model_input(run: Run, file: str, **record) -> Planned:
+    return Planned({**record, "csv": run.file(file)}, (run.file(file),), {**_run_keys(run), **record})
+
+
+def planned_summaries(study: Study) -> dict[str, tuple[str, list[Planned]]]:
+    """Summary file → (its kind in :data:`.summaries.COLLECTORS`, or ``copy`` for E12's; its planned inputs)."""
+    rank, spectrum, robustness = analysis_names(study.config)
+    out = {}
+    for name, runs in study.experiments.items():
+        out[f"{name}.csv"] = ("runs", [_run_input(name, r, rank) for r in runs])
+    for name, runs in study.sweeps.items():
+        out[f"{SWEEP_PREFIX}{name}.csv"] = ("sweep", [_run_input(SWEEP_PREFIX + name, r, None) for r in runs])
+    for kind, file in (("spectra", spectrum), ("wordsim", "wordsim.csv")):
+        out[f"{kind}.csv"] = (kind, [_model_input(r, file, dataset=r.dataset, variant=r.variant)
+                                     for r in study.model_set(kind)])  # fmt: skip
+    out["top5.csv"] = ("top5", [_model_input(r, "top5.csv", model=name) for name, r in study.top5_models.items()])
+    model = study.robustness_model
+    out["robustness.csv"] = ("copy", [_model_input(model, f"{robustness}/robustness.csv")])
+    return out
+
+
+def write_summaries(study: Study, directory, summary_dir) -> dict[str, tuple[str, list[Planned], list[bool]]]:
+    """Write the summaries of what is in under ``directory`` to ``summary_dir``; per summary file its kind, its
+    planned inputs and which of them are in (all their files there)."""
+    root, summary_dir = Path(directory), Path(summary_dir)
+    found = {}
+    for file, (kind, planned) in planned_summaries(study).items():
+        present = [all((root / need).is_file() for need in p.needs) for p in planned]
+        found[file] = (kind, planned, present)
+        records = []
+        for p, there in zip(planned, present, strict=True):
+            if there:
+                record = {k: str(root / v) if k in ("metrics", "csv") else v for k, v in p.record.items()}
+                record.update((k, str(root / f)) for k, f in p.optional if (root / f).is_file())
+                records.append(record)
+        target = summary_dir / file
+        if kind == "copy":
+            if records:
+                with atomic_path(target) as tmp:
+                    shutil.copyfile(records[0]["csv"], tmp)
+            else:
+                target.unlink(missing_ok=True)
+        elif kind == "sweep":
+            atomic_write_csv(summaries.collect_sweep(records, study.sweep_keys(file[len(SWEEP_PREFIX) : -4])), target)
+        else:
+            atomic_write_csv(summaries.COLLECTORS[kind](records), target)
+    return found
+
+
+def inputs_digest(study: Study, directory=".") -> str:
+    """A short digest of which summary inputs are in: it changes when a run finishes or an analysis is done (the
+    workflow's preview re-renders then, and only then)."""
+    import hashlib
+
+    root = Path(directory)
+    bits = "".join(
+        str(int(all((root / need).is_file() for need in p.needs)))
+        + str(int(all((root / f).is_file() for _, f in p.optional)))
+        for _, planned in planned_summaries(study).values()
+        for p in planned
+    )
+    return hashlib.sha256(bits.encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------- n of N
+def _same(a, b) -> bool:
+    if b is None:
+        return False
+    if isinstance(a, str) or isinstance(b, str):
+        return str(a) == str(b)
+    return fkey(a) == fkey(b)
+
+
+def coverage(table: pd.DataFrame, planned: list[Planned], present: list[bool]) -> list[tuple[int, int]]:
+    """Per row of a tidy table: (inputs in, inputs planned) among those whose identity matches the row's key
+    columns (dataset, variant, schedule, swept values, model: the table's columns that name what a run is)."""
+    names = set().union(*(p.keys for p in planned)) if planned else set()
+    columns = [c for c in table.columns if c in names]
+    out = []
+    for _, row in table.iterrows():
+        keys = {c: row[c] for c in columns if not missing(row[c])}
+        match = [i for i, p in enumerate(planned) if all(_same(v, p.keys.get(c)) for c, v in keys.items())]
+        out.append((sum(present[i] for i in match), len(match)))
+    return out
+
+
+def _unit(kinds: set[str], table: pd.DataFrame) -> str:
+    if kinds <= {"spectra", "wordsim", "top5", "copy"}:
+        return "models"
+    return "seeds" if "variant" in table.columns else "runs"
+
+
+# --------------------------------------------------------------------------------------------- files
+def stamp_banner(stamp: str, done: int, planned: int, banner: str | None) -> str:
+    text = f"PROVISIONAL, {stamp}: {done} of {planned} runs in"
+    return f"{text} — {banner}" if banner else text
+
+
+def _write_table(prefix: str, name: str, tidy: pd.DataFrame, shown: pd.DataFrame, caption: str, banner: str) -> None:
+    atomic_write_text(tidy.to_csv(index=False, lineterminator="\n"), prefix + ".csv")
+    atomic_write_text(markdown_page(name, shown, caption, banner), prefix + ".md")
+    atomic_write_text(html_page(name, shown, caption, banner), prefix + ".html")
+    atomic_write_text(latex_table(shown, caption, f"tab:{name}-preview", banner), prefix + ".tex")
+
+
+def _placeholder_table(prefix: str, name: str, why: str, stamp: str, counts: tuple[int, int], banner: str) -> None:
+    frame = pd.DataFrame({"preview": [why]})
+    tidy = pd.DataFrame({"note": [why], "finished": [counts[0]], "planned": [counts[1]], "provisional": [stamp]})
+    _write_table(prefix, name, tidy, frame, why, banner)
+
+
+def figure_stamp(fig, stamp: str, text: str, config_banner: str | None) -> None:
+    """Mark a figure provisional: ``PROVISIONAL, <stamp>`` on top (short enough for a one-column figure), what it
+    draws on and the configuration's banner in red under the panels."""
+    footnote(fig, text, color="#c00000")
+    if config_banner:
+        footnote(fig, config_banner, color="#c00000")
+    finish(fig, f"PROVISIONAL, {stamp}")
+
+
+def _placeholder_figure(prefix: str, why: str, stamp: str, config_banner: str | None) -> None:
+    with matplotlib.rc_context(STYLE):
+        fig = new_figure(COLUMN, 1.2)
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        empty_panel(ax, why)
+        figure_stamp(fig, stamp, "", config_banner)
+        figures.save(fig, prefix)
+
+
+def render_preview(study: Study, *, directory=".", stamp: str | None = None, names=None) -> dict[str, str]:
+    """Write every provisional table and figure (module docstring; ``names``: only these) for ``study`` from the run
+    folders under ``directory``; returns item name → ``rendered``, or why it is a placeholder."""
+    root = Path(directory)
+    results, reports, _ = output_roots(study.config)
+    summary_dir, out = root / results / PREVIEW / "summary", root / reports / PREVIEW
+    stamp = stamp or time.strftime("%Y-%m-%d %H:%M")
+    found = write_summaries(study, root, summary_dir)
+    config_banner = study.config.get("report_banner")
+    items = [(name, kind, requires) for (name, kind), requires in _items(study).items()]
+    outcome = {}
+    for name, kind, requires in (item for item in items if names is None or item[0] in names):
+        planned = [p for file in requires for p in found[file][1]]
+        present = [x for file in requires for x in found[file][2]]
+        counts = (sum(present), len(present))
+        banner = stamp_banner(stamp, *counts, config_banner)
+        prefix = str(out / f"{kind}s" / name)
+        why = None if counts[0] or not counts[1] else f"no run of this {kind} is in yet (0 of {counts[1]})"
+        if why is None:
+            try:
+                if kind == "table":
+                    kinds = {found[file][0] for file in requires}
+                    _render_table(name, summary_dir, prefix, (planned, present, counts), stamp, banner, kinds)
+                else:
+                    _render_figure(name, summary_dir, prefix, counts, stamp, config_banner)
+            except Exception as err:  # partial data a builder cannot draw yet: said in the file, never a failure
+                why = f"cannot be made yet from the runs in ({type(err).__name__}: {str(err)[:200]})"
+                log.warning("preview %s: %s", name, why)
+        if why is not None:
+            if kind == "table":
+                _placeholder_table(prefix, name, why, stamp, counts, banner)
+            else:
+                _placeholder_figure(prefix, why, stamp, config_banner)
+        outcome[name] = why or "rendered"
+    return outcome
+
+
+def _items(study: Study) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(name, ``table`` or ``figure``) → the summary files it reads: the paper's, then each configured sweep's."""
+    items = {(name, "table"): item.requires for name, item in tables.TABLES.items()}
+    items.update({(name, "figure"): item.requires for name, item in figures.FIGURES.items()})
+    for name in study.sweeps:
+        items.update({(SWEEP_PREFIX + name, kind): (f"{SWEEP_PREFIX}{name}.csv",) for kind in ("table", "figure")})
+    return items
+
+
+def with_counts(shown: pd.DataFrame, cover: list[tuple[int, int]], label: str) -> pd.DataFrame | None:
+    """The display table with each tidy row's ``n of N``: a last column where a display row is a tidy row, a last row
+    where a display column is one (Table 1's models); None where the layout pivots the rows otherwise."""
+    texts = [f"{n} of {total}" for n, total in cover]
+    if len(shown) == len(cover):
+        return shown.assign(**{label: texts})
+    if len(shown.columns) == len(cover) + 1:
+        row = pd.DataFrame([[label, *texts]], columns=shown.columns)
+        return pd.concat([shown, row], ignore_index=True)
+    return None
+
+
+def _render_table(name, summary_dir, prefix, inputs, stamp, banner, kinds) -> None:
+    planned, present, counts = inputs
+    if name.startswith(SWEEP_PREFIX):
+        frame = sweeps.read_sweep(summary_dir, name[len(SWEEP_PREFIX) :])
+        tidy = sweeps.table(frame)
+        shown = sweeps.layout(tidy)
+        caption = f"{sweeps.caption(name[len(SWEEP_PREFIX) :], frame)} {sweeps.LEGEND}"
+    else:
+        tidy = tables.build(name, summary_dir)
+        shown = display_frame(name, tidy)
+        caption = f"{tables.TABLES[name].caption_for(tidy)} {LEGEND}"
+    cover, unit = coverage(tidy, planned, present), _unit(kinds, tidy)
+    counted = with_counts(shown, cover, f"n of N {unit}")
+    if counted is None:  # pivoted (word similarity): the table's count in the caption, each row's in the CSV
+        caption += f" {counts[0]} of {counts[1]} {unit} in (per row: the CSV's finished, planned)."
+    shown = shown if counted is None else counted
+    tidy = tidy.assign(finished=[n for n, _ in cover], planned=[t for _, t in cover], provisional=stamp)
+    _write_table(prefix, name, tidy, shown, caption, banner)
+
+
+def _render_figure(name, summary_dir, prefix, counts, stamp, config_banner) -> None:
+    with matplotlib.rc_context(STYLE):
+        if name.startswith(SWEEP_PREFIX):
+            fig = sweeps.figure(name[len(SWEEP_PREFIX) :], sweeps.read_sweep(summary_dir, name[len(SWEEP_PREFIX) :]))
+        else:
+            require_summaries(f"figure {name}", summary_dir, figures.FIGURES[name].requires)
+            fig = figures.FIGURES[name].build(Path(summary_dir))
+        text = f"Provisional: drawn from the {counts[0]} of {counts[1]} runs in so far."
+        figure_stamp(fig, stamp, text, config_banner)
+        figures.save(fig, prefix)
+
+
+def output_files(study: Study) -> list[str]:
+    """Every file :func:`render_preview` writes for ``study`` (the workflow's declared outputs)."""
+    _, reports, _ = output_roots(study.config)
+    names = list(_items(study))
+    return [
+        f"{reports}/{PREVIEW}/{kind}s/{name}.{ext}"
+        for name, kind in names
+        for ext in (TABLE_FORMATS if kind == "table" else FIGURE_FORMATS)
+    ]
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def add_cli(parser) -> None:
+    parser.description = (
+        "Render every table and figure of a configuration from the runs finished so far, stamped provisional, under "
+        "<reports>/preview/ (with the progress page and the learning curves); never starts or waits for a run."
+    )
+    parser.add_argument("names", nargs="*", metavar="NAME", help="only these tables or figures (default: all)")
+    parser.add_argument("--config", default="config/config.yaml", help="workflow config (default: config/config.yaml)")
+    parser.add_argument("--directory", default=".", metavar="DIR",
+                        help="the working directory holding results/ and reports/ (default: .)")  # fmt: skip
+
+
+def run_cli(args) -> int:
+    from softmax_bottleneck.report.progress import render_progress
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.runs import StudyError
+
+    try:
+        study = Study(study_config.check(study_config.read(args.config)))
+        study.jobs  # noqa: B018  (expands every run: a bad config fails here, in one line)
+    except (study_config.ConfigError, StudyError) as err:
+        raise SystemExit(f"preview: {getattr(err, 'source', None) or args.config}: {err}") from None
+    known = {name for name, _ in _items(study)}
+    unknown = [name for name in args.names if name not in known]
+    if unknown:
+        raise SystemExit(f"preview: unknown table or figure {unknown[0]!r}; valid names: {', '.join(sorted(known))}")
+    retry = "" if args.config == "config/config.yaml" else f"--configfile {args.config}"
+    render_progress(study, directory=args.directory, config=args.config, retry_options=retry)
+    outcome = render_preview(study, directory=args.directory, names=set(args.names) or None)
+    _, reports, _ = output_roots(study.config)
+    rendered = sum(what == "rendered" for what in outcome.values())
+    log.info("wrote %d provisional tables and figures under %s/%s/ (%d not yet)", rendered, reports, PREVIEW,
+             len(outcome) - rendered)  # fmt: skip
+    return 0

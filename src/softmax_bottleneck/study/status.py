@@ -1,0 +1,502 @@
+"""Where every run of the study stands (``status``; ``snakemake status``), read from the run folders alone.
+
+It works under any executor (local, SLURM) and while Snakemake runs: it only reads files (never a model or a resume
+state, never the run's lock), and never starts, locks or changes a run. A run of the plan (:mod:`.plan`) is
+
+* **finished**: ``model.pt`` and ``metrics.json`` are there (or the kept set ``.resume/final/``, which the next job
+  restores); its test perplexity from ``metrics.json``, its Press' rank from ``rank-<rows>.json`` once analysed;
+* **failed**: the newest of its progress file, its log (``logs/train/<run>.log``: its last line) and its ``.lock``
+  says its last attempt ended on an error, that one line shown with the command that retries it;
+* **stalled**: interrupted and resumable: that newest record says the attempt stopped on a signal (pre-empted,
+  Ctrl-C), or its process is gone (same host), or nothing of it (progress file, resume state, log, lock) was
+  written for longer than its checkpoint interval allows (:func:`allowed_silence`: killed, or lost with its node);
+* **running**: written to within that interval; epoch e of E, the best validation perplexity so far, the time left
+  (the epochs to go × the mean wall time of its epochs) and its last write, from ``.resume/progress.json``
+  (:mod:`softmax_bottleneck.training.run_files`);
+* **not started**: no progress file, resume state or lock (a log alone that ends in an error: failed).
+
+GPU time spent is the runs' own: the wall time of each epoch in the progress file (training + validation), or
+``seconds_per_epoch × epochs_run`` of a finished run's ``metrics.json``. The plan's projection is in V100
+GPU-hours (:func:`.plan.gpu_hours`); work done counts a finished run's projection whole and e/E of an unfinished
+one's. The current rate is that work over the hours since the first run started, and the projected finish is the
+work left at that rate (shown while a run is running).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from softmax_bottleneck.study.plan import EXPERIMENT_LABELS, gpu_hours
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, duration_text, read_progress, time_left_seconds
+
+STATES = ("finished", "running", "stalled", "failed", "not started")
+#: added to a run's allowed silence: clocks of a shared file system differ, a first batch may be slow
+GRACE_SECONDS = 120.0
+#: bytes read from the end of a log for its last line
+LOG_TAIL_BYTES = 4096
+#: a line of the package's logs (``cli.main``): time, level, logger, message
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: (.*)$")
+#: runs listed per state on the default one-screen view
+LISTED = 8
+
+
+@dataclass
+class RunStatus:
+    """One run's state and what its folder says about it (times are Unix seconds)."""
+
+    run: str
+    dataset: str
+    variant: str
+    schedule: str
+    seed: int
+    tag: str
+    experiments: list[str]
+    state: str
+    epochs: int
+    projected_hours: float  # V100 GPU-hours, the plan's
+    epoch: int | None = None
+    best_valid_ppl: float | None = None
+    test_ppl: float | None = None
+    press_rank: float | None = None
+    seconds_left: float | None = None
+    last_write: float | None = None
+    started: float | None = None
+    finished: float | None = None
+    device_seconds: float = 0.0
+    note: str = ""
+    retry: str | None = None
+
+    @property
+    def done_fraction(self) -> float:
+        if self.state == "finished":
+            return 1.0
+        return min(1.0, (self.epoch or 0) / self.epochs) if self.epochs else 0.0
+
+
+@dataclass
+class StudyStatus:
+    """Every run's :class:`RunStatus` and the sums over them."""
+
+    config: str
+    now: float
+    runs: list[RunStatus]
+    groups: dict[str, list[str]] = field(default_factory=dict)  # experiment -> run folders
+
+    def counts(self, runs: list[RunStatus] | None = None) -> dict[str, int]:
+        runs = self.runs if runs is None else runs
+        return {state: sum(r.state == state for r in runs) for state in STATES}
+
+    @property
+    def device_hours(self) -> float:
+        return sum(r.device_seconds for r in self.runs) / 3600.0
+
+    @property
+    def projected_hours(self) -> float:
+        return sum(r.projected_hours for r in self.runs)
+
+    @property
+    def done_hours(self) -> float:
+        """Projected V100 GPU-hours done: finished runs whole, e/E of the others."""
+        return sum(r.projected_hours * r.done_fraction for r in self.runs)
+
+    @property
+    def rate(self) -> float | None:
+        """Projected V100 GPU-hours done per wall-clock hour since the first run started (None before)."""
+        starts = [r.started for r in self.runs if r.started is not None]
+        if not starts or self.now <= min(starts):
+            return None
+        return self.done_hours / ((self.now - min(starts)) / 3600.0)
+
+    @property
+    def seconds_to_finish(self) -> float | None:
+        """Wall seconds left at the current rate, while a run is running (None otherwise)."""
+        rate = self.rate
+        if not rate or not any(r.state == "running" for r in self.runs):
+            return None
+        return (self.projected_hours - self.done_hours) / rate * 3600.0
+
+    def as_dict(self) -> dict:
+        finish = self.seconds_to_finish
+        return {
+            "config": self.config,
+            "time": iso_time(self.now),
+            "jobs": len(self.runs),
+            "counts": self.counts(),
+            "experiments": [
+                {
+                    "experiment": name,
+                    "label": experiment_label(name),
+                    "jobs": len(paths),
+                    **self.counts(self.runs_of(paths)),
+                }
+                for name, paths in self.groups.items()
+            ],
+            "device_hours_spent": self.device_hours,
+            "projected_v100_hours": self.projected_hours,
+            "projected_v100_hours_done": self.done_hours,
+            "projected_v100_hours_left": self.projected_hours - self.done_hours,
+            "rate_v100_hours_per_hour": self.rate,
+            "seconds_to_finish": finish,
+            "projected_finish": iso_time(self.now + finish) if finish is not None else None,
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+    def runs_of(self, paths: list[str]) -> list[RunStatus]:
+        by_path = {r.run: r for r in self.runs}
+        return [by_path[p] for p in paths]
+
+
+# --------------------------------------------------------------------------------------------- one run
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def last_line(path: Path) -> str | None:
+    """The last non-empty line of a text file (its last :data:`LOG_TAIL_BYTES` read), None if there is none."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def log_event(line: str | None) -> tuple[str | None, str | None]:
+    """``(error, stop)`` read from a log's last line: the trainer's one-line failure (``train: ...``), a traceback's
+    last line or a logged ERROR; or its pre-emption warning / a signal that ended the command."""
+    if not line:
+        return None, None
+    logged = LOG_LINE.match(line)  # the package's log format: the message, without the time and logger
+    if logged:
+        level, message = logged.groups()
+        if level in ("ERROR", "CRITICAL"):
+            return message, None
+        line = message
+    if line.startswith("train: "):
+        return line, None
+    if line.startswith("KeyboardInterrupt"):  # Ctrl-C before the trainer could save a state: resumable
+        return None, line
+    first = line.split(":", 1)[0]
+    if ":" in line and " " not in first and first.endswith(("Error", "Exception", "Interrupt", "Exit")):
+        return line, None
+    if "pre-empted (" in line or "died of signal" in line:
+        return None, line
+    return None, None
+
+
+def process_alive(pid, host, since: float | None = None) -> bool | None:
+    """Whether the training process ``pid`` still runs: None when it ran on another host (or is unknown). On Linux a
+    process started after ``since`` (the attempt's start) is another one that was given the same PID."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or host != platform.node():
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))  # fmt: skip
+    except FileNotFoundError:
+        return False
+    except (OSError, StopIteration, ValueError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    started = boot + int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+    return since is None or started <= since + 2.0
+
+
+def _lock_holder(path: Path) -> tuple[int | None, str | None]:
+    """PID and host written in a run's ``.lock`` (the file is read, the lock never taken)."""
+    try:
+        fields = path.read_text(encoding="utf-8", errors="replace").split()
+    except OSError:
+        return None, None
+    if len(fields) >= 2 and fields[0].isdigit():
+        return int(fields[0]), fields[1]
+    return None, None
+
+
+def allowed_silence(progress: dict | None) -> float:
+    """Seconds a running training may go without writing: its checkpoint interval (the resume state is written at
+    least that often between batches) + its longest epoch so far (a validation, a batch) + :data:`GRACE_SECONDS`."""
+    progress = progress or {}
+    interval = _number(progress.get("checkpoint_seconds")) or 600.0
+    walls = [_number(row.get("wall_seconds")) or 0.0 for row in progress.get("curve", []) if isinstance(row, dict)]
+    return interval + max(walls, default=0.0) + GRACE_SECONDS
+
+
+def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, now: float) -> RunStatus:
+    """``base`` (the run's identity and plan) completed from its folder, its log and its rank file."""
+    s = base
+    metrics_path = folder / "metrics.json"
+    kept = folder / ".resume" / "final" / "metrics.json"
+    if (metrics_path.is_file() and (folder / "model.pt").exists()) or kept.is_file():
+        metrics = _json(metrics_path if metrics_path.is_file() else kept) or {}
+        s.state, s.epoch = "finished", s.epochs
+        s.test_ppl = _number(metrics.get("test_ppl"))
+        s.best_valid_ppl = _number(metrics.get("valid_ppl"))
+        epochs_run = _number(metrics.get("epochs_run"))
+        s.epoch = int(epochs_run) if epochs_run is not None else s.epochs
+        s.device_seconds = (_number(metrics.get("seconds_per_epoch")) or 0.0) * (epochs_run or 0.0)
+        s.finished = _mtime(metrics_path) or _mtime(kept)
+        s.started = s.finished - s.device_seconds if s.finished is not None else None
+        rank = _json(folder / rank_name)
+        s.press_rank = _number(rank.get("press_rank")) if rank else None
+        if not metrics_path.is_file():
+            s.note = "outputs kept in .resume/final, restored by the next job"
+        return s
+    progress = read_progress(folder / ".resume" / PROGRESS_NAME)
+    writes = {
+        "progress": _mtime(folder / ".resume" / PROGRESS_NAME),
+        "state": _mtime(folder / ".resume" / "state.pt"),
+        "log": _mtime(log),
+        "lock": _mtime(folder / ".lock"),
+    }
+    known = [t for t in writes.values() if t is not None]
+    if writes["progress"] is None and writes["state"] is None and writes["lock"] is None:
+        error, _ = log_event(last_line(log))  # a job whose training never took its folder: failed, or not started
+        s.state, s.note, s.last_write = ("failed", error, writes["log"]) if error else ("not started", "", None)
+        return s
+    s.last_write = max(known)
+    pid, host = _lock_holder(folder / ".lock")
+    since = writes["lock"]
+    if progress:
+        s.epoch, s.best_valid_ppl = progress.get("epoch"), _number(progress.get("best_valid_ppl"))
+        walls = [_number(row.get("wall_seconds")) or 0.0 for row in progress["curve"] if isinstance(row, dict)]
+        s.device_seconds = sum(walls)
+        s.seconds_left = time_left_seconds(s.epoch or 0, s.epochs, walls[-10:]) if walls else None
+        s.started = _number(progress.get("started"))
+        pid, host = progress.get("pid", pid), progress.get("host", host)
+        since = _number(progress.get("attempt_started")) or since
+    if s.started is None:
+        s.started = min(known)
+    # what happened last is what the newest of the progress file, the log and the lock says (a newer attempt
+    # rewrites the lock first, then logs, then rewrites the progress file)
+    newest = max(("progress", "log", "lock"), key=lambda k: writes[k] if writes[k] is not None else -1.0)
+    error, stop = None, None
+    if newest == "progress" and progress:
+        error, stop = progress.get("error") or None, progress.get("stopped") or None
+    elif newest == "log":
+        error, stop = log_event(last_line(log))
+    alive = process_alive(pid, host, since)
+    if error:
+        s.state, s.note = "failed", str(error)
+    elif stop:
+        s.state, s.note = "stalled", f"stopped: {stop}"
+    elif alive is False:
+        s.state, s.note = "stalled", f"its process ({pid} on {host}) is gone"
+    elif now - s.last_write <= allowed_silence(progress):
+        s.state = "running"
+    else:
+        s.state, s.note = "stalled", f"nothing written for {duration_text(now - s.last_write)}"
+    if s.state == "stalled" and not progress and writes["state"] is None:
+        s.note += "; no resume state yet: it restarts from the beginning"
+    return s
+
+
+def learning_curve(folder: Path) -> list[tuple[int, float]]:
+    """``(epoch, valid ppl)`` of a run so far: its ``curve.csv`` once finished, else its progress file's curve."""
+    import csv
+
+    try:
+        with open(folder / "curve.csv", encoding="utf-8", newline="") as handle:
+            return [(int(row["epoch"]), float(row["valid_ppl"])) for row in csv.DictReader(handle)]
+    except (OSError, KeyError, ValueError, TypeError):
+        pass
+    progress = read_progress(folder / ".resume" / PROGRESS_NAME) or {"curve": []}
+    rows = [row for row in progress["curve"] if isinstance(row, dict)]
+    return [(row["epoch"], float(row["valid_ppl"])) for row in rows if _number(row.get("valid_ppl")) is not None]
+
+
+# --------------------------------------------------------------------------------------------- the study
+def groups(study: Study) -> dict[str, list[str]]:
+    """Experiment (then each sweep, then the analyses' reference models) → its run folders, in the plan's order."""
+    members = study.members()
+    names = [*study.experiments, *(SWEEP_PREFIX + name for name in study.sweeps), "analysis"]
+    out = {name: [path for path in study.jobs if name in members[path]] for name in names}
+    return {name: paths for name, paths in out.items() if paths}
+
+
+def study_status(study: Study, *, directory=".", config: str = "config/config.yaml", retry_options: str = "",
+                 now: float | None = None) -> StudyStatus:  # fmt: skip
+    """Every training job of ``study`` read from its run folder under ``directory``."""
+    root, now = Path(directory), time.time() if now is None else now
+    rank_name = analysis_names(study.config)[0]
+    members = study.members()
+    runs = []
+    for path, run in study.jobs.items():
+        base = RunStatus(
+            run=path, dataset=run.dataset, variant=run.variant, schedule=run.schedule, seed=run.seed, tag=run.tag,
+            experiments=members[path], state="not started", epochs=int(run.hyperparameters["epochs"]),
+            projected_hours=gpu_hours(run),
+        )  # fmt: skip
+        status = read_run_status(root / path, root / TRAIN_LOG.format(**run.wildcards), rank_name, base, now)
+        if status.state in ("failed", "stalled"):
+            status.retry = f"snakemake {path}/model.pt {retry_options}".strip()
+        runs.append(status)
+    return StudyStatus(config=config, now=now, runs=runs, groups=groups(study))
+
+
+def state_digest(status: StudyStatus) -> str:
+    """A short digest of every run's state and epoch: it changes when the study moves on (the workflow's progress
+    page re-renders then, and only then)."""
+    import hashlib
+
+    text = "\n".join(f"{r.run} {r.state} {r.epoch}" for r in status.runs)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------- text
+def experiment_label(name: str) -> str:
+    return EXPERIMENT_LABELS.get(name, name)
+
+
+def iso_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+
+def _ago(now: float, t: float | None) -> str:
+    return "never" if t is None else f"{duration_text(now - t)} ago"
+
+
+def _ppl(value) -> str:
+    return "—" if value is None else f"{value:,.2f}"
+
+
+def counts_frame(status: StudyStatus):
+    """Per experiment its jobs and how many are in each state; then the distinct jobs (a ``pandas.DataFrame``)."""
+    import pandas as pd
+
+    rows = [
+        {"experiment": experiment_label(name), "jobs": len(paths), **status.counts(status.runs_of(paths))}
+        for name, paths in status.groups.items()
+    ]
+    rows.append({"experiment": "total (distinct jobs)", "jobs": len(status.runs), **status.counts()})
+    return pd.DataFrame(rows)
+
+
+def counts_table(status: StudyStatus) -> str:
+    """:func:`counts_frame` as Markdown."""
+    return counts_frame(status).to_markdown(index=False, colalign=("left", *["right"] * (len(STATES) + 1)))
+
+
+def run_line(r: RunStatus, now: float) -> str:
+    """One run on one line: its folder, then what its state says."""
+    if r.state == "finished":
+        rank = "" if r.press_rank is None else f", Press' rank {r.press_rank:.0f}"
+        detail = f"test ppl {_ppl(r.test_ppl)}{rank}" + (f" ({r.note})" if r.note else "")
+    elif r.state == "running":
+        left = "" if r.seconds_left is None else f", about {duration_text(r.seconds_left)} left"
+        detail = (f"epoch {r.epoch or 0}/{r.epochs}, best valid ppl {_ppl(r.best_valid_ppl)}{left}, "
+                  f"last write {_ago(now, r.last_write)}")  # fmt: skip
+    elif r.state == "not started":
+        detail = f"{r.epochs} epochs, {r.projected_hours:,.1f} V100 GPU-hours projected"
+    else:
+        epoch = f"epoch {r.epoch}/{r.epochs}, " if r.epoch is not None else ""
+        detail = f"{epoch}{r.note}; last write {_ago(now, r.last_write)}; retry: {r.retry}"
+    return f"  {r.run}  {detail}"
+
+
+def gpu_lines(status: StudyStatus) -> list[str]:
+    finish = status.seconds_to_finish
+    lines = [
+        f"GPU time spent: {status.device_hours:,.2f} device-hours (the runs' own epoch times). The plan projects "
+        f"{status.projected_hours:,.0f} V100 GPU-hours: {status.done_hours:,.1f} done (finished runs, and e/E of the "
+        f"others), {status.projected_hours - status.done_hours:,.1f} left."
+    ]
+    if finish is not None:
+        lines.append(
+            f"Projected finish at the current rate ({status.rate:,.2f} projected V100 GPU-hours per hour since the "
+            f"first run started): in about {duration_text(finish)}, {iso_time(status.now + finish)}."
+        )
+    elif any(r.state == "running" for r in status.runs):
+        lines.append("Projected finish: known once a running run has finished an epoch.")
+    else:
+        lines.append("Projected finish: none while no run is running.")
+    return lines
+
+
+def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
+    """The one-screen view (``every_run``: every run of the plan, grouped by state)."""
+    counts = status.counts()
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+    lines = [f"Status of {status.config} at {iso_time(status.now)}: {len(status.runs)} training jobs: {summary}.", ""]
+    lines += [counts_table(status), "", *gpu_lines(status)]
+    shown = STATES if every_run else ("running", "stalled", "failed")
+    for state in shown:
+        runs = [r for r in status.runs if r.state == state]
+        if not runs:
+            continue
+        lines += ["", f"{state} ({len(runs)}):"]
+        limit = len(runs) if every_run else LISTED
+        lines += [run_line(r, status.now) for r in runs[:limit]]
+        if len(runs) > limit:
+            lines.append(f"  … and {len(runs) - limit} more (--runs lists every run)")
+    if not every_run:
+        lines += ["", "Every run, finished and not started too: --runs; for scripts: --json."]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def add_cli(parser) -> None:
+    parser.description = (
+        "Where every training run of a configuration stands, read from its run folder alone (never starting, "
+        "locking or changing a run): finished, running, stalled, failed, not started; per experiment; GPU time "
+        "spent against the plan's projection and the projected finish."
+    )
+    parser.add_argument("--config", default="config/config.yaml", help="workflow config (default: config/config.yaml)")
+    parser.add_argument("--directory", default=".", metavar="DIR",
+                        help="the workflow's working directory, holding results/ and logs/ (default: .)")  # fmt: skip
+    parser.add_argument("--runs", action="store_true", help="list every run, not only the running, stalled and failed")
+    parser.add_argument("--json", action="store_true", help="print everything as JSON")
+
+
+def run_cli(args) -> int:
+    import logging
+
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.runs import StudyError
+
+    try:
+        study = Study(study_config.check(study_config.read(args.config)))
+        study.jobs  # noqa: B018  (expands every run: a bad config fails here, in one line)
+    except study_config.ConfigError as err:
+        logging.error("status: %s: %s", err.source or args.config, err)
+        return 1
+    except StudyError as err:
+        logging.error("status: %s: %s", args.config, err)
+        return 1
+    retry = "" if args.config == "config/config.yaml" else f"--configfile {args.config}"
+    status = study_status(study, directory=args.directory, config=args.config, retry_options=retry)
+    if args.json:
+        print(json.dumps(status.as_dict(), indent=1))
+    else:
+        print(status_text(status, every_run=args.runs))
+    return 0

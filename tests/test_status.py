@@ -1,0 +1,235 @@
+"""Following the study: the trainer's progress file, ``status`` (each state read from generated run folders, the
+paper's plan with nothing started, nothing touched), the provisional tables (``n of N``, a table without runs), the
+progress page and the learning curves. The small scale interrupted and completed: tests/test_workflow.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, TINY, tiny_corpus
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.report import preview, progress
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.plan import plan_table
+from softmax_bottleneck.study.runs import TRAIN_LOG, Study
+from softmax_bottleneck.study.status import status_text, study_status
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, read_progress
+from softmax_bottleneck.training.trainer import Preempted, Trainer
+
+
+@pytest.fixture(scope="module")
+def small() -> Study:
+    return Study(study_config.check(study_config.read(REPO / "config" / "small.yaml")))
+
+
+def _trainer(out, **overrides):
+    hp = presets.resolve("ptb", "softmax", "et", {**TINY, "epochs": 3, **overrides})
+    return Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=out)
+
+
+# --------------------------------------------------------------------------------------------- the progress file
+def test_the_trainer_writes_its_progress_each_epoch_keeps_it_across_attempts_and_removes_it_when_done(
+    tmp_path, monkeypatch
+):
+    out = tmp_path / "run"
+    original_end = Trainer._end_epoch
+
+    def fail_after_epoch_3(self, epoch):
+        original_end(self, epoch)
+        if epoch == 3:
+            raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Trainer, "_end_epoch", fail_after_epoch_3)
+    with pytest.raises(RuntimeError):
+        _trainer(out).fit()
+    first = read_progress(out / ".resume" / PROGRESS_NAME)
+    assert first["epoch"] == first["epochs"] == 3 and first["error"] == "disk on fire" and first["stopped"] is None
+    assert [row["epoch"] for row in first["curve"]] == [1, 2, 3]
+    assert all(row["wall_seconds"] >= row["seconds"] > 0 for row in first["curve"])
+    assert first["best_valid_ppl"] == min(row["valid_ppl"] for row in first["curve"])
+    assert (first["dataset"], first["variant"], first["schedule"], first["host"]) == (
+        "ptb", "softmax", "et", platform.node(),
+    )  # fmt: skip
+
+    def stop_after_epoch_1(self, epoch):
+        original_end(self, epoch)
+        raise Preempted(f"signal 15 after epoch {epoch}")
+
+    monkeypatch.setattr(Trainer, "_end_epoch", stop_after_epoch_1)
+    with pytest.raises(Preempted):
+        _trainer(out).fit()  # no resume state was due: the second attempt starts over
+    second = read_progress(out / ".resume" / PROGRESS_NAME)
+    assert (second["epoch"], second["stopped"], second["error"]) == (1, "signal 15 after epoch 1", None)
+    assert second["attempts"] == 2 and second["started"] == first["started"] < second["attempt_started"]
+
+    monkeypatch.setattr(Trainer, "_end_epoch", original_end)
+    _trainer(out).fit()
+    assert sorted(p.name for p in (out / ".resume").iterdir()) == ["final"]  # gone with the resume state
+
+
+# --------------------------------------------------------------------------------------------- status
+def _write_progress(folder: Path, **fields) -> None:
+    content = {
+        "format": 1, "epochs": 6, "epoch": 2, "phase": "sgd", "best_valid_ppl": 412.5, "best_epoch": 2,
+        "checkpoint_seconds": 600.0, "started": time.time() - 300, "attempt_started": time.time(),
+        "attempts": 1, "host": platform.node(), "pid": os.getpid(), "updated": time.time(), "stopped": None,
+        "error": None,
+        "curve": [{"epoch": e, "valid_ppl": 500.0 - e, "seconds": 50.0, "wall_seconds": 60.0} for e in (1, 2)],
+    }  # fmt: skip
+    content.update(fields)
+    (folder / ".resume").mkdir(parents=True, exist_ok=True)
+    (folder / ".resume" / PROGRESS_NAME).write_text(json.dumps(content))
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_status_reads_each_state_from_the_run_folders_and_changes_nothing(tmp_path, small):
+    runs = list(small.jobs.values())
+    folders = [tmp_path / run.dir for run in runs]
+    logs = [tmp_path / TRAIN_LOG.format(**run.wildcards) for run in runs]
+    # 0: finished and analysed; 1: finished, outputs removed by Snakemake, kept in .resume/final
+    for folder in folders[:2]:
+        (folder / ".resume" / "final").mkdir(parents=True)
+    (folders[0] / "model.pt").write_bytes(b"not loaded")
+    (folders[0] / "metrics.json").write_text(json.dumps({"test_ppl": 321.5, "seconds_per_epoch": 6.0, "epochs_run": 6}))
+    (folders[0] / "rank-300.json").write_text(json.dumps({"press_rank": 18}))
+    (folders[1] / ".resume" / "final" / "metrics.json").write_text(json.dumps({"test_ppl": 400.0}))
+    # 2: running here (this process, written just now); 3: running on another node
+    _write_progress(folders[2])
+    _write_progress(folders[3], host="node-elsewhere", pid=1)
+    # 4: pre-empted (its newest record says so); 5: killed (its process is gone); 6: silent on another node too long
+    _write_progress(folders[4], stopped="signal 15 at epoch 3, batch 40")
+    _write_progress(folders[5], pid=_dead_pid(), attempt_started=time.time() - 5)
+    _write_progress(folders[6], host="node-elsewhere", pid=1)
+    _age(folders[6] / ".resume" / PROGRESS_NAME, 3600)
+    # 7: failed, as the trainer's last line in the log says; 8: killed before writing anything but its lock
+    logs[7].parent.mkdir(parents=True, exist_ok=True)
+    diverged = "train: training diverged: non-finite loss at epoch 2, batch 17; lower lr or check the data"
+    logs[7].write_text(f"2026-11-26 10:00:00 INFO softmax_bottleneck.train: epoch 1 ...\n{diverged}\n")
+    folders[7].mkdir(parents=True)
+    (folders[8]).mkdir(parents=True)
+    (folders[8] / ".lock").write_text(f"{_dead_pid()} {platform.node()}\n")
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+
+    status = study_status(small, directory=tmp_path, config="config/small.yaml", retry_options="--configfile x.yaml")
+    states = [r.state for r in status.runs]
+    expected = ["finished", "finished", "running", "running", "stalled", "stalled", "stalled", "failed", "stalled"]
+    assert states[:9] == expected and set(states[9:]) == {"not started"}
+    assert status.counts() == {"finished": 2, "running": 2, "stalled": 4, "failed": 1, "not started": len(runs) - 9}
+    first, running, failed = status.runs[0], status.runs[2], status.runs[7]
+    assert (first.test_ppl, first.press_rank, first.device_seconds) == (321.5, 18.0, 36.0)
+    assert (running.epoch, running.best_valid_ppl, running.seconds_left, running.device_seconds) == (2, 412.5, 240, 120)
+    assert "signal 15 at epoch 3" in status.runs[4].note and "is gone" in status.runs[5].note
+    assert "nothing written for 1h 00m" in status.runs[6].note and "restarts from the beginning" in status.runs[8].note
+    assert failed.note.startswith("train: training diverged") and failed.retry == (
+        f"snakemake {runs[7].dir}/model.pt --configfile x.yaml"
+    )
+    text = status_text(status)
+    assert failed.note in text and "epoch 2/6, best valid ppl 412.50, about 4m 00s left" in text
+    assert runs[9].dir not in text and runs[9].dir in status_text(status, every_run=True)  # --runs lists all
+    assert json.loads(json.dumps(status.as_dict()))["counts"] == status.counts()
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before  # read only: nothing written or touched
+
+
+def test_status_of_the_paper_plan_with_nothing_started(tmp_path, capsys):
+    from softmax_bottleneck import cli
+
+    assert cli.main(["status", "--config", str(REPO / "config" / "config.yaml"), "--directory", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    study = Study(study_config.check(study_config.read(REPO / "config" / "config.yaml")))
+    hours = float(plan_table(study).iloc[-1]["V100 GPU-hours (new jobs)"])
+    assert "283 training jobs: 283 not started." in text
+    assert f"The plan projects {hours:,.0f} V100 GPU-hours: 0.0 done" in text and f"{hours:,.0f}" == "7,015"
+    assert "| total (distinct jobs)      |    283 |" in text and "Projected finish: none" in text
+    assert not any(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------------------------- preview, progress
+def _finish_run(root: Path, run, test_ppl: float) -> None:
+    folder = root / run.dir
+    folder.mkdir(parents=True)
+    (folder / "model.pt").write_bytes(b"x")
+    metrics = {"dataset": run.dataset, "variant": run.variant, "schedule": run.schedule, "seed": run.seed,
+               "hyperparameters": {**run.hyperparameters, "seed": run.seed}, "parameters": 1000, "train_ppl": 300.0,
+               "valid_ppl": test_ppl + 5, "test_ppl": test_ppl, "seconds_per_epoch": 2.0, "epochs_run": 6,
+               "switch_epoch": 5}  # fmt: skip
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "curve.csv").write_text("epoch,valid_ppl\n1,900\n2,700\n")
+
+
+def test_preview_renders_finished_runs_with_n_of_N_and_says_when_a_table_has_none(tmp_path, small):
+    main = small.experiments["main"]
+    ptb_softmax = [r for r in main if (r.dataset, r.variant) == ("ptb", "softmax")]
+    _finish_run(tmp_path, ptb_softmax[0], 300.0)
+    _finish_run(tmp_path, next(r for r in main if (r.dataset, r.variant) == ("ptb", "ss")), 280.0)
+    outcome = preview.render_preview(small, directory=tmp_path, stamp="2026-11-26 12:00", names={"table2", "table3"})
+    assert outcome["table2"] == "rendered" and outcome["table3"] == "no run of this table is in yet (0 of 4)"
+    tables = tmp_path / "reports" / "small" / "preview" / "tables"
+    md = (tables / "table2.md").read_text()
+    assert md.startswith("**PROVISIONAL, 2026-11-26 12:00: 2 of 20 runs in — small scale")
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert rows[0].rstrip(" |").endswith("n of N seeds")
+    softmax = next(line for line in rows if "| PTB " in line and "Softmax" in line)
+    assert "300.00 (57.08 ± 0.09)" in softmax and softmax.rstrip(" |").endswith("1 of 2")
+    assert sum(line.rstrip(" |").endswith("0 of 2") for line in rows) == 8
+    csv = pd.read_csv(tables / "table2.csv")
+    assert set(csv["provisional"]) == {"2026-11-26 12:00"} and csv["finished"].sum() == 2
+    assert csv["planned"].tolist() == [len(ptb_softmax)] * 10
+    assert "no run of this table is in yet (0 of 4)" in (tables / "table3.md").read_text()
+    assert (tables / "table3.html").read_text().count("PROVISIONAL, 2026-11-26 12:00") == 1
+
+
+def test_progress_page_and_learning_curves(tmp_path, small):
+    main = small.experiments["main"]
+    _finish_run(tmp_path, main[0], 300.0)
+    _write_progress(tmp_path / main[1].dir)
+    status = progress.render_progress(small, directory=tmp_path, config="config/small.yaml")
+    page_file, curves = progress.progress_files(small)
+    page = (tmp_path / page_file).read_text()
+    assert "finished runs over time" in page and 'src="data:image/png;base64,' in page
+    assert "<td>E1 main comparison</td>" in page and main[1].dir in page  # the running run, listed
+    assert status.counts()["finished"] == 1 and status.counts()["running"] == 1
+    assert all((tmp_path / path).read_bytes().startswith(b"\x89PNG") for path in curves)
+    expected = ["main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl", "fair", "analysis"]
+    assert [Path(p).stem for p in curves] == list(status.groups) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "event"),
+    [
+        ("train: training diverged: non-finite loss at epoch 2, batch 17", ("error", "train: training diverged")),
+        ("2026-11-26 16:11:16 ERROR softmax_bottleneck.cluster: gpu-lease: no GPU", ("error", "gpu-lease: no GPU")),
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", ("error", "RuntimeError: CUDA")),
+        ("2026-11-26 16:11:16 WARNING softmax_bottleneck.train: pre-empted (signal 2 at epoch 1, batch 1); state saved",
+         ("stop", "pre-empted (signal 2 at epoch 1")),
+        ("KeyboardInterrupt", ("stop", "KeyboardInterrupt")),
+        ("2026-11-26 16:11:15 INFO softmax_bottleneck.train: end of epoch   3 | ... | epoch 3/6", None),
+    ],
+)  # fmt: skip
+def test_the_last_log_line_says_whether_an_attempt_failed_or_was_stopped(line, event):
+    from softmax_bottleneck.study.status import log_event
+
+    error, stop = log_event(line)
+    if event is None:
+        assert error is None and stop is None
+    else:
+        kind, start = event
+        assert (error if kind == "error" else stop).startswith(start) and (stop if kind == "error" else error) is None

@@ -1,0 +1,100 @@
+# Following the study while it runs (docs/running.md, "Following the study"): `snakemake status` prints where
+# every training run stands; `snakemake progress` renders the progress page and the learning curves,
+# `snakemake preview` (which includes them) the provisional tables and figures from the runs finished so far,
+# under <reports>/preview/. They read the run folders only (nothing of the study is their declared input), so
+# they never start or wait for a training or an analysis, and they run beside a `snakemake` of the study in the
+# same folder (Snakemake locks only the files a run declares). `snakemake --report <file> preview` bundles them.
+# Their parameters are digests of where the runs stand: they re-render when a run moved on, and only then.
+
+from softmax_bottleneck.report import preview as study_preview
+from softmax_bottleneck.report.progress import progress_files
+from softmax_bottleneck.study.status import groups as status_groups
+from softmax_bottleneck.study.status import state_digest, study_status
+
+PROGRESS_PAGE, LEARNING_CURVES = progress_files(STUDY)
+PREVIEW_FILES = study_preview.output_files(STUDY)
+#: `snakemake <target>` again for this configuration (the retry command `status` prints)
+RETRY_OPTIONS = (
+    " ".join(f"--configfile {p}" for p in CONFIG_FILES)
+    if workflow.overwrite_configfiles
+    else ""
+)
+
+
+localrules:
+    status,
+    progress,
+    preview,
+
+
+rule status:
+    """Print where every training run stands: finished, running, stalled, failed, not started; GPU time, finish."""
+    log:
+        f"{LOGS}/status.log",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        config=CONFIG_SOURCE,
+        retry=RETRY_OPTIONS,
+    script:
+        "../scripts/status.py"
+
+
+rule progress:
+    """Render the progress page (runs by state, GPU time, finished runs over time) and learning curves."""
+    output:
+        page=report(
+            PROGRESS_PAGE,
+            caption="../report/progress.rst",
+            category="Progress",
+            labels={"item": "progress"},
+        ),
+        curves=[
+            report(
+                path,
+                caption="../report/progress.rst",
+                category="Progress",
+                subcategory="Learning curves",
+                labels={"item": name},
+            )
+            for name, path in zip(status_groups(STUDY), LEARNING_CURVES)
+        ],
+    log:
+        f"{LOGS}/progress.log",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        config=CONFIG_SOURCE,
+        retry=RETRY_OPTIONS,
+        state=lambda wildcards: state_digest(study_status(STUDY)),
+    script:
+        "../scripts/progress.py"
+
+
+rule preview:
+    """Render every table and figure from the runs finished so far, marked provisional, under <reports>/preview/."""
+    input:
+        rules.progress.output,
+    output:
+        [
+            (
+                report(
+                    path,
+                    caption="../report/preview.rst",
+                    category="Provisional",
+                    subcategory="Tables" if path.endswith(".html") else "Figures",
+                    labels={"item": Path(path).stem},
+                )
+                if path.endswith((".html", ".png"))
+                else path
+            )
+            for path in PREVIEW_FILES
+        ],
+    log:
+        f"{LOGS}/preview.log",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        inputs=lambda wildcards: study_preview.inputs_digest(STUDY),
+    script:
+        "../scripts/preview.py"
