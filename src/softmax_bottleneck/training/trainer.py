@@ -40,6 +40,7 @@ import torch
 from softmax_bottleneck import argtypes, presets
 from softmax_bottleneck.atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir, os_error_reason
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
+from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import error_line, file_sha256, save_model
 from softmax_bottleneck.training.environment import configure_precision, environment, resolve_device
@@ -467,19 +468,6 @@ class Trainer:
             metrics["train_ppl"], metrics["valid_ppl"], metrics["test_ppl"], p.best_epoch, p.switch_epoch,
         )  # fmt: skip
         return metrics
-
-
-def duration_text(seconds: float) -> str:
-    """``seconds`` for a log line: ``42s``, ``7m 05s``, ``3h 20m``, ``2d 04h``."""
-    seconds = max(0, round(seconds))
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
 def time_left_text(epoch: int, epochs: int, walls: list[float]) -> str:
