@@ -24,10 +24,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import data_dir, needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-MIRROR = ROOT.parent / "shared" / "data"
+#: the data folder (tests/conftest.py), linked as ``../shared/data`` beside the scratch copies
+MIRROR = data_dir()
 VENV = Path(sys.executable).parent.parent
 
 #: commands that need a real SLURM cluster (root daemons) or the paper-scale models (GPU-weeks)
@@ -95,7 +97,8 @@ def readme_commands(text: str | None = None) -> list[str]:
 
 
 def scratch_repo(dest: Path) -> Path:
-    """A copy of the repository's workflow files and ``src`` at ``dest/repo``, with ``../shared`` and ``.venv``.
+    """A copy of the repository's workflow files and ``src`` at ``dest/repo``, with ``../shared/data`` (a link to the
+    data folder) and ``.venv``.
 
     ``src`` is copied, not linked, so that a test may edit the package's code there (the rules run this copy).
     """
@@ -107,7 +110,8 @@ def scratch_repo(dest: Path) -> Path:
     shutil.copy(ROOT / "requirements.lock", repo)
     shutil.copytree(ROOT / "src", repo / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (repo / ".venv").symlink_to(VENV)
-    (dest / "shared").symlink_to(MIRROR.parent)
+    (dest / "shared").mkdir()
+    (dest / "shared" / "data").symlink_to(MIRROR)
     return repo
 
 
@@ -198,7 +202,7 @@ FAST = [
 ]
 
 
-@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@needs_data
 @pytest.mark.parametrize("command", FAST)
 def test_readme_command_works_as_written(repo, command):
     install = INSTALL.match(command)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import data_dir, has_data, no_data_reason
 
 yaml = pytest.importorskip("yaml")
 
@@ -71,7 +72,7 @@ COMPARED_METRICS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epo
 
 
 def _data_mirror() -> Path:
-    return Path(os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
+    return data_dir()
 
 
 # ------------------------------------------------------------------------------------ profile (no cluster)
@@ -403,8 +404,8 @@ def small_study(cluster, tmp_path_factory):
     """``figure7`` of the small study (2 PTB models: train → analyze → summary → figure) under SLURM."""
     if not (REPO / "Snakefile").exists():
         pytest.skip("no Snakefile yet")
-    if not (_data_mirror() / "ptb" / "train.txt").is_file():
-        pytest.skip(f"real datasets not found at {_data_mirror()}")
+    if not has_data(_data_mirror()):
+        pytest.skip(no_data_reason(_data_mirror()))
     workdir = tmp_path_factory.mktemp("slurm-study")
     submitted: list[str] = []
     try:

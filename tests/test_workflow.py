@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import data_dir, needs_data
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
@@ -38,7 +39,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PAPER_CONFIG = ROOT / "config" / "config.yaml"
 SMALL_CONFIG = ROOT / "config" / "small.yaml"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-MIRROR = ROOT.parent / "shared" / "data"
+MIRROR = data_dir()  # the data folder (tests/conftest.py)
 
 #: training jobs of the paper config (the README states this number)
 PAPER_TRAIN_JOBS = 283
@@ -300,7 +301,7 @@ def test_each_table_rule_writes_the_html_page(tmp_path):
     assert counts.get("table2") == 1 and counts.get("sm_table17") == 1, counts
 
 
-@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@needs_data
 def test_a_change_of_data_mirror_fetches_nothing_again(tmp_path):
     """The data are verified by their pinned SHA-256 whatever their source: PTB fetched from a mirror (the
     README's small-scale command) is not fetched again by the paper's configuration (data_mirror: null), and
@@ -444,7 +445,7 @@ SMALL = "--configfile config/small.yaml --config data_mirror=../shared/data"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@needs_data
 def test_small_scale_end_to_end(tmp_path):
     """The README's small-scale command, as written, in a scratch copy of the repository; then the
     README commands that need its results, and the rerun policy on them."""
