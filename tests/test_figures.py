@@ -264,15 +264,17 @@ def test_figures_5_and_6_print_every_label_at_7_pt_or_more(name, summary_dir):
         assert all(any(t.get_text() for t in top.get_xticklabels()) for top in tops)
 
 
-def test_figure5_ticks_ranks_and_k_at_whole_numbers(summary_dir, tmp_path):
-    """Press' rank and K are whole numbers: their axes never tick at 5.5, also over a range of a few ranks."""
+@pytest.mark.parametrize("ranks", [(5, 6, 7), (7,)])
+def test_figure5_ticks_ranks_and_k_at_whole_numbers(ranks, summary_dir, tmp_path):
+    """Press' rank and K are whole numbers: their axes never tick at 5.5 or 6.6, also over a range of a few ranks or
+    a single one."""
     root = tmp_path / "s"
     root.mkdir()
     for path in summary_dir.iterdir():
         (root / path.name).write_bytes(path.read_bytes())
     for name in ("mos_k.csv", "mos_dropoutl.csv"):
         runs = pd.read_csv(root / name)
-        runs["press_rank"] = 5 + np.arange(len(runs)) % 3  # ranks 5, 6, 7
+        runs["press_rank"] = np.array(ranks)[np.arange(len(runs)) % len(ranks)]
         runs.to_csv(root / name, index=False)
     fig = _drawn(figures.build("figure5", root))
     rank_axes = [ax for ax in fig.axes if ax.get_ylabel() == "Press' rank"]

@@ -52,7 +52,7 @@ def _twin_panel(ax, x, ppl, rank, xlabel: str, *, ticks: list[str]) -> object:
     ax.set_xticks(x, ticks)
     for a in (ax, ax2):
         plain_ticks(a)
-    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))  # a rank is a whole number: no tick at 5.5
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # a rank is whole: no tick at 5.5 or 6.6
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     legend_below(ax, handles, [h.get_label() for h in handles], ncols=2)
     return ax2
