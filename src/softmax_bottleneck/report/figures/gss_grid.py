@@ -60,8 +60,8 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     "WT2 9 × 4 at paper scale, ET-ASGD, authors' seed), the perplexity axis reversed as the paper draws it (lower "
     "perplexity to the right, so a negative r rises), with a least-squares line, its 95 % confidence band and the "
     'Pearson r with its sign ("r undefined" with the reason when there are fewer than 3 points or a constant); the '
-    "paper's digitised points in grey with its r (the |r| it prints, with the sign of its points), on their own grey "
-    "axes when ours lie elsewhere; one panel per dataset.",
+    "paper's digitised points in grey with its r (the magnitude it prints, with the sign of its points), on their "
+    "own grey axes when ours lie elsewhere; one panel per dataset.",
 )
 def figure2(summary_dir) -> Figure:
     runs = read_runs(summary_dir, "gss_grid.csv")
