@@ -5,7 +5,8 @@
 #   snakemake plan                                 print the training plan (jobs, GPU-hours)
 #   snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data
 #   snakemake table2 | figure2 | reports/tables/table2.md   build one item and only what it needs
-#   snakemake --report reports/report.html         bundle every table and figure
+#   snakemake --report reports/report.html         bundle every table and figure (paper scale; after the
+#       small scale: --report reports/small/report.zip --configfile config/small.yaml)
 #   snakemake --list-rules                         what each rule does
 #
 # Targets go right after `snakemake` (--configfile and --config swallow what follows them).

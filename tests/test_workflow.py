@@ -444,6 +444,26 @@ UPSTREAM_RULES = ("train", "analyze", "wordsim", "qualitative", "robustness_logp
 SMALL = "--configfile config/small.yaml --config data_mirror=../shared/data"
 
 
+#: the most lines a fresh small-scale run may print in the terminal (Snakemake's own job blocks: 3,091)
+QUIET_LINES = 600
+
+
+def assert_quiet(output: str) -> None:
+    """A fresh small-scale run's terminal output (stdout + stderr of the README's command) is quiet: at most
+    :data:`QUIET_LINES` lines, one per job start (no input lists or reasons, no scheduler lines), and the trainings'
+    progress at the start and after each training (softmax_bottleneck.cluster.terminal, .study.progress)."""
+    lines = output.splitlines()
+    assert len(lines) <= QUIET_LINES, f"{len(lines)} lines; the last ones:\n" + "\n".join(lines[-40:])
+    noisy = [line for line in lines if line.startswith(("    input: ", "    reason: ", "Select jobs to execute"))]
+    assert not noisy, noisy[:5]
+    starts = [line for line in lines if re.fullmatch(r"\[\d\d:\d\d:\d\d\] job \d+: \w+.*", line)]
+    progress = [line for line in lines if line.startswith("trainings: ")]
+    assert len(starts) == len({line.split(": ", 1)[0].split("] ", 1)[1] for line in starts}) > SMALL_TRAIN_JOBS
+    assert len(progress) == SMALL_TRAIN_JOBS + 1, progress  # at the start (stderr), then after each training (stdout)
+    assert any(line.startswith(f"trainings: 0 of {SMALL_TRAIN_JOBS} done; ") for line in progress), progress
+    assert f"trainings: {SMALL_TRAIN_JOBS} of {SMALL_TRAIN_JOBS} done" in progress, progress
+
+
 @pytest.mark.slow
 @needs_data
 def test_small_scale_end_to_end(tmp_path):
