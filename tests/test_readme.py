@@ -258,3 +258,84 @@ def test_the_quick_start_outside_this_layout_downloads_or_says_how_to_work_offli
         assert "--config data_mirror=DIR" in output  # the failed job's log, shown in the terminal
         assert not [path for path in (repo / "resources").rglob("*") if path.is_file()]
 
+
+# --------------------------------------------------------------------------------------------- citing
+def bibtex_entries(cff: dict) -> list[str]:
+    """The README's BibTeX entries, built from CITATION.cff: the study it reproduces (its first reference), then
+    this reproduction (``@misc``, which plain BibTeX styles know: title, authors, version, licence)."""
+
+    def entry(kind: str, key: str, fields: dict[str, str]) -> str:
+        width = max(map(len, fields))
+        lines = [f"  {name:<{width}} = {{{value}}}" for name, value in fields.items()]
+        return f"@{kind}{{{key},\n" + ",\n".join(lines) + "\n}"
+
+    def names(authors: list[dict]) -> str:
+        return " and ".join(
+            f"{a['family-names']}, {a['given-names']}" if "family-names" in a else f"{{{a['name']}}}" for a in authors
+        )
+
+    study = cff["references"][0]
+    word = next(w for w in study["title"].split() if w.lower() not in ("on", "the", "a", "of"))
+    study_fields = {
+        "title": study["title"],
+        "author": names(study["authors"]),
+        "booktitle": study["collection-title"],
+        "volume": str(study["volume"]),
+        "number": str(study["issue"]),
+        "pages": f"{study['start']}--{study['end']}",
+        "year": str(study["year"]),
+        "doi": study["doi"],
+    }
+    ours = {
+        "title": f"{{{cff['title']}}}",
+        "author": names(cff["authors"]),
+        "note": f"Version {cff['version']}; Snakemake workflow and Python package; {cff['license']} License",
+    }
+    if "url" in cff or "repository-code" in cff:
+        ours["url"] = cff.get("repository-code", cff.get("url"))
+    if "doi" in cff:
+        ours["doi"] = cff["doi"]
+    key = cff["title"].split(":")[0].replace("-", "_") + "_workflow"
+    study_key = f"{study['authors'][0]['family-names'].lower()}{study['year']}{word.lower()}"
+    return [entry("inproceedings", study_key, study_fields), entry("misc", key, ours)]
+
+
+def _cff() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+
+
+def test_citation_cff_names_authors_and_the_packages_version():
+    """CITATION.cff: format 1.2.0, authors, the version of pyproject.toml and of the package."""
+    import tomllib
+
+    from softmax_bottleneck import __version__
+
+    cff = _cff()
+    assert cff["cff-version"] == "1.2.0" and cff["authors"] and cff["title"] and cff["license"] == "MIT"
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert cff["version"] == version == __version__
+
+
+def test_the_readmes_bibtex_is_built_from_citation_cff():
+    blocks = re.findall(r"^```bibtex\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.M | re.S)
+    assert [b.strip() for b in blocks] == bibtex_entries(_cff())
+
+
+@pytest.mark.skipif(not (shutil.which("pdflatex") and shutil.which("bibtex")), reason="no pdflatex and bibtex")
+def test_the_readmes_bibtex_gives_no_bibtex_warning(tmp_path):
+    """Both entries, cited with a plain style, pass BibTeX without a warning (no missing author or title)."""
+    entries = bibtex_entries(_cff())
+    keys = [re.match(r"@\w+\{([^,]+),", e).group(1) for e in entries]
+    (tmp_path / "refs.bib").write_text("\n\n".join(entries) + "\n", encoding="utf-8")
+    (tmp_path / "doc.tex").write_text(
+        "\\documentclass{article}\\begin{document}\\nocite{" + ",".join(keys) + "}"
+        "\\bibliographystyle{plain}\\bibliography{refs}\\end{document}\n",
+        encoding="utf-8",
+    )
+    latex = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=tmp_path, capture_output=True)
+    assert latex.returncode == 0, latex.stdout[-2000:]
+    bibtex = subprocess.run(["bibtex", "doc"], cwd=tmp_path, capture_output=True, text=True)
+    assert bibtex.returncode == 0 and "Warning" not in bibtex.stdout, bibtex.stdout
+    assert (tmp_path / "doc.bbl").read_text().count("\\bibitem") == 2
