@@ -129,15 +129,20 @@ needs_data = pytest.mark.usefixtures("shared_data")
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """After the short summary: one line with how many tests did not run for want of the data, and the command that
-    runs them (pytest-xdist: the controller receives every worker's reports)."""
-    result = yield
+    """Instead of a "SKIPPED" line per test that wants the data (``-ra``), one line after the short summary: how many
+    did not run for want of it and the command that runs them. pytest-xdist: the controller holds every worker's
+    reports; the final count ("N skipped") still includes them."""
     skipped = terminalreporter.stats.get("skipped", [])
-    missing = sum(1 for report in skipped if NO_DATA in str(getattr(report, "longrepr", "")))
+    missing = [report for report in skipped if NO_DATA in str(getattr(report, "longrepr", ""))]
+    terminalreporter.stats["skipped"] = [report for report in skipped if report not in missing]
+    try:
+        result = yield
+    finally:
+        terminalreporter.stats["skipped"] = skipped
     if missing:
         terminalreporter.write_line(
-            f"{missing} tests did not run: {no_data_reason(data_dir())}, and no network to fetch it. Run them with "
-            f"{DATA_VARIABLE}=DIR pytest, DIR holding ptb/, wikitext-2/ and word-sim/ "
+            f"{len(missing)} tests did not run: {no_data_reason(data_dir())}, and no network to fetch it. Run them "
+            f"with {DATA_VARIABLE}=DIR pytest, DIR holding ptb/, wikitext-2/ and word-sim/ "
             "(python -m softmax_bottleneck fetch --list names the files)",
             yellow=True,
             bold=True,
