@@ -261,8 +261,9 @@ def test_the_quick_start_outside_this_layout_downloads_or_says_how_to_work_offli
 
 # --------------------------------------------------------------------------------------------- citing
 def bibtex_entries(cff: dict) -> list[str]:
-    """The README's BibTeX entries, built from CITATION.cff: the study it reproduces (its first reference), then
-    this reproduction (``@misc``, which plain BibTeX styles know: title, authors, version, licence)."""
+    """The README's BibTeX entries, built from CITATION.cff: the study it reproduces (its first reference, an
+    ``@article`` of the AAAI proceedings as AAAI's own site exports it), then this reproduction (``@misc``, which
+    plain BibTeX styles know: title, authors, version, licence)."""
 
     def entry(kind: str, key: str, fields: dict[str, str]) -> str:
         width = max(map(len, fields))
@@ -279,7 +280,7 @@ def bibtex_entries(cff: dict) -> list[str]:
     study_fields = {
         "title": study["title"],
         "author": names(study["authors"]),
-        "booktitle": study["collection-title"],
+        "journal": study["journal"],
         "volume": str(study["volume"]),
         "number": str(study["issue"]),
         "pages": f"{study['start']}--{study['end']}",
@@ -297,7 +298,7 @@ def bibtex_entries(cff: dict) -> list[str]:
         ours["doi"] = cff["doi"]
     key = cff["title"].split(":")[0].replace("-", "_") + "_workflow"
     study_key = f"{study['authors'][0]['family-names'].lower()}{study['year']}{word.lower()}"
-    return [entry("inproceedings", study_key, study_fields), entry("misc", key, ours)]
+    return [entry("article", study_key, study_fields), entry("misc", key, ours)]
 
 
 def _cff() -> dict:
