@@ -7,7 +7,8 @@
 #   snakemake preview                              provisional tables and figures from the runs finished so far
 #   snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data
 #   snakemake table2 | figure2 | reports/tables/table2.md   build one item and only what it needs
-#   snakemake --report reports/report.html         bundle every table and figure
+#   snakemake --report reports/report.html         bundle every table and figure (paper scale; after the
+#       small scale: --report reports/small/report.zip --configfile config/small.yaml)
 #   snakemake --list-rules                         what each rule does
 #
 # Targets go right after `snakemake` (--configfile and --config swallow what follows them).

@@ -1,4 +1,5 @@
-"""Shared fixtures: the real datasets in ``../shared/data`` (skip only where absent) and tiny corpora."""
+"""Shared fixtures: the real datasets (see :func:`data_dir`; fetched when absent and the network allows, else the
+tests that need them skip and the run ends with one line saying how many and how to run them) and tiny corpora."""
 
 from __future__ import annotations
 
@@ -48,16 +49,105 @@ def _no_wait_for_a_slurm_controller(request, monkeypatch, _scontrol_without_cont
         monkeypatch.setenv("PATH", f"{_scontrol_without_controller}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
-def shared_data_dir() -> Path:
-    return Path(os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", REPO.parent / "shared" / "data"))
+# --------------------------------------------------------------------------------------------- the real data
+#: the one variable naming the folder of the real data (PTB, WikiText-2, the 13 word-similarity files), laid out
+#: like resources/data: ptb/, wikitext-2/, word-sim/ (``python -m softmax_bottleneck fetch --list`` names the files)
+DATA_VARIABLE = "SOFTMAX_BOTTLENECK_SHARED_DATA"
+#: where CI and the development layout keep the data: ``shared/data`` beside the checkout
+BESIDE = REPO.parent / "shared" / "data"
+#: where the tests fetch the data when the variable is unset and nothing is beside the checkout
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "softmax-bottleneck" / "data"
+#: every skip for want of the data starts with this (the summary line at the end counts them)
+NO_DATA = "no study data"
+
+
+def data_dir() -> Path:
+    """The data folder: ``$SOFTMAX_BOTTLENECK_SHARED_DATA`` when set, else ``../shared/data`` beside the checkout
+    when it holds the data, else the user's cache (``~/.cache/softmax-bottleneck/data``)."""
+    if os.environ.get(DATA_VARIABLE):
+        return Path(os.environ[DATA_VARIABLE]).expanduser().resolve()
+    return BESIDE if has_data(BESIDE) else CACHE
+
+
+def has_data(path: Path) -> bool:
+    """Does ``path`` hold every data file of the study?"""
+    from softmax_bottleneck.corpora.download import FILES
+
+    return all((path / name).is_file() for name in FILES)
+
+
+def network_answers(timeout: float = 3.0) -> bool:
+    """Does the first PTB source answer within ``timeout`` seconds (no name resolution, no route: at once)?"""
+    import requests
+
+    from softmax_bottleneck.corpora.download import FILES, USER_AGENT
+
+    try:
+        url = FILES["ptb/valid.txt"].sources[0].url
+        requests.head(url, timeout=timeout, headers={"User-Agent": USER_AGENT}, allow_redirects=True)
+    except requests.RequestException:
+        return False
+    return True
+
+
+def pytest_configure(config):
+    """Once per run (not in pytest-xdist's workers): find the data, fetch it into :func:`data_dir` with the
+    package's own ``fetch`` when it is absent and the network answers, and hand the folder to the workers."""
+    if hasattr(config, "workerinput"):
+        return
+    path = data_dir()
+    if not has_data(path) and network_answers():
+        from softmax_bottleneck.corpora.download import FILES, ChecksumError, FetchError, fetch
+
+        writer = config.get_terminal_writer() if hasattr(config, "get_terminal_writer") else None
+        if writer is not None:
+            writer.line(f"fetching the study data into {path} (set {DATA_VARIABLE} to use another folder)")
+        try:
+            fetch(list(FILES), path, timeout=30.0)
+        except (ChecksumError, FetchError, OSError) as err:
+            if writer is not None:
+                writer.line(f"fetch failed: {err}")
+    os.environ[DATA_VARIABLE] = str(path)
+
+
+def no_data_reason(path: Path) -> str:
+    return f"{NO_DATA} in {path}"
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    path = shared_data_dir()
-    if not (path / "ptb" / "train.txt").is_file():
-        pytest.skip(f"real datasets not found at {path}")
+    """The data folder; the test skips (counted at the end of the run) where it lacks the data."""
+    path = data_dir()
+    if not has_data(path):
+        pytest.skip(no_data_reason(path))
     return path
+
+
+#: for tests that reach the data by :func:`data_dir` (Snakemake's data_mirror, a copied layout) rather than the fixture
+needs_data = pytest.mark.usefixtures("shared_data")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Instead of a "SKIPPED" line per test that wants the data (``-ra``), one line after the short summary: how many
+    did not run for want of it and the command that runs them. pytest-xdist: the controller holds every worker's
+    reports; the final count ("N skipped") still includes them."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    missing = [report for report in skipped if NO_DATA in str(getattr(report, "longrepr", ""))]
+    terminalreporter.stats["skipped"] = [report for report in skipped if report not in missing]
+    try:
+        result = yield
+    finally:
+        terminalreporter.stats["skipped"] = skipped
+    if missing:
+        terminalreporter.write_line(
+            f"{len(missing)} tests did not run: {no_data_reason(data_dir())}, and no network to fetch it. Run them "
+            f"with {DATA_VARIABLE}=DIR pytest, DIR holding ptb/, wikitext-2/ and word-sim/ "
+            "(python -m softmax_bottleneck fetch --list names the files)",
+            yellow=True,
+            bold=True,
+        )
+    return result
 
 
 @pytest.fixture(scope="session")
@@ -88,6 +178,21 @@ def tiny_corpus(vocab: int = 12, tokens: int = 3000, seed: int = 0):
         dictionary.add(f"w{i}")
     n = len(data)
     return Corpus(dictionary, data[: int(0.8 * n)], data[int(0.8 * n) : int(0.9 * n)], data[int(0.9 * n) :])
+
+
+@pytest.fixture(scope="session")
+def tiny_word_sim(tmp_path_factory) -> Path:
+    """A generated word-similarity folder for the words of :func:`tiny_corpus` (``w0`` ... ``w11``): every benchmark
+    file the study reads, each with a few ``word1<TAB>word2<TAB>score`` lines (not the real benchmarks' pairs)."""
+    from softmax_bottleneck.analysis.wordsim import BENCHMARKS
+
+    folder = tmp_path_factory.mktemp("word-sim")
+    gen = torch.Generator().manual_seed(0)
+    for fname in BENCHMARKS.values():
+        pairs = torch.randint(12, (6, 2), generator=gen).tolist()
+        lines = [f"w{a}\tw{b}\t{(a * 7 + b) % 10}.5" for a, b in pairs]
+        (folder / fname).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
 
 
 #: a model small enough for CPU tests in a second

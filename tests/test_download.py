@@ -19,9 +19,6 @@ import requests
 
 from softmax_bottleneck.corpora import download
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_mirror = pytest.mark.skipif(not (SHARED_DATA / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
-
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -83,13 +80,14 @@ def test_registry_covers_the_study():
     assert download.FILES["word-sim/SimLex-999.txt"].sources[0].url.endswith("/EN-SIMLEX-999.txt")
 
 
-@needs_mirror
-def test_registry_matches_the_mirror_checksums():
-    listed = {}
-    for line in (SHARED_DATA / "SHA256SUMS").read_text().splitlines():
-        sha, path = line.split()
-        listed[path] = sha
-    assert listed == {p: f.sha256 for p, f in download.FILES.items()}
+def test_registry_matches_the_data_checksums(shared_data):
+    """The pinned SHA-256 of every file is that of the real file (and of the folder's SHA256SUMS, where it has one)."""
+    assert {p: download.sha256_file(shared_data / p) for p in download.FILES} == {
+        p: f.sha256 for p, f in download.FILES.items()
+    }
+    if (shared_data / "SHA256SUMS").is_file():
+        listed = dict(reversed(line.split()) for line in (shared_data / "SHA256SUMS").read_text().splitlines())
+        assert listed == {p: f.sha256 for p, f in download.FILES.items()}
 
 
 def test_download_plain_url_with_fallback_and_zip_once(tmp_path, fake_files):
@@ -213,10 +211,9 @@ def test_cli_mismatch_exit_message(tmp_path, fake_files, capsys):
     assert "ptb/test.txt" in capsys.readouterr().out
 
 
-@needs_mirror
-def test_real_mirror_copy(tmp_path):
+def test_real_mirror_copy(tmp_path, shared_data):
     paths = ["ptb/valid.txt", "word-sim/MC-30.txt", "word-sim/SimLex-999.txt"]
-    out = download.fetch(paths, tmp_path, mirror=SHARED_DATA)
+    out = download.fetch(paths, tmp_path, mirror=shared_data)
     for path, dest in zip(paths, out, strict=True):
         assert download.sha256_file(dest) == download.FILES[path].sha256
 

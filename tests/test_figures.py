@@ -196,6 +196,32 @@ def test_figure2_names_why_r_is_undefined(summary_dir, tmp_path):
     assert not any(offsets), offsets
 
 
+@pytest.mark.parametrize("sign", [1, -1])
+def test_figure2_reverses_perplexity_as_the_paper_and_gives_each_r_with_its_sign(sign, summary_dir, tmp_path):
+    """Lower perplexity to the right, as the paper draws it: the least-squares line rises on the page exactly when r
+    is negative (the paper's points: r = -0.48, -0.53); the legend gives our r and the paper's, each with its sign."""
+    from softmax_bottleneck.report.common import pearson
+
+    root = tmp_path / "s"
+    root.mkdir()
+    for path in summary_dir.iterdir():
+        (root / path.name).write_bytes(path.read_bytes())
+    runs = pd.read_csv(root / "gss_grid.csv")
+    runs["press_rank"] = 500 + sign * 40 * (runs["test_ppl"] - runs["test_ppl"].mean()) + np.arange(len(runs)) % 3
+    runs.to_csv(root / "gss_grid.csv", index=False)
+    fig = _drawn(figures.build("figure2", root))
+    for ds, label, paper_r in (("ptb", "PTB", "-0.48"), ("wt2", "WT2", "-0.53")):
+        ax = next(a for a in fig.axes if a.get_title() == f"Trained on {label}")
+        sel = runs[runs["dataset"] == ds]
+        r = pearson(sel["test_ppl"], sel["press_rank"])[0]
+        assert np.sign(r) == sign and ax.xaxis_inverted() and "reversed" in ax.get_xlabel()
+        legend = " | ".join(t.get_text() for t in ax.get_legend().get_texts())
+        assert f"r = {r:+.2f}" in legend and f"paper (digitised), r = {paper_r}" in legend, legend
+        line = next(line for line in ax.get_lines() if line.get_label() == "least squares")
+        (x0, y0), (x1, y1) = ax.transData.transform(line.get_xydata()[[0, -1]])
+        assert np.sign((y1 - y0) / (x1 - x0)) == -sign, (ds, sign)  # on the page: rises iff r < 0
+
+
 def test_figure5_titles_the_k_that_was_run_and_draws_the_paper(summary_dir, tmp_path):
     fig = _drawn(figures.build("figure5", _degenerate_summaries(tmp_path / "s", summary_dir)))
     titles = [ax.get_title() for ax in fig.axes]
@@ -211,6 +237,53 @@ def test_figure6_draws_the_papers_sweeps(summary_dir):
     ptb = [ax for ax in fig.axes if "SM Table 4" in ax.get_title()][0]
     train, test = (line.get_ydata() for line in ptb.get_lines()[:2])
     assert list(test) == [64.50, 59.25, 58.38, 56.21, 56.07, 56.19] and train[0] == 56.42
+
+
+def _texts_with_sizes(fig) -> list[tuple[str, float]]:
+    """Every drawn text of ``fig``'s axes (twin and secondary axes included) with its size in points: titles, axis
+    labels, tick labels, legends and texts."""
+    _drawn(fig)
+    axes = [*fig.axes, *(child for ax in fig.axes for child in ax.child_axes)]
+    texts = [t for ax in axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts)]
+    texts += [t for ax in axes for axis in (ax.xaxis, ax.yaxis) for t in _drawn_tick_labels(axis)]
+    texts += [t for ax in axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    return [(t.get_text(), t.get_fontsize()) for t in texts if t.get_text()]
+
+
+@pytest.mark.parametrize("name", ["figure5", "figure6"])
+def test_figures_5_and_6_print_every_label_at_7_pt_or_more(name, summary_dir):
+    """Drawn at their printed width (a page, 7 in), so a text's size is its size in print; Figure 6's top axis
+    (#Param) has its title."""
+    fig = figures.build(name, summary_dir)
+    assert fig.get_size_inches()[0] == 7.0
+    texts = _texts_with_sizes(fig)
+    assert texts and not [(text, size) for text, size in texts if size < 7], texts
+    if name == "figure6":
+        tops = [child for ax in fig.axes for child in ax.child_axes]
+        assert len(tops) == 4 and all(top.get_xlabel() == "#Param" for top in tops)
+        assert all(any(t.get_text() for t in top.get_xticklabels()) for top in tops)
+
+
+@pytest.mark.parametrize("ranks", [(5, 6, 7), (7,)])
+def test_figure5_ticks_ranks_and_k_at_whole_numbers(ranks, summary_dir, tmp_path):
+    """Press' rank and K are whole numbers: their axes never tick at 5.5 or 6.6, also over a range of a few ranks or
+    a single one."""
+    root = tmp_path / "s"
+    root.mkdir()
+    for path in summary_dir.iterdir():
+        (root / path.name).write_bytes(path.read_bytes())
+    for name in ("mos_k.csv", "mos_dropoutl.csv"):
+        runs = pd.read_csv(root / name)
+        runs["press_rank"] = np.array(ranks)[np.arange(len(runs)) % len(ranks)]
+        runs.to_csv(root / name, index=False)
+    fig = _drawn(figures.build("figure5", root))
+    rank_axes = [ax for ax in fig.axes if ax.get_ylabel() == "Press' rank"]
+    k_axes = [ax for ax in fig.axes if ax.get_xlabel() == "K"]
+    assert len(rank_axes) == 4 and len(k_axes) == 2
+    for ticks in [[t.get_loc() for t in ax.yaxis.get_major_ticks()] for ax in rank_axes] + [
+        [t.get_loc() for t in ax.xaxis.get_major_ticks()] for ax in k_axes
+    ]:
+        assert ticks and all(float(v).is_integer() for v in ticks), ticks
 
 
 def test_figure3_labels_the_authors_contexts(summary_dir):

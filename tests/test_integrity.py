@@ -133,12 +133,12 @@ def test_a_lone_model_with_one_flipped_bit_is_refused(tmp_path, run):
     assert "restore it from a good copy or retrain the run" in message
 
 
-def test_the_wordsim_command_refuses_a_lone_flipped_model(tmp_path, run, shared_data):
+def test_the_wordsim_command_refuses_a_lone_flipped_model(tmp_path, run, tiny_word_sim):
     lone = tmp_path / "model.pt"
     shutil.copy(run / "model.pt", lone)
     _flip_bit_in_largest_tensor(lone)
     out = tmp_path / "wordsim.csv"
-    result = _cli("wordsim", "--checkpoint", lone, "--benchmarks", shared_data / "word-sim", "--out", out)
+    result = _cli("wordsim", "--checkpoint", lone, "--benchmarks", tiny_word_sim, "--out", out)
     assert result.returncode == 2 and str(lone) in _one_line(result) and "content" in _one_line(result)
     assert not out.exists()
 
@@ -399,9 +399,9 @@ def test_a_read_only_run_folder_is_one_line(read_only_folder, ptb_cache):
     assert "read-only file system" in line or "permission denied" in line
 
 
-def test_a_read_only_output_folder_of_wordsim_is_one_line(read_only_folder, run, shared_data):
+def test_a_read_only_output_folder_of_wordsim_is_one_line(read_only_folder, run, tiny_word_sim):
     out = read_only_folder / "wordsim.csv"
-    result = _cli("wordsim", "--checkpoint", run / "model.pt", "--benchmarks", shared_data / "word-sim", "--out", out)
+    result = _cli("wordsim", "--checkpoint", run / "model.pt", "--benchmarks", tiny_word_sim, "--out", out)
     line = _one_line(result)
     assert result.returncode == 2 and line.startswith(f"wordsim: error: {out}: cannot write") and not out.exists()
 

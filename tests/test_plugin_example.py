@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, data_dir, needs_data
 
 EXAMPLE = REPO / "examples" / "taylor_softmax"
 TINY_SET = ["nemb=8", "nhid=16", "nhidlast=8", "epochs=1", "bptt=20", "max_seq_len_delta=5", "batch_size=10",
@@ -205,7 +205,7 @@ def test_a_broken_plugin_leaves_what_never_names_it_working(tmp_path):
 
 
 # --------------------------------------------------------------------------------- config only ---
-MIRROR = REPO.parent / "shared" / "data"
+MIRROR = data_dir()
 
 
 def reduced_config(path: Path) -> Path:
@@ -228,7 +228,7 @@ def reduced_config(path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@needs_data
 def test_naming_the_plugin_in_the_config_puts_it_in_table2_table6_and_figure7(plugin_path, tmp_path):
     work = tmp_path / "work"
     work.mkdir()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy import stats as sps
@@ -60,6 +62,17 @@ def test_figure2_pearson_from_digitised_points():
         r = sps.pearsonr(sub["test_ppl"], sub["press_rank"]).statistic
         assert r == pytest.approx(r_expected, abs=5e-4)
         assert abs(r) == pytest.approx(reported_abs[(ds, "all")], abs=0.01)
+
+
+def test_figure2_pearson_signs_are_those_of_the_digitised_points():
+    """``signed_r`` is the paper's |r| with the sign of the correlation of its digitised points, per range."""
+    points = reported.load("figure2_points")
+    for row in reported.load("figure2_pearson").itertuples():
+        sub = points[points["dataset"] == row.dataset]
+        if not math.isnan(row.test_ppl_min):
+            sub = sub[sub["test_ppl"].between(row.test_ppl_min, row.test_ppl_max)]
+        r = sps.pearsonr(sub["test_ppl"], sub["press_rank"]).statistic
+        assert abs(row.signed_r) == row.abs_r and math.copysign(1, row.signed_r) == math.copysign(1, r), row
 
 
 def test_sm_table1_and_table4_p_values_reproduce():

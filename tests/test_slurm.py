@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import data_dir, has_data, no_data_reason
 
 yaml = pytest.importorskip("yaml")
 
@@ -71,7 +72,7 @@ COMPARED_METRICS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epo
 
 
 def _data_mirror() -> Path:
-    return Path(os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
+    return data_dir()
 
 
 # ------------------------------------------------------------------------------------ profile (no cluster)
@@ -156,10 +157,11 @@ def _resource_table() -> dict[str, dict]:
     text = (PROFILE / "config.yaml").read_text()
     rows = {}
     for line in text.split("#   rule ", 1)[1].split("(tests/test_slurm.py", 1)[0].splitlines()[1:]:
-        m = re.match(r"#\s+(\w+(?: else)?)\s+(\d|-)\s+(\d+)\s+(.*?)\s{2,}(.*)$", line)
+        m = re.match(r"#\s+(\w+(?: else)?)\s+(\d|-)\s+(\d+|all)\s+(.*?)\s{2,}(.*)$", line)
         if m:
             name, gpu, threads, mem, runtime = m.groups()
-            rows[name] = {"gpu": int(gpu) if gpu != "-" else 0, "threads": int(threads), "mem": mem, "runtime": runtime}
+            threads = threads if threads == "all" else int(threads)  # all: every core (--cores), one job at a time
+            rows[name] = {"gpu": int(gpu) if gpu != "-" else 0, "threads": threads, "mem": mem, "runtime": runtime}
     return rows
 
 
@@ -191,7 +193,8 @@ def test_resource_table_matches_the_rules(tmp_path):
         row = table.get(job["rule"], table["everything else"])
         res = job["resources"]
         where = f"{job['rule']} {job['wildcards']}: {res}, threads {job['threads']}; table: {row}"
-        assert int(res.get("gpu", 0)) == row["gpu"] and job["threads"] == row["threads"], where
+        threads = 64 if row["threads"] == "all" else row["threads"]  # --cores 64
+        assert int(res.get("gpu", 0)) == row["gpu"] and job["threads"] == threads, where
         assert int(res.get("mem_mb", defaults["mem_mb"])) == _table_mem(row, job["wildcards"].get("dataset")), where
         if row["runtime"].isdigit():
             assert int(res.get("runtime", defaults["runtime"])) == int(row["runtime"]), where
@@ -403,8 +406,8 @@ def small_study(cluster, tmp_path_factory):
     """``figure7`` of the small study (2 PTB models: train → analyze → summary → figure) under SLURM."""
     if not (REPO / "Snakefile").exists():
         pytest.skip("no Snakefile yet")
-    if not (_data_mirror() / "ptb" / "train.txt").is_file():
-        pytest.skip(f"real datasets not found at {_data_mirror()}")
+    if not has_data(_data_mirror()):
+        pytest.skip(no_data_reason(_data_mirror()))
     workdir = tmp_path_factory.mktemp("slurm-study")
     submitted: list[str] = []
     try:

@@ -22,6 +22,7 @@ import matplotlib
 import pandas as pd
 import pytest
 import yaml
+from conftest import needs_data
 from test_figures import _outside_canvas, assert_shows_its_data
 from test_plugin_example import MIRROR, install_example
 from test_study import _distinct, plugin_layer  # noqa: F401  (a fixture: the plug-in layer "plug")
@@ -355,7 +356,7 @@ SHORT = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@needs_data
 def test_a_plugins_own_key_swept_from_the_config_alone(plugin_path, tmp_path):
     """The example plug-in installed, the docs' command as written plans the example's sweep (3 values × the seeds);
     with a shorter grid and 2 seeds merged on top, `snakemake sweep_taylor_scale` trains the 4 models and writes the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
+import subprocess
 
 import pandas as pd
 import pytest
@@ -35,23 +36,29 @@ def _unescaped(text: str, char: str) -> int:
 
 
 def check_tabular(tex: str, frame: pd.DataFrame, name: str) -> None:
-    """A booktabs table of ``frame``'s shape: one rule each, a header and one line per row of as many cells as it
-    has columns, balanced braces and maths."""
-    for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
-        assert tex.count(rule) == 1, (name, rule)
-    assert tex.startswith("\\begin{table}") and tex.rstrip().endswith("\\end{table}"), name
+    """A float of booktabs tabulars holding ``frame``: each block one rule each, a header and one line per row of as
+    many cells as it has columns, balanced braces and maths; the blocks' headers (a wide table's key columns repeated
+    in each) hold every column of ``frame`` in order."""
+    env = "table*" if tex.startswith("\\begin{table*}") else "table"
+    assert tex.startswith(f"\\begin{{{env}}}") and tex.rstrip().endswith(f"\\end{{{env}}}"), name
     assert f"\\label{{tab:{name}" in tex and "\\caption{" in tex
-    spec = re.search(r"\\begin\{tabular\}\{([lr]+)\}", tex).group(1)
-    assert len(spec) == len(frame.columns), (name, spec)
-    head = tex.split("\\toprule\n", 1)[1].split("\\midrule\n", 1)[0]
-    body = tex.split("\\midrule\n", 1)[1].split("\\bottomrule", 1)[0]
-    lines = [line for line in body.splitlines() if line.strip()]
-    assert len(lines) == len(frame), (name, len(lines), len(frame))
-    for line in [head.strip(), *lines]:
-        assert line.endswith("\\\\"), (name, line)
-        assert _unescaped(line, "&") == len(frame.columns) - 1, (name, line)
-        assert _unescaped(line, "$") % 2 == 0, (name, line)
-        assert _unescaped(line, "{") == _unescaped(line, "}"), (name, line)
+    blocks = re.findall(r"\\begin\{tabular\}\{([lr]+)\}\n(.*?)\\end\{tabular\}", tex, flags=re.S)
+    assert blocks, name
+    columns: list[str] = []
+    for spec, block in blocks:
+        for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
+            assert block.count(rule) == 1, (name, rule)
+        head = block.split("\\toprule\n", 1)[1].split("\\midrule\n", 1)[0]
+        body = block.split("\\midrule\n", 1)[1].split("\\bottomrule", 1)[0]
+        lines = [line for line in body.splitlines() if line.strip()]
+        assert len(lines) == len(frame), (name, len(lines), len(frame))
+        for line in [head.strip(), *lines]:
+            assert line.endswith("\\\\"), (name, line)
+            assert _unescaped(line, "&") == len(spec) - 1, (name, line)
+            assert _unescaped(line, "$") % 2 == 0, (name, line)
+            assert _unescaped(line, "{") == _unescaped(line, "}"), (name, line)
+        columns += [c.strip() for c in head.strip().removesuffix("\\\\").split(" & ") if c.strip() not in columns]
+    assert columns == [latex_text(str(c)) for c in frame.columns], (name, columns)
     assert not re.search(r"[±×⁻⁰¹²³⁴⁵⁶⁷⁸⁹ε—†‡]", tex), name  # every symbol spelled in LaTeX
 
 
@@ -109,3 +116,58 @@ def test_sm_table12_caption_states_the_configured_k(k, caption, summary_dir, tmp
         text = html.unescape((tmp_path / f"sm12.{ext}").read_text(encoding="utf-8"))
         assert f"MoS ({caption})" in text, ext
     assert "K = 15 in the paper" in tables.TABLES["sm_table12"].description  # no build: the paper's K
+
+
+# --------------------------------------------------------------------------------------------- on the page
+PDFLATEX = shutil.which("pdflatex")
+#: the smallest scale of a table's text (10 pt) that stays readable in print: 7 pt
+MIN_SCALE = 0.7
+#: each float measured where the paper's page puts it (AAAI, two columns: a ``table`` in a 3.3 in column, a
+#: ``table*`` across the 7 in text), as a minipage of that width; each block of columns (``\usebox0``) writes its
+#: natural width and the width it has to fit to the log
+MEASURE = r"""\documentclass[10pt]{article}
+\usepackage{booktabs}
+\usepackage{graphicx}
+\setlength{\textwidth}{7in}\setlength{\hfuzz}{0.1pt}
+\makeatletter
+\let\sbusebox\usebox
+\renewcommand\usebox[1]{\typeout{MEASURED \sbname\space\sbfloat\space\the\wd#1 \space\the\linewidth}\sbusebox{#1}}
+\newcommand\sbmeasure[2]{\def\@captype{table}\def\sbfloat{#2}\par\noindent\begin{minipage}{#1}}
+\renewenvironment{table}{\sbmeasure{3.3in}{table}}{\end{minipage}\par}
+\renewenvironment{table*}{\sbmeasure{7in}{table*}}{\end{minipage}\par}
+\makeatother
+\begin{document}
+"""
+
+
+def measure_tables(files: list, workdir) -> dict[str, list[tuple[str, float, float]]]:
+    """``{file name: [(float, natural width, width to fit) of each block]}`` in pt, measured by compiling ``files``
+    with pdflatex; AssertionError with the log's end where it fails or reports an overfull line."""
+    body = "".join(f"\\def\\sbname{{{path.name}}}\\input{{{path.as_posix()}}}\n" for path in files)
+    (workdir / "measure.tex").write_text(MEASURE + body + "\\end{document}\n", encoding="utf-8")
+    done = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "measure.tex"], cwd=workdir,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    log = (workdir / "measure.log").read_text(encoding="utf-8", errors="replace")
+    assert done.returncode == 0, log[-3000:]
+    assert "Overfull \\hbox" not in log, re.findall(r"Overfull \\hbox.*", log)
+    measured: dict[str, list[tuple[str, float, float]]] = {}
+    for name, env, natural, width in re.findall(r"^MEASURED (\S+) (table\*?) ([\d.]+)pt ([\d.]+)pt$", log, re.M):
+        measured.setdefault(name, []).append((env, float(natural), float(width)))
+    return measured
+
+
+@pytest.mark.skipif(PDFLATEX is None, reason="no pdflatex (Debian: apt-get install texlive-latex-recommended)")
+def test_every_tex_table_fits_the_papers_page_and_stays_readable(rendered, tmp_path):
+    """Compiled, every NAME.tex and NAME.ours.tex fits its float on an AAAI page (a ``table`` the 3.3 in column,
+    a ``table*`` the 7 in text) without an overfull line, scaled down by at most :data:`MIN_SCALE` (7 pt text);
+    a table chosen for the column fits it within 10 %."""
+    _, out = rendered
+    files = sorted(out.glob("*.tex"))
+    measured = measure_tables(files, tmp_path)
+    assert set(measured) == {path.name for path in files}
+    for name, blocks in measured.items():
+        for env, natural, width in blocks:
+            assert width == pytest.approx({"table": 3.3, "table*": 7.0}[env] * 72.27, abs=0.1), name
+            assert min(1.0, width / natural) >= MIN_SCALE, (name, env, natural, width)
+            if env == "table":
+                assert natural <= 1.1 * width, (name, natural, width)

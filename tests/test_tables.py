@@ -345,6 +345,23 @@ def test_figure2_pearson_uses_digitised_points(rendered):
     assert t.loc[("ptb", "all"), "abs_r_paper"] == 0.48
 
 
+def test_figure2_pearson_shows_r_with_its_sign_beside_the_papers(rendered):
+    """The r column pairs our signed r with the paper's signed r (its |r| with the sign of its digitised points), so
+    a correlation of the opposite sign shows as such instead of hiding behind |r|."""
+    from softmax_bottleneck.report.tables.render import display_frame
+
+    table = rendered["figure2_pearson"]
+    shown = display_frame("figure2_pearson", table).set_index(["dataset", "test ppl range"])["r"]
+    rows = table.set_index(["dataset", "subset"])
+    for (ds, subset), signed in (("ptb", "all"), -0.48), (("wt2", "all"), -0.53), (("wt2", "restricted"), 0.21):
+        assert rows.loc[(ds, subset), "signed_r"] == signed
+    ours = rows.loc[("ptb", "all"), "r"]
+    cell = shown[next(i for i in shown.index if i[0] == "PTB" and i[1] == "all")]
+    assert cell == f"{ours:.2f} (-0.48)", cell
+    flipped = display_frame("figure2_pearson", table.assign(r=-table["r"]))["r"]  # the other sign: another cell
+    assert flipped.tolist() != display_frame("figure2_pearson", table)["r"].tolist()
+
+
 def test_missing_summary_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="main.csv"):
         tables.build("table2", tmp_path)

@@ -17,9 +17,10 @@ import torch
 from conftest import REPO, TINY, tiny_corpus
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.models.output_layers import output_layer, output_layers
 from softmax_bottleneck.training.checkpoint import load_model
-from softmax_bottleneck.training.run_files import duration_text, time_left_text
+from softmax_bottleneck.training.run_files import time_left_text
 from softmax_bottleneck.training.trainer import AveragedWeights, Trainer, asgd_trigger, train
 
 PPL_KEYS = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")

@@ -1,21 +1,18 @@
-"""Word-similarity benchmarks (spec §12) on the real files of ../shared/data."""
+"""Word-similarity benchmarks (spec §12) on the real files of the data folder (tests/conftest.py, ``data_dir``)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import data_dir, needs_data
 from scipy import stats as sps
 
 from softmax_bottleneck.analysis import wordsim
 
-SHARED_DATA = Path(
-    os.environ.get("SOFTMAX_BOTTLENECK_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
+SHARED_DATA = data_dir()
 WORD_SIM = SHARED_DATA / "word-sim"
-needs_data = pytest.mark.skipif(not WORD_SIM.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
 
 # unique (word1, word2) pairs per file (WS-353-ALL.txt has 353 lines, money–cash twice) and SM Table 13's
 # "not in PTB" / "not in WT2" counts
@@ -92,8 +89,6 @@ def test_duplicate_pair_counts_once_with_its_last_score(tmp_path):
 @pytest.mark.parametrize("corpus,column", [("ptb", 1), ("wikitext-2", 2)])
 def test_sm_table13_not_found_counts(corpus, column):
     folder = SHARED_DATA / corpus
-    if not folder.is_dir():
-        pytest.skip(f"{folder} missing")
     vocab = sorted(_corpus_vocab(folder))
     assert len(vocab) == {"ptb": 10000, "wikitext-2": 33278}[corpus]
     emb = np.random.default_rng(0).standard_normal((len(vocab), 4))

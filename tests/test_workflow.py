@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import data_dir, needs_data
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
@@ -47,7 +48,7 @@ PAPER_CONFIG = ROOT / "config" / "config.yaml"
 SMALL_CONFIG = ROOT / "config" / "small.yaml"
 GPU_SMOKE_CONFIG = ROOT / "config" / "gpu-smoke.yaml"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-MIRROR = ROOT.parent / "shared" / "data"
+MIRROR = data_dir()  # the data folder (tests/conftest.py)
 
 #: training jobs of the paper config (the README states this number)
 PAPER_TRAIN_JOBS = 283
@@ -339,7 +340,7 @@ def test_each_table_rule_writes_the_html_page(tmp_path):
     assert counts.get("table2") == 1 and counts.get("sm_table17") == 1, counts
 
 
-@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@needs_data
 def test_a_change_of_data_mirror_fetches_nothing_again(tmp_path):
     """The data are verified by their pinned SHA-256 whatever their source: PTB fetched from a mirror (the
     README's small-scale command) is not fetched again by the paper's configuration (data_mirror: null), and
@@ -482,8 +483,31 @@ UPSTREAM_RULES = ("train", "analyze", "wordsim", "qualitative", "robustness_logp
 SMALL = "--configfile config/small.yaml --config data_mirror=../shared/data"
 
 
+#: the most lines a fresh small-scale run may print in the terminal (Snakemake's own job blocks: 3,091)
+QUIET_LINES = 600
+
+
+def assert_quiet(*outputs: str) -> None:
+    """The small scale's terminal output (stdout + stderr of the README's command, one text per invocation: a run
+    stopped part-way and the run that finishes it) is quiet: at most :data:`QUIET_LINES` lines in all, one per job
+    start (no input lists or reasons, no scheduler lines), and the trainings' progress at each start and after each
+    training (softmax_bottleneck.cluster.terminal, .study.trainings_left)."""
+    lines = [line for output in outputs for line in output.splitlines()]
+    assert len(lines) <= QUIET_LINES, f"{len(lines)} lines; the last ones:\n" + "\n".join(lines[-40:])
+    noisy = [line for line in lines if line.startswith(("    input: ", "    reason: ", "Select jobs to execute"))]
+    assert not noisy, noisy[:5]
+    for output in outputs:  # one line per job start, each job once
+        starts = [line for line in output.splitlines() if re.fullmatch(r"\[\d\d:\d\d:\d\d\] job \d+: \w+.*", line)]
+        assert starts and len(starts) == len({line.split(": ", 1)[0].split("] ", 1)[1] for line in starts})
+    progress = [line for line in lines if line.startswith("trainings: ")]
+    # at each start (stderr), then after each training that finished (stdout): every training finishes once
+    assert len(progress) == SMALL_TRAIN_JOBS + len(outputs), progress
+    assert any(line.startswith(f"trainings: 0 of {SMALL_TRAIN_JOBS} done; ") for line in progress), progress
+    assert f"trainings: {SMALL_TRAIN_JOBS} of {SMALL_TRAIN_JOBS} done" in progress, progress
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRROR / "SHA256SUMS").is_file(), reason="no ../shared/data mirror")
+@needs_data
 def test_small_scale_end_to_end(tmp_path):
     """The README's small-scale command, as written, in a scratch copy of the repository: stopped part-way
     (`status`, `preview` then), run again to its end; then the README commands that need its results, and the
@@ -496,6 +520,7 @@ def test_small_scale_end_to_end(tmp_path):
     check_preview_part_way(repo)
     result = run_in(repo, f"{SMALL_SCALE} {MIRROR_OPTION}", timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    assert_quiet((repo.parent / "stopped-part-way.log").read_text(), result.stdout + result.stderr)
     check_reports(repo, "small")
     check_the_phenomenon(repo)
     # every training job ran once, with its benchmark; the E12 log-P slice was temporary

@@ -202,6 +202,49 @@ def refuse_paper_scale_on_cpu():
         )
 
 
+#: the trainings of this run and how many run at once, written at the start (softmax_bottleneck.study.trainings_left)
+TRAININGS_FILE = f"{LOGS}/trainings_left/trainings.json"
+
+
+def compact_terminal():
+    """Local runs: one terminal line per job, errors in full (softmax_bottleneck.cluster.terminal); --verbose and
+    cluster executors (each job's submission line and SLURM id) keep Snakemake's own output.
+    """
+    from snakemake.logging import logger
+    from softmax_bottleneck.cluster import terminal
+
+    if workflow.local_exec:
+        terminal.install(logger, verbose=workflow.output_settings.verbose)
+
+
+def _global_resource(name):
+    value = workflow.global_resources.get(name)
+    return getattr(value, "value", value)
+
+
+def start_training_progress():
+    """Write this run's trainings (run folder, projected seconds) and print how many are done, once at the start;
+    each training job prints the line again when it has finished (rule train)."""
+    from snakemake.logging import logger
+    from softmax_bottleneck.study import trainings_left
+
+    trainings = {
+        STUDY.job(job.wildcards).dir
+        for job in workflow.dag.jobs
+        if job.rule.name == "train"
+    }
+    if not trainings:
+        return
+    if workflow.local_exec:
+        slots = min(v for v in (workflow.cores, _global_resource("gpu")) if v)
+    else:
+        slots = workflow.nodes
+    runs = {path: gpu_hours(TRAIN_JOBS[path]) * 3600 for path in sorted(trainings)}
+    logger.info(
+        trainings_left.progress_line(trainings_left.write_trainings(TRAININGS_FILE, runs, slots))
+    )
+
+
 def cuda_available():
     import torch
 

@@ -6,6 +6,10 @@
 # download must not fetch again (as a parameter it did, and a re-fetch hides the trainings still to run
 # from that invocation: Snakemake skips jobs downstream of a rerun job when their inputs from it are
 # ancient(), snakemake/snakemake#4166).
+# A failed fetch is not retried (an unreachable source stays unreachable for seconds to come; each file has a
+# second source where one exists), and fetches run one at a time: they claim every core (Snakemake scales a
+# rule's threads down to --cores), so offline the first failure stops the run with one error block.
+ONE_FETCH_AT_A_TIME = 1024
 
 
 localrules:
@@ -19,9 +23,9 @@ rule fetch_corpus:
         expand("resources/data/{{corpus}}/{split}.txt", split=SPLITS),
     log:
         "logs/fetch_corpus/{corpus}.log",
-    retries: 2
     conda:
         "../../envs/softmax-bottleneck.yaml"
+    threads: ONE_FETCH_AT_A_TIME
     params:
         files=corpus_fetch_paths,
     shell:
@@ -36,9 +40,9 @@ rule fetch_wordsim:
         "resources/data/word-sim/{benchmark}.txt",
     log:
         "logs/fetch_wordsim/{benchmark}.log",
-    retries: 2
     conda:
         "../../envs/softmax-bottleneck.yaml"
+    threads: ONE_FETCH_AT_A_TIME
     shell:
         'echo "data mirror: ${{SOFTMAX_BOTTLENECK_DATA_MIRROR:-none (download)}}" > {log}; '
         "python -m softmax_bottleneck.corpora.download --out-dir resources/data "

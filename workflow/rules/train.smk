@@ -12,6 +12,8 @@
 
 onstart:
     refuse_paper_scale_on_cpu()
+    compact_terminal()
+    start_training_progress()
 
 
 localrules:
@@ -49,7 +51,8 @@ rule train:
         "python -m softmax_bottleneck gpu-lease -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
-        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
+        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1; "
+        f"python -m softmax_bottleneck trainings-left {TRAININGS_FILE} || true"
 
 
 rule check_layer:

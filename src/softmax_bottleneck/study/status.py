@@ -32,9 +32,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.study.plan import EXPERIMENT_LABELS, gpu_hours
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
-from softmax_bottleneck.training.run_files import PROGRESS_NAME, duration_text, read_progress, time_left_seconds
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, read_progress, time_left_seconds
 
 STATES = ("finished", "running", "stalled", "failed", "not started")
 #: added to a run's allowed silence: clocks of a shared file system differ, a first batch may be slow

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from softmax_bottleneck.atomic import atomic_write_json
+from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.training.checkpoint import error_line
 
 log = logging.getLogger("softmax_bottleneck.train")
@@ -54,19 +55,6 @@ def curve_csv(rows: list[dict]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
-
-
-def duration_text(seconds: float) -> str:
-    """``seconds`` for a log line: ``42s``, ``7m 05s``, ``3h 20m``, ``2d 04h``."""
-    seconds = max(0, round(seconds))
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
 def time_left_seconds(epoch: int, epochs: int, walls: list[float]) -> float:

@@ -56,16 +56,17 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     "figure2",
     requires=["gss_grid.csv"],
     caption="Figure 2: Press' rank against test ppl over the GSS (c, k) grid (E4), PTB and WT2",
-    report="**Figure 2.** Press' rank against test perplexity (reversed axis) for every point of the GSS (c, k) grid "
-    "(E4: PTB 9 × 8, WT2 9 × 4 at paper scale, ET-ASGD, authors' seed), with a least-squares line, its 95 % "
-    'confidence band and the Pearson correlation ("r undefined" with the reason when there are fewer than 3 '
-    "points or a constant); the paper's digitised points in grey (on their own grey axes when ours lie "
-    "elsewhere); one panel per dataset.",
+    report="**Figure 2.** Press' rank against test perplexity for every point of the GSS (c, k) grid (E4: PTB 9 × 8, "
+    "WT2 9 × 4 at paper scale, ET-ASGD, authors' seed), the perplexity axis reversed as the paper draws it (lower "
+    "perplexity to the right, so a negative r rises), with a least-squares line, its 95 % confidence band and the "
+    'Pearson r with its sign ("r undefined" with the reason when there are fewer than 3 points or a constant); the '
+    "paper's digitised points in grey with its r (the magnitude it prints, with the sign of its points), on their "
+    "own grey axes when ours lie elsewhere; one panel per dataset.",
 )
 def figure2(summary_dir) -> Figure:
     runs = read_runs(summary_dir, "gss_grid.csv")
     paper = reported.load("figure2_points")
-    reported_r = reported.load("figure2_pearson").set_index(["dataset", "subset"])["abs_r"]
+    reported_r = reported.load("figure2_pearson").set_index(["dataset", "subset"])["signed_r"]
     fig = new_figure(PAGE, 3.6)
     axes = fig.subplots(1, 2)
     missing = []
@@ -75,7 +76,7 @@ def figure2(summary_dir) -> Figure:
         x, y = sel["test_ppl"].to_numpy(float), sel["press_rank"].to_numpy(float)
         px, py = pts["test_ppl"].to_numpy(float), pts["press_rank"].to_numpy(float)
         r_paper = reported_r.get((ds, "all"), math.nan)
-        paper_label = f"paper (digitised), |r| = {r_paper:.2f}"
+        paper_label = f"paper (digitised), r = {r_paper:+.2f}"
         if _overlap(x, px) and _overlap(y, py):
             ax.scatter(px, py, s=8, color="0.7", alpha=0.6, lw=0, label=paper_label)
         else:  # our small-scale runs live elsewhere: the paper's points get their own (grey, top/right) axes
@@ -92,7 +93,7 @@ def figure2(summary_dir) -> Figure:
             ax.scatter([], [], s=8, color="0.7", label=paper_label + " (grey axes)")
         if len(sel):
             why = degenerate(x, y)
-            r_text = f"r = {pearson(x, y)[0]:.2f}" if why is None else f"r undefined: {why}"
+            r_text = f"r = {pearson(x, y)[0]:+.2f}" if why is None else f"r undefined: {why}"
             ax.scatter(x, y, s=12, color=variants.color("gss"), zorder=3, label=f"ours (n = {len(sel)}), {r_text}")
             if len(sel) >= 2 and np.ptp(x) > 0:
                 xs, fit, lo, hi = fit_line(x, y)
@@ -109,7 +110,7 @@ def figure2(summary_dir) -> Figure:
         ax.invert_xaxis()
         ax.xaxis.set_major_locator(MaxNLocator(5))
         plain_ticks(ax)
-        ax.set(xlabel="test perplexity", ylabel="Press' rank", title=f"Trained on {label}")
+        ax.set(xlabel="test perplexity (reversed, as in the paper)", ylabel="Press' rank", title=f"Trained on {label}")
         legend_below(ax, fontsize=6)
     note(fig, missing)
     return fig

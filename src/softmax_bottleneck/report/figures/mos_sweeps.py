@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported
 from softmax_bottleneck.report.common import read_runs
@@ -51,6 +52,7 @@ def _twin_panel(ax, x, ppl, rank, xlabel: str, *, ticks: list[str]) -> object:
     ax.set_xticks(x, ticks)
     for a in (ax, ax2):
         plain_ticks(a)
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # a rank is whole: no tick at 5.5 or 6.6
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     legend_below(ax, handles, [h.get_label() for h in handles], ncols=2)
     return ax2
@@ -154,7 +156,8 @@ def _perplexity_panel(ax, k, train, test, params_m, title: str) -> None:
     ax.set_xticks(k, [f"{v:g}" for v in k])
     plain_ticks(ax)
     top = ax.secondary_xaxis("top")
-    top.set_xticks(k, _spaced_labels(k, [f"{p:.2f}M" if pd.notna(p) else "" for p in params_m]), fontsize=5)
+    top.set_xticks(k, _spaced_labels(k, [f"{p:.2f}M" if pd.notna(p) else "" for p in params_m]))
+    top.set_xlabel("#Param")
     ax.set_title(title)
     legend_below(ax, ncols=2)
 

@@ -13,7 +13,8 @@ from softmax_bottleneck.report.tables.common import compare
 
 # --------------------------------------------------------------------------------------------- the paper's layout
 def figure2_pearson_layout(table: pd.DataFrame) -> pd.DataFrame:
-    """Figure 2's text: |r| of test ppl and Press' rank over the GSS grid, all points and a restricted ppl range."""
+    """Figure 2's text: |r| of test ppl and Press' rank over the GSS grid, all points and a restricted ppl range, and r
+    with its sign (the paper's: the sign of its digitised points, ``signed_r``)."""
 
     def ppl_range(row) -> str:
         lo, hi = row.get("test_ppl_min"), row.get("test_ppl_max")
@@ -27,7 +28,7 @@ def figure2_pearson_layout(table: pd.DataFrame) -> pd.DataFrame:
             ("dataset", cells.key("dataset")),
             ("test ppl range", ppl_range),
             ("abs(r)", cells.both("abs_r", cells.r2)),
-            ("r (ours)", cells.only("r", cells.r2)),
+            ("r", lambda row: cells.pair(cells.r2(row.get("r")), cells.r2(row.get("signed_r")))),
             ("p (ours)", cells.only("p_value", cells.scientific)),
             ("n (ours)", cells.only("n_points", cells.integer)),
             ("r of the paper's digitised points", cells.only("r_digitised", cells.r2)),
@@ -42,11 +43,12 @@ def figure2_pearson_layout(table: pd.DataFrame) -> pd.DataFrame:
     "figure2_pearson",
     requires=["gss_grid.csv"],
     caption="Figure 2 (text): Pearson correlation of test ppl and Press' rank over the GSS grid (the paper gives |r|; "
-    "the last columns give r of its digitised points).",
+    "r takes the sign of the paper's digitised points, whose r the last columns give).",
     layout=figure2_pearson_layout,
     report="**Figure 2, correlations.** Pearson correlation between test perplexity and Press' rank over the GSS (c, "
     "k) grid (E4), over all grid points and over the paper's restricted perplexity ranges, ours next to the "
-    "paper's 0.48 / 0.53 (0.24 / 0.21 restricted).",
+    "paper's 0.48 / 0.53 (0.24 / 0.21 restricted); r with its sign beside the paper's (−0.48 / −0.53: the sign of its "
+    "digitised points, whose rank rises as perplexity falls).",
 )
 def figure2_pearson(summary_dir) -> pd.DataFrame:
     runs = read_runs(summary_dir, "gss_grid.csv")
@@ -83,6 +85,6 @@ def figure2_pearson(summary_dir) -> pd.DataFrame:
         paper,
         keys,
         ["abs_r"],
-        extra_paper=["test_ppl_min", "test_ppl_max"],
+        extra_paper=["test_ppl_min", "test_ppl_max", "signed_r"],
         extra_ours=["n_points", "r", "p_value", "r_digitised", "n_digitised"],
     )

@@ -146,15 +146,73 @@ def to_latex(name: str, table: pd.DataFrame, *, paper: bool = True, banner: str 
     return latex_table(frame, caption, f"tab:{name}" if paper else f"tab:{name}-ours", banner)
 
 
+#: the paper's page (AAAI, two columns): a column is 3.3 in wide, the text 7 in, in points (72.27 pt to the inch)
+COLUMN_PT, TEXT_PT = 3.3 * 72.27, 7.0 * 72.27
+#: estimated width of a character of a table at 10 pt (half an em), and the padding of a column (2 × \tabcolsep)
+CHAR_PT, PADDING_PT = 5.0, 12.0
+#: a table estimated wider than this share of the text is split into blocks of columns (scaled to the text it would
+#: print below 8 pt); up to that it is scaled down at most to 0.8 (8 pt)
+SPLIT_ABOVE = 1.25
+#: at most this many leading text columns (dataset, model, ...) name a row and are repeated in every block
+MAX_KEYS = 3
+_RESIZE = "\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\usebox0}\\else\\usebox0\\fi\n"
+
+
+def estimated_width_pt(frame: pd.DataFrame) -> float:
+    """The tabular's width at 10 pt, estimated from the display strings: per column its widest cell or header at
+    :data:`CHAR_PT` a character, plus :data:`PADDING_PT` (within 15 % of pdflatex's width for every table)."""
+    widths = [
+        max([len(str(column)), *(len(str(value)) for value in frame[column])]) * CHAR_PT + PADDING_PT
+        for column in frame.columns
+    ]
+    return float(sum(widths))
+
+
+def column_blocks(frame: pd.DataFrame, column_format: str) -> list[list[int]]:
+    """Column positions of each block the tabular is printed in: one block where it is estimated to fit the page
+    scaled to at most 1 / :data:`SPLIT_ABOVE`, else consecutive blocks that each fit the text width (:data:`TEXT_PT`),
+    each led by the key columns (the leading text columns naming a row, at most :data:`MAX_KEYS`)."""
+    positions = list(range(len(frame.columns)))
+    if estimated_width_pt(frame) <= SPLIT_ABOVE * TEXT_PT:
+        return [positions]
+    keys = []
+    for i, kind in enumerate(column_format[: min(MAX_KEYS, len(positions) - 1)]):
+        if kind != "l" or len(keys) < i:
+            break
+        keys.append(i)
+    keys = keys or [0]
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    for i in positions[len(keys) :]:
+        if current and estimated_width_pt(frame.iloc[:, [*keys, *current, i]]) > TEXT_PT:
+            blocks.append([*keys, *current])
+            current = []
+        current.append(i)
+    return [*blocks, [*keys, *current]]
+
+
 def latex_table(frame: pd.DataFrame, caption: str, label: str, banner: str | None = None) -> str:
-    """A display table (strings) as a LaTeX ``table`` float (booktabs) with ``caption`` (``banner`` in bold in
-    front of it) and ``label``."""
+    """A display table (strings) as a LaTeX float (booktabs) with ``caption`` (``banner`` in bold in front of it) and
+    ``label``, sized for the paper's two-column page: a ``table`` where it fits a column (:data:`COLUMN_PT`, as
+    :func:`estimated_width_pt` estimates it), else a ``table*`` (the page's width; in a one-column document the same
+    as ``table``); a table far wider than the page is printed in blocks of columns (:func:`column_blocks`). A tabular
+    still wider than its float's ``\\linewidth`` when compiled is scaled down to it (``\\resizebox``: needs
+    ``\\usepackage{graphicx}`` beside ``booktabs``); a narrower one keeps its size."""
     column_format = _column_format(frame)
+    float_env = "table" if estimated_width_pt(frame) <= COLUMN_PT else "table*"
+    blocks = column_blocks(frame, column_format)
     frame = frame.map(latex_text).rename(columns=latex_text)
     caption = latex_text(caption)
     if banner:
         caption = f"\\textbf{{{latex_text(banner)}.}} {caption}"
-    styler = frame.style.hide(axis="index")
-    return styler.to_latex(
-        hrules=True, caption=caption, label=label, column_format=column_format, position_float="centering"
+    parts = []
+    for block in blocks:
+        columns = "".join(column_format[i] for i in block)
+        tabular = frame.iloc[:, block].style.hide(axis="index").to_latex(hrules=True, column_format=columns)
+        parts.append(f"\\sbox0{{%\n{tabular.rstrip()}%\n}}%\n{_RESIZE}")
+    return (
+        f"\\begin{{{float_env}}}\n\\centering\n\\caption{{{caption}}}\n\\label{{{label}}}\n"
+        "% scaled to the float's width only where it is wider (\\resizebox: \\usepackage{graphicx})\n"
+        + "\\par\\medskip\n".join(parts)
+        + f"\\end{{{float_env}}}\n"
     )
