@@ -60,7 +60,10 @@ NEEDS_SMALL_SCALE_RESULTS = {
 SMALL_SCALE = "snakemake --cores 2 --configfile config/small.yaml"
 MIRROR_OPTION = "--config data_mirror=../shared/data"
 #: commands that need the network beyond the package registries
-CPU_TORCH = "python3 -m venv .venv && .venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu"
+CPU_TORCH = (
+    "python3 -m venv .venv && .venv/bin/pip install --timeout 15 --retries 2 torch==2.13.0 "
+    "--index-url https://download.pytorch.org/whl/cpu"
+)
 NEEDS_NETWORK = {CPU_TORCH: "PyTorch's own package index (a CPU-only machine's first step)"}
 #: commands of docs/ that need what only another test sets up; each runs there
 RUN_ELSEWHERE = {
@@ -185,6 +188,17 @@ def test_the_lock_pins_every_dependency_and_the_conda_env_agrees():
         "import-linter",
     }
     assert set(map(norm, conda_pins)) >= names - not_in_rules  # what the rules' commands import
+
+
+def test_the_cpu_torch_line_pins_the_locked_torch_and_gives_up_soon():
+    """The README's CPU-torch line installs the torch of requirements.lock (the one CI pins), and gives up after a
+    bounded wait where PyTorch's index does not answer (pip's defaults retry 5 times)."""
+    assert CPU_TORCH in readme_commands()
+    lock = dict(line.split("==") for line in (ROOT / "requirements.lock").read_text().splitlines() if "==" in line)
+    ci = (ROOT / ".ci" / "constraints.txt").read_text()
+    assert f"torch=={lock['torch']} " in CPU_TORCH and f"torch=={lock['torch']}" in ci.split()
+    timeout, retries = (int(re.search(rf"--{flag} (\d+)", CPU_TORCH).group(1)) for flag in ("timeout", "retries"))
+    assert timeout * (retries + 1) <= 60
 
 
 @pytest.fixture(scope="module")

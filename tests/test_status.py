@@ -149,6 +149,23 @@ def test_status_reads_each_state_from_the_run_folders_and_changes_nothing(tmp_pa
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before  # read only: nothing written or touched
 
 
+def test_status_shows_an_impossible_record_as_its_reason_not_its_number(tmp_path, small):
+    """A finished run's metrics.json or rank file read back as every reader does (readback): an impossible number
+    or a key written twice is named with its file, never shown as a result."""
+    runs = list(small.jobs.values())[:2]
+    for run in runs:
+        (tmp_path / run.dir).mkdir(parents=True)
+        (tmp_path / run.dir / "model.pt").write_bytes(b"not loaded")
+    (tmp_path / runs[0].dir / "metrics.json").write_text('{"test_ppl": -5, "epochs_run": 6}')
+    (tmp_path / runs[1].dir / "metrics.json").write_text('{"test_ppl": 400.0, "test_ppl": 300.0}')
+    status = study_status(small, directory=tmp_path)
+    first, second = status.runs[:2]
+    assert first.state == second.state == "finished" and first.test_ppl is None and second.test_ppl is None
+    assert "metrics.json" in first.note and "test_ppl = -5" in first.note
+    assert "metrics.json" in second.note and "test_ppl" in second.note
+    assert first.note in status_text(status, every_run=True)
+
+
 def test_status_of_the_paper_plan_with_nothing_started(tmp_path, capsys):
     from softmax_bottleneck import cli
 

@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.study.plan import EXPERIMENT_LABELS, gpu_hours
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
@@ -162,12 +163,15 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _json(path: Path) -> dict | None:
+def _checked(path: Path, check) -> tuple[dict, str]:
+    """A run's JSON record read and checked as every reader of the package does (:mod:`softmax_bottleneck.readback`):
+    ``(its content, "")``, ``({}, "")`` where it is absent, ``({}, why)`` where it is unreadable or impossible."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        return check(readback.load_json(path), path), ""
+    except FileNotFoundError:
+        return {}, ""
+    except readback.ReadbackError as err:
+        return {}, str(err)
 
 
 def _number(value) -> float | None:
@@ -259,7 +263,7 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
     metrics_path = folder / "metrics.json"
     kept = folder / ".resume" / "final" / "metrics.json"
     if (metrics_path.is_file() and (folder / "model.pt").exists()) or kept.is_file():
-        metrics = _json(metrics_path if metrics_path.is_file() else kept) or {}
+        metrics, why = _checked(metrics_path if metrics_path.is_file() else kept, readback.check_metrics)
         s.state, s.epoch = "finished", s.epochs
         s.test_ppl = _number(metrics.get("test_ppl"))
         s.best_valid_ppl = _number(metrics.get("valid_ppl"))
@@ -268,10 +272,12 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
         s.device_seconds = (_number(metrics.get("seconds_per_epoch")) or 0.0) * (epochs_run or 0.0)
         s.finished = _mtime(metrics_path) or _mtime(kept)
         s.started = s.finished - s.device_seconds if s.finished is not None else None
-        rank = _json(folder / rank_name)
-        s.press_rank = _number(rank.get("press_rank")) if rank else None
+        rank, rank_why = _checked(folder / rank_name, readback.check_rank)
+        s.press_rank = _number(rank.get("press_rank"))
+        notes = [why, rank_why]
         if not metrics_path.is_file():
-            s.note = "outputs kept in .resume/final, restored by the next job"
+            notes.append("outputs kept in .resume/final, restored by the next job")
+        s.note = "; ".join(note for note in notes if note)
         return s
     progress = read_progress(folder / ".resume" / PROGRESS_NAME)
     writes = {

@@ -21,6 +21,7 @@ import math
 import os
 from pathlib import Path
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.durations import duration_text
 
@@ -35,11 +36,13 @@ def write_trainings(path: str | os.PathLike, runs: dict[str, float], slots: int)
 
 def own_seconds(run: str | os.PathLike) -> float | None:
     """The training time of a finished run from its ``metrics.json`` (seconds per epoch × epochs run); None while
-    the run has no ``metrics.json`` (not finished) or the file lacks those fields (or holds no finite time)."""
+    the run has no ``metrics.json`` (not finished), or the file lacks those fields or holds an impossible number
+    (:mod:`softmax_bottleneck.readback`)."""
+    path = Path(run) / "metrics.json"
     try:
-        metrics = json.loads((Path(run) / "metrics.json").read_text(encoding="utf-8"))
+        metrics = readback.check_metrics(readback.load_json(path), path)
         seconds = float(metrics["seconds_per_epoch"]) * int(metrics["epochs_run"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, readback.ReadbackError, KeyError, TypeError, ValueError):
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
