@@ -207,7 +207,8 @@ def test_figure2_reverses_perplexity_as_the_paper_and_gives_each_r_with_its_sign
     for path in summary_dir.iterdir():
         (root / path.name).write_bytes(path.read_bytes())
     runs = pd.read_csv(root / "gss_grid.csv")
-    runs["press_rank"] = 500 + sign * 40 * (runs["test_ppl"] - runs["test_ppl"].mean()) + np.arange(len(runs)) % 3
+    trend = (500 + sign * 40 * (runs["test_ppl"] - runs["test_ppl"].mean())).round()
+    runs["press_rank"] = (trend + np.arange(len(runs)) % 3).astype(int)  # ranks are whole numbers
     runs.to_csv(root / "gss_grid.csv", index=False)
     fig = _drawn(figures.build("figure2", root))
     for ds, label, paper_r in (("ptb", "PTB", "-0.48"), ("wt2", "WT2", "-0.53")):

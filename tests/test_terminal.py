@@ -50,18 +50,23 @@ def _a_job(logger: logging.Logger) -> None:
     logger.info(None, extra=dict(event=LogEvent.PROGRESS, done=1, total=186))
 
 
-def test_a_job_is_one_line_and_the_step_count_another():
+def test_a_job_is_one_line_with_the_step_count_and_the_last_count_stays():
     logger, buffer = _snakemake_terminal("job")
     _a_job(logger)
     full = buffer.getvalue()
     assert "input: resources/corpus/ptb.pt" in full and "reason:" in full  # Snakemake's own block: 10+ lines
+    assert "1 of 186 steps (1%) done" in full
     buffer.seek(0)
     buffer.truncate()
     assert terminal.install(logger) and terminal.install(logger)  # a second install adds nothing
     _a_job(logger)
+    _a_job(logger)
+    logger.info(None, extra=dict(event=LogEvent.PROGRESS, done=186, total=186))
     lines = buffer.getvalue().splitlines()
-    assert len(lines) == 2, lines
-    assert lines[0].endswith("] job 12: train dataset=ptb, variant=mos") and lines[1] == "1 of 186 steps (1%) done"
+    assert len(lines) == 3, lines  # a line per job, then the final count
+    assert lines[0].endswith("] job 12: train dataset=ptb, variant=mos")  # nothing counted before the first job
+    assert lines[1].endswith("] job 12: train dataset=ptb, variant=mos (1 of 186 steps done)")
+    assert lines[2] == "186 of 186 steps (100%) done"
 
 
 def test_errors_stay_in_full_and_verbose_keeps_snakemakes_blocks(tmp_path):

@@ -495,6 +495,7 @@ def assert_quiet(*outputs: str) -> None:
     lines = [line for output in outputs for line in output.splitlines()]
     assert len(lines) <= QUIET_LINES, f"{len(lines)} lines; the last ones:\n" + "\n".join(lines[-40:])
     noisy = [line for line in lines if line.startswith(("    input: ", "    reason: ", "Select jobs to execute"))]
+    noisy += [line for line in lines if re.fullmatch(r"(\d+) of (?!\1 )\d+ steps \(\d+%\) done", line)]  # not the last
     assert not noisy, noisy[:5]
     for output in outputs:  # one line per job start, each job once
         starts = [line for line in output.splitlines() if re.fullmatch(r"\[\d\d:\d\d:\d\d\] job \d+: \w+.*", line)]

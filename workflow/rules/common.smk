@@ -241,7 +241,9 @@ def start_training_progress():
         slots = workflow.nodes
     runs = {path: gpu_hours(TRAIN_JOBS[path]) * 3600 for path in sorted(trainings)}
     logger.info(
-        trainings_left.progress_line(trainings_left.write_trainings(TRAININGS_FILE, runs, slots))
+        trainings_left.progress_line(
+            trainings_left.write_trainings(TRAININGS_FILE, runs, slots)
+        )
     )
 
 
