@@ -7,13 +7,16 @@ naming conventions the tables and figures share). ``data/reported/README.md`` gi
 
 from __future__ import annotations
 
+import csv
 import functools
 import importlib.resources
 import io
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from softmax_bottleneck import readback
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: every file under ``data/reported`` (name without ``.csv``)
 NAMES: tuple[str, ...] = (
@@ -40,6 +43,8 @@ NAMES: tuple[str, ...] = (
 
 def read_csv(source, **kwargs) -> pd.DataFrame:
     """``pandas.read_csv`` that keeps words such as ``N``, ``NA`` or ``null`` as strings; only ``""`` is missing."""
+    import pandas as pd
+
     return pd.read_csv(source, **{**readback.CSV_OPTIONS, **kwargs})
 
 
@@ -49,8 +54,19 @@ def _load_text(name: str) -> str:
     return resource.read_text(encoding="utf-8")
 
 
-def load(name: str) -> pd.DataFrame:
-    """The reported numbers of one file of ``data/reported`` (``name`` without ``.csv``), as a fresh DataFrame."""
+def records(name: str) -> list[dict[str, str]]:
+    """The rows of one file of ``data/reported`` as text (``""`` where empty), read without pandas: for the plan and
+    ``status``, which need a few numbers and answer faster without importing it."""
+    _check_name(name)
+    return list(csv.DictReader(io.StringIO(_load_text(name))))
+
+
+def _check_name(name: str) -> None:
     if name not in NAMES:
         raise KeyError(f"unknown reported table {name!r}; valid names: {', '.join(NAMES)}")
+
+
+def load(name: str) -> pd.DataFrame:
+    """The reported numbers of one file of ``data/reported`` (``name`` without ``.csv``), as a fresh DataFrame."""
+    _check_name(name)
     return read_csv(io.StringIO(_load_text(name)))

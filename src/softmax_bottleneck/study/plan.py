@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import math
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from softmax_bottleneck import paper_numbers, presets
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: a family's stand-in for variants whose time the paper does not report and that declare no cost proxy
 FAMILY_COST_PROXY: dict[str, str] = {"softmax": "softmax", "mixture": "mos"}
@@ -27,8 +29,8 @@ PLAN_COLUMNS = [
 @functools.cache
 def paper_seconds_per_epoch() -> dict[tuple[str, str], float]:
     """(dataset, variant) → seconds per epoch on one V100 as the paper's Table 2 reports them ("~55s" ...)."""
-    main = paper_numbers.load("main")[["dataset", "variant", "seconds_per_epoch"]].dropna()
-    return {(r.dataset, r.variant): float(r.seconds_per_epoch) for r in main.itertuples()}
+    rows = paper_numbers.records("main")
+    return {(r["dataset"], r["variant"]): float(r["seconds_per_epoch"]) for r in rows if r["seconds_per_epoch"]}
 
 
 def time_sources(variant: str) -> list[tuple[str, str]]:
@@ -89,6 +91,8 @@ def plan_rows(study: Study) -> list[dict]:
 
 
 def plan_frame(study: Study) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame(plan_rows(study), columns=PLAN_COLUMNS)
 
 
@@ -120,6 +124,8 @@ def plan_table(study: Study, trained: set[str] | frozenset = frozenset()) -> pd.
         done = sum(path in trained for path in new)
         rows.append({"experiment": EXPERIMENT_LABELS.get(name, name), "jobs": len(jobs), "new jobs": len(new),
                      "V100 GPU-hours (new jobs)": hours, "trained": done})  # fmt: skip
+    import pandas as pd
+
     table = pd.DataFrame(rows)
     total = {"experiment": "total", "jobs": "", "new jobs": int(table["new jobs"].sum()),
              "V100 GPU-hours (new jobs)": float(table["V100 GPU-hours (new jobs)"].sum()),

@@ -397,21 +397,29 @@ def _ppl(value) -> str:
     return "—" if value is None else f"{value:,.2f}"
 
 
-def counts_frame(status: StudyStatus):
-    """Per experiment its jobs and how many are in each state; then the distinct jobs (a ``pandas.DataFrame``)."""
-    import pandas as pd
-
+def counts_rows(status: StudyStatus) -> list[dict]:
+    """Per experiment its jobs and how many are in each state; then the distinct jobs."""
     rows = [
         {"experiment": experiment_label(name), "jobs": len(paths), **status.counts(status.runs_of(paths))}
         for name, paths in status.groups.items()
     ]
     rows.append({"experiment": "total (distinct jobs)", "jobs": len(status.runs), **status.counts()})
-    return pd.DataFrame(rows)
+    return rows
+
+
+def counts_frame(status: StudyStatus):
+    """:func:`counts_rows` as a ``pandas.DataFrame``."""
+    import pandas as pd
+
+    return pd.DataFrame(counts_rows(status))
 
 
 def counts_table(status: StudyStatus) -> str:
-    """:func:`counts_frame` as Markdown."""
-    return counts_frame(status).to_markdown(index=False, colalign=("left", *["right"] * (len(STATES) + 1)))
+    """:func:`counts_rows` as Markdown (tabulate, as ``DataFrame.to_markdown`` writes it, without importing pandas)."""
+    from tabulate import tabulate
+
+    colalign = ("left", *["right"] * (len(STATES) + 1))
+    return tabulate(counts_rows(status), headers="keys", tablefmt="pipe", colalign=colalign)
 
 
 def run_line(r: RunStatus, now: float) -> str:
