@@ -1,14 +1,15 @@
-"""Wheels of what the lent GPU machine lacks to run the workflow (it has no package index), for carrying along.
+"""Wheels of what a GPU machine without a package index lacks to run the workflow, to copy over with the tree.
 
-The machine's Python packages are listed in the device notes (``/work/.library/device/KINDS.md``, "Python packages
-already there"). This script walks the dependencies of this package and of Snakemake as installed in the running
-environment (their versions pinned to the installed ones), drops those the machine has (and the SLURM plugins,
-which a local run does not load), and downloads each missing one as a wheel for CPython 3.12 on manylinux x86-64
-(the machine's Python) into ``--dest``, one ``pip download --no-deps`` each. ``benchmarks/gpu_session.py
---wheels DIR`` installs them there (``pip install --no-index --no-deps --target``) before anything else::
+This script walks the dependencies of this package and of Snakemake as installed in the running environment (their
+versions pinned to the installed ones), drops those the card's machine already has (``--have FILE``: its
+``python3 -m pip list --format=freeze``, or names separated by commas or lines; without it, torch and its CUDA
+libraries, which such a machine brings with its own build) and the SLURM plugins (a local run does not load them),
+and downloads each missing one as a wheel for CPython 3.12 on manylinux x86-64 into ``--dest``, one ``pip download
+--no-deps`` each. ``benchmarks/gpu_session.py --wheels DIR`` installs them there (``pip install --no-index
+--no-deps --target``) before anything else::
 
-    python benchmarks/device_wheels.py --list                       # what would be fetched
-    python benchmarks/device_wheels.py --dest benchmarks/wheels     # fetch (benchmarks/* is ignored by git)
+    python benchmarks/device_wheels.py --have there.txt --list                     # what would be fetched
+    python benchmarks/device_wheels.py --have there.txt --dest benchmarks/wheels   # (benchmarks/* is git-ignored)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-KINDS = Path("/work/.library/device/KINDS.md")
 ROOTS = ("softmax-bottleneck", "snakemake")
 #: not needed on the machine: this package comes from src/ (PYTHONPATH); SLURM plugins load only under SLURM; pulp
 #: (a 16 MB wheel) only for Snakemake's ILP scheduler, which smoke_workflow.py replaces by ``--scheduler greedy``
@@ -32,11 +32,12 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def device_packages(kinds: Path = KINDS) -> set[str]:
-    """The names of the "Python packages already there" line of the device notes."""
-    text = kinds.read_text()
-    line = text[text.index("Packages: ") + len("Packages: ") :].splitlines()[0]
-    return {normalise(name.strip().rstrip(".")) for name in line.split(",") if name.strip()}
+def packages_there(have: Path | None) -> set[str]:
+    """The normalised names in ``have`` (``name==version`` per line, or names separated by commas); None: torch's."""
+    if have is None:
+        return {"torch", "triton"}
+    names = re.split(r"[,\n]", have.read_text())
+    return {normalise(re.split(r"[=<>~! ]", name.strip(), maxsplit=1)[0].rstrip(".")) for name in names if name.strip()}
 
 
 def closure(roots=ROOTS) -> dict[str, str]:
@@ -61,18 +62,25 @@ def closure(roots=ROOTS) -> dict[str, str]:
     return found
 
 
-def missing(kinds: Path = KINDS) -> dict[str, str]:
-    there = device_packages(kinds)
-    return {name: v for name, v in sorted(closure().items()) if name not in there and name not in SKIP}
+def missing(have: Path | None = None) -> dict[str, str]:
+    there = packages_there(have)
+    cuda_libraries = have is None  # torch's own CUDA libraries come with the machine's torch
+    return {
+        name: version
+        for name, version in sorted(closure().items())
+        if name not in there and name not in SKIP and not (cuda_libraries and name.startswith("nvidia-"))
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dest", default="benchmarks/wheels", help="folder for the wheels")
-    parser.add_argument("--kinds", type=Path, default=KINDS, help="the device notes listing the installed packages")
+    parser.add_argument("--have", type=Path, metavar="FILE",
+                        help="what the card's machine has: its `pip list --format=freeze` (default: torch and its "
+                        "CUDA libraries only)")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="print name==version and download nothing")
     args = parser.parse_args(argv)
-    wanted = missing(args.kinds)
+    wanted = missing(args.have)
     if args.list:
         print("\n".join(f"{name}=={version}" for name, version in wanted.items()))
         return 0

@@ -1,4 +1,5 @@
-"""Everything a lent GPU is wanted for, in one call with a deadline: steps in order of value, each with its limit.
+"""Everything this project measures on a CUDA card, in one call with a deadline: steps in order of value, each with
+its limit.
 
 ``--part`` chooses the steps (comma-separated, run in this order; default ``workflow,measure``):
 
@@ -18,13 +19,13 @@
   the KIT's ``main.py`` and ``train`` on 200 batches of PTB Softmax and MoS); ``cost`` (WT2 Softmax and MoS
   ``bench``, then ``costs --bench`` over every bench file: the study's device-hours on this card, each model at
   its cheapest measured packing).
-* ``legacy``: the steps of the first session on a card (``pytest -m gpu``, ``bench`` of six models, ``analyze
-  --rows full`` of PTB and WT2), already in BENCHMARKS.md.
+* ``legacy``: the steps whose results BENCHMARKS.md already holds from an H200 (``pytest -m gpu``, ``bench`` of six
+  models, ``analyze --rows full`` of PTB and WT2), to repeat them on another card.
 
 A step that cannot finish before ``--deadline`` is skipped, not started. Each step's output is
 ``<out>/<step>.log`` (a JSON answer as ``<step>.json``); a table of steps, return codes and seconds, then the
-steps' Markdown tables are printed last. What the card's machine needs carried in the working tree (ignored by
-git, the device tool's ``carry``): the data (``benchmarks/data``: ptb/, wikitext-2/, word-sim/ of the mirror),
+steps' Markdown tables are printed last. What a card's machine without internet access needs beside the working
+tree (folders git ignores): the data (``benchmarks/data``: ptb/, wikitext-2/, word-sim/ of the mirror),
 the KIT (``benchmarks/kit``: ``git archive`` of quettabit/awd-lstm-lmkit's ``*.py``) and the wheels
 (``benchmarks/wheels``: ``python benchmarks/device_wheels.py``). ``--smoke`` runs every step at toy sizes on any
 device (the workflow on ``config/small.yaml``), to check the script::
@@ -129,7 +130,7 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     cost = ["bash", "-c", f"mkdir -p {out / 'no-benchmarks'} && {script}"]
     steps.append(("cost", "measure", 90 * slow * slow // 2, cost))  # paper-size benches: minutes on a CPU
 
-    # the first session's steps (their results are in BENCHMARKS.md)
+    # the steps whose H200 results BENCHMARKS.md holds
     batches, warmup, chunks = ("2", "1", "1") if smoke else ("100", "10", "20")
     pytest = py + ["-m", "pytest", "-m", "gpu", "-o", "addopts=-ra", "-p", "no:cacheprovider", "-n", "4",
                    "--dist", "loadgroup", f"--junitxml={out / 'tests.xml'}"]  # fmt: skip

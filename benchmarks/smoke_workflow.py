@@ -53,29 +53,28 @@ def trainers(workdir: Path) -> list[int]:
 def run_snakemake(cmd: list[str], env: dict, workdir: Path, deadline: float, kill_after: float | None) -> dict:
     """One Snakemake run; with ``kill_after``, SIGTERM to the first trainer that has lived that long."""
     started = time.monotonic()
-    log = open(workdir / f"snakemake-{int(time.time())}.log", "w")
-    proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    seen: dict[int, float] = {}
-    killed = None
-    while proc.poll() is None:
-        now = time.monotonic()
-        if now > deadline:
-            os.killpg(proc.pid, signal.SIGTERM)  # Snakemake passes it on; trainers save their state
-            proc.wait(120)
-            break
-        if kill_after is not None and killed is None:
-            for pid in trainers(workdir):
-                run = next((a for a in _cmdline(pid) if a.startswith("results/runs/")), None)
-                log_file = workdir / "logs" / "train" / f"{run[len('results/runs/') :]}.log" if run else None
-                training = log_file is not None and log_file.exists() and " batches |" in log_file.read_text()
-                if training:  # past its first logged batches: a kill now interrupts training itself
-                    seen.setdefault(pid, now)
-                    if now - seen[pid] >= kill_after:
-                        os.kill(pid, signal.SIGTERM)
-                        killed = {"pid": pid, "run": run, "log": str(log_file), "after_s": now - seen[pid]}
-                        break
-        time.sleep(0.5)
-    log.close()
+    with open(workdir / f"snakemake-{int(time.time())}.log", "w") as log:
+        proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        seen: dict[int, float] = {}
+        killed = None
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now > deadline:
+                os.killpg(proc.pid, signal.SIGTERM)  # Snakemake passes it on; trainers save their state
+                proc.wait(120)
+                break
+            if kill_after is not None and killed is None:
+                for pid in trainers(workdir):
+                    run = next((a for a in _cmdline(pid) if a.startswith("results/runs/")), None)
+                    log_file = workdir / "logs" / "train" / f"{run[len('results/runs/') :]}.log" if run else None
+                    training = log_file is not None and log_file.exists() and " batches |" in log_file.read_text()
+                    if training:  # past its first logged batches: a kill now interrupts training itself
+                        seen.setdefault(pid, now)
+                        if now - seen[pid] >= kill_after:
+                            os.kill(pid, signal.SIGTERM)
+                            killed = {"pid": pid, "run": run, "log": str(log_file), "after_s": now - seen[pid]}
+                            break
+            time.sleep(0.5)
     return {"cmd": " ".join(cmd), "rc": proc.returncode, "seconds": time.monotonic() - started, "killed": killed,
             "log": log.name}  # fmt: skip
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from softmax_bottleneck.cluster import gpu_lease, mps
+from softmax_bottleneck.cluster import gpu_lease, lock_files, mps
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the lease uses fcntl.flock and prctl (Linux)")
 
@@ -235,7 +235,7 @@ def test_lock_dir_of_another_user_is_refused(tmp_path, monkeypatch):
     else:  # otherwise: this process pretends to be another user
         uid = os.getuid()
         monkeypatch.setattr(gpu_lease.os, "getuid", lambda: uid + 1)
-    with pytest.raises(gpu_lease.UnsafeLockDir, match="belongs to uid"):
+    with pytest.raises(lock_files.UnsafeLockDir, match="belongs to uid"):
         gpu_lease.try_acquire(lock_dir, [0])
     assert not list(lock_dir.iterdir())
 
@@ -536,7 +536,7 @@ def test_a_lock_file_that_is_a_link_or_not_a_file_is_refused_and_never_written(t
         slot.symlink_to(victim)
     else:
         os.mkfifo(slot)
-    with pytest.raises(gpu_lease.UnsafeLockFile, match=f"lock file {slot} is "):
+    with pytest.raises(lock_files.UnsafeLockFile, match=f"lock file {slot} is "):
         gpu_lease.try_acquire(lock_dir, [0])
     for status in (False, True):
         cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(lock_dir), "--gpus", "1"]

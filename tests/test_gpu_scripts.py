@@ -84,9 +84,14 @@ def test_a_kit_whose_patched_text_moved_is_refused(tmp_path):
 
 def test_device_wheels_are_what_the_machine_lacks(tmp_path):
     wheels = load("device_wheels")
-    notes = tmp_path / "KINDS.md"
-    notes.write_text("## x\nPackages: absl-py, PyYAML, torch, jinja2.\nmore\n")
-    assert wheels.device_packages(notes) == {"absl-py", "pyyaml", "torch", "jinja2"}
-    wanted = wheels.missing(notes)
+    there = tmp_path / "there.txt"
+    there.write_text("absl-py==2.1.0\nPyYAML==6.0.2\ntorch==2.9.0\njinja2==3.1.4\n")
+    assert wheels.packages_there(there) == {"absl-py", "pyyaml", "torch", "jinja2"}
+    there.write_text("absl-py, PyYAML, torch, jinja2.")
+    assert wheels.packages_there(there) == {"absl-py", "pyyaml", "torch", "jinja2"}
+    wanted = wheels.missing(there)
     assert "snakemake" in wanted and "jsonschema" in wanted and "pyyaml" not in wanted and "torch" not in wanted
+    assert not set(wanted) & wheels.SKIP
+    default = wheels.missing()
+    assert "torch" not in default and not any(name.startswith("nvidia-") for name in default) and "pyyaml" in default
     assert not set(wanted) & wheels.SKIP

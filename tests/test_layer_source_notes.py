@@ -10,11 +10,11 @@ import pytest
 from test_figures import _outside_canvas
 from test_tables import make_summaries
 
+from softmax_bottleneck.models.output_layers.provenance import layer_source_tag
 from softmax_bottleneck.models.output_layers.registry import layer_source
 from softmax_bottleneck.report import figures, tables
-from softmax_bottleneck.report.sources import stale_notes
+from softmax_bottleneck.report.layer_sources import stale_notes
 from softmax_bottleneck.report.summaries import collect_runs, collect_spectra
-from softmax_bottleneck.training.environment import layer_source_tag
 
 NOTE = "note: some results here were trained with an older source of ss than the one installed"
 

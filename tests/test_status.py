@@ -20,9 +20,9 @@ from softmax_bottleneck import presets
 from softmax_bottleneck.report import preview, progress
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.plan import plan_table
-from softmax_bottleneck.study.runs import TRAIN_LOG, Study
-from softmax_bottleneck.study.status import status_text, study_status
-from softmax_bottleneck.training.run_files import PROGRESS_NAME, read_progress
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
+from softmax_bottleneck.study.status import learning_curve, status_text, study_status
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile, read_progress
 from softmax_bottleneck.training.trainer import Preempted, Trainer
 
 
@@ -88,6 +88,16 @@ def _write_progress(folder: Path, **fields) -> None:
     content.update(fields)
     (folder / ".resume").mkdir(parents=True, exist_ok=True)
     (folder / ".resume" / PROGRESS_NAME).write_text(json.dumps(content))
+
+
+@pytest.mark.parametrize("attempts", ["two", -3, 2.5, None, [1]])
+def test_a_garbled_progress_file_never_stops_a_training(tmp_path, attempts):
+    """The file only informs: a corrupt count of attempts (or a file that is not JSON) restarts the count."""
+    _write_progress(tmp_path, attempts=attempts)
+    progress = ProgressFile(tmp_path / ".resume" / PROGRESS_NAME, run={}, epochs=6, checkpoint_seconds=600.0)
+    assert progress.attempts == 1 and progress.walls == {1: 60.0, 2: 60.0}
+    (tmp_path / ".resume" / PROGRESS_NAME).write_bytes(b"\xff{")
+    assert ProgressFile(tmp_path / ".resume" / PROGRESS_NAME, run={}, epochs=6, checkpoint_seconds=1.0).attempts == 1
 
 
 def _dead_pid() -> int:
@@ -179,6 +189,26 @@ def test_status_of_the_paper_plan_with_nothing_started(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+def test_status_merges_several_config_files_and_its_retry_command_names_them_all(tmp_path, capsys, small):
+    """``--config A --config B`` reads the configuration ``snakemake --configfile A B`` runs; a failed run's retry
+    command gives Snakemake the same files."""
+    from softmax_bottleneck import cli
+
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("seeds:\n  random: [1627000489, 7]\n")  # one random seed more: more runs
+    merged = Study(study_config.check(study_config.load([REPO / "config" / "small.yaml", extra])))
+    assert len(merged.jobs) > len(small.jobs)
+    run = next(iter(merged.jobs.values()))
+    (tmp_path / run.dir).mkdir(parents=True)
+    _write_progress(tmp_path / run.dir, updated=time.time() - 10_000, pid=None, error="training diverged")
+    small_file, argv = str(REPO / "config" / "small.yaml"), ["--config", str(REPO / "config" / "small.yaml")]
+    assert cli.main(["status", *argv, "--config", str(extra), "--directory", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"] == f"{small_file} + {extra}" and out["jobs"] == len(merged.jobs)
+    failed = [r for r in out["runs"] if r["state"] == "failed"]
+    assert [r["retry"] for r in failed] == [f"snakemake {run.dir}/model.pt --configfile {small_file} {extra}"]
+
+
 # --------------------------------------------------------------------------------------------- preview, progress
 def _finish_run(root: Path, run, test_ppl: float) -> None:
     folder = root / run.dir
@@ -190,6 +220,23 @@ def _finish_run(root: Path, run, test_ppl: float) -> None:
                "switch_epoch": 5}  # fmt: skip
     (folder / "metrics.json").write_text(json.dumps(metrics))
     (folder / "curve.csv").write_text("epoch,valid_ppl\n1,900\n2,700\n")
+
+
+def test_the_preview_of_a_sweep_reads_each_finished_runs_rank_as_the_final_sweep_does(tmp_path):
+    config = study_config.read(REPO / "config" / "small.yaml")
+    config["sweeps"] = {"c": {"variant": "gss", "datasets": ["ptb"], "schedule": "et", "seeds": "authors",
+                              "grid": {"gss_c": [1.0, 2.0]}}}  # fmt: skip
+    study = Study(study_config.check(config))
+    runs = study.sweeps["c"]
+    rank_file = analysis_names(study.config)[0]
+    for number, run in enumerate(runs):
+        _finish_run(tmp_path, run, 300.0 + number)
+    rank = {"press_rank": 7, "shape": [300, 10000], "effective_rank": {"1e-3": 7, "1e-4": 8, "1e-5": 9}}
+    (tmp_path / runs[0].dir / rank_file).write_text(json.dumps(rank))  # the other run is not analysed yet
+    preview.write_summaries(study, tmp_path, tmp_path / "summary")
+    sweep = pd.read_csv(tmp_path / "summary" / f"{SWEEP_PREFIX}c.csv").set_index("gss_c")
+    assert sweep.loc[runs[0].hyperparameters["gss_c"], "press_rank"] == 7
+    assert sweep["press_rank"].isna().sum() == 1
 
 
 def test_preview_renders_finished_runs_with_n_of_N_and_says_when_a_table_has_none(tmp_path, small):
@@ -212,6 +259,19 @@ def test_preview_renders_finished_runs_with_n_of_N_and_says_when_a_table_has_non
     assert csv["planned"].tolist() == [len(ptb_softmax)] * 10
     assert "no run of this table is in yet (0 of 4)" in (tables / "table3.md").read_text()
     assert (tables / "table3.html").read_text().count("PROVISIONAL, 2026-11-26 12:00") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("epoch,valid_ppl\n1,0.5\n", "valid_ppl = 0.5"), ("epoch,valid_ppl\n0,300\n", "epoch = 0"),
+     ("epoch,loss\n1,3\n", "valid_ppl"), ("epoch,valid_ppl\n1,x\n", "could not convert")],
+)  # fmt: skip
+def test_a_curve_with_an_impossible_number_is_left_out_of_the_learning_curves_and_named(tmp_path, caplog, text, why):
+    (tmp_path / "curve.csv").write_text(text)
+    assert learning_curve(tmp_path) == []
+    assert f"{tmp_path / 'curve.csv'}: left out of the learning curves" in caplog.text and why in caplog.text
+    (tmp_path / "curve.csv").write_text("epoch,valid_ppl\n1,900\n2,700.5\n")
+    assert learning_curve(tmp_path) == [(1, 900.0), (2, 700.5)]
 
 
 def test_progress_page_and_learning_curves(tmp_path, small):

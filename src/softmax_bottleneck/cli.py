@@ -49,7 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
     "sweep": (
         "softmax_bottleneck.report.sweeps",
-        "table and figure of one sweep of the configuration (sweeps:): perplexity per grid point over the seeds",
+        "table and figure of one sweep of the configuration (sweeps:): perplexity and Press' rank per grid point "
+        "over the seeds",
     ),
     "preview": (
         "softmax_bottleneck.report.preview",

@@ -139,6 +139,7 @@ def rendering_code(wildcards=None):
 
 # --------------------------------------------------------------------------------------------- training jobs (workflow/rules/train.smk)
 from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.models.output_layers.provenance import current_tag
 from softmax_bottleneck.models.output_layers.registry import layer_source
 from softmax_bottleneck.study.plan import (
     gpu_hours,
@@ -259,7 +260,7 @@ def finished_runs():
 
 
 # A finished run that an older source of its output layer trained is said at once (`snakemake -n` too), never
-# retrained: its tables and figures carry the same note (report/sources.py).
+# retrained: its tables and figures carry the same note (report/layer_sources.py).
 if workflow.is_main_process:
     for note in stale_runs(STUDY):
         print(
@@ -363,14 +364,11 @@ def top5_records(wildcards):
 def study_layer_sources():
     """``layer@<16 hex digits>`` of the module of every output layer the configuration trains: a parameter of the
     tables, figures and sweeps, so that a changed layer re-renders them with the note that some results were
-    trained with an older source of it (report/sources.py); nothing upstream reruns."""
+    trained with an older source (report/layer_sources.py); nothing upstream reruns."""
     layers = sorted(
         {presets.variant_info(r.variant).output_layer for r in TRAIN_JOBS.values()}
     )
-    return " ".join(
-        f"{layer}@{(layer_source(layer)['source_sha256'] or '')[:16]}"
-        for layer in layers
-    )
+    return " ".join(current_tag(layer) for layer in layers)
 
 
 LAYER_SOURCES = study_layer_sources()

@@ -4,7 +4,8 @@ Loading never reaches the network and never runs code from the folder: ``local_f
 ``trust_remote_code=False`` and ``HF_HUB_OFFLINE=1``; a path that is not a local folder is refused before
 ``transformers`` could take it for a Hub name. Only safetensors weights are read (a pickle such as
 ``pytorch_model.bin`` is refused unread, with how to convert it), each file checked whole and its tensors' shapes
-against ``config.json`` before the model is built; the folder must hold its tokenizer's vocabulary, of no more tokens
+against ``config.json`` before the model is built (where the model can be built empty, on the meta device; else
+loading itself finds the mismatch); the folder must hold its tokenizer's vocabulary, of no more tokens
 than the model outputs. Every failure is one :class:`~softmax_bottleneck.analysis.inputs.InputError` naming the file.
 """
 
@@ -138,7 +139,8 @@ def weight_files(path: Path) -> list[Path]:
 
 def check_weights(files: list[Path], config) -> None:
     """Each safetensors file is whole (its header and every tensor's bytes within the file) and each of its tensors
-    that the model of ``config`` has, of that tensor's shape (the model built on the meta device: no memory)."""
+    that the model of ``config`` has, of that tensor's shape (the model built on the meta device: no memory; a model
+    that cannot be built there is left to ``from_pretrained``, whose failure :func:`load_language_model` names)."""
     import torch
     from safetensors import SafetensorError, safe_open
     from transformers import AutoModelForCausalLM

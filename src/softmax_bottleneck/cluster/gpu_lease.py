@@ -51,7 +51,6 @@ import os
 import random
 import shutil
 import socket
-import stat
 import subprocess
 import time
 from collections.abc import Sequence
@@ -59,6 +58,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from softmax_bottleneck.cluster import mps
+from softmax_bottleneck.cluster.lock_files import (
+    check_lock_dir,
+    is_held,
+    open_lock_file,
+    prepare_lock_dir,
+)
 from softmax_bottleneck.cluster.supervise import exec_command, run_supervised
 
 log = logging.getLogger("softmax_bottleneck.cluster.gpu_lease")
@@ -205,56 +210,9 @@ def _lock_path(lock_dir: Path, gpu: int, slot: int) -> Path:
     return lock_dir / f"gpu{gpu}.slot{slot}.lock"
 
 
-class UnsafeLockDir(PermissionError):
-    """A lock directory another user could tamper with (its one-line message says why)."""
-
-
-def check_lock_dir(lock_dir: Path) -> None:
-    """Refuse ``lock_dir`` unless it is a directory (not a symbolic link) of this user that no one else can write.
-
-    In a world-writable place such as ``/var/tmp`` another user could create the directory first (or a link in
-    its place) and then delete or swap the lock files, so that two jobs lease the same GPU.
-    """
-    info = os.lstat(lock_dir)
-    if stat.S_ISLNK(info.st_mode):
-        raise UnsafeLockDir("is a symbolic link, not a directory")
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeLockDir("is not a directory")
-    if info.st_uid != os.getuid():
-        raise UnsafeLockDir(f"belongs to uid {info.st_uid}, not to this user (uid {os.getuid()})")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UnsafeLockDir(f"is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); chmod 700 it")
-
-
-class UnsafeLockFile(PermissionError):
-    """A slot's lock file that is a symbolic link or not a regular file (the one-line message names it)."""
-
-
-def _open_lock_file(path: Path, flags: int) -> int:
-    """``os.open`` of a slot's lock file that never follows a symbolic link nor opens a FIFO or device."""
-    try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafeLockFile(f"lock file {path} is a symbolic link, never followed; remove it") from None
-        raise
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise UnsafeLockFile(f"lock file {path} is not a regular file; remove it")
-    return fd
-
-
-def _prepare_lock_dir(lock_dir: Path) -> None:
-    lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    check_lock_dir(lock_dir)
-    if not os.access(lock_dir, os.W_OK):
-        raise PermissionError(f"GPU lock directory {lock_dir} is not writable")
-
-
 def _lock_slot(path: Path) -> int | None:
     """A descriptor holding an exclusive ``flock`` on ``path``; ``None`` if someone else holds it."""
-    fd = _open_lock_file(path, os.O_RDWR | os.O_CREAT)
+    fd = open_lock_file(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -273,7 +231,7 @@ def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None,
     The lock files are never deleted (deleting a lock file that another process is waiting on breaks
     ``flock`` mutual exclusion); the holder's pid and command are written into it for ``--status``.
     """
-    _prepare_lock_dir(lock_dir)
+    prepare_lock_dir(lock_dir)
     for _ in range(4 * len(gpus) * slots + 1):
         held = {gpu: [is_held(_lock_path(lock_dir, gpu, s)) for s in range(slots)] for gpu in gpus}
         free = [
@@ -298,21 +256,6 @@ def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None,
     return None
 
 
-def is_held(path: Path) -> bool:
-    """True if another open file description holds a lock on ``path``."""
-    try:
-        fd = _open_lock_file(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dict]:
     """One row per GPU: ``{"gpu", "slots", "held", "holders"}``; a holder is ``{"slot", "pid", "cmd", ...}``."""
     rows = []
@@ -324,7 +267,7 @@ def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dic
                 continue
             holder: dict = {"slot": slot}
             with contextlib.suppress(OSError, ValueError, AttributeError):
-                fd = _open_lock_file(path, os.O_RDONLY)
+                fd = open_lock_file(path, os.O_RDONLY)
                 with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
                     info = json.loads(handle.read() or "{}")
                 holder.update({k: v for k, v in info.items() if k not in ("gpu", "slot")})

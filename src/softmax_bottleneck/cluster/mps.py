@@ -44,6 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from softmax_bottleneck.cluster.lock_files import is_held, open_lock_file
+
 log = logging.getLogger("softmax_bottleneck.cluster.gpu_lease")
 
 CONTROL = "nvidia-cuda-mps-control"
@@ -123,9 +125,7 @@ def running(daemon: Daemon) -> bool:
 @contextlib.contextmanager
 def card_lock(lock_dir: Path, gpu: int):
     """The exclusive ``flock`` that orders every start and stop decision of card ``gpu`` (all leases, all workflows)."""
-    from softmax_bottleneck.cluster.gpu_lease import _open_lock_file
-
-    fd = _open_lock_file(lock_dir / f"gpu{gpu}.mps.lock", os.O_RDWR | os.O_CREAT)
+    fd = open_lock_file(lock_dir / f"gpu{gpu}.mps.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -135,8 +135,6 @@ def card_lock(lock_dir: Path, gpu: int):
 
 def held_slots(lock_dir: Path, gpu: int) -> int:
     """Slots of card ``gpu`` held by a live process (whatever K the leases use)."""
-    from softmax_bottleneck.cluster.gpu_lease import is_held
-
     return sum(is_held(path) for path in lock_dir.glob(f"gpu{gpu}.slot*.lock"))
 
 

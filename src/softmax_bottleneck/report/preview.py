@@ -32,14 +32,22 @@ import pandas as pd
 from softmax_bottleneck.atomic import atomic_path, atomic_write_csv, atomic_write_text
 from softmax_bottleneck.report import figures, summaries, sweeps, tables
 from softmax_bottleneck.report.common import fkey, require_summaries
-from softmax_bottleneck.report.figures.common import COLUMN, STYLE, empty_panel, finish, footnote, new_figure
+from softmax_bottleneck.report.figures.common import (
+    COLUMN,
+    STYLE,
+    WARNING_COLOUR,
+    empty_panel,
+    finish,
+    footnote,
+    new_figure,
+)
+from softmax_bottleneck.report.progress import PREVIEW
 from softmax_bottleneck.report.tables.cells import missing
 from softmax_bottleneck.report.tables.render import LEGEND, display_frame, html_page, latex_table, markdown_page
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, analysis_names, output_roots
 
 log = logging.getLogger(__name__)
 
-PREVIEW = "preview"
 TABLE_FORMATS = ("csv", "md", "html", "tex")
 FIGURE_FORMATS = ("pdf", "png")
 
@@ -77,7 +85,7 @@ def planned_summaries(study: Study) -> dict[str, tuple[str, list[Planned]]]:
     for name, runs in study.experiments.items():
         out[f"{name}.csv"] = ("runs", [_run_input(name, r, rank) for r in runs])
     for name, runs in study.sweeps.items():
-        out[f"{SWEEP_PREFIX}{name}.csv"] = ("sweep", [_run_input(SWEEP_PREFIX + name, r, None) for r in runs])
+        out[f"{SWEEP_PREFIX}{name}.csv"] = ("sweep", [_run_input(SWEEP_PREFIX + name, r, rank) for r in runs])
     for kind, file in (("spectra", spectrum), ("wordsim", "wordsim.csv")):
         out[f"{kind}.csv"] = (kind, [_model_input(r, file, dataset=r.dataset, variant=r.variant)
                                      for r in study.model_set(kind)])  # fmt: skip
@@ -180,9 +188,9 @@ def _placeholder_table(prefix: str, name: str, why: str, stamp: str, counts: tup
 def figure_stamp(fig, stamp: str, text: str, config_banner: str | None) -> None:
     """Mark a figure provisional: ``PROVISIONAL, <stamp>`` on top (short enough for a one-column figure), what it
     draws on and the configuration's banner in red under the panels."""
-    footnote(fig, text, color="#c00000")
+    footnote(fig, text, color=WARNING_COLOUR)
     if config_banner:
-        footnote(fig, config_banner, color="#c00000")
+        footnote(fig, config_banner, color=WARNING_COLOUR)
     finish(fig, f"PROVISIONAL, {stamp}")
 
 
@@ -304,7 +312,9 @@ def add_cli(parser) -> None:
         "<reports>/preview/ (with the progress page and the learning curves); never starts or waits for a run."
     )
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these tables or figures (default: all)")
-    parser.add_argument("--config", default="config/config.yaml", help="workflow config (default: config/config.yaml)")
+    from softmax_bottleneck.study.config_file import add_config_option
+
+    add_config_option(parser, "whose runs to preview")
     parser.add_argument("--directory", default=".", metavar="DIR",
                         help="the working directory holding results/ and reports/ (default: .)")  # fmt: skip
 
@@ -314,17 +324,19 @@ def run_cli(args) -> int:
     from softmax_bottleneck.study import config as study_config
     from softmax_bottleneck.study.runs import StudyError
 
+    files = study_config.config_files(args)
+    source = study_config.describe_files(files)
     try:
-        study = Study(study_config.check(study_config.read(args.config)))
+        study = Study(study_config.check(study_config.load(files)))
         study.jobs  # noqa: B018  (expands every run: a bad config fails here, in one line)
     except (study_config.ConfigError, StudyError) as err:
-        raise SystemExit(f"preview: {getattr(err, 'source', None) or args.config}: {err}") from None
+        raise SystemExit(f"preview: {getattr(err, 'source', None) or source}: {err}") from None
     known = {name for name, _ in _items(study)}
     unknown = [name for name in args.names if name not in known]
     if unknown:
         raise SystemExit(f"preview: unknown table or figure {unknown[0]!r}; valid names: {', '.join(sorted(known))}")
-    retry = "" if args.config == "config/config.yaml" else f"--configfile {args.config}"
-    render_progress(study, directory=args.directory, config=args.config, retry_options=retry)
+    retry = study_config.snakemake_options(args)
+    render_progress(study, directory=args.directory, config=source, retry_options=retry)
     outcome = render_preview(study, directory=args.directory, names=set(args.names) or None)
     _, reports, _ = output_roots(study.config)
     rendered = sum(what == "rendered" for what in outcome.values())

@@ -37,6 +37,7 @@ from softmax_bottleneck.study.status import (
     study_status,
 )
 
+#: the folder under <results>/ and <reports>/ of everything rendered while the study runs
 PREVIEW = "preview"
 
 _CSS = """

@@ -39,7 +39,7 @@ from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_write_csv
 from softmax_bottleneck.models.output_layers import output_layers
-from softmax_bottleneck.training.environment import layer_source_tag
+from softmax_bottleneck.models.output_layers.provenance import layer_source_tag
 
 log = logging.getLogger(__name__)
 

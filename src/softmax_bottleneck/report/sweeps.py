@@ -34,7 +34,7 @@ from softmax_bottleneck.report.figures import STYLE, save
 from softmax_bottleneck.report.figures.common import (
     COLUMN,
     PAGE,
-    STALE_COLOUR,
+    WARNING_COLOUR,
     empty_panel,
     finish,
     footnote,
@@ -43,8 +43,8 @@ from softmax_bottleneck.report.figures.common import (
     new_figure,
     plain_ticks,
 )
+from softmax_bottleneck.report.layer_sources import stale_notes, with_notes
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.sources import stale_notes, with_notes
 from softmax_bottleneck.report.summaries import SWEEP_ID_COLUMNS, SWEEP_METRIC_COLUMNS
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.render import html_page, latex_table, markdown_page
@@ -267,7 +267,7 @@ def figure(name: str, frame: pd.DataFrame) -> Figure:
     if missing:
         footnote(fig, "not available: " + "; ".join(missing), color="0.4")
     for text in stale_notes(frame):  # results an older source of the layer made
-        footnote(fig, text, color=STALE_COLOUR)
+        footnote(fig, text, color=WARNING_COLOUR)
     return fig
 
 

@@ -29,6 +29,7 @@ from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configura
     merge,
     read,
     read_schema,
+    snakemake_options,
     typed_overrides,
 )
 from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, model_overrides, same_value

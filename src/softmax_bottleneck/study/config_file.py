@@ -10,6 +10,7 @@ top, typed as the schema says (:func:`typed_overrides`). The workflow (``workflo
 from __future__ import annotations
 
 import re
+import shlex
 from importlib import resources
 from pathlib import Path
 
@@ -324,6 +325,11 @@ def add_config_option(parser, what: str) -> None:
 def config_files(args) -> list[str]:
     """The files of ``--config`` (:func:`add_config_option`), in order; the default when none is given."""
     return list(args.config or [DEFAULT_CONFIG])
+
+
+def snakemake_options(args) -> str:
+    """``--configfile A B``: the files of ``--config`` as ``snakemake`` takes them (empty for the default)."""
+    return f"--configfile {' '.join(shlex.quote(path) for path in args.config)}" if args.config else ""
 
 
 def describe_files(paths) -> str:

@@ -147,7 +147,7 @@ def stale_runs(study: Study) -> list[str]:
     from pathlib import Path
 
     from softmax_bottleneck import readback
-    from softmax_bottleneck.training.environment import older_layer_source
+    from softmax_bottleneck.models.output_layers.provenance import older_layer_source
 
     notes = []
     for path in study.jobs:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.durations import duration_text
+from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
 from softmax_bottleneck.study.plan import EXPERIMENT_LABELS, gpu_hours
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, read_progress, time_left_seconds
@@ -329,14 +330,24 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
 
 
 def learning_curve(folder: Path) -> list[tuple[int, float]]:
-    """``(epoch, valid ppl)`` of a run so far: its ``curve.csv`` once finished, else its progress file's curve."""
+    """``(epoch, valid ppl)`` of a run so far: its ``curve.csv`` once finished, else its progress file's curve. A
+    ``curve.csv`` that cannot be read or holds an impossible number (:mod:`.readback`'s bounds) is left out, with a
+    warning naming it."""
     import csv
+    import logging
 
-    try:
-        with open(folder / "curve.csv", encoding="utf-8", newline="") as handle:
-            return [(int(row["epoch"]), float(row["valid_ppl"])) for row in csv.DictReader(handle)]
-    except (OSError, KeyError, ValueError, TypeError):
-        pass
+    path = folder / "curve.csv"
+    if path.is_file():
+        try:
+            with open(path, encoding="utf-8", newline="") as handle:
+                curve = [(int(row["epoch"]), float(row["valid_ppl"])) for row in csv.DictReader(handle)]
+            for epoch, ppl in curve:
+                readback.check_value(path, "epoch", epoch)
+                readback.check_value(path, "valid_ppl", ppl)
+        except (OSError, KeyError, ValueError, TypeError) as err:
+            logging.getLogger(__name__).warning("%s: left out of the learning curves: %s", path, err)
+            return []
+        return curve
     progress = read_progress(folder / ".resume" / PROGRESS_NAME) or {"curve": []}
     rows = [row for row in progress["curve"] if isinstance(row, dict)]
     return [(row["epoch"], float(row["valid_ppl"])) for row in rows if _number(row.get("valid_ppl")) is not None]
@@ -351,7 +362,7 @@ def groups(study: Study) -> dict[str, list[str]]:
     return {name: paths for name, paths in out.items() if paths}
 
 
-def study_status(study: Study, *, directory=".", config: str = "config/config.yaml", retry_options: str = "",
+def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, retry_options: str = "",
                  now: float | None = None) -> StudyStatus:  # fmt: skip
     """Every training job of ``study`` read from its run folder under ``directory``."""
     root, now = Path(directory), time.time() if now is None else now
@@ -486,7 +497,9 @@ def add_cli(parser) -> None:
         "locking or changing a run): finished, running, stalled, failed, not started; per experiment; GPU time "
         "spent against the plan's projection and the projected finish."
     )
-    parser.add_argument("--config", default="config/config.yaml", help="workflow config (default: config/config.yaml)")
+    from softmax_bottleneck.study.config_file import add_config_option
+
+    add_config_option(parser, "whose runs to follow")
     parser.add_argument("--directory", default=".", metavar="DIR",
                         help="the workflow's working directory, holding results/ and logs/ (default: .)")  # fmt: skip
     parser.add_argument("--runs", action="store_true", help="list every run, not only the running, stalled and failed")
@@ -499,17 +512,19 @@ def run_cli(args) -> int:
     from softmax_bottleneck.study import config as study_config
     from softmax_bottleneck.study.runs import StudyError
 
+    files = study_config.config_files(args)
+    source = study_config.describe_files(files)
     try:
-        study = Study(study_config.check(study_config.read(args.config)))
+        study = Study(study_config.check(study_config.load(files)))
         study.jobs  # noqa: B018  (expands every run: a bad config fails here, in one line)
     except study_config.ConfigError as err:
-        logging.error("status: %s: %s", err.source or args.config, err)
+        logging.error("status: %s: %s", err.source or source, err)
         return 1
     except StudyError as err:
-        logging.error("status: %s: %s", args.config, err)
+        logging.error("status: %s: %s", source, err)
         return 1
-    retry = "" if args.config == "config/config.yaml" else f"--configfile {args.config}"
-    status = study_status(study, directory=args.directory, config=args.config, retry_options=retry)
+    retry = study_config.snakemake_options(args)
+    status = study_status(study, directory=args.directory, config=source, retry_options=retry)
     if args.json:
         print(json.dumps(status.as_dict(), indent=1))
     else:

@@ -1,11 +1,11 @@
-"""Where a run executes: the device it asks for, whether the model fits its memory, and the software and host it
-ran on (``metrics.json``).
+"""Where a run executes: the device it asks for, whether the model fits its memory, and the software and host it ran on
+(``metrics.json``).
 
-:func:`software` says which code trained a run: this package's version (and ``git describe --always --dirty`` of
-its checkout when there is one) and the output layer's source (:func:`~softmax_bottleneck.models.output_layers.
-registry.layer_source`: distribution, version, SHA-256 of its module file). :func:`older_layer_source` compares a
-finished run's record with the layer registered now. A code change never retrains anything by itself: it is only
-reported.
+:func:`software` says which code trained a run: this package's version (and ``git describe --always --dirty`` of its
+checkout when there is one) and the output layer's source (:func:`~softmax_bottleneck.models.output_layers.
+registry.layer_source`: distribution, version, SHA-256 of its module file), which :mod:`~softmax_bottleneck.models.
+output_layers.provenance` compares with the layer registered now. A code change never retrains anything by itself: it is
+only reported.
 """
 
 from __future__ import annotations
@@ -116,59 +116,6 @@ def software(output_layer: str | None = None) -> dict:
         except (OSError, ValueError) as err:
             out["output_layer"] = {"name": output_layer, "error": f"{type(err).__name__}: {err}"}
     return out
-
-
-def older_layer_source(metrics: dict, output_layer: str | None = None) -> str | None:
-    """``"trained with an older source of <layer>"`` when the finished run ``metrics`` (a ``metrics.json`` record)
-    was trained with another source of its output layer than the one registered now; None when the same, when the
-    record predates the recording of the source, or when the layer is no longer registered.
-
-    Compares the distribution version and the module's SHA-256 (``environment.software.output_layer``); built-in
-    layers are compared too (their module file). ``output_layer`` defaults to the record's own.
-    """
-    record = ((metrics.get("environment") or {}).get("software") or {}).get("output_layer") or {}
-    name = output_layer or record.get("name") or (metrics.get("hyperparameters") or {}).get("output_layer")
-    if not name or not record.get("source_sha256"):
-        return None
-    try:
-        now = layer_source(name)
-    except ValueError:
-        return None
-    fields = ("distribution", "version", "source_sha256")
-    if all(record.get(field) == now[field] for field in fields):
-        return None
-    return f"trained with an older source of {name}"
-
-
-#: hex digits of a layer module's SHA-256 in a summary's ``layer_source`` column (``taylor@<16 hex digits>``)
-SOURCE_DIGITS = 16
-
-
-def layer_source_tag(metrics: dict) -> str | None:
-    """``taylor@0123456789abcdef``: the output layer that trained the finished run ``metrics`` (a ``metrics.json``
-    record) and the first :data:`SOURCE_DIGITS` hex digits of the SHA-256 of its module file; None when the record
-    has no source (older runs, a layer defined outside a file)."""
-    record = ((metrics.get("environment") or {}).get("software") or {}).get("output_layer") or {}
-    name, digest = record.get("name"), record.get("source_sha256")
-    if not isinstance(name, str) or not isinstance(digest, str) or not digest:
-        return None
-    return f"{name}@{digest[:SOURCE_DIGITS]}"
-
-
-def older_source_note(tag) -> str | None:
-    """``trained with an older source of <layer>`` when ``tag`` (:func:`layer_source_tag`) names another module
-    SHA-256 of its layer than the layer registered now has; None when the same, for an empty tag, or when the layer
-    is no longer registered (or has no module file)."""
-    if not isinstance(tag, str) or "@" not in tag:
-        return None
-    name, _, digest = tag.rpartition("@")
-    try:
-        now = layer_source(name)["source_sha256"]
-    except ValueError:
-        return None
-    if not now or now[: len(digest)] == digest:
-        return None
-    return f"trained with an older source of {name}"
 
 
 def environment(device: torch.device, output_layer: str | None = None) -> dict:

@@ -1,4 +1,5 @@
-"""Preflight: before its first training step, a run sends every shape and mode it will meet once through its model.
+"""Preflight: before the first training step of each attempt (a resumed one too), a run sends every shape and mode
+it will meet once through its model.
 
 A layer that fails only at some shape (the test set is evaluated at batch size 1, a training chunk can be as short
 as 2 rows, the last evaluation chunk is shorter than ``bptt``) would otherwise fail after the whole training, its
@@ -169,9 +170,9 @@ def check_shapes(model, hp: dict, shapes: list[Shape]) -> None:
 
 
 def preflight(model, hp: dict, train_data: torch.Tensor, val_data: torch.Tensor, test_data: torch.Tensor) -> None:
-    """Before a run's first training step: every shape it will meet (:func:`run_shapes` of its batchified data)
-    through its model, on its device (:func:`check_shapes`); :class:`PreflightError` ends the run before any epoch,
-    naming the layer and the shape."""
+    """Before an attempt's first training step: every shape it will meet (:func:`run_shapes` of its batchified data)
+    through its model, on its device (:func:`check_shapes`); :class:`PreflightError` ends the attempt before its
+    first epoch, naming the layer and the shape (a resume state written earlier stays as it was)."""
     started = time.monotonic()
     shapes = run_shapes(hp, train_data.size(0), val_data.size(0), test_data.size(0))
     try:
@@ -180,6 +181,6 @@ def preflight(model, hp: dict, train_data: torch.Tensor, val_data: torch.Tensor,
         advice = (
             f": fix the layer (check-layer {hp.get('output_layer')} checks the presets' shapes)" if err.layer else ""
         )
-        raise PreflightError(f"preflight: {err}; nothing was trained{advice}", err.layer) from None
+        raise PreflightError(f"preflight: {err}; no epoch ran in this attempt{advice}", err.layer) from None
     log.info("preflight: %d shapes and modes of this run pass with output layer %s (%.1fs)", len(shapes),
              hp.get("output_layer"), time.monotonic() - started)  # fmt: skip

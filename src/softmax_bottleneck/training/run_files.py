@@ -97,7 +97,8 @@ class ProgressFile:
         self.run, self.epochs, self.checkpoint_seconds = dict(run), int(epochs), float(checkpoint_seconds)
         self.started = _finite(previous.get("started")) or time.time()
         self.attempt_started = time.time()
-        self.attempts = int(previous.get("attempts") or 0) + 1
+        attempts = previous.get("attempts")
+        self.attempts = (attempts if isinstance(attempts, int) and attempts >= 0 else 0) + 1
         self.walls: dict[int, float] = {}
         for row in previous.get("curve", []):
             if isinstance(row, dict) and isinstance(row.get("epoch"), int) and _finite(row.get("wall_seconds")):

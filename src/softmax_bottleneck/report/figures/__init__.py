@@ -38,10 +38,10 @@ from softmax_bottleneck.report.figures import (  # noqa: F401  (each import regi
     wordsim,
 )
 from softmax_bottleneck.report.figures.catalog import REGISTRY, paper_figure
-from softmax_bottleneck.report.figures.common import STALE_COLOUR, STYLE, finish, footnote
+from softmax_bottleneck.report.figures.common import STYLE, WARNING_COLOUR, finish, footnote
 from softmax_bottleneck.report.figures.gss_grid import fit_line
 from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
-from softmax_bottleneck.report.sources import summary_notes
+from softmax_bottleneck.report.layer_sources import summary_notes
 
 __all__ = [
     "FIGURES",
@@ -72,14 +72,14 @@ _PNG_METADATA = {"Software": None}
 def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
     """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``, ``banner`` in red on top (and a
     red note under the panels when an older source of a layer made some of its results,
-    :mod:`~softmax_bottleneck.report.sources`)."""
+    :mod:`~softmax_bottleneck.report.layer_sources`)."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
     require_summaries(f"figure {name}", summary_dir, FIGURES[name].requires)
     with matplotlib.rc_context(STYLE):
         fig = FIGURES[name].build(Path(summary_dir))
         for text in summary_notes(summary_dir, FIGURES[name].requires):
-            footnote(fig, text, color=STALE_COLOUR)
+            footnote(fig, text, color=WARNING_COLOUR)
         return finish(fig, banner)
 
 

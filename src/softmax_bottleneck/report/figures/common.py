@@ -60,8 +60,9 @@ def new_figure(width: float, height: float, *, compress: bool = False) -> Figure
     return Figure(figsize=(width, height), layout=ConstrainedLayoutEngine(compress=compress))
 
 
-#: the colour of the note that an older source of a layer made some results (report/sources.py)
-STALE_COLOUR = "#c00000"
+#: the colour of what warns on a figure: its banner, a note that an older source of a layer made some results
+#: (report/layer_sources.py), the provisional stamp of a preview
+WARNING_COLOUR = "#c00000"
 
 
 def footnote(fig: Figure, text: str, *, color: str = "0.35") -> None:
@@ -192,7 +193,7 @@ def finish(fig: Figure, banner: str | None = None) -> Figure:
         y += (text.count("\n") + 1) * line + _MARGIN
     if banner:
         fig.text(
-            0.5, 1 - 0.5 * above / total, banner, ha="center", va="center", color="#c00000", fontsize=9,
+            0.5, 1 - 0.5 * above / total, banner, ha="center", va="center", color=WARNING_COLOUR, fontsize=9,
             fontweight="bold",
         )  # fmt: skip
     fig.get_layout_engine().set(rect=(0, below / total, 1, height / total))

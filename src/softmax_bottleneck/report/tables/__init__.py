@@ -27,7 +27,7 @@ import pandas as pd
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.readback import ReadbackError
 from softmax_bottleneck.report.common import mean_sd, pearson, read_summary, require_summaries, t_test
-from softmax_bottleneck.report.sources import summary_notes, with_notes
+from softmax_bottleneck.report.layer_sources import summary_notes, with_notes
 from softmax_bottleneck.report.tables import (  # noqa: F401  (each import registers its tables)
     fair,
     gss_grid,
@@ -82,7 +82,7 @@ def build(name: str, summary_dir) -> pd.DataFrame:
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> pd.DataFrame:
     """Build table ``name`` and write ``<out_prefix>.csv`` (tidy, full precision), ``.md``, ``.html`` and ``.tex``
     (the paper's layout, with ``banner`` on top when given, and a note when an older source of a layer made some
-    results, :mod:`~softmax_bottleneck.report.sources`) and ``.ours.tex`` (ours alone), atomically."""
+    results, :mod:`~softmax_bottleneck.report.layer_sources`) and ``.ours.tex`` (ours alone), atomically."""
     table = build(name, summary_dir)
     banner = with_notes(banner, summary_notes(summary_dir, TABLES[name].requires))  # an older source of a layer
     prefix = str(out_prefix)

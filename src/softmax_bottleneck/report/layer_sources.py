@@ -1,10 +1,11 @@
 """Results made by an older source of their output layer, marked wherever they are shown.
 
 Every summary has a ``layer_source`` column (:mod:`.summaries`): ``<layer>@<first 16 hex digits of the SHA-256 of its
-module file>``, the code that trained the row's model, from its ``metrics.json``. A table or figure built from
-summaries in which a row names another source of its layer than the one installed now carries the line
-``note: some results here were trained with an older source of <layer> ...`` beside its banner (Markdown, HTML,
-LaTeX, the figure's top line). Nothing is retrained or deleted: the note says which numbers predate the code.
+module file>`` (:mod:`~softmax_bottleneck.models.output_layers.provenance`), the code that trained the row's model, from
+its ``metrics.json``. A table or figure built from summaries in which a row names another source of its layer than the
+one installed now carries the line ``note: some results here were trained with an older source of <layer> ...`` beside
+its banner (Markdown, HTML, LaTeX, the figure's top line). Nothing is retrained or deleted: the note says which numbers
+predate the code.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from softmax_bottleneck.training.environment import older_source_note
+from softmax_bottleneck.models.output_layers.provenance import older_tag_layer
 
 COLUMN = "layer_source"
 
@@ -23,8 +24,8 @@ def stale_notes(frame: pd.DataFrame) -> list[str]:
     """One line per output layer some of whose rows in ``frame`` an older source of it made (first-seen order)."""
     if frame is None or COLUMN not in frame.columns:
         return []
-    notes = [older_source_note(tag) for tag in frame[COLUMN].dropna().unique()]
-    layers = list(dict.fromkeys(note.removeprefix("trained with an older source of ") for note in notes if note))
+    layers = [older_tag_layer(tag) for tag in frame[COLUMN].dropna().unique()]
+    layers = list(dict.fromkeys(layer for layer in layers if layer))
     return [
         f"note: some results here were trained with an older source of {layer} than the one installed (kept, not "
         "retrained; see docs/adding-an-output-layer.md, 'When the layer's code changes')"
