@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from softmax_bottleneck import __version__
+from softmax_bottleneck.models.output_layers import provenance
 from softmax_bottleneck.models.output_layers import registry as registry_module
 from softmax_bottleneck.training import environment as env_module
 
@@ -62,7 +63,7 @@ def test_a_run_trained_with_another_source_of_its_plugin_is_named(plugin_module)
                "environment": env_module.environment(torch.device("cpu"), output_layer="prov")}  # fmt: skip
     recorded = metrics["environment"]["software"]["output_layer"]
     assert recorded["source_sha256"] == hashlib.sha256(plugin_module.read_bytes()).hexdigest()
-    assert env_module.older_layer_source(metrics) is None  # the same source
+    assert provenance.older_layer_source(metrics) is None  # the same source
     plugin_module.write_text(plugin_module.read_text() + "\n# a fix\n")
-    assert env_module.older_layer_source(metrics) == "trained with an older source of prov"
-    assert env_module.older_layer_source({"hyperparameters": {"output_layer": "prov"}}) is None  # not recorded
+    assert provenance.older_layer_source(metrics) == "trained with an older source of prov"
+    assert provenance.older_layer_source({"hyperparameters": {"output_layer": "prov"}}) is None  # not recorded
