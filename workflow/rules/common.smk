@@ -28,6 +28,7 @@ from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.runs import (
     RUN_DIR,
     RUN_EXPERIMENTS,
+    RUN_PATH,
     SPLITS,
     SWEEP_PREFIX,
     TRAIN_LOG,
@@ -83,7 +84,7 @@ except (study_config.ConfigError, StudyError) as err:
 
 # --------------------------------------------------------------------------------------------- paths
 DATASETS = list(presets.DATASETS)
-RUN_LOG = "{dataset}/{variant}/{schedule}/seed{seed}/{runid}"
+RUN_LOG = RUN_PATH
 RUNIDS = sorted({run.runid for run in TRAIN_JOBS.values()})
 # This configuration's own outputs: results/summary/, reports/tables/ for the paper's configuration
 # (output_subdir: null), results/<subdir>/summary/, reports/<subdir>/tables/ for another one.

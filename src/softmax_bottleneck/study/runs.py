@@ -27,10 +27,12 @@ from softmax_bottleneck.training.identity import FOLDER_HASH_LENGTH, identity_ha
 SPLITS = ("train", "valid", "test")
 #: the run experiments of the configuration (paper §4-5, SM), each summarised in <results>/summary/<name>.csv
 RUN_EXPERIMENTS = ("main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl", "fair")
+#: a run's place under results/runs/, logs/<rule>/ and benchmarks/<rule>/
+RUN_PATH = "{dataset}/{variant}/{schedule}/seed{seed}/{runid}"
 #: a run folder (shared by every configuration that asks for the same run)
-RUN_DIR = "results/runs/{dataset}/{variant}/{schedule}/seed{seed}/{runid}"
+RUN_DIR = f"results/runs/{RUN_PATH}"
 #: a training job's log (the train rule's ``log:``; ``status`` reads its last line)
-TRAIN_LOG = "logs/train/{dataset}/{variant}/{schedule}/seed{seed}/{runid}.log"
+TRAIN_LOG = f"logs/train/{RUN_PATH}.log"
 #: hex digits of the run hash in the folder name
 HASH_LENGTH = FOLDER_HASH_LENGTH
 #: short names of swept hyper-parameters in a run's tag (c-1.0_k2.25, K10)
