@@ -245,6 +245,14 @@ _FIXED_KEYS = ("output_layer", "schedule")
 
 
 @functools.cache
+def _presets_data() -> dict:
+    """``data/presets.yaml`` as parsed data (read here, below :mod:`softmax_bottleneck.presets`, which imports this
+    registry: only for the names and colours no layer may take)."""
+    text = resources.files("softmax_bottleneck").joinpath("data/presets.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+@functools.cache
 def reserved_names() -> tuple[dict[str, str], frozenset[str]]:
     """``({variant: who holds it}, base hyper-parameter names)`` of ``presets.yaml``: names no layer may take.
 
@@ -252,8 +260,7 @@ def reserved_names() -> tuple[dict[str, str], frozenset[str]]:
     ``output_layer``); the base names are its declared hyper-parameters, its defaults, its family keys and the
     keys set by the variant and the schedule.
     """
-    text = resources.files("softmax_bottleneck").joinpath("data/presets.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = _presets_data()
     variants = {
         name: f"presets.yaml's variant {name!r} ({block.get('display', name)}, output layer {block['output_layer']!r})"
         for name, block in (data.get("variants") or {}).items()
@@ -358,8 +365,7 @@ def _check_colour(where: str, color) -> None:
 @functools.cache
 def reserved_colours() -> dict[str, str]:
     """``{"presets.yaml's variant 'mos_fair'": colour}`` of the variants of ``presets.yaml`` that declare one."""
-    text = resources.files("softmax_bottleneck").joinpath("data/presets.yaml").read_text(encoding="utf-8")
-    blocks = yaml.safe_load(text).get("variants") or {}
+    blocks = _presets_data().get("variants") or {}
     return {
         f"presets.yaml's variant {name!r} ({block.get('display', name)})": block["color"]
         for name, block in blocks.items()
