@@ -139,6 +139,29 @@ def test_plan_merges_several_config_files(tmp_path, capsys):
     assert f"Training plan of {SMALL} + {patch}: {len(merged.jobs)} training jobs" in out
 
 
+@pytest.mark.parametrize("command", ["plan", "status", "preview"])
+@pytest.mark.parametrize(
+    ("patch", "file", "why"),
+    [("model_overrides: {all: {lr: fast}}\n", "{source}: ", "model_overrides/all/lr: 'fast' is not of type 'number'"),
+     ("seeds: [1, 2\n", "{patch}, line 2, column 1: ", "YAML syntax error"),
+     ("sweeps: {s: {variant: gss, datasets: [ptb], schedule: et, seeds: all, grid: {gss_c: [1.0]}, x: 1}}\n",
+      "{source}: ", "sweeps/s")],
+    ids=["a wrong type", "a syntax error", "an unknown sweep key"],
+)  # fmt: skip
+def test_each_command_that_reads_a_study_refuses_a_bad_one_in_one_line_naming_the_file(
+    tmp_path, caplog, command, patch, file, why
+):
+    from softmax_bottleneck.cli import main
+
+    path = _patch(tmp_path, patch)
+    directory = [] if command == "plan" else ["--directory", str(tmp_path)]
+    assert main([command, "--config", str(SMALL), "--config", str(path), *directory]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    where = file.format(source=f"{SMALL} + {path}", patch=path)
+    assert len(errors) == 1 and errors[0].startswith(f"{command}: {where}") and why in errors[0], errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # nothing written
+
+
 def _snakemake_config(*entries: str) -> dict:
     """What Snakemake makes of ``--config ENTRY ...`` (its own parser)."""
     from snakemake.cli import parse_config

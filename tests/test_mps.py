@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import pid_alive
 from test_gpu_lease import Jobs, _env, _wait_gone
 
 from softmax_bottleneck.cluster import mps
@@ -138,14 +139,6 @@ def jobs(tmp_path):
     j.cleanup()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_the_first_job_on_a_card_starts_its_daemon_and_the_last_stops_it_across_two_workflows(jobs, card):
     """Two workflows (K = 2 and K = 3) share the slot table: one daemon, started once, stopped by the last job."""
     jobs.start("a", "--gpus", "1", "--per-gpu", "2", env=card.env())
@@ -161,7 +154,7 @@ def test_the_first_job_on_a_card_starts_its_daemon_and_the_last_stops_it_across_
 
     assert jobs.release("a") == 0  # the first workflow's last job leaves: the other's job still runs on it
     time.sleep(0.6)  # three of the watcher's looks
-    assert [e["event"] for e in card.events()] == ["start"] and _alive(start["pid"])
+    assert [e["event"] for e in card.events()] == ["start"] and pid_alive(start["pid"])
     assert jobs.release("b") == 0
     (quit_,) = card.wait_events("quit", 1)
     assert quit_["pid"] == start["pid"]
@@ -179,7 +172,7 @@ def test_a_killed_job_neither_keeps_the_daemon_alive_nor_stops_it_under_the_othe
     os.killpg(a.pid, signal.SIGKILL)  # wrapper and job: no leave() runs
     a.wait(10)
     time.sleep(0.6)
-    assert [e["event"] for e in card.events()] == ["start"] and _alive(start["pid"])  # b still runs under it
+    assert [e["event"] for e in card.events()] == ["start"] and pid_alive(start["pid"])  # b still runs under it
     os.killpg(b.pid, signal.SIGKILL)  # the last job dies without leaving: the watcher stops the daemon
     b.wait(10)
     (quit_,) = card.wait_events("quit", 1)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import data_dir, has_data, no_data_reason
+from conftest import data_dir, has_data, no_data_reason, pid_alive
 
 yaml = pytest.importorskip("yaml")
 
@@ -241,16 +241,6 @@ def _cluster_up() -> bool:
     return "is UP" in out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @pytest.fixture(scope="module")
 def cluster_lock(request):
     """Opt-in, and one SLURM test session per machine at a time (another one would stop our cluster)."""
@@ -305,7 +295,7 @@ def cluster(cluster_lock, tmp_path_factory):
     finally:
         stop = subprocess.run(["bash", str(STOP)], env=env, capture_output=True, text=True, timeout=120)
         print(stop.stdout, stop.stderr)
-        left = {name: pid for name, pid in started.items() if _alive(pid)}
+        left = {name: pid for name, pid in started.items() if pid_alive(pid)}
         assert not left, f"daemons still running after stop_cluster.sh: {left}"
 
 

@@ -322,15 +322,10 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     from softmax_bottleneck.report.progress import render_progress
     from softmax_bottleneck.study import config as study_config
-    from softmax_bottleneck.study.runs import StudyError
 
-    files = study_config.config_files(args)
-    source = study_config.describe_files(files)
-    try:
-        study = Study(study_config.check(study_config.load(files)))
-        study.jobs  # noqa: B018  (expands every run: a bad config fails here, in one line)
-    except (study_config.ConfigError, StudyError) as err:
-        raise SystemExit(f"preview: {getattr(err, 'source', None) or source}: {err}") from None
+    study, source = study_config.load_study(args, "preview")
+    if study is None:
+        return 1
     known = {name for name, _ in _items(study)}
     unknown = [name for name in args.names if name not in known]
     if unknown:

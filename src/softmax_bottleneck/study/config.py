@@ -13,6 +13,7 @@ overrules, would train the same model several times under names that lie), and t
 
 from __future__ import annotations
 
+import logging
 import re
 
 import jsonschema
@@ -32,7 +33,7 @@ from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configura
     snakemake_options,
     typed_overrides,
 )
-from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, model_overrides, same_value
+from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, Study, StudyError, model_overrides, same_value
 
 #: names of the configuration's other summaries, tables and figures, which a sweep's name cannot take
 BUILTIN_NAMES = {
@@ -236,3 +237,19 @@ def check(config: dict, schema: dict | None = None) -> dict:
     check_semantics(config)
     config.setdefault("data_mirror", None)
     return config
+
+
+def load_study(args, command: str) -> tuple[Study | None, str]:
+    """``(study, source)``: the study of the ``--config`` files of a command's ``args`` (:func:`add_config_option`),
+    checked, with every run expanded, and the files as messages name them (:func:`describe_files`). A configuration
+    that is refused, or whose runs cannot be expanded, is logged in one line, ``<command>: <file>: <why>``, and the
+    study is None."""
+    files = config_files(args)
+    source = describe_files(files)
+    try:
+        study = Study(check(load(files)))
+        study.jobs  # noqa: B018  (expands every run: a bad configuration fails here, in one line)
+    except (ConfigError, StudyError) as err:
+        logging.error("%s: %s: %s", command, getattr(err, "source", None) or source, err)
+        return None, source
+    return study, source

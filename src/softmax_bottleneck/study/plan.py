@@ -175,25 +175,16 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
-    import logging
     import os
 
     from softmax_bottleneck.atomic import atomic_write_text
     from softmax_bottleneck.study import config as study_config
-    from softmax_bottleneck.study.runs import StudyError
 
-    files = study_config.config_files(args)
-    source = study_config.describe_files(files)
-    try:
-        study = Study(study_config.check(study_config.load(files)))
-        trained = {path for path in study.jobs if os.path.exists(f"{path}/model.pt")}
-        table = plan_table(study, trained)
-    except study_config.ConfigError as err:
-        logging.error("plan: %s: %s", err.source or source, err)
+    study, source = study_config.load_study(args, "plan")
+    if study is None:
         return 1
-    except StudyError as err:
-        logging.error("plan: %s: %s", source, err)
-        return 1
+    trained = {path for path in study.jobs if os.path.exists(f"{path}/model.pt")}
+    table = plan_table(study, trained)
     if args.csv:
         atomic_write_text(plan_frame(study).to_csv(index=False), args.csv)
     print(f"Training plan of {source}: {len(study.jobs)} training jobs (a run that several experiments use "

@@ -507,21 +507,10 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
-    import logging
-
     from softmax_bottleneck.study import config as study_config
-    from softmax_bottleneck.study.runs import StudyError
 
-    files = study_config.config_files(args)
-    source = study_config.describe_files(files)
-    try:
-        study = Study(study_config.check(study_config.load(files)))
-        study.jobs  # noqa: B018  (expands every run: a bad config fails here, in one line)
-    except study_config.ConfigError as err:
-        logging.error("status: %s: %s", err.source or source, err)
-        return 1
-    except StudyError as err:
-        logging.error("status: %s: %s", source, err)
+    study, source = study_config.load_study(args, "status")
+    if study is None:
         return 1
     retry = study_config.snakemake_options(args)
     status = study_status(study, directory=args.directory, config=source, retry_options=retry)
