@@ -148,7 +148,7 @@ rule robustness:
 rule summarize_runs:
     """One experiment's runs (metrics and ranks) in one summary CSV."""
     input:
-        runs=summary_inputs,
+        runs=lambda wildcards: files_of(f"{wildcards.experiment}.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/{{experiment}}.csv",
@@ -157,7 +157,7 @@ rule summarize_runs:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        records=summary_records,
+        records=lambda wildcards: records_of(f"{wildcards.experiment}.csv"),
     shell:
         "python -m softmax_bottleneck summarize --kind runs --out {output} {params.records} > {log} 2>&1"
 
@@ -165,7 +165,7 @@ rule summarize_runs:
 rule summarize_sweep:
     """One sweep's runs (swept values, training metrics and ranks) in one summary CSV."""
     input:
-        runs=sweep_inputs,
+        runs=lambda wildcards: files_of(f"{SWEEP_PREFIX}{wildcards.sweep}.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/{SWEEP_PREFIX}{{sweep}}.csv",
@@ -177,7 +177,7 @@ rule summarize_sweep:
         "../../envs/softmax-bottleneck.yaml"
     params:
         columns=sweep_columns,
-        records=sweep_records,
+        records=lambda wildcards: records_of(f"{SWEEP_PREFIX}{wildcards.sweep}.csv"),
     shell:
         "python -m softmax_bottleneck summarize --kind sweep {params.columns} --out {output} {params.records} "
         "> {log} 2>&1"
@@ -186,7 +186,7 @@ rule summarize_sweep:
 rule summarize_spectra:
     """Singular values of the spectra models in one summary CSV (Table 6, Figure 7)."""
     input:
-        spectra=analysis_files("spectra", SPECTRUM),
+        spectra=files_of("spectra.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/spectra.csv",
@@ -195,7 +195,7 @@ rule summarize_spectra:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        records=model_records("spectra", SPECTRUM),
+        records=records_of("spectra.csv"),
     shell:
         "python -m softmax_bottleneck summarize --kind spectra --out {output} {params.records} > {log} 2>&1"
 
@@ -203,7 +203,7 @@ rule summarize_spectra:
 rule summarize_wordsim:
     """Word-similarity scores of the wordsim models in one summary CSV."""
     input:
-        wordsim=analysis_files("wordsim", "wordsim.csv"),
+        wordsim=files_of("wordsim.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/wordsim.csv",
@@ -212,7 +212,7 @@ rule summarize_wordsim:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        records=model_records("wordsim", "wordsim.csv"),
+        records=records_of("wordsim.csv"),
     shell:
         "python -m softmax_bottleneck summarize --kind wordsim --out {output} {params.records} > {log} 2>&1"
 
@@ -220,7 +220,7 @@ rule summarize_wordsim:
 rule summarize_top5:
     """Top-5 predictions of the top5 models in one summary CSV."""
     input:
-        top5=analysis_files("top5", "top5.csv"),
+        top5=files_of("top5.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/top5.csv",
@@ -229,7 +229,7 @@ rule summarize_top5:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        records=top5_records,
+        records=records_of("top5.csv"),
     shell:
         "python -m softmax_bottleneck summarize --kind top5 --out {output} {params.records} > {log} 2>&1"
 
@@ -237,7 +237,7 @@ rule summarize_top5:
 rule summarize_robustness:
     """The E12 result as this configuration's summary CSV."""
     input:
-        STUDY.robustness_model.file(f"{ROBUSTNESS}/robustness.csv"),
+        files_of("robustness.csv"),
     output:
         f"{RESULTS}/summary/robustness.csv",
     log:

@@ -25,6 +25,7 @@ os.environ.update(
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
 from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.summary_records import record_files, summary_records
 from softmax_bottleneck.study.runs import (
     RUN_DIR,
     RUN_EXPERIMENTS,
@@ -34,7 +35,6 @@ from softmax_bottleneck.study.runs import (
     TRAIN_LOG,
     Study,
     StudyError,
-    analysis_names,
     output_roots,
     point_argument,
 )
@@ -271,29 +271,28 @@ if workflow.is_main_process:
 
 
 # --------------------------------------------------------------------------------------------- analysis (workflow/rules/analysis.smk)
-RANK, SPECTRUM, ROBUSTNESS = analysis_names(config)
-
-
 def record_arg(**fields):
     """One ``--record key=value,...`` argument of ``softmax_bottleneck summarize``."""
     text = ",".join(f"{key}={value}" for key, value in fields.items())
     return f"--record {shlex.quote(text)}"
 
 
-def summary_records(wildcards):
-    """One record per run of the experiment: its identity, metrics and rank files."""
-    return " ".join(
-        record_arg(experiment=wildcards.experiment, dataset=r.dataset, variant=r.variant, schedule=r.schedule,
-                   seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"), rank=r.file(RANK))
-        for r in STUDY.experiments[wildcards.experiment]
-    )  # fmt: skip
+# What each summary reads (softmax_bottleneck.study.summary_records, which the preview reads too): per summary file
+# its records, given to `summarize` as --record arguments, and their files, the rule's inputs.
+SUMMARY_RECORDS = summary_records(STUDY)
 
 
-def summary_inputs(wildcards):
+def records_of(summary):
+    """The ``--record`` arguments of one summary file's records."""
+    return " ".join(record_arg(**record) for _, record in SUMMARY_RECORDS[summary][1])
+
+
+def files_of(summary):
+    """The files one summary file's records name."""
     return [
-        r.file(name)
-        for r in STUDY.experiments[wildcards.experiment]
-        for name in ("metrics.json", RANK)
+        file
+        for _, record in SUMMARY_RECORDS[summary][1]
+        for file in record_files(record)
     ]
 
 
@@ -304,22 +303,6 @@ SWEEPS = STUDY.sweeps
 SWEEP_RULES = [f"{SWEEP_PREFIX}{name}" for name in SWEEPS]
 
 
-def sweep_records(wildcards):
-    """One record per run of the sweep: its identity, metrics and rank (the rank against the swept value)."""
-    return " ".join(
-        record_arg(experiment=f"{SWEEP_PREFIX}{wildcards.sweep}", dataset=r.dataset, variant=r.variant,
-                   schedule=r.schedule, seed=r.seed, seed_kind=r.seed_kind, metrics=r.file("metrics.json"),
-                   rank=r.file(RANK))
-        for r in SWEEPS[wildcards.sweep]
-    )  # fmt: skip
-
-
-def sweep_inputs(wildcards):
-    return [
-        r.file(name) for r in SWEEPS[wildcards.sweep] for name in ("metrics.json", RANK)
-    ]
-
-
 def sweep_columns(wildcards):
     """``--hyperparameter KEY`` of each swept key, in the configuration's order (the figure's x: the first)."""
     return " ".join(
@@ -328,37 +311,10 @@ def sweep_columns(wildcards):
     )
 
 
-def model_records(key, name):
-    """``--record dataset=..,variant=..,csv=<run>/<name>,metrics=<run>/metrics.json`` of each reference model of
-    ``analysis/<key>`` (metrics.json: which source of its layer trained it)."""
-    return " ".join(
-        record_arg(
-            dataset=r.dataset,
-            variant=r.variant,
-            csv=r.file(name),
-            metrics=r.file("metrics.json"),
-        )
-        for r in STUDY.model_set(key)
-    )
-
-
 def wordsim_files(wildcards):
     """The 13 benchmarks, ancient(): verified by their pinned SHA-256, a re-fetched copy re-scores nothing."""
     return ancient(
         [f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS]
-    )
-
-
-def analysis_files(key, name):
-    """The ``name`` file and ``metrics.json`` of each reference model of ``analysis/<key>`` (spectra, wordsim, top5)."""
-    runs = STUDY.top5_models.values() if key == "top5" else STUDY.model_set(key)
-    return [run.file(file) for run in runs for file in (name, "metrics.json")]
-
-
-def top5_records(wildcards):
-    return " ".join(
-        record_arg(model=name, csv=r.file("top5.csv"), metrics=r.file("metrics.json"))
-        for name, r in STUDY.top5_models.items()
     )
 
 

@@ -44,7 +44,8 @@ from softmax_bottleneck.report.figures.common import (
 from softmax_bottleneck.report.progress import PREVIEW
 from softmax_bottleneck.report.tables.cells import missing
 from softmax_bottleneck.report.tables.render import LEGEND, display_frame, html_page, latex_table, markdown_page
-from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, analysis_names, output_roots
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, output_roots
+from softmax_bottleneck.study.summary_records import FILE_KEYS, summary_records
 
 log = logging.getLogger(__name__)
 
@@ -67,32 +68,28 @@ def _run_keys(run: Run) -> dict:
             **run.hyperparameters}  # fmt: skip
 
 
-def _run_input(experiment: str, run: Run, rank: str | None) -> Planned:
-    record = {"experiment": experiment, "dataset": run.dataset, "variant": run.variant, "schedule": run.schedule,
-              "seed": run.seed, "seed_kind": run.seed_kind, "metrics": run.file("metrics.json")}  # fmt: skip
-    optional = (("rank", run.file(rank)),) if rank else ()
-    return Planned(record, (run.file("metrics.json"),), _run_keys(run), optional)
-
-
-def _model_input(run: Run, file: str, **record) -> Planned:
-    return Planned({**record, "csv": run.file(file)}, (run.file(file),), {**_run_keys(run), **record})
+def _planned(kind: str, run: Run, record: dict) -> Planned:
+    """A record of :func:`~softmax_bottleneck.study.summary_records.summary_records` as the preview plans it: the
+    files ``summarize`` needs for its kind, the others (a run's rank, a model's metrics) kept where they exist."""
+    required = summaries.RECORD_KEYS.get(kind, FILE_KEYS)  # copy: its one file
+    files = {key: value for key, value in record.items() if key in FILE_KEYS}
+    identity = {key: value for key, value in record.items() if key not in files}
+    keys = _run_keys(run) if kind in ("runs", "sweep") else {**_run_keys(run), **identity}
+    return Planned(
+        record={key: value for key, value in record.items() if key not in files or key in required},
+        needs=tuple(value for key, value in files.items() if key in required),
+        keys=keys,
+        optional=tuple((key, value) for key, value in files.items() if key not in required),
+    )
 
 
 def planned_summaries(study: Study) -> dict[str, tuple[str, list[Planned]]]:
-    """Summary file → (its kind in :data:`.summaries.COLLECTORS`, or ``copy`` for E12's; its planned inputs)."""
-    rank, spectrum, robustness = analysis_names(study.config)
-    out = {}
-    for name, runs in study.experiments.items():
-        out[f"{name}.csv"] = ("runs", [_run_input(name, r, rank) for r in runs])
-    for name, runs in study.sweeps.items():
-        out[f"{SWEEP_PREFIX}{name}.csv"] = ("sweep", [_run_input(SWEEP_PREFIX + name, r, rank) for r in runs])
-    for kind, file in (("spectra", spectrum), ("wordsim", "wordsim.csv")):
-        out[f"{kind}.csv"] = (kind, [_model_input(r, file, dataset=r.dataset, variant=r.variant)
-                                     for r in study.model_set(kind)])  # fmt: skip
-    out["top5.csv"] = ("top5", [_model_input(r, "top5.csv", model=name) for name, r in study.top5_models.items()])
-    model = study.robustness_model
-    out["robustness.csv"] = ("copy", [_model_input(model, f"{robustness}/robustness.csv")])
-    return out
+    """Summary file → (its kind in :data:`.summaries.COLLECTORS`, ``sweep``, or ``copy`` for E12's; its planned
+    inputs): the records the workflow's summarize rules read (:mod:`softmax_bottleneck.study.summary_records`)."""
+    return {
+        file: (kind, [_planned(kind, run, record) for run, record in records])
+        for file, (kind, records) in summary_records(study).items()
+    }
 
 
 def write_summaries(study: Study, directory, summary_dir) -> dict[str, tuple[str, list[Planned], list[bool]]]:
@@ -106,7 +103,7 @@ def write_summaries(study: Study, directory, summary_dir) -> dict[str, tuple[str
         records = []
         for p, there in zip(planned, present, strict=True):
             if there:
-                record = {k: str(root / v) if k in ("metrics", "csv") else v for k, v in p.record.items()}
+                record = {k: str(root / v) if k in FILE_KEYS else v for k, v in p.record.items()}
                 record.update((k, str(root / f)) for k, f in p.optional if (root / f).is_file())
                 records.append(record)
         target = summary_dir / file
