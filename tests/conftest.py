@@ -160,17 +160,6 @@ def ptb_cache(shared_data, tmp_path_factory) -> Path:
     return cache
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (one of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def tiny_corpus(vocab: int = 12, tokens: int = 3000, seed: int = 0):
     """A synthetic corpus with learnable structure: each token mostly determines the next."""
     from softmax_bottleneck.corpora.corpus import Corpus, Dictionary

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import pid_alive
 from test_gpu_lease import Jobs, _env, _wait_gone
 
 from softmax_bottleneck.cluster import mps
+from softmax_bottleneck.study.status import pid_exists
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the lease uses fcntl.flock and prctl (Linux)")
 
@@ -154,7 +154,7 @@ def test_the_first_job_on_a_card_starts_its_daemon_and_the_last_stops_it_across_
 
     assert jobs.release("a") == 0  # the first workflow's last job leaves: the other's job still runs on it
     time.sleep(0.6)  # three of the watcher's looks
-    assert [e["event"] for e in card.events()] == ["start"] and pid_alive(start["pid"])
+    assert [e["event"] for e in card.events()] == ["start"] and pid_exists(start["pid"])
     assert jobs.release("b") == 0
     (quit_,) = card.wait_events("quit", 1)
     assert quit_["pid"] == start["pid"]
@@ -172,7 +172,7 @@ def test_a_killed_job_neither_keeps_the_daemon_alive_nor_stops_it_under_the_othe
     os.killpg(a.pid, signal.SIGKILL)  # wrapper and job: no leave() runs
     a.wait(10)
     time.sleep(0.6)
-    assert [e["event"] for e in card.events()] == ["start"] and pid_alive(start["pid"])  # b still runs under it
+    assert [e["event"] for e in card.events()] == ["start"] and pid_exists(start["pid"])  # b still runs under it
     os.killpg(b.pid, signal.SIGKILL)  # the last job dies without leaving: the watcher stops the daemon
     b.wait(10)
     (quit_,) = card.wait_events("quit", 1)

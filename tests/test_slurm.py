@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import data_dir, has_data, no_data_reason, pid_alive
+from conftest import data_dir, has_data, no_data_reason
+
+from softmax_bottleneck.study.status import pid_exists
 
 yaml = pytest.importorskip("yaml")
 
@@ -295,7 +297,7 @@ def cluster(cluster_lock, tmp_path_factory):
     finally:
         stop = subprocess.run(["bash", str(STOP)], env=env, capture_output=True, text=True, timeout=120)
         print(stop.stdout, stop.stderr)
-        left = {name: pid for name, pid in started.items() if pid_alive(pid)}
+        left = {name: pid for name, pid in started.items() if pid_exists(pid)}
         assert not left, f"daemons still running after stop_cluster.sh: {left}"
 
 

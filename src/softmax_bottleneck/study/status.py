@@ -215,6 +215,17 @@ def log_event(line: str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
+def pid_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def process_alive(pid, host, since: float | None = None) -> bool | None:
     """Whether the training process ``pid`` still runs: None when it ran on another host (or is unknown). On Linux a
     process started after ``since`` (the attempt's start) is another one that was given the same PID."""
@@ -227,13 +238,7 @@ def process_alive(pid, host, since: float | None = None) -> bool | None:
     except FileNotFoundError:
         return False
     except (OSError, StopIteration, ValueError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_exists(pid)
     started = boot + int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
     return since is None or started <= since + 2.0
 
