@@ -90,7 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         flags += ["--platform", platform]
     for name, version in wanted.items():
         cmd = [sys.executable, "-m", "pip", "download", "-q", *flags, "-d", args.dest, f"{name}=={version}"]
-        if subprocess.run(cmd).returncode != 0:
+        if subprocess.run(cmd).returncode == 0:
+            continue
+        # no published wheel (an sdist only, as connection-pool 0.0.3): build one here; a pure-Python wheel
+        # (``py3-none-any``) installs anywhere, a compiled one would not match the card's machine and is refused
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", args.dest,
+                                f"{name}=={version}"])  # fmt: skip
+        pure = list(Path(args.dest).glob(f"{name.replace('-', '_')}-{version}-*-none-any.whl"))
+        if built.returncode != 0 or not pure:
             raise SystemExit(f"no wheel of {name}=={version} for CPython 3.12 on manylinux x86-64")
     print(f"{len(wanted)} wheels in {args.dest}")
     return 0

@@ -1,39 +1,41 @@
 """Everything this project measures on a CUDA card, in one call with a deadline: steps in order of value, each with
-its limit.
+its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card has 15 minutes, start-up included).
 
-``--part`` chooses the steps (comma-separated, run in this order; default ``workflow,measure``):
+``--part`` chooses the steps (comma-separated, run in this order; default ``workflow,measure``), ``--only`` some of
+them by name:
 
 * ``install``: always first when ``--wheels DIR`` is given: ``pip install --no-index --no-deps --target`` of the
   wheels ``benchmarks/device_wheels.py`` fetched (Snakemake and what the machine lacks), put on ``PYTHONPATH``.
 * ``env``: torch, CUDA, cuDNN, the card.
+* ``graphs``: ``benchmarks/cuda_graphs_check.py`` on PTB Softmax, 80 updates, synchronising after each: do CUDA
+  graphs of the cuDNN LSTM's update now replay cleanly (they did not on torch 2.11 / cuDNN 9.19)?
 * ``workflow``: the workflow's own jobs on the card (``benchmarks/smoke_workflow.py``, ``config/gpu-smoke.yaml``):
   ``smoke_gpu1``: ``table3`` (4 trainings, their analyses, the table) under ``--resources gpu=1``, one training
-  killed and resumed by the next ``snakemake``; ``smoke_per_gpu2``: then every table and figure (``all``) in the
-  same folder with ``SOFTMAX_BOTTLENECK_GPU_SLOTS=2 --resources gpu=2`` (MPS), again one training killed and
-  resumed. The estimate (config/gpu-smoke.yaml) is over the limit: the step reports how far it got.
-* ``measure``: ``mps_probe`` (the control binary, a daemon started and stopped by the lease's code);
-  ``packing`` (``benchmarks/packing.py``: aggregate tokens/s of 1, 2, 4, 8 PTB Softmax and 1, 4 PTB MoS runs on
-  the card, without and with MPS); ``identity`` (4 packed PTB Softmax runs through ``gpu-lease --per-gpu 4``,
-  each bit-identical to its solo run after 300 batches); ``profile`` (``benchmarks/profile_step.py``: 50 steps
-  of PTB Softmax, PTB MoS, WT2 MoS under ``torch.profiler``); ``authors`` (``benchmarks/authors_side_by_side.py``:
-  the KIT's ``main.py`` and ``train`` on 200 batches of PTB Softmax and MoS); ``cost`` (WT2 Softmax and MoS
+  killed at its first logged batches and resumed by the next ``snakemake``; ``smoke_per_gpu2``: then every table
+  and figure (``all``) in the same folder with ``SOFTMAX_BOTTLENECK_GPU_SLOTS=2 --resources gpu=2`` (MPS), again
+  one training killed and resumed; the step reports how far it got.
+* ``measure``: ``packing`` (``benchmarks/packing.py``: aggregate tokens/s of 1 and 4 PTB Softmax and PTB MoS runs
+  on the card, without and with MPS); ``identity`` (4 packed PTB Softmax runs through ``gpu-lease --per-gpu 4``,
+  each bit-identical to its solo run after 300 batches); ``mps_probe`` (the control binary, a daemon started and
+  stopped by the lease's code); ``profile`` (``benchmarks/profile_step.py``: 30 steps of PTB Softmax, PTB MoS, WT2
+  MoS under ``torch.profiler``); ``authors`` (``benchmarks/authors_side_by_side.py``: the KIT's ``main.py`` and
+  ``train`` on 60 batches of PTB Softmax and MoS, ``--authors-variants``); ``cost`` (WT2 Softmax and MoS
   ``bench``, then ``costs --bench`` over every bench file: the study's device-hours on this card, each model at
   its cheapest measured packing).
 * ``legacy``: the steps whose results BENCHMARKS.md already holds from an H200 (``pytest -m gpu``, ``bench`` of six
   models, ``analyze --rows full`` of PTB and WT2), to repeat them on another card.
 
 A step that cannot finish before ``--deadline`` is skipped, not started. Each step's output is
-``<out>/<step>.log`` (a JSON answer as ``<step>.json``); a table of steps, return codes and seconds, then the
-steps' Markdown tables are printed last. What a card's machine without internet access needs beside the working
-tree (folders git ignores): the data (``benchmarks/data``: ptb/, wikitext-2/, word-sim/ of the mirror),
-the KIT (``benchmarks/kit``: ``git archive`` of quettabit/awd-lstm-lmkit's ``*.py``) and the wheels
-(``benchmarks/wheels``: ``python benchmarks/device_wheels.py``). ``--smoke`` runs every step at toy sizes on any
-device (the workflow on ``config/small.yaml``), to check the script::
+``<out>/<step>.log`` (a JSON answer as ``<step>.json``); ``--archive FILE`` rewrites a ``.tar.gz`` of ``<out>``
+after every step (a device machine returns a few files only, and a call cut off keeps what had finished); a table
+of steps, return codes and seconds, then the steps' Markdown tables are printed last. What a card's machine without
+internet access needs beside the working tree (folders git ignores): the data (``benchmarks/data``: ptb/,
+wikitext-2/, word-sim/ of the mirror), the KIT (``benchmarks/kit``: ``git archive`` of quettabit/awd-lstm-lmkit's
+``*.py``) and the wheels (``benchmarks/wheels``: ``python benchmarks/device_wheels.py``). ``--smoke`` runs every
+step at toy sizes on any device (the workflow on ``config/small.yaml``), to check the script::
 
     python benchmarks/gpu_session.py --data-root benchmarks/data --wheels benchmarks/wheels --part measure \\
-        --out $OUT --deadline 540
-    python benchmarks/gpu_session.py --data-root benchmarks/data --wheels benchmarks/wheels --part workflow \\
-        --out $OUT --deadline 540
+        --out /tmp/gs --archive $OUT/session.tar.gz --deadline 400
     python benchmarks/gpu_session.py --data-root ../shared/data --out /tmp/gpu --device cpu --smoke
 """
 
@@ -47,6 +49,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -56,7 +59,7 @@ from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402  (data
 
 GPU_TEST_FILES = ["test_weight_drop.py", "test_step.py", "test_training.py", "test_analysis_cli.py",
                   "test_conformance.py", "test_loss_path.py", "test_rank.py"]  # fmt: skip
-PARTS = ("workflow", "measure", "legacy")
+PARTS = ("graphs", "workflow", "measure", "legacy")
 TOY = ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8"]
 MPS_PROBE = """
 import json, shutil, subprocess, sys, tempfile
@@ -93,7 +96,8 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     # the workflow's jobs on the card
     smoke_wf = py + [str(REPO / "benchmarks" / "smoke_workflow.py"), "--data-root", data, "--workdir",
                      str(Path(args.workdir).resolve()), "--cores", str(os.cpu_count() or 2)]  # fmt: skip
-    smoke_wf += ["--smoke", "--kill-after", "1"] if smoke else ["--kill-after", "5"]
+    # a paper-size training of gpu-smoke.yaml ends seconds after its first logged batches on a card: kill at once
+    smoke_wf += ["--smoke", "--kill-after", "1"] if smoke else ["--kill-after", "0"]
     slow = 4 if smoke else 1  # a CPU's toy runs take longer than the card's
     first = ["--target", "table3", "--slots", "1", "--resources", "1", "--deadline", str(230 * slow)]
     steps.append(("smoke_gpu1", "workflow", 240 * slow, smoke_wf + first))
@@ -101,24 +105,38 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     then = ["--target", every, "--slots", "2", "--resources", "2", "--deadline", str(320 * slow)]
     steps.append(("smoke_per_gpu2", "workflow", 330 * slow, smoke_wf + then))
 
-    # the measurements
-    steps.append(("mps_probe", "measure", 45 * slow, py + ["-c", MPS_PROBE]))
+    # CUDA graphs of the update: the same losses and weights as the plain update? how much faster?
+    # (the cuDNN LSTM's graphs failed on torch 2.11 / cuDNN 9.19: this asks again, synchronising after every update)
+    graphs = py + [str(REPO / "benchmarks" / "cuda_graphs_check.py"), "--data-root", data, "--out", str(out / "graphs"),
+                   "--sync-each-step", "--model", "ptb/softmax"]  # fmt: skip
+    graphs += ["--steps", "6", *TOY] if smoke else ["--steps", "80"]
+    steps.append(("graphs", "graphs", 60 * slow, graphs))
+
+    # the measurements, in order of value, sized to end within 7 minutes on a card (env and install included)
     packing = py + [str(REPO / "benchmarks" / "packing.py"), "--data-root", data, "--device", dev,
                     "--bench-dir", str(out / "bench")] + (["--smoke"] if smoke else [])  # fmt: skip
-    steps.append(("packing", "measure", 200 * slow, packing + ["--skip", "identity", "--out", str(out / "packing")]))
-    steps.append(("identity", "measure", 120 * slow, packing + ["--skip", "table", "--out", str(out / "identity")]))
+    sized = [] if smoke else ["--softmax-runs", "1,4", "--mos-runs", "1,4", "--batches", "40", "--warmup", "5"]
+    steps.append(("packing", "measure", 130 * slow, packing + sized + ["--skip", "identity", "--out",
+                                                                        str(out / "packing")]))  # fmt: skip
+    steps.append(("identity", "measure", 70 * slow, packing + ["--skip", "table", "--out", str(out / "identity")]))
+    steps.append(("mps_probe", "measure", 15 * slow, py + ["-c", MPS_PROBE]))
     profile = py + [str(REPO / "benchmarks" / "profile_step.py"), "--data-root", data, "--device", dev,
                     "--out", str(out / "profile")]  # fmt: skip
-    profile += ["--steps", "2", "--warmup", "1", "--model", "ptb/softmax", *TOY] if smoke else []
-    steps.append(("profile", "measure", 100 * slow, profile))
+    profile += ["--steps", "2", "--warmup", "1", "--model", "ptb/softmax", *TOY] if smoke else ["--steps", "30"]
+    steps.append(("profile", "measure", 45 * slow, profile))
     authors = py + [str(REPO / "benchmarks" / "authors_side_by_side.py"), "--kit", str(Path(args.kit).resolve()),
                     "--data-root", data, "--device", dev, "--out", str(out / "authors")]  # fmt: skip
-    authors += ["--batches", "3", "--warmup", "1", *TOY, "--set", "n_experts=2"] if smoke else []
-    steps.append(("authors", "measure", 150 * slow, authors))
+    authors += (
+        ["--batches", "3", "--warmup", "1", *TOY, "--set", "n_experts=2"]
+        if smoke
+        else ["--batches", "60", "--warmup", "5"]
+    )
+    authors += ["--variants", args.authors_variants]
+    steps.append(("authors", "measure", 80 * slow, authors))
     bench_dir = out / ("bench-cost" if smoke else "bench")  # toy benches (smoke) are not the paper's models
     cost_benches = [[*cli, "bench", "--dataset", d, "--variant", v, "--device", dev, "--data",
                      str(Path(data) / CORPUS_DIRS[d]), "--valid-chunks", "1",
-                     *(["--batches", "1", "--warmup", "1"] if smoke else ["--batches", "60", "--warmup", "10"])]
+                     *(["--batches", "1", "--warmup", "1"] if smoke else ["--batches", "40", "--warmup", "5"])]
                     for d, v in ([("ptb", "softmax"), ("ptb", "mos")] if smoke else []) + [("wt2", "softmax"),
                                                                                            ("wt2", "mos")]]  # fmt: skip
     script = f"mkdir -p {bench_dir} && " + " && ".join(
@@ -128,7 +146,7 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     script += (f" && {' '.join(cli)} costs --benchmarks {out / 'no-benchmarks'} --config {REPO}/config/config.yaml"
                f" --bench {bench_dir}/*.json --out {out / 'costs.md'} && cat {out / 'costs.md'}")  # fmt: skip
     cost = ["bash", "-c", f"mkdir -p {out / 'no-benchmarks'} && {script}"]
-    steps.append(("cost", "measure", 90 * slow * slow // 2, cost))  # paper-size benches: minutes on a CPU
+    steps.append(("cost", "measure", 70 * slow * slow // 2, cost))  # paper-size benches: minutes on a CPU
 
     # the steps whose H200 results BENCHMARKS.md holds
     batches, warmup, chunks = ("2", "1", "1") if smoke else ("100", "10", "20")
@@ -165,6 +183,15 @@ def install(wheels: Path, site: Path) -> tuple[str, float, str]:
     return str(proc.returncode), time.monotonic() - start, (last[-1] if last else f"{len(files)} wheels")
 
 
+def archive(out: Path, target: Path) -> None:
+    """Everything under ``out`` as one ``.tar.gz`` at ``target``, replaced whole (written beside it, then renamed):
+    a device machine returns a few files only, and a call cut off keeps the archive of the last finished step."""
+    partial = target.with_name(target.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(out, arcname=out.name)
+    partial.replace(target)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpu-session"), help="folder for logs")
@@ -177,6 +204,8 @@ def main(argv=None) -> int:
     parser.add_argument("--kit", default=str(REPO / "benchmarks" / "kit"), help="the KIT's files (authors step)")
     parser.add_argument("--workdir", default="/tmp/gpu-smoke-workflow", help="the smoke workflow's folder")
     parser.add_argument("--smoke", action="store_true", help="toy sizes, to check the script on any device")
+    parser.add_argument("--authors-variants", default="softmax,mos", help="the authors step's variants")
+    parser.add_argument("--archive", default=None, help="a .tar.gz of --out, rewritten after every step")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -225,11 +254,19 @@ def main(argv=None) -> int:
             except json.JSONDecodeError:
                 pass
         rows.append((name, rc, seconds, lines[-1][:150] if lines else ""))
-        print(f"{name}: rc {rc}, {seconds:.0f} s", flush=True)
+        print(f"{name}: rc {rc}, {seconds:.0f} s ({time.monotonic() - start:.0f} s since the start)", flush=True)
+        if args.archive:
+            archive(out, Path(args.archive))
     print("\n| step | rc | s | last line |\n|---|---|---:|---|")
     for name, rc, seconds, last in rows:
         print(f"| {name} | {rc} | {seconds:.0f} | {last} |")
-    for table in ("packing/packing.md", "identity/packing.md", "profile/profile.md", "costs.md"):
+    for table in (
+        "graphs/cuda-graphs.md",
+        "packing/packing.md",
+        "identity/packing.md",
+        "profile/profile.md",
+        "costs.md",
+    ):
         path = out / table
         if path.exists():
             print(f"\n{table}:\n{path.read_text()[:2500]}")

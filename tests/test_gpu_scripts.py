@@ -1,4 +1,5 @@
-"""What the GPU session's scripts compute without a GPU: the profile summary, the side-by-side comparison, the wheels.
+"""What the GPU session's scripts compute without a GPU: the profile summary, the side-by-side comparison, the wheels,
+the session's time plan and its archive.
 
 The scripts themselves (``benchmarks/gpu_session.py --smoke`` runs each at toy size) are checked by hand; here
 their arithmetic on made-up inputs, so that a number they print on a card means what their docstrings say.
@@ -95,3 +96,33 @@ def test_device_wheels_are_what_the_machine_lacks(tmp_path):
     default = wheels.missing()
     assert "torch" not in default and not any(name.startswith("nvidia-") for name in default) and "pyyaml" in default
     assert not set(wanted) & wheels.SKIP
+
+
+def test_the_measure_part_fits_seven_minutes_of_a_lent_card_in_order_of_value(tmp_path):
+    session = load("gpu_session")
+    args = session.argparse.Namespace(out=str(tmp_path), data_root=str(tmp_path), device="cuda", smoke=False,
+                                      workdir=str(tmp_path / "wf"), kit=str(tmp_path / "kit"),
+                                      authors_variants="softmax,mos")  # fmt: skip
+    steps = session.plan(args)
+    measure = [(name, limit) for name, part, limit, _ in steps if part == "measure"]
+    env = next(limit for name, _, limit, _ in steps if name == "env")
+    assert [name for name, _ in measure] == ["packing", "identity", "mps_probe", "profile", "authors", "cost"]
+    assert sum(limit for _, limit in measure) <= 7 * 60 - 10 < sum(limit for _, limit in measure) + env
+    kill = next(cmd for name, _, _, cmd in steps if name == "smoke_gpu1")
+    assert kill[kill.index("--kill-after") + 1] == "0"  # a card's short trainings end seconds after their first log
+
+
+def test_the_session_archive_holds_each_finished_step_and_is_replaced_whole(tmp_path):
+    session = load("gpu_session")
+    out, target = tmp_path / "gs", tmp_path / "OUT" / "session.tar.gz"
+    target.parent.mkdir()
+    (out / "packing").mkdir(parents=True)
+    (out / "packing" / "packing.md").write_text("| model |\n")
+    session.archive(out, target)
+    (out / "identity.log").write_text("all identical: True\n")
+    session.archive(out, target)
+    with session.tarfile.open(target) as tar:
+        names = sorted(tar.getnames())
+        text = tar.extractfile("gs/identity.log").read().decode()
+    assert names == ["gs", "gs/identity.log", "gs/packing", "gs/packing/packing.md"] and "True" in text
+    assert [p.name for p in target.parent.iterdir()] == ["session.tar.gz"]  # no partial archive left beside it

@@ -70,14 +70,21 @@ class LossSums:
 def train_batch(
     model, optimizer, hp: dict, data: torch.Tensor, position: int, hidden: list, sums: LossSums, loss_path: str = "nll"
 ) -> int:
-    """One update on the rows of ``data`` from ``position``; updates ``hidden`` in place, returns ``seq_len``.
+    """One update on the rows of ``data`` from ``position``; updates ``hidden`` in place, returns ``seq_len``."""
+    seq_len = sample_seq_len(hp)
+    inputs, targets = get_batch(data, position, seq_len)
+    update(model, optimizer, hp, inputs, targets, seq_len, hidden, sums, loss_path)
+    return seq_len
+
+
+def update(model, optimizer, hp: dict, inputs, targets, seq_len: int, hidden: list, sums: LossSums, loss_path: str):
+    """The update of :func:`train_batch` on one batch: lr × ``seq_len/bptt``, the chunks' gradients, clip, step.
 
     ``clip_grad_norm_`` sums the per-tensor norms in the model's parameter order, which is the authors' (see
-    :class:`.WeightDropLSTM`); the result can differ by an ulp in another order.
+    :class:`.WeightDropLSTM`); the result can differ by an ulp in another order. No host–device synchronisation
+    (``benchmarks/cuda_graphs_check.py`` captures it in CUDA graphs).
     """
-    seq_len = sample_seq_len(hp)
     base_lrs = scale_lr(optimizer, seq_len, hp["bptt"])
-    inputs, targets = get_batch(data, position, seq_len)
     optimizer.zero_grad()
     chunk, batch_size = hp["small_batch_size"], hp["batch_size"]
     for s_id, start in enumerate(range(0, batch_size, chunk)):
@@ -89,4 +96,3 @@ def train_batch(
     optimizer.step()
     restore_lr(optimizer, base_lrs)
     sums.end_batch()
-    return seq_len
