@@ -564,12 +564,11 @@ def stop_part_way(repo: Path, command: str) -> str:
     """Start ``command`` (the small scale); once :data:`FINISHED_BEFORE_STOP` runs are trained, kill a training in
     the middle of its epochs (SIGKILL, as an out-of-memory kill would), then press Ctrl-C (SIGINT to Snakemake and
     its jobs). Returns the killed run's folder."""
-    from test_readme import VENV
+    from test_readme import activated, user_shell
 
-    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     with open(repo.parent / "stopped-part-way.log", "w") as output:
-        proc = subprocess.Popen(["bash", "-c", command], cwd=repo, env=env, stdout=output, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(["bash", "-c", activated(command)], cwd=repo, env=user_shell(), stdout=output,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     runs, deadline = repo / "results" / "runs", time.monotonic() + 1200
     try:
         while (victim := training_mid_run(runs)) is None:

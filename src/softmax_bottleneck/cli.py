@@ -26,10 +26,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the conformance checks on a registered output layer (yours too)",
     ),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
-    "trainings-left": (
-        "softmax_bottleneck.study.trainings_left",
-        "trainings done and the time left, from a workflow run's trainings file and the finished runs' times",
-    ),
     "bench": ("softmax_bottleneck.training.bench", "time training steps of a preset model, project seconds per epoch"),
     "analyze": ("softmax_bottleneck.analysis.logp", "Press' and ε-effective rank of a model's test log-P matrix"),
     "analyze-lm": (

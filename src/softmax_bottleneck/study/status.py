@@ -32,11 +32,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import readback, workflow_run
 from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
 from softmax_bottleneck.study.plan import EXPERIMENT_LABELS, gpu_hours
-from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names, output_roots
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, read_progress, time_left_seconds
 
 STATES = ("finished", "running", "stalled", "failed", "not started")
@@ -73,6 +73,7 @@ class RunStatus:
     started: float | None = None
     finished: float | None = None
     device_seconds: float = 0.0
+    device: str | None = None  # where a finished run trained (its metrics.json: cpu, cuda, cuda:1, ...)
     note: str = ""
     retry: str | None = None
 
@@ -91,6 +92,14 @@ class StudyStatus:
     now: float
     runs: list[RunStatus]
     groups: dict[str, list[str]] = field(default_factory=dict)  # experiment -> run folders
+    scaled_down: bool = False  # the runs read only the first tokens of their splits (the small scale)
+    workflow: dict | None = None  # the workflow's time left, as its terminal last wrote it (workflow_run.TIME_LEFT)
+
+    @property
+    def device_label(self) -> str:
+        """``CPU`` or ``GPU`` where every finished run trained on one kind of device, else ``device``."""
+        kinds = {r.device.split(":")[0] for r in self.runs if r.device}
+        return {frozenset({"cpu"}): "CPU", frozenset({"cuda"}): "GPU"}.get(frozenset(kinds), "device")
 
     def counts(self, runs: list[RunStatus] | None = None) -> dict[str, int]:
         runs = self.runs if runs is None else runs
@@ -142,6 +151,9 @@ class StudyStatus:
                 for name, paths in self.groups.items()
             ],
             "device_hours_spent": self.device_hours,
+            "device": self.device_label,
+            "scaled_down": self.scaled_down,
+            "workflow_time_left": self.workflow,
             "projected_v100_hours": self.projected_hours,
             "projected_v100_hours_done": self.done_hours,
             "projected_v100_hours_left": self.projected_hours - self.done_hours,
@@ -271,6 +283,7 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
     if (metrics_path.is_file() and (folder / "model.pt").exists()) or kept.is_file():
         metrics, why = _checked(metrics_path if metrics_path.is_file() else kept, readback.check_metrics)
         s.state, s.epoch = "finished", s.epochs
+        s.device = metrics.get("device") if isinstance(metrics.get("device"), str) else None
         s.test_ppl = _number(metrics.get("test_ppl"))
         s.best_valid_ppl = _number(metrics.get("valid_ppl"))
         epochs_run = _number(metrics.get("epochs_run"))
@@ -384,7 +397,22 @@ def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, r
         if status.state in ("failed", "stalled"):
             status.retry = f"snakemake {path}/model.pt {retry_options}".strip()
         runs.append(status)
-    return StudyStatus(config=config, now=now, runs=runs, groups=groups(study))
+    scaled = any(run.hyperparameters.get("train_tokens") is not None for run in study.jobs.values())
+    return StudyStatus(config=config, now=now, runs=runs, groups=groups(study), scaled_down=scaled,
+                       workflow=workflow_time_left(study, root))  # fmt: skip
+
+
+def workflow_time_left(study: Study, root: Path) -> dict | None:
+    """What the terminal of the workflow running ``study`` in ``root`` last wrote of the time left (every job still
+    to run: :mod:`softmax_bottleneck.cluster.time_left`), None where no workflow run of it wrote any; ``{"error":
+    <one line>}`` for a file that is not one."""
+    logs = root / output_roots(study.config)[2]
+    try:
+        written = workflow_run.read_time_left(logs / workflow_run.TIME_LEFT)
+        record = workflow_run.read(logs / workflow_run.RECORD) if written else None
+    except (OSError, readback.ReadbackError) as err:
+        return {"error": str(err)}
+    return written if written and record and written["written"] >= record["started"] else None
 
 
 def state_digest(status: StudyStatus) -> str:
@@ -456,11 +484,19 @@ def run_line(r: RunStatus, now: float) -> str:
 
 
 def gpu_lines(status: StudyStatus) -> list[str]:
+    """The time spent (on CPU or GPU, as the finished runs say), the plan's V100 GPU-hours (not for scaled-down runs,
+    whose cost the paper's times do not tell), the projected finish of the trainings, and the workflow's own time left
+    of every job still to run where its terminal wrote one."""
+    label = status.device_label
+    hours = f"{status.device_hours:,.2f} {label}-hours"
+    spent = f"{label[0].upper()}{label[1:]} time spent: {hours} (the runs' own epoch times)."
+    if status.scaled_down:
+        return [f"{spent} These runs read the first tokens of their data only (the small scale): the plan's V100 "
+                "GPU-hours do not apply to them.", *workflow_lines(status)]  # fmt: skip
     finish = status.seconds_to_finish
     lines = [
-        f"GPU time spent: {status.device_hours:,.2f} device-hours (the runs' own epoch times). The plan projects "
-        f"{status.projected_hours:,.0f} V100 GPU-hours: {status.done_hours:,.1f} done (finished runs, and e/E of the "
-        f"others), {status.projected_hours - status.done_hours:,.1f} left."
+        f"{spent} The plan projects {status.projected_hours:,.0f} V100 GPU-hours: {status.done_hours:,.1f} done "
+        f"(finished runs, and e/E of the others), {status.projected_hours - status.done_hours:,.1f} left."
     ]
     if finish is not None:
         lines.append(
@@ -471,7 +507,19 @@ def gpu_lines(status: StudyStatus) -> list[str]:
         lines.append("Projected finish: known once a running run has finished an epoch.")
     else:
         lines.append("Projected finish: none while no run is running.")
-    return lines
+    return [*lines, *workflow_lines(status)]
+
+
+def workflow_lines(status: StudyStatus) -> list[str]:
+    """The workflow's time left of every job still to run (analyses, tables and figures too), as its terminal last
+    wrote it; nothing where no workflow run of this study wrote one."""
+    if not status.workflow:
+        return []
+    if "error" in status.workflow:
+        return [f"Time left of the workflow: {status.workflow['error']}"]
+    when = status.workflow["written"]
+    return [f"The workflow running this study, at {time.strftime('%H:%M', time.localtime(when))} "
+            f"({_ago(status.now, when)}): {status.workflow['line']}."]  # fmt: skip
 
 
 def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
@@ -504,7 +552,7 @@ def add_cli(parser) -> None:
     )
     from softmax_bottleneck.study.config_file import add_config_option
 
-    add_config_option(parser, "whose runs to follow")
+    add_config_option(parser, "whose runs to follow", follows=True)
     parser.add_argument("--directory", default=".", metavar="DIR",
                         help="the workflow's working directory, holding results/ and logs/ (default: .)")  # fmt: skip
     parser.add_argument("--runs", action="store_true", help="list every run, not only the running, stalled and failed")
@@ -514,7 +562,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     from softmax_bottleneck.study import config as study_config
 
-    study, source = study_config.load_study(args, "status")
+    study, source = study_config.load_study(args, "status", follow=True)
     if study is None:
         return 1
     retry = study_config.snakemake_options(args)
