@@ -491,8 +491,8 @@ def assert_quiet(*outputs: str) -> None:
     """The small scale's terminal output (stdout + stderr of the README's command, one text per invocation: a run
     stopped part-way and the run that finishes it) is quiet: at most :data:`QUIET_LINES` lines in all, one per job
     start (no input lists or reasons, no scheduler lines, outside the error block of a job that failed), and the
-    trainings' progress at each start and after each training (softmax_bottleneck.cluster.terminal,
-    .study.trainings_left)."""
+    progress line (softmax_bottleneck.cluster.terminal): estimating at the first job of each invocation, a time left
+    once a training has finished, everything done at the end."""
     lines = [line for output in outputs for line in output.splitlines()]
     assert len(lines) <= QUIET_LINES, f"{len(lines)} lines; the last ones:\n" + "\n".join(lines[-40:])
     shown, in_error = [], False  # an error block (the training killed part-way) is shown in full, indented
@@ -506,13 +506,14 @@ def assert_quiet(*outputs: str) -> None:
     for output in outputs:  # one line per job start, each job once
         starts = [line for line in output.splitlines() if re.fullmatch(r"\[\d\d:\d\d:\d\d\] job \d+: \w+.*", line)]
         assert starts and len(starts) == len({line.split(": ", 1)[0].split("] ", 1)[1] for line in starts})
-    progress = [line for line in lines if line.startswith("trainings: ")]
-    # at each start (stderr), then after each training that finished (stdout): every training finishes once (a job
-    # stopped by Ctrl-C between its training's end and Snakemake's record of it runs again, and may say so twice)
-    extra = len(progress) - SMALL_TRAIN_JOBS - len(outputs)
-    assert 0 <= extra < len(outputs), progress
-    assert any(line.startswith(f"trainings: 0 of {SMALL_TRAIN_JOBS} done; ") for line in progress), progress
-    assert f"trainings: {SMALL_TRAIN_JOBS} of {SMALL_TRAIN_JOBS} done" in progress, progress
+    for output in outputs:  # each invocation counts its own trainings and jobs, as Snakemake counts its steps
+        progress = [line for line in output.splitlines() if line.startswith("trainings: ")]
+        assert progress[0].startswith("trainings: 0 of ") and progress[0].endswith(
+            "; time left: estimating until the first training has finished"
+        ), progress[:3]
+        assert any(line.endswith(" left (every job still to run, at this run's pace)") for line in progress), progress
+    final = [line for line in outputs[-1].splitlines() if line.startswith("trainings: ")][-1]
+    assert re.fullmatch(r"trainings: (\d+) of \1 done, jobs: (\d+) of \2", final), final
 
 
 @pytest.mark.slow
@@ -526,6 +527,7 @@ def test_small_scale_end_to_end(tmp_path):
     repo = scratch_repo(tmp_path)
     killed = stop_part_way(repo, f"{SMALL_SCALE} {MIRROR_OPTION}")
     check_status_part_way(repo, killed)
+    check_following_without_a_configuration(repo, run_in)
     check_preview_part_way(repo)
     result = run_in(repo, f"{SMALL_SCALE} {MIRROR_OPTION}", timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
@@ -615,6 +617,24 @@ def check_status_part_way(repo: Path, killed: str) -> None:
                         "not started": set(study.jobs) - touched}, by_state  # fmt: skip
     note = next(r.note for r in status.runs if r.run == killed)
     assert "is gone" in note or "died of signal 9" in note, note  # the trainer's own process, or its supervisor's log
+
+
+def check_following_without_a_configuration(repo: Path, run_in) -> None:
+    """The README's `snakemake status` and `python -m softmax_bottleneck status`, without a configuration, follow the
+    study the workflow started in the folder (the small scale); `snakemake preview` of the paper's study, of which
+    nothing runs here, stops in one line naming the small scale and the command."""
+    for command in ("snakemake status", "python -m softmax_bottleneck status"):
+        result = run_in(repo, command)
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+        assert "Status of config/small.yaml at " in result.stdout
+        assert f"{SMALL_TRAIN_JOBS} training jobs" in result.stdout
+        assert "config/small.yaml, the study the workflow started in this folder at " in result.stdout + result.stderr
+    refused = run_in(repo, "snakemake preview")
+    lines = [line for line in (refused.stdout + refused.stderr).splitlines() if "no run of config/config.yaml" in line]
+    assert refused.returncode != 0 and lines == [
+        "preview: no run of config/config.yaml has started in this folder; the workflow last started "
+        "config/small.yaml here: snakemake preview --configfile config/small.yaml"
+    ], (refused.stdout + refused.stderr)[-3000:]
 
 
 def check_preview_part_way(repo: Path) -> None:

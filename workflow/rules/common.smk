@@ -183,36 +183,23 @@ def check_layer_points(wildcards):
 
 
 def start_workflow_run():
-    """Before any job (onstart; softmax_bottleneck.study.workflow_start): `snakemake progress|preview` without
-    --configfile where only another study runs, and paper-scale training on this machine's CPU (unless
-    allow_cpu_training; a cluster executor runs its jobs elsewhere), stop the workflow in one line; then this run's
-    record is written: its configuration and every job with its planned seconds, for the terminal's time left.
-    """
+    """Before any job (onstart): the checks of the whole run, each stopping it in one line, then this run's record
+    (its configuration, every job with its planned seconds) for the terminal's time left (softmax_bottleneck.study.
+    workflow_start.start)."""
     from softmax_bottleneck.study import workflow_start
 
-    jobs = [
-        (job.jobid, job.rule.name, dict(job.wildcards), job.threads)
-        for job in workflow.dag.needrun_jobs()
-    ]
-    if (
-        not workflow.overwrite_configfiles
-    ):  # `snakemake preview` of the paper's study where only another one runs
-        refusal = workflow_start.other_study(STUDY, jobs)
-        if refusal:
-            sys.exit(refusal)
-    if workflow.local_exec and not config.get("allow_cpu_training"):
-        refusal = workflow_start.cpu_refusal(STUDY, jobs, CONFIG_SOURCE)
-        if refusal:
-            sys.exit(refusal)
+    jobs = workflow.dag.needrun_jobs()
     gpus = workflow.global_resources.get("gpu")
-    gpus = getattr(gpus, "value", gpus)
-    slots = (
-        min(v for v in (workflow.cores, gpus) if v)
-        if workflow.local_exec
-        else workflow.nodes
-    )
-    workflow_start.record(
-        STUDY, jobs, LOGS, files=CONFIG_FILES, values=CONFIG_VALUES, slots=slots
+    local, gpus = workflow.local_exec, getattr(gpus, "value", gpus)
+    workflow_start.start(
+        STUDY,
+        [(job.jobid, job.rule.name, dict(job.wildcards), job.threads) for job in jobs],
+        LOGS,
+        files=CONFIG_FILES,
+        values=CONFIG_VALUES,
+        named=bool(workflow.overwrite_configfiles),
+        cpu_checked=local and not config.get("allow_cpu_training"),
+        slots=min(v for v in (workflow.cores, gpus) if v) if local else workflow.nodes,
     )
 
 

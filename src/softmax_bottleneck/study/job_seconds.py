@@ -10,8 +10,8 @@ seconds per planned second of its finished jobs), so only the ratios of these ti
   its cost proxy's or its family's, :func:`.plan.time_sources`), its part above :data:`START_SECONDS` (starting
   Python and torch, reading the corpus cache, the preflight) scaled by the tokens it reads over all its epochs;
 * a download: none (the network sets its time, and the pace leaves it out);
-* every other job: its rule's CPU seconds at the small scale (:data:`RULE_SECONDS`; a table, figure or sweep:
-  :data:`RENDER_SECONDS`). At the paper's size these are minutes against weeks of training.
+* every other job: its rule's CPU seconds at the small scale (:data:`RULE_SECONDS`; a summary, table, figure or
+  sweep: :data:`RENDER_SECONDS`). At the paper's size these are minutes against weeks of training.
 
 The measured numbers come from ``python benchmarks/job_seconds.py DIR``, DIR a folder where the small scale ran:
 CPU seconds (user + system, from Snakemake's ``benchmarks/``) of each training and analysis, and of one summary, table
@@ -51,15 +51,9 @@ RULE_SECONDS: dict[str, float] = {
     "qualitative": 29.0,
     "robustness_logp": 6.0,
     "robustness": 60.0,
-    "summarize_runs": 3.0,
-    "summarize_sweep": 3.0,
-    "summarize_spectra": 3.0,
-    "summarize_wordsim": 3.0,
-    "summarize_top5": 3.0,
-    "summarize_robustness": 3.0,
     "analyze_lm": 30.0,
 }
-#: CPU seconds of any other job (a table, a figure, a sweep's table and figure, the progress page and the preview)
+#: CPU seconds of any other job: a summary, a table, a figure, a sweep's table and figure, the progress page
 RENDER_SECONDS = 4.0
 #: the jobs of rules that take no time of their own (``all``), or whose time the network sets (the downloads)
 NO_SECONDS = ("all",)

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from softmax_bottleneck import workflow_run
-from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
+from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, describe_files
 from softmax_bottleneck.study.job_seconds import TRAINING_RULE, planned_jobs
 from softmax_bottleneck.study.plan import gpu_hours
 from softmax_bottleneck.study.runs import Study
@@ -58,7 +58,7 @@ def other_study(study: Study, jobs) -> str | None:
         return None
     if any(Path(path).exists() for path in study.jobs):
         return None
-    from softmax_bottleneck.study.config import describe_files, recorded_study
+    from softmax_bottleneck.study.config import recorded_study
 
     recorded = recorded_study()
     if recorded is None:
@@ -83,3 +83,16 @@ def record(study: Study, jobs, logs: str, *, files: list[str], values: dict, slo
     workflow_run.write(path, files=files, values=values, slots=slots, jobs=planned_jobs(study, jobs))
     os.environ[workflow_run.RECORD_VARIABLE] = str(path)
     return path
+
+
+def start(study: Study, jobs, logs: str, *, files: list[str], values: dict, named: bool, cpu_checked: bool,
+          slots: int) -> Path | None:  # fmt: skip
+    """The workflow's start (module docstring): :func:`other_study` where no ``--configfile`` was ``named``,
+    :func:`cpu_refusal` where ``cpu_checked`` (a local run without ``allow_cpu_training``), each a ``SystemExit``
+    with its line; then :func:`record`."""
+    jobs = list(jobs)
+    for refusal in (None if named else other_study(study, jobs),
+                    cpu_refusal(study, jobs, describe_files(files)) if cpu_checked else None):  # fmt: skip
+        if refusal:
+            raise SystemExit(refusal)
+    return record(study, jobs, logs, files=files, values=values, slots=slots)
