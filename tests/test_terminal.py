@@ -165,3 +165,24 @@ def test_a_run_without_trainings_takes_its_pace_from_any_job():
     clock.start(1, 0.0)
     clock.finish(1, 2.0)
     assert clock.seconds_left(2.0) == pytest.approx(2.0)
+
+
+def test_a_command_silent_for_a_while_says_in_its_log_that_it_still_works():
+    """softmax_bottleneck.heartbeat: a line after every silence of its length, none while the command logs."""
+    import io
+    import time
+
+    from softmax_bottleneck import heartbeat
+
+    logger = logging.getLogger("heartbeat-test")
+    logger.propagate, logger.level = False, logging.INFO
+    stream = io.StringIO()
+    logger.addHandler(logging.StreamHandler(stream))
+    heartbeat.start("robustness", seconds=0.3, logger=logger)
+    for _ in range(6):  # talking: no heartbeat
+        logger.info("step")
+        time.sleep(0.1)
+    assert "still working" not in stream.getvalue()
+    time.sleep(1.0)  # silent
+    beats = [line for line in stream.getvalue().splitlines() if line.startswith("robustness: still working, ")]
+    assert 1 <= len(beats) <= 4, stream.getvalue()

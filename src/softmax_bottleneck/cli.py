@@ -110,7 +110,9 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, heartbeat: bool = False) -> int:
+    """Run one command; ``heartbeat`` (``python -m softmax_bottleneck``): a line in its log after every minute
+    without one (:mod:`softmax_bottleneck.heartbeat`)."""
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
     try:
@@ -121,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             datefmt="%Y-%m-%d %H:%M:%S",
             stream=sys.stderr,
         )
+        if heartbeat:
+            from softmax_bottleneck import heartbeat as beat
+
+            beat.start(args.command)
         module, _ = COMMANDS[args.command]
         return int(_load(module, args.command).run_cli(args) or 0)
     except ValueError as err:
