@@ -48,8 +48,8 @@ def test_the_record_holds_every_job_with_its_kind_and_planned_seconds(tmp_path, 
     trainings = [job["planned_s"] for job in record["jobs"] if job["kind"] == "training"]
     assert len(trainings) == len(small.jobs) and min(trainings) > job_seconds.START_SECONDS
     assert record["config"] == {"files": ["config/small.yaml"], "values": {"data_mirror": "../shared/data"}}
-    # a run of the following rules alone records nothing and leaves the variable unset
-    following = [(0, "status", {}, 1)]
+    # a run of rules that run nothing of the study records nothing and leaves the variable unset
+    following = [(0, "status", {}, 1), (1, "plan", {}, 1), (2, "training_plan", {}, 1)]
     assert workflow_start.record(small, following, str(tmp_path / "x"), files=[], values={}, slots=1) is None
     assert workflow_run.path_from_environment() is None and not (tmp_path / "x").exists()
 

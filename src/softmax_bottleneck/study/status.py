@@ -15,11 +15,14 @@ state, never the run's lock), and never starts, locks or changes a run. A run of
   (:mod:`softmax_bottleneck.training.run_files`);
 * **not started**: no progress file, resume state or lock (a log alone that ends in an error: failed).
 
-GPU time spent is the runs' own: the wall time of each epoch in the progress file (training + validation), or
-``seconds_per_epoch × epochs_run`` of a finished run's ``metrics.json``. The plan's projection is in V100
-GPU-hours (:func:`.plan.gpu_hours`); work done counts a finished run's projection whole and e/E of an unfinished
-one's. The current rate is that work over the hours since the first run started, and the projected finish is the
-work left at that rate (shown while a run is running).
+The time spent is the runs' own: the wall time of each epoch in the progress file (training + validation), or
+``seconds_per_epoch × epochs_run`` of a finished run's ``metrics.json``; CPU- or GPU-hours where every finished run
+trained on that kind of device (its ``metrics.json``). The plan's projection is in V100 GPU-hours
+(:func:`.plan.gpu_hours`); work done counts a finished run's projection whole and e/E of an unfinished one's. The
+current rate is that work over the hours since the first run started, and the projected finish is the work left at
+that rate (shown while a run is running). Runs that read only the first tokens of their data (the small scale) are
+not projected with the paper's V100 times, which say nothing of their cost. Where the workflow runs the study, its
+terminal's last time left (every job still to run: :mod:`softmax_bottleneck.cluster.time_left`) is shown too.
 """
 
 from __future__ import annotations

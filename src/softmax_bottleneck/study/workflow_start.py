@@ -7,8 +7,8 @@ its record.
   that would run on this machine's CPU stops the workflow in one line, unless ``allow_cpu_training`` is set;
 * :func:`record`: the run's record (:mod:`softmax_bottleneck.workflow_run`): its configuration and every
   job with its planned seconds (:mod:`.job_seconds`), for the terminal's time left and for ``status`` and
-  ``preview`` without ``--config``. A run of the following rules alone (``status``, ``progress``, ``preview``:
-  :data:`FOLLOWING_RULES`) records nothing: it must not hide the study that runs beside it.
+  ``preview`` without ``--config``. A run of rules that run nothing of the study (``status``, ``progress``,
+  ``preview``, ``plan``: :data:`UNRECORDED_RULES`) records nothing: it must not hide the study that runs beside it.
 
 A job is given as ``(jobid, rule, wildcards, threads)``.
 """
@@ -28,6 +28,8 @@ from softmax_bottleneck.study.runs import Study
 PAPER_SCALE_HOURS = 2.0
 #: the rules that follow a study without being part of it (workflow/rules/progress.smk)
 FOLLOWING_RULES = frozenset({"status", "progress", "preview"})
+#: a run of these alone writes no record: they run nothing of the study (the plan's rules besides)
+UNRECORDED_RULES = FOLLOWING_RULES | {"plan", "training_plan"}
 
 
 def cpu_refusal(study: Study, jobs, source: str) -> str | None:
@@ -74,10 +76,10 @@ def other_study(study: Study, jobs) -> str | None:
 def record(study: Study, jobs, logs: str, *, files: list[str], values: dict, slots: int) -> Path | None:
     """Write the run's record under ``logs`` (the configuration's logs folder) and name it in
     :data:`~softmax_bottleneck.workflow_run.RECORD_VARIABLE` for the terminal; None, and the variable unset,
-    for a run of the following rules alone."""
+    for a run of :data:`UNRECORDED_RULES` alone."""
     os.environ.pop(workflow_run.RECORD_VARIABLE, None)
     jobs = list(jobs)
-    if all(rule in FOLLOWING_RULES for _, rule, _, _ in jobs):
+    if all(rule in UNRECORDED_RULES for _, rule, _, _ in jobs):
         return None
     path = (Path(logs) / workflow_run.RECORD).resolve()
     workflow_run.write(path, files=files, values=values, slots=slots, jobs=planned_jobs(study, jobs))
