@@ -9,7 +9,8 @@ Reads a folder where the small scale ran (``snakemake --cores 2 --configfile con
   CPU seconds (``resource.getrusage`` of the children): they stand for the rules without a benchmark file
   (summaries, tables, figures: a Python start, pandas, matplotlib, small CSVs).
 
-Prints a Markdown table and the constants to put in ``job_seconds.py``. CPU seconds rather than wall seconds: they
+A job of several threads (:data:`THREADS`) counts its CPU seconds over its threads. Prints a Markdown table and the
+constants to put in ``job_seconds.py``. CPU seconds rather than wall seconds: they
 do not grow with the load of the machine, and the terminal takes the wall seconds per planned second from the run
 itself. Usage::
 
@@ -28,6 +29,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
+
+#: the rules whose jobs ran on several threads at ``--cores 2`` (their ``threads:`` scaled down to 2): their CPU seconds
+#: are divided by it, so that each job's planned seconds are the wall seconds it holds its slots
+THREADS = {"robustness_logp": 2, "robustness": 2}
 
 
 def cpu_seconds(path: Path) -> float:
@@ -71,7 +76,7 @@ def main() -> int:
     for path in (root / "benchmarks").glob("*/**/*.tsv"):
         rule = path.relative_to(root / "benchmarks").parts[0]
         if rule != "train":
-            rules[rule].append(cpu_seconds(path))
+            rules[rule].append(cpu_seconds(path) / THREADS.get(rule, 1))
     python = [sys.executable, "-m", "softmax_bottleneck"]
     summary = root / "results" / "small" / "summary"
     renders = {

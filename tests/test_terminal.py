@@ -186,3 +186,17 @@ def test_a_command_silent_for_a_while_says_in_its_log_that_it_still_works():
     time.sleep(1.0)  # silent
     beats = [line for line in stream.getvalue().splitlines() if line.startswith("robustness: still working, ")]
     assert 1 <= len(beats) <= 4, stream.getvalue()
+
+
+def test_the_pace_follows_the_last_jobs_more_than_the_first():
+    """Each finished job weighs DECAY of the next one: a machine that became 3 times slower shows in the pace."""
+    from softmax_bottleneck.cluster import time_left
+
+    clock = Clock({"slots": 1, "jobs": [{"jobid": i, "rule": "table2", "planned_s": 10.0} for i in range(3)]})
+    clock.start(0, 0.0)
+    clock.finish(0, 10.0)  # as planned
+    clock.start(1, 10.0)
+    clock.finish(1, 40.0)  # 3 times slower
+    expected = (time_left.DECAY * 10.0 + 30.0) / (time_left.DECAY * 10.0 + 10.0)
+    assert clock.pace() == pytest.approx(expected) and clock.pace() > 2.0
+    assert clock.seconds_left(40.0) == pytest.approx(10.0 * expected)

@@ -4,8 +4,9 @@ A run's record (:mod:`softmax_bottleneck.workflow_run`) lists every job it will 
 and its kind (a training, a download, any other job: analyses, summaries, tables, figures). The terminal
 (:mod:`.terminal`) tells the clock when each job starts and finishes. Then
 
-* the pace ``k`` = Σ wall seconds ÷ Σ planned seconds over the finished jobs that have a planned time (downloads have
-  none: the network sets their time): how much slower or faster than planned this machine, its load and the jobs
+* the pace ``k`` = Σ w·wall seconds ÷ Σ w·planned seconds over the finished jobs that have a planned time
+  (downloads have none: the network sets their time), each job weighing :data:`DECAY` of the one that finished after
+  it (the last ten or so count most): how much slower or faster than planned this machine, its load now and the jobs
   sharing it make a job;
 * a job still to finish needs ``k × p`` seconds, less what it has run already if it is running (at least nothing);
 * with ``s`` jobs at once (the record's slots; a job of ``t`` threads takes ``min(t, s)`` of them) the time left is
@@ -22,6 +23,11 @@ from dataclasses import dataclass
 
 from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.workflow_run import OTHER, TRAINING
+
+#: the weight of a finished job in the pace, against the job that finished after it: the pace follows the machine's
+#: load as it changes (measured on a small-scale run whose load average rose from 2 to 19: with 0.9 the time left
+#: said after half the trainings was 0.63 of the time it took, with every job weighing the same 0.35)
+DECAY = 0.9
 
 
 @dataclass
@@ -73,11 +79,14 @@ class Clock:
     def pace(self) -> float | None:
         """``k``: wall seconds per planned second over the finished jobs with a planned time; None while there is
         nothing of this run to take it from (no training finished yet, where the run trains)."""
-        timed = [j for j in self.jobs.values() if j.finished is not None and j.planned_s > 0 and j.started is not None]
+        timed = sorted((j for j in self.jobs.values() if j.finished is not None and j.planned_s > 0
+                        and j.started is not None), key=lambda j: j.finished)  # fmt: skip
         trainings = [j for j in self.jobs.values() if j.kind == TRAINING]
         if not timed or (trainings and not any(j.finished is not None for j in trainings)):
             return None
-        return sum(j.finished - j.started for j in timed) / sum(j.planned_s for j in timed)
+        weights = [DECAY ** (len(timed) - 1 - i) for i in range(len(timed))]
+        wall = sum(w * (j.finished - j.started) for w, j in zip(weights, timed, strict=True))
+        return wall / sum(w * j.planned_s for w, j in zip(weights, timed, strict=True))
 
     def seconds_left(self, now: float | None = None) -> float | None:
         """Wall seconds until the last job has finished, at this run's pace; None while estimating."""
