@@ -29,7 +29,7 @@ localrules:
 
 
 rule status:
-    """Print where every training run stands: finished, running, stalled, failed, not started; GPU time, finish."""
+    """Print where every training run stands: finished, running, stalled, failed, unreadable, not started; GPU time."""
     log:
         f"{LOGS}/status.log",
     conda:

@@ -603,8 +603,8 @@ def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
 def add_cli(parser) -> None:
     parser.description = (
         "Where every training run of a configuration stands, read from its run folder alone (never starting, "
-        "locking or changing a run): finished, running, stalled, failed, not started; per experiment; GPU time "
-        "spent against the plan's projection and the projected finish."
+        "locking or changing a run): finished, running, stalled, failed, unreadable, not started; per experiment; "
+        "GPU time spent against the plan's projection and the projected finish."
     )
     from softmax_bottleneck.study.config_file import add_config_option
 
