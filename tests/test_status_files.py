@@ -247,6 +247,7 @@ def test_status_lists_every_unreadable_run_in_one_line_naming_its_file_and_the_g
     assert out["seconds"] < 20 and out["max_rss_kb"] < 1024 * 1024, out
 
 
+@pytest.mark.slow
 def test_preview_and_the_progress_page_read_the_same_folder_without_a_traceback(hostile):
     root, _, cases = hostile
     code = (
