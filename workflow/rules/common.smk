@@ -22,6 +22,15 @@ os.environ.update(
     ),
 )
 
+# The targets that only read the study (workflow/rules/progress.smk) run without Snakemake's directory lock, which
+# Snakemake removes, the study's too, when a run ends: the command line naming only them is run again at once with
+# --nolock, before Snakemake reads the rest (softmax_bottleneck.cluster.lock_free).
+from softmax_bottleneck.cluster import lock_free
+
+READING_TARGETS = ("status", "progress", "preview")
+if workflow.is_main_process:
+    lock_free.rerun_without_lock(READING_TARGETS)
+
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
 from softmax_bottleneck.study import config as study_config
