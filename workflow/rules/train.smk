@@ -71,6 +71,23 @@ rule check_layer:
         "--stamp {output} > {log} 2>&1"
 
 
+rule layer_source:
+    """Write which source of one output layer is installed (`layer@<16 hex digits>`): an input of every summary that
+    shows the layer, so that a changed layer renders those again (and nothing upstream).
+    """
+    output:
+        LAYER_SOURCE,
+    log:
+        "logs/layer_source/{layer}.log",
+    localrule: True
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        tag=lambda wildcards: current_tag(wildcards.layer),
+    shell:
+        "echo {params.tag:q} > {output} 2> {log}"
+
+
 rule training_plan:
     """Write every training job, its experiments and projected GPU-hours to <results>/plan/."""
     output:
@@ -97,7 +114,11 @@ rule plan:
     params:
         jobs=len(TRAIN_JOBS),
         table=lambda wildcards: "\n".join(
-            [plan_markdown(plan_table(STUDY, finished_runs())), *stale_runs(STUDY)]
+            [
+                plan_markdown(plan_table(STUDY, finished_runs())),
+                *proxy_notes(proxy_priced(STUDY)),
+                *stale_runs(STUDY),
+            ]
         ),
     script:
         "../scripts/plan_summary.py"
