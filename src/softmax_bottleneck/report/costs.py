@@ -11,8 +11,8 @@ Two tables:
    A variant whose time the paper does not report (a plug-in layer, MoC, E10's variants) uses its registered
    cost proxy's, else its family's (Softmax for the softmax family, MoS for the mixture family); the
    ``time_of`` column says which, e.g. ``mos (family default)``; a plug-in layer priced so is marked ``*``, with a
-   footnote naming the commands that measure it (an assumption, not a measurement). With ``--bench FILE.json ...`` the seconds per
-   epoch are instead those that ``bench`` measured on your own device (:mod:`.bench_speeds`).
+   footnote naming the commands that measure it (an assumption, not a measurement). With ``--bench FILE.json ...``
+   the seconds per epoch are instead those that ``bench`` measured on your own device (:mod:`.bench_speeds`).
 
 The runs come from ``--plan`` (the workflow's training plan, ``snakemake plan`` →
 ``results/plan/training_jobs.csv``), else ``--config`` (a workflow config, by default ``config/config.yaml``,
@@ -260,7 +260,8 @@ def render_markdown(
 
 
 def _proxy_priced(projection: pd.DataFrame) -> dict[str, tuple[str, list[str]]]:
-    """The projection's lines marked :data:`~softmax_bottleneck.study.plan.PROXY_MARK`, as ``proxy_notes`` takes them."""
+    """The projection's lines marked :data:`~softmax_bottleneck.study.plan.PROXY_MARK`, as ``proxy_notes`` takes
+    them."""
     priced: dict[str, tuple[str, list[str]]] = {}
     for row in projection.itertuples():
         if str(row.time_of).endswith(f" {PROXY_MARK}"):

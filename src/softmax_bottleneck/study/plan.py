@@ -87,7 +87,7 @@ def proxy_priced(study: Study) -> dict[str, tuple[str, list[str]]]:
 def proxy_notes(priced: dict[str, tuple[str, list[str]]]) -> list[str]:
     """One footnote per plug-in variant priced at another's time (:func:`proxy_priced`): assumed, and how to measure."""
     return [
-        f"{PROXY_MARK} {variant}: priced at {label}'s paper time per epoch, an assumption (nothing has timed "
+        f"{PROXY_MARK} {variant}: priced at the paper's time per epoch of {label}, an assumption (nothing has timed "
         f"{variant}; a layer 10× slower costs 10× more): `python -m softmax_bottleneck check-layer {variant}` prints "
         f"its cost relative to Softmax, `python -m softmax_bottleneck bench --dataset {datasets[0]} --variant "
         f"{variant}` measures a run and `costs --bench` projects with it (docs/costs.md)"

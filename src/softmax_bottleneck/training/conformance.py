@@ -432,8 +432,9 @@ def relative_cost(
 ) -> RelativeCost:
     """Time the layer ``name`` (at ``point``) and Softmax, alternately, for about ``budget_s`` seconds: the training
     step of each output layer alone (``nll`` of :data:`COST_ROWS` × :data:`COST_BATCH` tokens, mean, backward into the
-    tied weight, the context and the layer's parameters) at ``V`` = :data:`COST_V`. The ratio of the fastest times (the least disturbed by other work) is a
-    measurement of this machine at this size, not a projection of a paper-scale run (``bench`` measures that)."""
+    tied weight, the context and the layer's parameters) at ``V`` = :data:`COST_V`, on one CPU thread. The ratio of the
+    fastest times (the least disturbed by other work) is a measurement of this machine at this size, not a projection
+    of a paper-scale run (``bench`` measures that)."""
     import time
 
     device = torch.device(device)
@@ -465,7 +466,7 @@ def relative_cost(
         times: list[list[float]] = [[], []]
         deadline = time.perf_counter() + budget_s
         while len(times[0]) < 5 or (time.perf_counter() < deadline and len(times[0]) < 200):
-            for kept, step in zip(times, steps):
+            for kept, step in zip(times, steps, strict=True):
                 kept.append(step())
     finally:
         torch.set_rng_state(rng)
