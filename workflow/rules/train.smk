@@ -71,10 +71,12 @@ rule check_layer:
         "--stamp {output} > {log} 2>&1"
 
 
+# After an output layer's code changes this rule runs again (its params), and with it every summary that shows
+# the layer, then the tables and figures built from them: a source file, not a parameter of those rules, since
+# Snakemake does not look at the rerun triggers of jobs downstream of check_layer (also rerun), which the
+# trainings' ancient() stamp keeps from being reached.
 rule layer_source:
-    """Write which source of one output layer is installed (`layer@<16 hex digits>`): an input of every summary that
-    shows the layer, so that a changed layer renders those again (and nothing upstream).
-    """
+    """Write the installed source of one output layer (an input of the summaries that show it)."""
     output:
         LAYER_SOURCE,
     log:

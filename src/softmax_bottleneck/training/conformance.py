@@ -465,7 +465,7 @@ def relative_cost(
             steps.append(step)
         times: list[list[float]] = [[], []]
         deadline = time.perf_counter() + budget_s
-        while len(times[0]) < 5 or (time.perf_counter() < deadline and len(times[0]) < 200):
+        while len(times[0]) < 3 or (time.perf_counter() < deadline and len(times[0]) < 200):
             for kept, step in zip(times, steps, strict=True):
                 kept.append(step())
     finally:

@@ -18,18 +18,22 @@ only source of #Param besides the base network.
 
 Layers outside this package register through the entry-point group :data:`ENTRY_POINT_GROUP`
 (``softmax_bottleneck.output_layers``): each entry point names a module or class whose import registers
-the layer. Built-in layers come first, in the paper's order; plug-ins follow, sorted by name.
+the layer; several layers of one module each belong to the entry point that names their class. Built-in layers come
+first, in the paper's order; plug-ins follow, sorted by name.
 
 A name belongs to one variant only: a plug-in cannot take the name of a built-in layer, of another plug-in or of
 a variant of ``presets.yaml`` (E10's ``mos_fair``, ``softmax_fair``, ``softmax_fair_large``), a name is registered
-once (the same class registered twice, or two entry points that register one layer, are refused too), its
-hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...), and its colour must be at least
-:data:`~.colours.MIN_DELTA_E` (CIEDE2000) away from every other variant's; such a registration is refused in one
-line naming who holds the name or the colour. A plug-in that fails to load (an import error, a refused
-registration) is *broken*: whatever it registered before failing is withdrawn, it is left out of
-:func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what names it fails
-(:func:`output_layer`), so configurations and commands that never name it keep working. A name that two plug-ins
-register is withdrawn from both: which code would train under it is not for the order of installation to decide.
+once (the same class registered twice, or two entry points that name one layer, are refused too), its
+hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...), its display name must be a label
+every table, figure and configuration takes (:data:`DISPLAY`) that no other variant has (case ignored), and its
+colour must be at least :data:`~.colours.MIN_DELTA_E` (CIEDE2000) away from every other variant's; such a
+registration is refused in one line naming who holds the name, the label or the colour. A plug-in that fails to
+load (an import error, a refused registration) is *broken*: whatever it registered before failing is withdrawn, it
+is left out of :func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what names it fails
+(:func:`output_layer`), so configurations and commands that never name it keep working. A broken plug-in that
+claims a name another variant keeps (a plug-in ``ss``) is said in one warning line whenever the plug-ins load
+(:func:`plugin_warnings`), since naming it gets that other variant. A name that two plug-ins register is withdrawn
+from both: which code would train under it is not for the order of installation to decide.
 
 :func:`layer_source` says which code a layer is: its module, distribution, version and the SHA-256 of its
 module file (recorded with every trained run).
