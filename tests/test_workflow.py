@@ -661,7 +661,7 @@ def check_status_part_way(repo: Path, killed: str) -> None:
     touched = {path for path in study.jobs if any((repo / path / name).exists() for name in (".lock", ".resume"))}
     assert len(finished) >= FINISHED_BEFORE_STOP and killed in touched - finished
     assert by_state == {"finished": finished, "running": set(), "stalled": touched - finished, "failed": set(),
-                        "not started": set(study.jobs) - touched}, by_state  # fmt: skip
+                        "unreadable": set(), "not started": set(study.jobs) - touched}, by_state  # fmt: skip
     note = next(r.note for r in status.runs if r.run == killed)
     assert "is gone" in note or "died of signal 9" in note, note  # the trainer's own process, or its supervisor's log
 
