@@ -4,7 +4,7 @@
   by state per experiment, the time spent (CPU or GPU, as the finished runs say) against the plan's projection and
   what is left, the projected finish and the workflow's own time left of every job still to run, finished runs over
   time (a figure embedded in the page); once every training has finished, when the last one did and what is still to
-  come (analyses, tables and figures); the running, stalled and failed runs, as ``status``
+  come (analyses, tables and figures); the running, stalled, failed and unreadable runs, as ``status``
   (:mod:`softmax_bottleneck.study.status`) reads them; and links to the learning curves and the provisional tables
   and figures beside it;
 * ``<reports>/preview/learning_curves/<experiment>.png``: per experiment, the validation perplexity per epoch of each
@@ -30,6 +30,7 @@ from softmax_bottleneck.report.figures.common import COLUMN, PAGE, STYLE, empty_
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, Study, output_roots
 from softmax_bottleneck.study.status import (
+    LISTED_STATES,
     StudyStatus,
     counts_frame,
     experiment_label,
@@ -89,11 +90,13 @@ def finished_over_time(status: StudyStatus):
     return fig
 
 
-def learning_curves(status: StudyStatus, name: str, directory) -> object:
+def learning_curves(status: StudyStatus, name: str, directory, read: dict | None = None) -> object:
     """Validation perplexity per epoch of each run of experiment ``name``: a colour per output layer, a marker per
-    seed (two seeds of one model apart); dashed: still training or interrupted."""
+    seed (two seeds of one model apart); dashed: still training or interrupted. ``read``: run folder → its curve,
+    filled as they are read (a run in several experiments is read once)."""
     from matplotlib.lines import Line2D
 
+    read = {} if read is None else read
     runs = status.runs_of(status.groups[name])
     datasets = list(dict.fromkeys(r.dataset for r in runs))
     fig = new_figure(COLUMN * len(datasets), 2.4)
@@ -103,7 +106,9 @@ def learning_curves(status: StudyStatus, name: str, directory) -> object:
         panel = [r for r in runs if r.dataset == dataset]
         marker = {seed: SEED_MARKERS[i % len(SEED_MARKERS)] for i, seed in enumerate(sorted({r.seed for r in panel}))}
         for r in panel:
-            curve = learning_curve(Path(directory) / r.run)
+            if r.run not in read:
+                read[r.run] = learning_curve(Path(directory) / r.run, r)
+            curve = read[r.run]
             if not curve:
                 continue
             epochs, ppl = zip(*curve, strict=True)
@@ -163,7 +168,7 @@ def progress_page(status: StudyStatus, banner: str | None = None, *, links: str 
         figure = _png_data(finish(finished_over_time(status)))
     table = counts_frame(status).to_html(index=False, border=0)
     lists = []
-    for state in ("running", "stalled", "failed"):
+    for state in LISTED_STATES:
         runs = [r for r in status.runs if r.state == state]
         if runs:
             text = "\n".join(run_line(r, status.now).strip() for r in runs)
@@ -227,9 +232,10 @@ def render_progress(study: Study, *, directory=".", retry_options: str = "", con
     done = all(r.state == "finished" for r in status.runs)
     to_come = still_to_come(study, root) if done else None
     atomic_write_text(progress_page(status, banner, links=page_links(study, status), to_come=to_come), root / page)
+    read: dict = {}
     with matplotlib.rc_context(STYLE):
         for name, path in zip(status.groups, curves, strict=True):
-            fig = finish(learning_curves(status, name, root), stamp + (f"\n{banner}" if banner else ""))
+            fig = finish(learning_curves(status, name, root, read), stamp + (f"\n{banner}" if banner else ""))
             save_png(fig, root / path)
     return status
 
