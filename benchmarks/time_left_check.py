@@ -5,7 +5,8 @@ Copies the committed files of this checkout (``git archive HEAD``) into a new fo
 command there (``snakemake --cores 2 --configfile config/small.yaml``, ``--config data_mirror=DIR`` appended so that
 nothing is downloaded) with the Python environment this script runs in, and prints a Markdown table: each progress
 line with a time left (``about 4m 10s left``), when it came, the time left it said, the time the run actually took
-from then to its end, and their ratio; the first after the first training is the one the README's reader sees. The
+from then to its end, and their ratio (every line, timed, is kept in ``terminal.txt`` of the folder as it
+comes); the first after the first training is the one the README's reader sees. The
 load average of the machine is printed at the start and the end: other work on the machine makes any time left
 wrong. Usage::
 
@@ -49,10 +50,13 @@ def main() -> int:
     print(f"{' '.join(command)}\nin {folder}; load average at the start: {os.getloadavg()}", flush=True)
     lines: list[tuple[float, str]] = []
     started = time.time()
-    with subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, bufsize=1) as proc:  # fmt: skip
-        for line in proc.stdout:
+    with (subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, bufsize=1) as proc,
+          open(folder / "terminal.txt", "w") as timed):  # fmt: skip
+        for line in proc.stdout:  # each line timed and kept as it comes: a run cut short keeps what it printed
             lines.append((time.time(), line.rstrip("\n")))
+            timed.write(f"{lines[-1][0] - started:9.1f} {lines[-1][1]}\n")
+            timed.flush()
     ended = time.time()
     print(f"exit status {proc.returncode}; {ended - started:.0f} s; {len(lines)} lines; load average at the end: "
           f"{os.getloadavg()}\n")  # fmt: skip
@@ -62,7 +66,6 @@ def main() -> int:
         if found:
             said, took = seconds(found.group(5)), ended - when
             print(f"| {when - started:.0f} | {line.split(';')[0]} | {said:.0f} | {took:.0f} | {said / took:.2f} |")
-    (folder / "terminal.txt").write_text("".join(f"{when - started:9.1f} {line}\n" for when, line in lines))
     if args.keep is None:
         shutil.rmtree(folder)
     return proc.returncode
