@@ -46,9 +46,8 @@ def _finish(root: Path, run, device: str = "cpu", curve: str = "epoch,valid_ppl\
 
 def test_the_page_reloads_itself_and_links_what_lies_beside_it(tmp_path, small):
     _finish(tmp_path, small.experiments["main"][0])
-    progress.render_progress(small, directory=tmp_path, config="config/small.yaml")
     page_file, curves = progress.progress_files(small)
-    page = (tmp_path / page_file).read_text()
+    page = progress.study_page(small, study_status(small, directory=tmp_path), tmp_path)
     assert f'<meta http-equiv="refresh" content="{progress.REFRESH_SECONDS}">' in page
     links = re.findall(r'<a href="([^"]+)">', page)
     folder = (tmp_path / page_file).parent
@@ -86,9 +85,7 @@ def test_after_the_last_training_the_page_says_when_and_what_is_still_to_come(tm
     runs = list(small.jobs.values())
     for run in runs:
         _finish(tmp_path, run)
-    page_file, _ = progress.progress_files(small)
-    progress.render_progress(small, directory=tmp_path, config="config/small.yaml")
-    page = (tmp_path / page_file).read_text()
+    page = progress.study_page(small, study_status(small, directory=tmp_path), tmp_path)
     assert f"All {len(runs)} trainings have finished, the last at " in page
     analyses, planned, made, items = progress.still_to_come(small, tmp_path)
     assert analyses == 0 and planned > len(runs) and made == 0 and items >= 33

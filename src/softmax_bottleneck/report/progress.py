@@ -222,6 +222,14 @@ def still_to_come(study: Study, root: Path) -> tuple[int, int, int, int]:
     return sum((root / f).is_file() for f in analyses), len(analyses), made, len(items)
 
 
+def study_page(study: Study, status: StudyStatus, root: Path) -> str:
+    """The progress page of ``study`` as ``status`` reads it under ``root``: its banner, its links and, once every
+    training has finished, what is still to come (:func:`still_to_come`)."""
+    done = all(r.state == "finished" for r in status.runs)
+    to_come = still_to_come(study, root) if done else None
+    return progress_page(status, study.config.get("report_banner"), links=page_links(study, status), to_come=to_come)
+
+
 def render_progress(study: Study, *, directory=".", retry_options: str = "", config: str = "") -> StudyStatus:
     """Write the progress page and the learning curves (module docstring) under ``directory``."""
     root = Path(directory)
@@ -229,9 +237,7 @@ def render_progress(study: Study, *, directory=".", retry_options: str = "", con
     page, curves = progress_files(study)
     stamp = f"learning curves, {time.strftime('%Y-%m-%d %H:%M')} (dashed: not finished)"
     banner = study.config.get("report_banner")
-    done = all(r.state == "finished" for r in status.runs)
-    to_come = still_to_come(study, root) if done else None
-    atomic_write_text(progress_page(status, banner, links=page_links(study, status), to_come=to_come), root / page)
+    atomic_write_text(study_page(study, status, root), root / page)
     read: dict = {}
     with matplotlib.rc_context(STYLE):
         for name, path in zip(status.groups, curves, strict=True):
