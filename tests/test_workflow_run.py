@@ -5,9 +5,8 @@ configuration, for `status` and `preview` without a configuration, and every job
 from __future__ import annotations
 
 import json
+import logging
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -96,21 +95,25 @@ def _study_folder(tmp_path: Path, started: dict[str, float]) -> Path:
     return tmp_path
 
 
-def test_status_without_a_configuration_follows_the_study_last_started_in_its_folder(tmp_path):
+def test_status_without_a_configuration_follows_the_study_last_started_in_its_folder(tmp_path, capsys, caplog,
+                                                                                     monkeypatch):  # fmt: skip
+    from softmax_bottleneck import cli
+
+    caplog.set_level(logging.INFO)
     folder = _study_folder(tmp_path, {"config": 1000.0, "small": 2000.0})
     assert study_config.recorded_study(folder)[0] == [str(folder / "config" / "small.yaml")]
-    command = [sys.executable, "-m", "softmax_bottleneck", "status", "--directory", str(folder)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"Status of {folder / 'config' / 'small.yaml'} at ")
-    assert "51 training jobs" in done.stdout and "--config FILE names another" in done.stderr
-    assert "the study the workflow started in this folder at " in done.stderr
-    named = subprocess.run([*command, "--config", str(folder / "config" / "config.yaml")], capture_output=True,
-                           text=True, timeout=120, check=False)  # fmt: skip
-    assert "283 training jobs" in named.stdout and "started in this folder" not in named.stderr
-    bare = subprocess.run(command[:-2] + ["--directory", str(tmp_path / "elsewhere")], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=REPO)  # fmt: skip
-    assert bare.stdout.startswith("Status of config/config.yaml at ")  # nothing recorded: the paper's study
+    command = ["status", "--directory", str(folder)]
+    assert cli.main(command) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Status of {folder / 'config' / 'small.yaml'} at ") and "51 training jobs" in out
+    assert "--config FILE names another" in caplog.text
+    assert "the study the workflow started in this folder at " in caplog.text
+    caplog.clear()
+    assert cli.main([*command, "--config", str(folder / "config" / "config.yaml")]) == 0
+    assert "283 training jobs" in capsys.readouterr().out and "started in this folder" not in caplog.text
+    monkeypatch.chdir(REPO)
+    assert cli.main(["status", "--directory", str(tmp_path / "elsewhere")]) == 0
+    assert capsys.readouterr().out.startswith("Status of config/config.yaml at ")  # nothing recorded: the paper's
 
 
 def test_preview_of_the_papers_study_where_only_another_runs_stops_in_one_line(tmp_path, small, monkeypatch):
