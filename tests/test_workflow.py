@@ -153,6 +153,7 @@ def test_paper_dry_run_plans_every_job(tmp_path):
         assert counts.get(name) == 1, f"{name} is not planned"
     assert counts["summarize_runs"] == 7
     assert counts["robustness"] == 1
+    assert counts["claims"] == 1  # the claims page, part of every run
 
 
 @pytest.mark.parametrize(
