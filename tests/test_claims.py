@@ -387,7 +387,8 @@ def test_the_preview_counts_each_claims_runs_in_of_those_planned(paper_dir, tmp_
     assert table.loc["table2_ss_ptb", "runs in"] == "10 of 20"
     assert table.loc["rank_ppl_ptb", "runs in"] == "28 of 55"  # every layer's runs of main.csv on PTB
     assert table.loc["ntet_ptb", "runs in"] == "0 of 0"  # ntet.csv is not in this preview's plan
-    assert Path(f"{prefix}.md").read_text().startswith("**PROVISIONAL, 2026-01-02 03:04: ")
+    # on top: the distinct runs the claims read (every run of main.csv), each counted once
+    assert Path(f"{prefix}.md").read_text().startswith("**PROVISIONAL, 2026-01-02 03:04: 55 of 110 runs in — small")
 
 
 # --------------------------------------------------------------------------------------------- seeds

@@ -162,7 +162,7 @@ def _low_rank(dataset: str) -> Claim:
         statement=f"{variants.display(LOW_RANK)}'s log-P rank stays near {variants.display(BASELINE)}'s bound d + 2, "
         f"far below those of {', '.join(_display(far)[:-1])} and {_display(far)[-1]}",
         source="Tables 1, 2",
-        rule=StaysLow(),
+        rule=StaysLow(variants.display(BASELINE), _display(far)),
         basis=(Basis("main.csv", dataset, (BASELINE, LOW_RANK, *far)),),
         build=build,
         paper=paper,

@@ -93,7 +93,11 @@ def decide_paper(names=None) -> list[Decision]:
 
 # --------------------------------------------------------------------------------------------- the page
 def _n_text(d: Decision) -> str:
-    text = f"{d.estimate.n} {d.claim.unit}"
+    unit = d.claim.unit
+    if d.estimate.n == 1:  # "1 seed per model", "1 value of K"
+        first, _, rest = unit.partition(" ")
+        unit = " ".join(filter(None, [first.removesuffix("s"), rest]))
+    text = f"{d.estimate.n} {unit}"
     names = getattr(d.evidence, "names", ())
     return f"{text} ({', '.join(names)})" if d.claim.any_layer and names else text
 
@@ -204,29 +208,30 @@ def write(decisions: list[Decision], out_prefix, banner: str | None = None, extr
 
 
 # --------------------------------------------------------------------------------------------- the preview's
-def planned_counts(claim: Claim, planned: dict[str, list[tuple[dict, bool]]]) -> tuple[int, int]:
-    """(runs in, runs planned) behind ``claim``: the planned records (with whether each is in) of its basis files
-    that its basis rows select."""
-    matched = [there for basis in claim.basis for record, there in planned.get(basis.file, ()) if basis.matches(record)]
-    return sum(matched), len(matched)
+def planned_runs(claim: Claim, planned: dict[str, list[tuple[dict, bool]]]) -> dict[tuple[str, int], bool]:
+    """The planned runs behind ``claim`` ((summary file, position) → whether it is in): those of its basis files that
+    its basis rows select."""
+    return {
+        (basis.file, i): there
+        for basis in claim.basis
+        for i, (record, there) in enumerate(planned.get(basis.file, ()))
+        if basis.matches(record)
+    }
 
 
 def render_preview(summary_dir, out_prefix, found: dict, stamp: str, config_banner: str | None) -> str:
     """The provisional page from the preview's summaries (``found``: summary file → its kind, the planned inputs,
     each with a ``record`` and ``keys``, and which are in), with a column ``runs in`` (n of N) per claim, stamped
-    provisional; returns ``rendered``."""
+    provisional with the distinct runs in of those the claims read; returns ``rendered``."""
     from softmax_bottleneck.report.preview import stamp_banner
 
     planned = {
         file: [({**p.record, **p.keys}, there) for p, there in zip(inputs, present, strict=True)]
         for file, (_, inputs, present) in found.items()
     }
-    counts = [planned_counts(claim, planned) for claim in CLAIMS.values()]
-    done, total = sum(n for n, _ in counts), sum(t for _, t in counts)
-    write(
-        decide_all(summary_dir),
-        out_prefix,
-        stamp_banner(stamp, done, total, config_banner),
-        extra={"runs in": [f"{n} of {t}" for n, t in counts]},
-    )
+    runs = [planned_runs(claim, planned) for claim in CLAIMS.values()]
+    every = {key: there for claim_runs in runs for key, there in claim_runs.items()}
+    banner = stamp_banner(stamp, sum(every.values()), len(every), config_banner)
+    counts = [f"{sum(claim_runs.values())} of {len(claim_runs)}" for claim_runs in runs]
+    write(decide_all(summary_dir), out_prefix, banner, extra={"runs in": counts})
     return "rendered"

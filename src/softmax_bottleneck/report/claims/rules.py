@@ -133,6 +133,10 @@ def _interval(low: float, high: float, fmt) -> str:
     return "" if cells.missing(low) or cells.missing(high) else f" [{fmt(low)}, {fmt(high)}]"
 
 
+def _rank(value: float) -> str:
+    return cells.integer(value).replace("-", "−")
+
+
 def _signed(value: float) -> str:
     return cells.MISSING if cells.missing(value) else f"{value:+.2f}".replace("-", "−")
 
@@ -286,12 +290,15 @@ class StaysLow(Rule):
 
     name = "interval below the midpoint"
     needs = ("high", "bound")
-    text = (
-        "The mean of the model's Press' ranks over its seeds and its 95 % interval (Student's t, "
-        "scipy.stats.t.interval); consistent when the interval's top lies below the midpoint between Softmax's "
-        "mean rank (its bound d + 2) and the lowest mean rank of SS, GSS and MoS: closer to Softmax's than to any "
-        "of theirs."
-    )
+
+    def __init__(self, baseline: str, others: tuple[str, ...]):
+        far = f"{', '.join(others[:-1])} and {others[-1]}" if len(others) > 1 else others[0]
+        self.text = (
+            "The mean of the model's Press' ranks over its seeds and its 95 % interval (Student's t, "
+            f"scipy.stats.t.interval); consistent when the interval's top lies below the midpoint between {baseline}'s "
+            f"mean rank (its bound d + 2) and the lowest mean rank of {far}: closer to {baseline}'s than to any of "
+            "theirs."
+        )
 
     def estimate(self, evidence: Contrast) -> Estimate:
         target = evidence.target
@@ -309,8 +316,8 @@ class StaysLow(Rule):
         return ours.high < ours.bound
 
     def ours_text(self, est: Estimate) -> str:
-        text = f"{cells.integer(est.value)}{_interval(est.low, est.high, cells.integer)}"
-        return text + ("" if cells.missing(est.bound) else f"; midpoint {cells.integer(est.bound)}")
+        text = f"{_rank(est.value)}{_interval(est.low, est.high, _rank)}"
+        return text + ("" if cells.missing(est.bound) else f"; midpoint {_rank(est.bound)}")
 
     def paper_text(self, paper: Paper) -> str:
         est = self.estimate(paper.evidence)
