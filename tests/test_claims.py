@@ -174,7 +174,7 @@ def paper_study(
     pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "fair.csv", index=False)
     ws = reported.load("wordsim").merge(reported.load("wordsim_coverage"), on=["dataset", "benchmark"])
     ws = ws[ws["variant"].isin(keep)]
-    ws = ws.assign(found=ws["pairs"] - ws["not_found"], layer_source="")
+    ws = ws.assign(found=ws["pairs"] - ws["not_found"], layer_source="", older_source=None)
     ws[WORDSIM_COLUMNS].to_csv(folder / "wordsim.csv", index=False)
     return folder
 

@@ -2,7 +2,8 @@
 # run (docs/claims.md; the claims' registry: softmax_bottleneck.report.claims): one row per claim with the
 # paper's value, ours with its 95 % interval, n and the verdict, as <reports>/claims.{csv,md,html,tex}.
 # The HTML page is the report's "Claims" section. Like the tables, it re-renders when the rendering code,
-# the banner or an output layer's source changes, and retrains nothing.
+# the banner or a summary changes (a summary showing a layer is written again after its source changes),
+# and retrains nothing.
 
 from softmax_bottleneck.report import claims as paper_claims
 
@@ -31,7 +32,6 @@ rule claims:
         summary_dir=lambda wildcards: f"{RESULTS}/summary",
         out=lambda wildcards, output: output.csv.removesuffix(".csv"),
         banner=lambda wildcards: BANNER_OPTION,
-        sources=lambda wildcards: LAYER_SOURCES,
     shell:
         "python -m softmax_bottleneck claims --summary-dir {params.summary_dir} --out {params.out} "
         "{params.banner} > {log} 2>&1"
