@@ -361,6 +361,15 @@ def test_the_cli_writes_the_page_in_four_formats(paper_dir, tmp_path):
     assert tex.isascii(), sorted({ch for ch in tex if not ch.isascii()})  # every symbol spelled in LaTeX
 
 
+def test_the_cli_checks_the_paper_against_itself(tmp_path):
+    """``claims --paper`` (docs/claims.md's command): the page of the paper's own numbers, every claim consistent,
+    said on top."""
+    prefix = tmp_path / "reports" / "claims-paper"
+    assert main(["claims", "--paper", "--out", str(prefix)]) == 0
+    assert set(pd.read_csv(f"{prefix}.csv")["verdict"]) == {page.CONSISTENT}
+    assert Path(f"{prefix}.md").read_text().startswith("**the paper's own numbers as input")
+
+
 def test_a_broken_summary_is_one_line_naming_the_file(paper_dir, tmp_path):
     folder = tmp_path / "study"
     folder.mkdir()
@@ -409,12 +418,15 @@ def test_seeds_from_our_runs_use_our_spread(paper_dir, tmp_path):
 
 
 def test_seeds_before_anything_runs(capsys):
-    """``claims --seeds`` with no summaries: per claim on a test, from the paper's spreads, the smallest effect its n
-    detects and the n the paper's effect needs (noncentral t; Fisher's z)."""
+    """``claims --seeds`` with no summaries (docs/claims.md's commands): per claim on a test, from the paper's spreads,
+    the smallest effect its n detects and the n the paper's effect needs (noncentral t; Fisher's z)."""
+    table = seeds_table(page.decide_paper(), ours=False).set_index("id")
+    assert main(["claims", "--seeds"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split("|")[1].strip() for line in out.splitlines()[4:]] == list(table.index)  # one row per claim
     assert main(["claims", "--seeds", "--claim", "table4_ptb", "--claim", "figure2_all_ptb"]) == 0
     out = capsys.readouterr().out
-    assert "the paper's" in out and "table4_ptb" in out and "figure2_all_ptb" in out
-    table = seeds_table(page.decide_paper(), ours=False).set_index("id")
+    assert "the paper's" in out and "table4_ptb" in out and "figure2_all_ptb" in out and "table4_wt2" not in out
     assert "lms_plif_rank_ptb" not in table.index  # a rule without a test has no row
     # LMS-PLIF against LMS-PLIF† (PTB): pooled s of 0.11 and 0.09, the paper's 0.01 ppl apart
     s = math.sqrt((0.11**2 + 0.09**2) / 2)
