@@ -86,6 +86,10 @@ RUN_ELSEWHERE = {
     "python -m softmax_bottleneck lm-report gpt2=gpt2-ptb.json --out-table lm --out-figure lm": "tests/test_analyze_lm.py",  # noqa: E501
     "python -m softmax_bottleneck table table2 --summary-dir results/summary --out reports/tables/table2": "tests/test_tables.py (paper-scale summaries)",  # noqa: E501
     "python -m softmax_bottleneck figure figure2 --summary-dir results/summary --out reports/figures/figure2": "tests/test_figures.py (paper-scale summaries)",  # noqa: E501
+    "snakemake claims --configfile config/small.yaml": "tests/test_workflow.py (the small scale's rule all makes the page)",  # noqa: E501
+    "python -m softmax_bottleneck claims --paper --out reports/claims-paper": "tests/test_claims.py (in-process)",
+    "python -m softmax_bottleneck claims --seeds": "tests/test_claims.py (in-process)",
+    "python -m softmax_bottleneck claims --seeds --claim table4_ptb --claim figure2_all_ptb": "tests/test_claims.py (in-process)",  # noqa: E501
 }
 #: where the commands are: the README, then every page of docs/
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]

@@ -9,7 +9,8 @@
 * ``snakemake --lint`` and ``snakefmt --check`` are clean;
 * (slow) the small scale, stopped part-way (a training killed, then Ctrl-C), says in ``status`` which runs are
   finished, interrupted and not started, and ``preview`` renders tables from the finished ones; run again, it ends,
-  every report file parses, ``status`` says finished everywhere and ``preview`` has the final tables' numbers; then,
+  every report file parses, the claims page says "not comparable at this scale" everywhere, ``status`` says finished
+  everywhere and ``preview`` has the final tables' (and claims') numbers; then,
   on its results, the rerun policy: the paper config still plans every training job, a whitespace
   edit of the train rule and a figure-code edit retrain nothing, ``-F``/``-R train`` keep the models.
 """
@@ -35,7 +36,9 @@ from conftest import data_dir, needs_data
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
-from softmax_bottleneck.report import costs, figures, preview, tables
+from softmax_bottleneck.report import claims, costs, figures, preview, tables
+from softmax_bottleneck.report.claims import page as claims_page
+from softmax_bottleneck.report.tables.render import latex_text
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.runs import Study
 from softmax_bottleneck.study.status import STATES, study_status
@@ -199,6 +202,7 @@ def test_paper_dry_run_plans_every_job(tmp_path):
         assert counts.get(name) == 1, f"{name} is not planned"
     assert counts["summarize_runs"] == 7
     assert counts["robustness"] == 1
+    assert counts["claims"] == 1  # the claims page, part of every run
 
 
 @pytest.mark.parametrize(
@@ -581,6 +585,7 @@ def test_small_scale_end_to_end(tmp_path):
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     assert_quiet((repo.parent / "stopped-part-way.log").read_text(), result.stdout + result.stderr)
     check_reports(repo, "small")
+    check_claims(repo)
     check_the_phenomenon(repo)
     # every training job ran once, with its benchmark; the E12 log-P slice was temporary
     models = sorted(p for p in (repo / "results" / "runs").rglob("model.pt") if ".resume" not in p.parts)
@@ -711,6 +716,11 @@ def check_status_and_preview_at_the_end(repo: Path, run_in) -> None:
         provisional = pd.read_csv(repo / "reports" / "small" / "preview" / "tables" / f"{name}.csv")
         assert (provisional["finished"] == provisional["planned"]).all(), name
         pd.testing.assert_frame_equal(provisional.drop(columns=["finished", "planned", "provisional"]), final)
+    final = pd.read_csv(repo / "reports" / "small" / "claims.csv")
+    provisional = pd.read_csv(repo / "reports" / "small" / "preview" / "claims.csv")
+    counts = provisional["runs in"].str.fullmatch(r"(\d+) of \1") & (provisional["runs in"] != "0 of 0")
+    assert counts.all(), provisional["runs in"]
+    pd.testing.assert_frame_equal(provisional.drop(columns="runs in"), final)
 
 
 def check_the_phenomenon(repo: Path) -> None:
@@ -741,6 +751,18 @@ def check_the_phenomenon(repo: Path) -> None:
     assert len(lists) and (lists > 1).all(), lists
 
 
+def check_claims(repo: Path) -> None:
+    """The claims page of the small scale: every claim with the small scale's numbers where it has them, and every
+    verdict "not comparable at this scale" (tiny models, few epochs), under the small scale's banner."""
+    table = pd.read_csv(repo / "reports" / "small" / "claims.csv")
+    assert list(table["claim"]) == list(claims.CLAIMS)
+    assert set(table["verdict"]) == {claims_page.NOT_COMPARABLE} and not table["comparable"].any()
+    numbers = table.set_index("claim")["ours_value"]
+    assert numbers[["figure2_all_ptb", "table2_mos_ptb", "mos_k_rank_ptb", "rank_ppl_ptb", "ntet_ptb"]].notna().all()
+    for ext, mark in (("md", BANNER), ("html", BANNER), ("tex", latex_text(BANNER))):
+        assert mark in (repo / "reports" / "small" / f"claims.{ext}").read_text(), ext
+
+
 def check_html_report(path: Path) -> None:
     """The HTML report embeds every table as its HTML page in the paper's layout (with the small-scale
     banner) and every figure as its PNG; no table is shown as a raw CSV."""
@@ -755,6 +777,8 @@ def check_html_report(path: Path) -> None:
         for name in figures.REQUIRES:
             assert sum(n.endswith(f"/{name}.png") for n in names) == 1, name
         assert not [n for n in names if n.endswith(".csv")], "a table is embedded as CSV"
+        pages = [n for n in names if n.endswith("/claims.html")]  # the claims page, the report's "Claims" section
+        assert len(pages) == 1 and "not comparable at this scale" in archive.read(pages[0]).decode(), pages
 
 
 def nothing_to_do(result) -> bool:
@@ -789,7 +813,7 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
     assert nothing_to_do(unrelated), unrelated.stdout[-3000:]
     # a new banner re-renders every table and figure, and nothing else (not even the summaries)
     rebanner = planned_jobs(run_in(repo, f"snakemake -n --quiet rules {SMALL} 'report_banner=another mark'"))
-    assert set(rebanner) - {"all"} == {*tables.REQUIRES, *figures.REQUIRES}, rebanner
+    assert set(rebanner) - {"all"} == {*tables.REQUIRES, *figures.REQUIRES, "claims"}, rebanner
     # -F and -R train keep a finished model: the job finds the copy it kept in .resume/final and trains nothing;
     # the model stays as it was and read-only (Snakemake touches it, so only its date changes), and its analyses
     # do not run again (the largest model: above Snakemake's 1 MB checksum limit, only the date counts)

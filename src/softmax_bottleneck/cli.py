@@ -44,6 +44,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "table and figure: ranks of Hugging Face LMs (analyze-lm) beside the paper's models",
     ),
     "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
+    "claims": (
+        "softmax_bottleneck.report.claims",
+        "decide each of the paper's claims from the summaries by its stated rule; --seeds: the seeds each claim needs",
+    ),
     "sweep": (
         "softmax_bottleneck.report.sweeps",
         "table and figure of one sweep of the configuration (sweeps:): perplexity and Press' rank per grid point "

@@ -10,6 +10,7 @@ so far, collected by :mod:`.summaries` as the workflow collects the final ones:
   the runs behind that row's cells are in; the CSV is the tidy table with ``finished``, ``planned`` and
   ``provisional`` (the date) added;
 * ``<reports>/preview/figures/NAME.{pdf,png}``: each figure, its note saying how many runs it draws on;
+* ``<reports>/preview/claims.{csv,md,html,tex}``: the claims page (:mod:`.claims`), each claim's runs in of N;
 
 (``<results>``, ``<reports>``: :func:`~softmax_bottleneck.study.runs.output_roots`). Every file is stamped
 provisional with the date and time, on top. Nothing but files is read: no training or analysis is started or waited
@@ -30,7 +31,7 @@ import pandas as pd
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_csv, atomic_write_text
-from softmax_bottleneck.report import figures, summaries, sweeps, tables
+from softmax_bottleneck.report import claims, figures, summaries, sweeps, tables
 from softmax_bottleneck.report.common import fkey, require_summaries
 from softmax_bottleneck.report.figures.common import (
     COLUMN,
@@ -266,6 +267,8 @@ def render_preview(study: Study, *, directory=".", stamp: str | None = None, nam
                 _placeholder_figure(prefix, why, stamp, config_banner)
         outcome[name] = why or "rendered"
         log.info("preview %s: %s (%d of %d)", name, outcome[name], len(outcome), len(items))
+    if names is None or "claims" in names:  # the claims page, with each claim's runs in of those planned
+        outcome["claims"] = claims.render_preview(summary_dir, out / "claims", found, stamp, config_banner)
     return outcome
 
 
@@ -333,7 +336,7 @@ def output_files(study: Study) -> list[str]:
         f"{reports}/{PREVIEW}/{kind}s/{name}.{ext}"
         for name, kind in names
         for ext in (TABLE_FORMATS if kind == "table" else FIGURE_FORMATS)
-    ]
+    ] + [f"{reports}/{PREVIEW}/claims.{ext}" for ext in claims.FORMATS]
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -357,7 +360,7 @@ def run_cli(args) -> int:
     study, source = study_config.load_study(args, "preview", follow=True)
     if study is None:
         return 1
-    known = {name for name, _ in _items(study)}
+    known = {name for name, _ in _items(study)} | {"claims"}
     unknown = [name for name in args.names if name not in known]
     if unknown:
         raise SystemExit(f"preview: unknown table or figure {unknown[0]!r}; valid names: {', '.join(sorted(known))}")
