@@ -13,6 +13,12 @@ from pathlib import Path
 # --sdm conda, the rule environment's; profiles/default lets PYTHONPATH through).
 PACKAGE_SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, PACKAGE_SRC)
+# The logger plug-in (--logger softmax-bottleneck) imported the installed package before this file: where that is
+# not this checkout's src/, it is imported again from here, so that the DAG runs the same code as the jobs.
+for _name in [m for m in sys.modules if m.split(".")[0] == "softmax_bottleneck"]:
+    _file = os.path.realpath(getattr(sys.modules[_name], "__file__", None) or "")
+    if not _file.startswith(os.path.realpath(PACKAGE_SRC) + os.sep):
+        del sys.modules[_name]
 os.environ.update(
     PATH=os.pathsep.join(
         [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
