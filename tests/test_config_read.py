@@ -107,6 +107,38 @@ def test_a_file_over_a_megabyte_is_refused_unread(tmp_path):
     _refused(path, "over the 1,048,576 a configuration may have")
 
 
+def test_a_folder_is_refused_and_a_link_to_a_file_is_read(tmp_path):
+    _refused(tmp_path, "cannot be read: not a regular file (a folder)")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(SMALL)  # a configuration kept elsewhere, linked: read as the file it names
+    assert study_config.read(link) == study_config.read(SMALL)
+
+
+def _within_3_gb() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+
+@pytest.mark.parametrize(("kind", "why"), [("fifo", "a FIFO"), ("/dev/zero", "a character device")])
+def test_plan_on_a_fifo_or_a_device_ends_in_one_line_at_once(tmp_path, kind, why):
+    """Before, ``plan --config`` on a FIFO waited forever for a writer and on /dev/zero read until MemoryError (here in
+    a process of at most 3 GB, given 60 s)."""
+    path = tmp_path / "config.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path(kind)
+    command = [sys.executable, "-m", "softmax_bottleneck", "plan", "--config", str(path)]
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                            preexec_fn=_within_3_gb)  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert lines[0].endswith(f"plan: {path}: cannot be read: not a regular file ({why})"), lines
+    assert time.monotonic() - started < 30
+
+
 # --------------------------------------------------------------------------------------------- several files, --config
 def _patch(tmp_path, text: str) -> Path:
     path = tmp_path / "patch.yaml"

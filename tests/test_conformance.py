@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -111,6 +113,28 @@ class _WrongNll(OutputLayer):
         )  # forgot the 0.5
 
 
+class _NumpyNoise(OutputLayer):
+    """Training-mode noise drawn from numpy's generator, which no torch seed reproduces."""
+
+    def forward(self, context, weight):
+        logits = self.logits(context, weight) * 0.5
+        if self.training:
+            logits = logits + torch.from_numpy(np.random.standard_normal(logits.shape)).to(logits) * 1e-3
+        return F.log_softmax(logits, dim=-1)
+
+
+class _PythonRandomNoise(OutputLayer):
+    """A training-mode temperature drawn with Python's random."""
+
+    def forward(self, context, weight):
+        scale = 0.5 + (0.01 * random.random() if self.training else 0.0)
+        return F.log_softmax(self.logits(context, weight) * scale, dim=-1)
+
+
+#: what the loss-path check says of randomness outside torch's generator (before: "nll differs from −forward")
+OUTSIDE_TORCH = r"^two training-mode forward calls after the same torch.manual_seed differ .*outside torch's global "
+OUTSIDE_TORCH += r"generator \(numpy, Python's random.*the fault is not in nll"
+
 BROKEN = [  # (layer, the check that must reject it, its message, other checks it may fail as well)
     (_Unnormalised, "normalise", r"at logits of ±5 \(evaluation mode\) rows sum to 1 ±", {"loss-path", "shapes"}),
     (_Overflowing, "normalise", r"at logits of ±500 \(evaluation mode\) \d+ log-probabilities are not finite", ()),
@@ -120,6 +144,8 @@ BROKEN = [  # (layer, the check that must reject it, its message, other checks i
     (_NoisyEval, "eval-deterministic", r"two evaluation-mode calls differ", {"reload", "shapes"}),
     (_RandomBuffer, "reload", r"log-probabilities after save → load differ", ()),
     (_WrongNll, "loss-path", r"nll differs from −forward\[targets\]", {"shapes"}),
+    (_NumpyNoise, "loss-path", OUTSIDE_TORCH, ()),
+    (_PythonRandomNoise, "loss-path", OUTSIDE_TORCH, ()),
 ]
 
 
@@ -166,6 +192,10 @@ def test_cli_passes_a_good_layer_and_rejects_an_unknown_name():
     done = _cli("check-layer", "ss")
     assert done.returncode == 0, done.stderr
     assert "PASS  normalise" in done.stdout and "FAIL" not in done.stdout
+    # then its cost, measured against Softmax's (a measurement: printed and sane, not a speed)
+    cost = re.search(r"^  COST  ([0-9.]+)× Softmax's time for nll forward \+ backward \(.*fastest of (\d+), V=2000",
+                     done.stdout, re.MULTILINE)  # fmt: skip
+    assert cost and 0.05 < float(cost.group(1)) < 50 and int(cost.group(2)) >= 3, done.stdout
     done = _cli("check-layer", "sofmax")
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [

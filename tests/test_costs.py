@@ -216,11 +216,16 @@ def test_a_variant_without_a_paper_time_uses_its_family_and_says_so(plugins):
         costs.seconds_per_epoch("ptb", "nope")
     runs = [{"experiment": "mine", "dataset": "wt2", "variant": "toy_mix", "schedule": "et", "runs": 2, "epochs": 1000}]
     proj = costs.project_training(runs)
-    assert proj["time_of"].iloc[0] == "mos (family default)"
+    assert proj["time_of"].iloc[0] == "mos (family default) *"  # a plug-in priced at another's time: marked
     assert proj["gpu_hours"].iloc[0] == pytest.approx(2 * 1000 * 600 / 3600)
     assert proj["gpu_hours"].notna().all()
     text = costs.render_markdown(costs.summarize_rules(pd.DataFrame()), proj, source="b", runs_source="r")
-    assert "mos (family default)" in text
+    assert "mos (family default) *" in text
+    notes = [line for line in text.splitlines() if line.startswith("* ")]  # ... and the footnote says how to measure
+    assert notes == [line for line in plan.proxy_notes({"toy_mix": ("mos (family default)", ["wt2"])})]
+    assert "check-layer toy_mix" in notes[0] and "bench --dataset wt2 --variant toy_mix" in notes[0]
+    built_in = costs.project_training([{**runs[0], "variant": "moc"}])  # the paper's own layer: no mark
+    assert built_in["time_of"].iloc[0] == "mos"
 
 
 def test_cli_names_a_bad_plan_in_one_line(bench, tmp_path):

@@ -9,6 +9,7 @@ import functools
 import hashlib
 import http.server
 import io
+import logging
 import os
 import threading
 import zipfile
@@ -170,6 +171,26 @@ def test_every_source_failing_leaves_nothing(tmp_path, fake_files):
     assert "without network access" in str(err.value) and "--config data_mirror=DIR" in str(err.value)
     assert not (tmp_path / "wikitext-2/test.txt").exists()
     assert _leftovers(tmp_path) == []
+
+
+def test_a_failed_download_says_so_in_its_one_line_error_only(tmp_path, fake_files, caplog):
+    """Before, each source that failed printed a WARNING line ahead of the error that names them all."""
+    files, served, _ = fake_files
+    del served["https://ok/wt2.zip"]
+    files["wikitext-2/test.txt"] = download.DataFile(
+        "wikitext-2/test.txt",
+        files["wikitext-2/test.txt"].sha256,
+        tuple(
+            download.Source(url, "wikitext-2/wiki.test.tokens") for url in ("https://a/wt2.zip", "https://ok/wt2.zip")
+        ),
+    )
+    caplog.set_level(logging.INFO, logger="softmax_bottleneck")
+    with pytest.raises(download.FetchError) as err:
+        download.fetch(["wikitext-2/test.txt"], tmp_path)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    for url in ("https://a/wt2.zip", "https://ok/wt2.zip"):  # every source named, in one line
+        assert f"{url} [wikitext-2/wiki.test.tokens]: HTTPError" in str(err.value) and "\n" not in str(err.value)
+    assert "trying the next source" in caplog.text  # the first failure, at INFO in the rule's log
 
 
 def test_mirror_copy_and_mismatch(tmp_path, fake_files):

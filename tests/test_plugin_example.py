@@ -11,6 +11,7 @@ import importlib.metadata
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -260,3 +261,34 @@ def test_naming_the_plugin_in_the_config_puts_it_in_table2_table6_and_figure7(pl
         capture_output=True, text=True, env=env, check=True, timeout=300,
     ).stdout.splitlines()  # fmt: skip
     assert "Taylor" in labels and "Softmax" in labels
+
+
+#: docs/adding-an-output-layer.md, "Using it": the overlay and its two commands (tests/test_readme.py leaves them here)
+DOCS = (REPO / "docs" / "adding-an-output-layer.md").read_text(encoding="utf-8")
+OVERLAY_COMMANDS = [
+    "snakemake -n --configfile config/small.yaml mine.yaml",
+    "python -m softmax_bottleneck plan --config config/small.yaml --config mine.yaml",
+]
+
+
+def test_the_docs_overlay_adds_the_plugin_to_a_complete_configuration(plugin_path, tmp_path):
+    """``mine.yaml`` as the docs show it, laid over config/small.yaml: 4 trainings of taylor (2 datasets × 2 seeds)
+    and its check, priced and marked as priced at Softmax's paper time."""
+    section = DOCS[DOCS.index("## 5. Using it") :]
+    overlay = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    assert all(command in section for command in OVERLAY_COMMANDS)
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "small.yaml", tmp_path / "config" / "small.yaml")
+    (tmp_path / "mine.yaml").write_text(overlay)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")])))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    dry, plan = (
+        subprocess.run([*command.split(), *(["-s", str(REPO / "Snakefile"), "--quiet", "rules"] if i == 0 else [])],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        for i, command in enumerate(OVERLAY_COMMANDS)
+    )  # fmt: skip
+    assert dry.returncode == 0, (dry.stdout + dry.stderr)[-3000:]
+    out = dry.stdout + dry.stderr
+    assert re.search(r"^train\s+55$", out, re.M) and re.search(r"^check_layer\s+1$", out, re.M), out[-3000:]
+    assert plan.returncode == 0, plan.stderr
+    assert "* taylor: priced at the paper's time per epoch of softmax, an assumption" in plan.stdout

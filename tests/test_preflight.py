@@ -130,6 +130,42 @@ def test_the_preflight_leaves_model_gradients_and_every_random_generator_as_they
     assert all(p.grad is None for p in model.parameters()) and model.training
 
 
+#: a plug-in layer's own generator, at the top level of its module (as a package of one's own may keep it)
+_NOISE = torch.Generator().manual_seed(0)
+
+
+class _NoisyScores(OutputLayer):
+    """Scores jittered in training mode by draws from its module's own generator (:data:`_NOISE`)."""
+
+    def forward(self, context, weight):
+        scores = self.logits(context, weight)
+        if self.training:
+            scores = scores + 0.1 * torch.randn(scores.shape, generator=_NOISE).to(scores.device)
+        return F.log_softmax(scores, dim=-1)
+
+
+def test_the_preflight_restores_a_plug_ins_own_module_level_generator(scratch_registry, tmp_path, monkeypatch):
+    """Before, the preflight drew from the layer's own generator, so the run differed from the same run without it."""
+    register_output_layer("noisy_scores", display="Noisy", family="softmax")(_NoisyScores)
+    hp = presets.resolve("ptb", "noisy_scores", "et", TINY)
+    model = AWDLSTM(12, hp)
+    data = [batchify(torch.arange(600) % 12, hp[size]) for size in ("batch_size", "eval_batch_size", "test_batch_size")]
+    before = _NOISE.get_state()
+    preflight(model, hp, *data)
+    assert torch.equal(_NOISE.get_state(), before)
+    runs = {}
+    for name in ("with", "without"):
+        if name == "without":
+            from softmax_bottleneck.training import trainer
+
+            monkeypatch.setattr(trainer, "preflight", lambda *args: None)
+        _NOISE.manual_seed(0)
+        runs[name] = train(dataset="ptb", variant="noisy_scores", schedule="et", out_dir=tmp_path / name,
+                           overrides={**TINY, "epochs": 1}, corpus=tiny_corpus(), device="cpu")  # fmt: skip
+    assert runs["with"]["test_loss"] == runs["without"]["test_loss"]
+    assert runs["with"]["valid_loss"] == runs["without"]["valid_loss"]
+
+
 # ------------------------------------------------------------------ check-layer at the configuration's points
 class _GatedMixture(OutputLayer):
     """K gates over the logits; forgets to normalise for K >= 5 (a bug that only a point of the sweep meets)."""

@@ -83,6 +83,8 @@ RUN_ELSEWHERE = {
     "python -m softmax_bottleneck describe --dataset ptb --variant taylor --set taylor_scale=2": "tests/test_plugin_example.py",  # noqa: E501
     "python -m softmax_bottleneck train --dataset ptb --variant taylor --schedule et --out runs/taylor": "tests/test_plugin_example.py",  # noqa: E501
     "snakemake sweep_taylor_scale --configfile config/small.yaml examples/taylor_softmax/sweep.yaml": "tests/test_sweeps.py (the example plug-in installed)",  # noqa: E501
+    "snakemake -n --configfile config/small.yaml mine.yaml": "tests/test_plugin_example.py (the example installed)",
+    "python -m softmax_bottleneck plan --config config/small.yaml --config mine.yaml": "tests/test_plugin_example.py",
     "python -m softmax_bottleneck sweep taylor_scale --summary-dir results/summary --out-table reports/tables/"
     "sweep_taylor_scale --out-figure reports/figures/sweep_taylor_scale": "tests/test_sweeps.py (a sweep's summary)",
     "pip install -e '.[hf]'": "changes the environment; the test extra holds transformers already",

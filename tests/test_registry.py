@@ -215,8 +215,8 @@ def test_the_variant_table_refuses_a_layer_named_like_a_presets_variant(scratch_
 @pytest.fixture
 def plugins(monkeypatch, tmp_path, scratch_registry, request):
     """``plugins({"entry = module:attr": code_of_module})``: load those entry points as the installed plug-ins."""
-    monkeypatch.setattr(registry_module, "_BROKEN", {})
-    monkeypatch.setattr(registry_module, "_ORIGINS", {})
+    for store in ("_BROKEN", "_ORIGINS", "_NAMED", "_WARNINGS"):
+        monkeypatch.setattr(registry_module, store, type(getattr(registry_module, store))())
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def install(entries: dict[str, str]):
@@ -313,7 +313,8 @@ def test_a_plugin_registering_one_name_twice_is_refused_wherever_the_registry_lo
     """Before, the first registration stayed: describe and train used it, only check-layer refused the name."""
     plugins({"twice = twice_mod:First": TWICE.format(second=second)})
     layer = r"output layer 'twice' \(twice_mod\.(Second|First)\): (the name is already registered|registered twice)"
-    _refused_everywhere("twice", r"entry point 'twice' = 'twice_mod:First' .*failed to import: NameTaken: " + layer)
+    refused = r"entry point 'twice' = 'twice_mod:First' \(softmax_bottleneck.output_layers\) is refused: "
+    _refused_everywhere("twice", refused + layer)
     assert presets.resolve("ptb", "softmax")["output_layer"] == "softmax"  # what never names it keeps working
 
 
@@ -398,3 +399,99 @@ def test_the_study_colours_are_far_apart_and_listed_in_the_docs():
     docs = (REPO / "docs" / "adding-an-output-layer.md").read_text(encoding="utf-8")
     for variant, colour in colours.items():
         assert f"`{to_hex(colour)}`" in docs and f"`{variant}`" in docs, variant
+
+
+# ------------------------------------------------------------------------ a name or a label another variant holds
+@pytest.mark.parametrize(
+    ("entry", "name"), [("ss = mine_mod:Layer", "ss"), ("mine = mine_mod:Layer", "ss"), ("fair = mine_mod:Layer",
+                                                                                           "mos_fair")],
+)  # fmt: skip
+def test_a_plugin_named_like_another_variant_is_said_at_every_load(plugins, caplog, entry, name):
+    """Before, an entry point ``ss`` registering ``ss`` was refused silently: check-layer --list, describe and the
+    workflow all used the built-in SigSoftmax under the user's name."""
+    plugins({entry: GOOD.format(name=name)})
+    with caplog.at_level("WARNING", logger=registry_module.__name__):
+        warnings = registry_module.plugin_warnings()
+    assert len(warnings) == 1 and "\n" not in warnings[0] and caplog.messages == warnings
+    holder = "the built-in layer" if name == "ss" else "presets.yaml's variant"
+    assert warnings[0].startswith(f"entry point {entry.split(' =')[0]!r} = 'mine_mod:Layer'")
+    assert f"is refused: output layer {name!r} (mine_mod.Layer)" in warnings[0]
+    assert warnings[0].endswith(f"; {name!r} keeps meaning {holder}, not this plug-in")
+    assert presets.variant_info(name).paper  # the shipped variant keeps its name, and the line says so
+    registry_module.plugin_warnings()
+    assert len(caplog.messages) == 1  # said once per process, when the plug-ins load
+
+
+def test_a_plugin_that_fails_under_a_free_name_warns_nobody(plugins, caplog):
+    """A broken plug-in whose name nothing else holds fails where it is named, and only there."""
+    plugins({"broken = broken_mod:Layer": "import not_installed_anywhere\n"})
+    with caplog.at_level("WARNING", logger=registry_module.__name__):
+        assert registry_module.plugin_warnings() == [] and not caplog.messages
+
+
+@pytest.mark.parametrize(
+    ("display", "match"),
+    [
+        ("SS", r"display 'SS' is already 'SS', the label of the built-in layer 'ss' \(softmax_bottleneck"),
+        ("moS", r"display 'moS' is already 'MoS', the label of the built-in layer 'mos'"),
+        ("MoS†", r"display 'MoS†' is already 'MoS†', the label of presets.yaml's variant 'mos_fair'"),
+        ("SS b", r"display 'SS b' must be a letter then letters, digits, '_', '\+', '-', '†' or '‡'"),
+        ("$x$", r"display '\$x\$' must be"),
+    ],
+)
+def test_a_label_another_variant_has_or_no_table_takes_is_refused(scratch_registry, display, match):
+    """Before, a display "SS" gave Table 2 two "SS" rows, and "SS+b" was taken here but refused as a top-5 key."""
+    with pytest.raises(RegistryError, match=rf"^output layer 'mine' \(test_registry\.Mine\): {match}"):
+        register_output_layer("mine", display=display, family="softmax")(type("Mine", (OutputLayer,), {}))
+    assert "mine" not in output_layers()
+
+
+def test_every_label_the_registry_takes_keys_a_top5_model(scratch_registry):
+    """A display name is a top-5 model's key in a configuration (a star after it: NT-ASGD): one pattern for both."""
+    from softmax_bottleneck.study import config as study_config
+
+    schema = study_config.read_schema()
+    top5 = schema["properties"]["analysis"]["properties"]["top5"]["properties"]["models"]["propertyNames"]["pattern"]
+    assert top5 == registry_module.DISPLAY.pattern.removesuffix("$") + "[*]*$"
+    register_output_layer("mine", display="SS+b", family="softmax")(
+        type("Mine", (OutputLayer,), {"forward": lambda self, c, w: self.logits(c, w).log_softmax(-1)})
+    )
+    config = study_config.read(REPO / "config" / "small.yaml")
+    config["analysis"]["top5"]["models"].update({"SS+b": {"variant": "mine", "schedule": "et"},
+                                                 "SS+b*": {"variant": "mine", "schedule": "nt"}})  # fmt: skip
+    study_config.check(config)
+    for spec in output_layers().values():
+        assert registry_module.DISPLAY.match(spec.display), spec.display
+
+
+# ------------------------------------------------------------------------ several layers in one module
+MULTI = """
+    from softmax_bottleneck.models.output_layers import SoftmaxOfScores, register_output_layer
+
+    @register_output_layer("multi_one", display="One", family="softmax")
+    class One(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return 2 * self.logits(context, weight)
+
+    @register_output_layer("multi_two", display="Two", family="softmax")
+    class Two(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return 3 * self.logits(context, weight)
+"""
+
+
+def test_several_layers_of_one_module_each_behind_its_entry_point(plugins):
+    """Before, the first entry point's import registered both and the second was BROKEN: "registered twice"."""
+    plugins({"multi_one = multi_mod:One": MULTI, "multi_two = multi_mod:Two": MULTI})
+    assert registry_module.broken_plugins() == {} and registry_module.plugin_warnings() == []
+    assert {"multi_one", "multi_two"} <= set(output_layers())
+    assert {name: registry_module._ORIGINS[name].name for name in ("multi_one", "multi_two")} == {
+        "multi_one": "multi_one",
+        "multi_two": "multi_two",
+    }  # each registration is its own entry point's
+    assert registry_module.layer_source("multi_two")["class"] == "multi_mod.Two"
+
+
+def test_one_module_behind_one_entry_point_registers_all_its_layers(plugins):
+    plugins({"multi = multi_mod": MULTI})
+    assert registry_module.broken_plugins() == {} and {"multi_one", "multi_two"} <= set(output_layers())

@@ -112,8 +112,8 @@ def test_collect_analyses(tmp_path):
         tmp_path / "w.csv", index=False
     )
     ws = summaries.collect_wordsim([{"dataset": "wt2", "variant": "moc", "csv": str(tmp_path / "w.csv")}])
-    assert ws["layer_source"].isna().all()  # no metrics record: which code trained it is unknown
-    assert ws.drop(columns="layer_source").iloc[0].to_dict() == {
+    assert ws[summaries.SOURCE_COLUMNS].isna().all().all()  # no metrics record: which code trained it is unknown
+    assert ws.drop(columns=summaries.SOURCE_COLUMNS).iloc[0].to_dict() == {
         "dataset": "wt2",
         "variant": "moc",
         "benchmark": "MC-30",

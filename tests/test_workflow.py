@@ -140,6 +140,54 @@ def test_readme_explains_every_key():
     assert not missing, f"config/README.md does not explain {missing}"
 
 
+# --------------------------------------------------------------------------------------------- following the study
+#: what a `snakemake` of the small scale writes in .snakemake/locks/ while it runs (one of its outputs suffices)
+PLAN_OUTPUT = "results/small/plan/training_jobs.csv"
+
+
+@pytest.mark.slow
+def test_following_a_running_study_never_removes_its_snakemake_lock(tmp_path):
+    """Snakemake removes every lock of the folder when a run that locked it ends. Before, `snakemake status` (or
+    progress, preview) beside a running study removed the study's lock: a second `snakemake` of the study was no
+    longer refused. The reading targets now run with --nolock: the lock stays, the second `snakemake` is refused."""
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text(f"{PLAN_OUTPUT}\n")  # the running study's lock, as Snakemake writes it
+    for target in ("status", "progress", "preview"):
+        result = snakemake(tmp_path, target, "--cores", "1", configfile=SMALL_CONFIG)
+        assert result.returncode == 0, (target, (result.stdout + result.stderr)[-3000:])
+        assert (locks / "0.output.lock").read_text() == f"{PLAN_OUTPUT}\n", target
+        if target == "status":
+            assert f"{SMALL_TRAIN_JOBS} training jobs: {SMALL_TRAIN_JOBS} not started." in result.stdout
+    assert (tmp_path / "reports" / "small" / "preview" / "progress.html").is_file()
+    second = snakemake(tmp_path, "training_plan", "--cores", "1", configfile=SMALL_CONFIG)
+    assert second.returncode == 1 and "Directory cannot be locked" in second.stdout + second.stderr
+    assert not (tmp_path / PLAN_OUTPUT).exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "lock_free"),
+    [
+        (["status"], True),
+        (["status", "preview", "--configfile", "a.yaml", "b.yaml"], True),
+        (["--configfile", "config/small.yaml", "--cores", "2", "progress"], True),
+        (["-n", "preview"], True),  # a dry run locks nothing either: --nolock changes nothing there
+        (["status", "table2"], False),  # a target that builds: Snakemake's lock, as typed
+        ([], False),
+        (["--configfile", "status"], False),  # a file named status, not the target
+        (["--nolock", "status"], False),  # already without the lock
+        (["--unlock", "status"], False),
+        (["status", "--no-such-option"], False),  # Snakemake refuses it itself
+    ],
+)
+def test_only_a_command_line_of_reading_targets_runs_without_the_lock(argv, lock_free):
+    from softmax_bottleneck.cluster.lock_free import reading_only, snakemake_program
+
+    assert reading_only(argv, ("status", "progress", "preview")) is lock_free
+    assert snakemake_program("/venv/bin/snakemake") and snakemake_program("/lib/python3.11/snakemake/__main__.py")
+    assert not snakemake_program("/venv/bin/pytest")
+
+
 # --------------------------------------------------------------------------------------------- dry runs
 def test_paper_dry_run_plans_every_job(tmp_path):
     counts = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules"))
@@ -613,7 +661,7 @@ def check_status_part_way(repo: Path, killed: str) -> None:
     touched = {path for path in study.jobs if any((repo / path / name).exists() for name in (".lock", ".resume"))}
     assert len(finished) >= FINISHED_BEFORE_STOP and killed in touched - finished
     assert by_state == {"finished": finished, "running": set(), "stalled": touched - finished, "failed": set(),
-                        "not started": set(study.jobs) - touched}, by_state  # fmt: skip
+                        "unreadable": set(), "not started": set(study.jobs) - touched}, by_state  # fmt: skip
     note = next(r.note for r in status.runs if r.run == killed)
     assert "is gone" in note or "died of signal 9" in note, note  # the trainer's own process, or its supervisor's log
 

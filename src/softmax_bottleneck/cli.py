@@ -19,7 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("softmax_bottleneck.study.plan", "print a configuration's training plan: jobs and projected GPU-hours"),
     "status": (
         "softmax_bottleneck.study.status",
-        "where every run of a configuration stands: finished, running, stalled, failed, not started; GPU time",
+        "where every run of a configuration stands: finished, running, stalled, failed, unreadable, not started; "
+        "GPU time",
     ),
     "check-layer": (
         "softmax_bottleneck.training.check_layer",

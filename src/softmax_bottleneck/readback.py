@@ -1,8 +1,12 @@
 """Files read back from a run, checked for what is possible (the reading side of :mod:`softmax_bottleneck.atomic`).
 
-Every JSON and CSV the package reads back from a run (``metrics.json``, ``rank.json``, ``curve.csv``, the summaries,
-spectra, word-similarity and top-5 CSVs, ``analyze-lm``'s summary) goes through this module:
+Every JSON and CSV the package reads back from a run (``metrics.json``, ``rank.json``, ``curve.csv``, the progress
+file, the summaries, spectra, word-similarity and top-5 CSVs, ``analyze-lm``'s summary), a training log's last line
+and a configuration file go through this module:
 
+* :func:`read_bytes` (and :func:`read_tail`): a regular file only, opened without blocking (a FIFO or a device is
+  named as such, never waited on or read forever) and without following a link, its size checked before a byte is
+  read and the read bounded even if it grows meanwhile;
 * :func:`load_json`: UTF-8, a strict parser (no ``NaN``/``Infinity``), no key given twice in one object (JSON keeps
   the last silently), nesting at most :data:`MAX_JSON_DEPTH` deep, at most :data:`MAX_JSON_BYTES`;
 * :func:`read_csv`: UTF-8 text (a binary file is named as such), words such as ``NA`` kept as strings;
@@ -17,15 +21,20 @@ row) at fault; a table built on an impossible number would be wrong without a si
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
+import os
 import re
+import stat
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-#: deepest nesting of a JSON file read back (the package writes 3 levels); deeper is refused before parsing
+#: deepest nesting of a JSON file read back (the package writes 3 levels); deeper is refused
 MAX_JSON_DEPTH = 32
 #: largest JSON file read back (the package's are a few KB)
 MAX_JSON_BYTES = 16 * 2**20
@@ -37,6 +46,14 @@ class ReadbackError(ValueError):
     def __init__(self, path, reason: str):
         super().__init__(f"{path}: {reason}")
         self.path, self.reason = str(path), reason
+
+
+class TooLarge(ReadbackError):
+    """A file larger than its reader's limit (``size`` bytes), refused before a byte of it is read."""
+
+    def __init__(self, path, size: int, reason: str):
+        super().__init__(path, reason)
+        self.size = size
 
 
 # --------------------------------------------------------------------------------------------- bounds
@@ -74,7 +91,13 @@ LOSS = Bound(0.0, what="a loss is at least 0")
 COUNT = Bound(0, integer=True, what="a count is a whole number ≥ 0")
 POSITIVE_COUNT = Bound(1, integer=True, what="a whole number ≥ 1")
 EPOCH = Bound(1, integer=True, what="epochs count from 1")
-SECONDS = Bound(0.0, what="a duration is at least 0")
+#: the longest duration a file may hold (an epoch, an analysis): a year, far beyond any run of the study
+MAX_SECONDS = 366 * 24 * 3600.0
+SECONDS = Bound(0.0, MAX_SECONDS, what="a duration is within [0 s, 1 year]")
+#: a process ID (Linux: at most 2**22)
+PID = Bound(1, 2**31 - 1, integer=True, what="a process ID is within [1, 2**31 - 1]")
+#: a Unix time (seconds since 1970), before 2106
+TIMESTAMP = Bound(0.0, 2.0**32, what="a Unix time is within [1970, 2106]")
 RANK = Bound(1, integer=True, what="a rank is at least 1 (and at most min(rows, columns) of its matrix)")
 SIGMA = Bound(0.0, what="a singular value is at least 0")
 FRACTION = Bound(0.0, 1.0, what="within [0, 1]")
@@ -108,15 +131,91 @@ def check_value(path, key: str, value) -> None:
         raise ReadbackError(path, f"{key} = {value!r} {why}")
 
 
+# --------------------------------------------------------------------------------------------- bounded reading
+#: how a file read back is opened: never blocking (a FIFO without a writer answers at once), never becoming the
+#: process's terminal
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+@contextmanager
+def _open_regular(path, follow_links: bool):
+    """A file descriptor of the regular file ``path`` and its ``os.stat_result``; :class:`ReadbackError` for anything
+    else (a link unless ``follow_links``, a FIFO, a device, a folder, no permission); ``FileNotFoundError`` where it
+    is absent."""
+    flags = _OPEN_FLAGS | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        if err.errno == errno.ELOOP and not follow_links:
+            raise ReadbackError(path, "a symbolic link (a file read back is never read through a link)") from None
+        raise ReadbackError(path, f"unreadable ({err.strerror or err})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ReadbackError(path, f"not a regular file ({_kind(info.st_mode)})")
+        yield fd, info
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int, size: int, path) -> bytes:
+    chunks, left = [], size
+    try:
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as err:
+        raise ReadbackError(path, f"unreadable ({err.strerror or err})") from None
+    return b"".join(chunks)
+
+
+def read_bytes(path, limit: int, *, follow_links: bool = False, what: str = "file") -> bytes:
+    """The bytes of the regular file ``path``: at most ``limit`` (its size is checked before reading, and a file that
+    grows meanwhile is refused too); :class:`ReadbackError` naming the file for a larger file, a link (unless
+    ``follow_links``), a FIFO, a device or a folder; ``FileNotFoundError`` where it is absent. ``what`` names the
+    kind of file in the size error (``JSON``, ``CSV``, ``configuration``)."""
+    with _open_regular(path, follow_links) as (fd, info):
+        if info.st_size > limit:
+            size = info.st_size
+            raise TooLarge(path, size, f"{size:,} bytes, larger than any {what} this package reads ({limit:,})")
+        raw = _read_fd(fd, limit + 1, path)
+    if len(raw) > limit:
+        raise ReadbackError(path, f"grew past {limit:,} bytes while it was read")
+    return raw
+
+
+def read_tail(path, size: int, *, follow_links: bool = False) -> bytes:
+    """The last ``size`` bytes of the regular file ``path`` (all of a shorter one), read as :func:`read_bytes` reads."""
+    with _open_regular(path, follow_links) as (fd, info):
+        try:
+            os.lseek(fd, max(0, info.st_size - size), os.SEEK_SET)
+        except OSError as err:
+            raise ReadbackError(path, f"unreadable ({err.strerror or err})") from None
+        return _read_fd(fd, size, path)
+
+
 # --------------------------------------------------------------------------------------------- JSON
 def _refuse_duplicates(path):
     def hook(pairs):
-        seen = {}
-        for key, value in pairs:
-            if key in seen:
-                raise ReadbackError(path, f"key {key!r} is given twice in one object (which one is meant?)")
-            seen[key] = value
-        return seen
+        obj = dict(pairs)
+        if len(obj) < len(pairs):
+            seen = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise ReadbackError(path, f"key {key!r} is given twice in one object (which one is meant?)")
+                seen.add(key)
+        return obj
 
     return hook
 
@@ -138,31 +237,51 @@ def json_depth(text: str) -> int:
     return deepest
 
 
+def _deeper_than(data, limit: int) -> bool:
+    """Whether parsed JSON ``data`` nests objects and arrays more than ``limit`` deep (as :func:`json_depth` counts)."""
+    level, depth = [data] if type(data) in _CONTAINERS else [], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below = []
+        for value in level:
+            members = value.values() if type(value) is dict else value
+            below += [child for child in members if type(child) in _CONTAINERS]
+        level = below
+    return False
+
+
+_CONTAINERS = (dict, list)
+
+
 def parse_json(text: str, path):
-    """JSON ``text`` of file ``path``, strictly (see the module's docstring)."""
-    depth = json_depth(text)
-    if depth > MAX_JSON_DEPTH:
-        raise ReadbackError(path, f"JSON nested {depth} deep (at most {MAX_JSON_DEPTH}): not a file this package wrote")
+    """JSON ``text`` of file ``path``, strictly (see the module's docstring). The C parser reads it first (deeper than
+    Python's recursion limit it stops); a file nested deeper than :data:`MAX_JSON_DEPTH` is refused, its depth
+    counted in its text."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates(path))
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates(path))
     except ReadbackError:
         raise
     except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
+        _refuse_depth(text, path)
         raise ReadbackError(path, f"not valid JSON ({_first_line(err)})") from None
+    if _deeper_than(data, MAX_JSON_DEPTH):
+        _refuse_depth(text, path)
+    return data
 
 
-def load_json(path, expect: type | None = dict):
-    """The JSON file ``path``, strictly (see the module's docstring); ``expect``: the type of its top level."""
+def _refuse_depth(text: str, path) -> None:
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise ReadbackError(path, f"JSON nested {depth} deep (at most {MAX_JSON_DEPTH}): not a file this package wrote")
+
+
+def load_json(path, expect: type | None = dict, *, follow_links: bool = False):
+    """The JSON file ``path``, strictly (see the module's docstring); ``expect``: the type of its top level;
+    ``follow_links``: read a link's target (a Hugging Face cache links every file), still a regular file only."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_JSON_BYTES:
-            raise ReadbackError(path, f"{size:,} bytes, larger than any file this package writes (JSON)")
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        raise ReadbackError(path, f"unreadable ({err.strerror or err})") from None
+    raw = read_bytes(path, MAX_JSON_BYTES, follow_links=follow_links, what="JSON file")
     data = parse_json(_text(raw, path, "not valid JSON"), path)
     if expect is not None and not isinstance(data, expect):
         raise ReadbackError(path, f"expected a JSON {'object' if expect is dict else expect.__name__}")
@@ -187,6 +306,8 @@ def _first_line(err: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------------------------- CSV
+#: largest CSV read back (a log-P spectrum of the whole WikiText-2 test set: 33,278 rows, under 2 MB)
+MAX_CSV_BYTES = 256 * 2**20
 #: how the package's CSVs are parsed: words such as ``N``, ``NA`` or ``null`` stay strings; only ``""`` is missing
 CSV_OPTIONS = {"keep_default_na": False, "na_values": [""]}
 
@@ -197,13 +318,7 @@ def read_csv(path, **kwargs):
     import pandas as pd
 
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        raise ReadbackError(path, f"unreadable ({err.strerror or err})") from None
-    text = _text(raw, path, "not a readable CSV")
+    text = _text(read_bytes(path, MAX_CSV_BYTES, what="CSV"), path, "not a readable CSV")
     kwargs = {**CSV_OPTIONS, **kwargs}
     try:
         return pd.read_csv(io.StringIO(text), **kwargs)
@@ -306,3 +421,109 @@ def check_curve(frame, path, epochs_run: int | None = None) -> None:
         last = int(frame["epoch"].max())
         if last > epochs_run:
             raise ReadbackError(path, f"column epoch: {last} is beyond the run's epochs_run = {epochs_run}")
+
+
+#: how far a progress file's epoch times may exceed the time from its start to its last write: one wall clock
+#: (``started``, ``updated``) against another (each epoch's, monotonic); a clock set back by NTP
+CLOCK_SLACK = 3600.0
+#: the identity a progress file records of its run, as the run folder's path says it
+PROGRESS_IDENTITY = ("dataset", "variant", "schedule", "seed")
+
+
+def _progress_value(path, key: str, value, bound: Bound, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    why = bound.violation(value)
+    if why:
+        raise ReadbackError(path, f"{key} = {_short(value)} {why}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+#: a curve row's numbers and their ranges, for :func:`_possible_row` (a NaN fails every comparison, an infinity the
+#: upper end)
+_ROW_RANGES = (("valid_ppl", 1.0 - ROUNDING, sys.float_info.max), ("seconds", -ROUNDING, MAX_SECONDS + ROUNDING),
+               ("wall_seconds", -ROUNDING, MAX_SECONDS + ROUNDING))  # fmt: skip
+_NUMBER_TYPES = (int, float)
+
+
+def _possible_row(row, previous: int, epoch: int) -> bool:
+    """Whether a progress file's curve row is possible (:func:`check_progress`), fast, without building a message."""
+    if type(row) is not dict:
+        return False
+    number = row.get("epoch")
+    if type(number) is not int or not previous < number <= epoch:
+        return False
+    for key, low, high in _ROW_RANGES:
+        value = row.get(key)
+        if value is not None and not (type(value) in _NUMBER_TYPES and low <= value <= high):
+            return False
+    return True
+
+
+def _row_violation(path, where: str, row, previous: int, epoch: int) -> None:
+    """The :class:`ReadbackError` of an impossible curve row, naming the row and the key."""
+    if not isinstance(row, dict):
+        raise ReadbackError(path, f"{where} is not an object")
+    if "epoch" not in row:
+        raise ReadbackError(path, f"{where} has no epoch")
+    bound = Bound(previous + 1, epoch, integer=True, what=f"rising, within [1, epoch = {epoch}]")
+    _progress_value(path, f"{where}.epoch", row["epoch"], bound, optional=False)
+    _progress_value(path, f"{where}.valid_ppl", row.get("valid_ppl"), PERPLEXITY)
+    for key in ("seconds", "wall_seconds"):
+        _progress_value(path, f"{where}.{key}", row.get(key), SECONDS)
+
+
+def check_progress(progress: dict, path, epochs: int | None = None, run: dict | None = None) -> dict:
+    """A progress file (``.resume/progress.json``, :mod:`softmax_bottleneck.training.run_files`) holds only possible
+    values: format 1; ``epochs`` (E) a whole number ≥ 1, the run's own (``epochs``) where given; ``epoch`` within
+    [0, E]; ``best_valid_ppl`` ≥ 1; ``best_epoch`` within [0, ``epoch``] (0: none yet); durations within
+    :data:`SECONDS`; Unix times within :data:`TIMESTAMP`; ``attempts`` ≥ 1; a :data:`PID`; texts where texts belong;
+    ``curve`` a list of rows, each with its ``epoch`` (rising, within [1, ``epoch``]), a ``valid_ppl`` ≥ 1 and
+    durations, which add up to at most the time from ``started`` to ``updated`` (+ :data:`CLOCK_SLACK`); the dataset,
+    variant, schedule and seed ``run``'s where given (a file copied from another run is not this run's)."""
+    if progress.get("format") != 1:
+        raise ReadbackError(path, f"format = {_short(progress.get('format'))}: not a progress file of format 1")
+    total = progress.get("epochs")
+    _progress_value(path, "epochs", total, POSITIVE_COUNT, optional=False)
+    if epochs is not None and total != epochs:
+        raise ReadbackError(path, f"epochs = {total} is impossible: the run has {epochs} epochs")
+    epoch = progress.get("epoch")
+    _progress_value(path, "epoch", epoch, Bound(0, total, integer=True, what=f"within [0, epochs = {total}]"), False)
+    _progress_value(path, "best_valid_ppl", progress.get("best_valid_ppl"), PERPLEXITY)
+    _progress_value(path, "best_epoch", progress.get("best_epoch"),
+                    Bound(0, epoch, integer=True, what=f"within [0, epoch = {epoch}]"))  # fmt: skip
+    _progress_value(path, "checkpoint_seconds", progress.get("checkpoint_seconds"), SECONDS)
+    for key in ("started", "attempt_started", "updated"):
+        _progress_value(path, key, progress.get(key), TIMESTAMP)
+    _progress_value(path, "attempts", progress.get("attempts"), POSITIVE_COUNT)
+    _progress_value(path, "pid", progress.get("pid"), PID)
+    for key in ("host", "phase", "stopped", "error", "dataset", "variant", "schedule"):
+        value = progress.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ReadbackError(path, f"{key} = {_short(value)} is not a text")
+    for key, expected in (run or {}).items():
+        if key in progress and progress[key] != expected:
+            raise ReadbackError(
+                path, f"{key} = {_short(progress[key])}, but this run's is {expected!r} (copied from another run?)"
+            )
+    curve = progress.get("curve")
+    if not isinstance(curve, list):
+        raise ReadbackError(path, "curve is not a list (one row per epoch)")
+    previous, walls = 0, 0.0
+    for number, row in enumerate(curve):
+        if not _possible_row(row, previous, epoch):  # the common case checked fast, a failure named below
+            _row_violation(path, f"curve[{number}]", row, previous, epoch)
+        previous = row["epoch"]
+        walls += row.get("wall_seconds") or 0.0
+    started, updated = progress.get("started"), progress.get("updated")
+    if started is not None and updated is not None and walls > updated - started + CLOCK_SLACK:
+        raise ReadbackError(
+            path,
+            f"the epochs' wall_seconds add up to {walls:,.0f} s, more than the {updated - started:,.0f} s from "
+            "started to updated (impossible: the epochs run one after another)",
+        )
+    return progress

@@ -2,7 +2,9 @@
 # (every run), word similarity (E6), top-5 predictions (E5), robustness of Press' rank (E12), and
 # this configuration's small summary tables (<results>/summary/) that every table and figure reads
 # (a sweep of the configuration's `sweeps`: <results>/summary/sweep_<name>.csv, with the rank of each
-# of its runs: every sweep run is analysed like the experiments' runs).
+# of its runs: every sweep run is analysed like the experiments' runs). A summary's input
+# results/layer_sources/<layer>.txt, the installed source of each layer it shows (rule layer_source),
+# writes it again after that layer's code changes, marking the rows an older source trained.
 # Analysis outputs live in the run folder, named by the rows they use (rank-<rows>.json), so every
 # configuration that asks for the same analysis of the same model shares it. The log-P matrices are
 # streamed into the rank and never written, except E12's slice, which is temp().
@@ -149,6 +151,7 @@ rule summarize_runs:
     """One experiment's runs (metrics and ranks) in one summary CSV."""
     input:
         runs=lambda wildcards: files_of(f"{wildcards.experiment}.csv"),
+        sources=lambda wildcards: layer_source_files(f"{wildcards.experiment}.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/{{experiment}}.csv",
@@ -166,6 +169,9 @@ rule summarize_sweep:
     """One sweep's runs (swept values, training metrics and ranks) in one summary CSV."""
     input:
         runs=lambda wildcards: files_of(f"{SWEEP_PREFIX}{wildcards.sweep}.csv"),
+        sources=lambda wildcards: layer_source_files(
+            f"{SWEEP_PREFIX}{wildcards.sweep}.csv"
+        ),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/{SWEEP_PREFIX}{{sweep}}.csv",
@@ -187,6 +193,7 @@ rule summarize_spectra:
     """Singular values of the spectra models in one summary CSV (Table 6, Figure 7)."""
     input:
         spectra=files_of("spectra.csv"),
+        sources=layer_source_files("spectra.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/spectra.csv",
@@ -204,6 +211,7 @@ rule summarize_wordsim:
     """Word-similarity scores of the wordsim models in one summary CSV."""
     input:
         wordsim=files_of("wordsim.csv"),
+        sources=layer_source_files("wordsim.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/wordsim.csv",
@@ -221,6 +229,7 @@ rule summarize_top5:
     """Top-5 predictions of the top5 models in one summary CSV."""
     input:
         top5=files_of("top5.csv"),
+        sources=layer_source_files("top5.csv"),
         code=rendering_code,
     output:
         f"{RESULTS}/summary/top5.csv",

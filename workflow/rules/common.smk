@@ -22,6 +22,15 @@ os.environ.update(
     ),
 )
 
+# The targets that only read the study (workflow/rules/progress.smk) run without Snakemake's directory lock, which
+# Snakemake removes, the study's too, when a run ends: the command line naming only them is run again at once with
+# --nolock, before Snakemake reads the rest (softmax_bottleneck.cluster.lock_free).
+from softmax_bottleneck.cluster import lock_free
+
+READING_TARGETS = ("status", "progress", "preview")
+if workflow.is_main_process:
+    lock_free.rerun_without_lock(READING_TARGETS)
+
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
 from softmax_bottleneck.study import config as study_config
@@ -147,6 +156,8 @@ from softmax_bottleneck.study.plan import (
     plan_markdown,
     plan_rows,
     plan_table,
+    proxy_notes,
+    proxy_priced,
     stale_runs,
     train_memory_mb,
     train_runtime_minutes,
@@ -325,17 +336,20 @@ def wordsim_files(wildcards):
     )
 
 
-def study_layer_sources():
-    """``layer@<16 hex digits>`` of the module of every output layer the configuration trains: a parameter of the
-    tables, figures and sweeps, so that a changed layer re-renders them with the note that some results were
-    trained with an older source (report/layer_sources.py); nothing upstream reruns."""
-    layers = sorted(
-        {presets.variant_info(r.variant).output_layer for r in TRAIN_JOBS.values()}
-    )
-    return " ".join(current_tag(layer) for layer in layers)
+#: the source of one output layer installed now (rule layer_source, workflow/rules/train.smk)
+LAYER_SOURCE = "results/layer_sources/{layer}.txt"
 
 
-LAYER_SOURCES = study_layer_sources()
+def layer_source_files(summary):
+    """The installed source of each output layer whose models a summary file's records show: inputs of that summary,
+    so that a changed layer writes it again, then the tables and figures built from it, with the note that some
+    results were trained with an older source (report/layer_sources.py); nothing upstream reruns.
+    """
+    layers = {
+        presets.variant_info(run.variant).output_layer
+        for run, _ in SUMMARY_RECORDS[summary][1]
+    }
+    return [LAYER_SOURCE.format(layer=layer) for layer in sorted(layers)]
 
 
 def analyze_mem_mb(wildcards, attempt):

@@ -3,7 +3,8 @@
 # `snakemake preview` (which includes them) the provisional tables and figures from the runs finished so far,
 # under <reports>/preview/. They read the run folders only (nothing of the study is their declared input), so
 # they never start or wait for a training or an analysis, and they run beside a `snakemake` of the study in the
-# same folder (Snakemake locks only the files a run declares). `snakemake --report <file> preview` bundles them.
+# same folder: named alone, they run with --nolock (common.smk, READING_TARGETS), so that they never remove the
+# study's lock. `snakemake --report <file> preview` bundles them.
 # Their parameters are digests of where the runs stand: they re-render when a run moved on, and only then.
 
 from softmax_bottleneck.report import preview as study_preview
@@ -28,7 +29,7 @@ localrules:
 
 
 rule status:
-    """Print where every training run stands: finished, running, stalled, failed, not started; GPU time, finish."""
+    """Print where every training run stands: finished, running, stalled, failed, unreadable, not started; GPU time."""
     log:
         f"{LOGS}/status.log",
     conda:

@@ -5,9 +5,10 @@
 # One rule per registered table or figure (the package's registry: summaries read, caption, HTML
 # report paragraph), so `snakemake table2` or `snakemake figure2` builds exactly what that item
 # needs. The rendering code is an input: editing it re-renders, and retrains or re-analyses nothing.
-# The config's `report_banner` is a parameter of these rules only: changing it re-renders them alone; so
-# is the source of every output layer the configuration trains (LAYER_SOURCES): after a layer's code
-# changes they are rendered again, noting the results an older source of it trained (nothing retrains).
+# The config's `report_banner` is a parameter of these rules only: changing it re-renders them alone.
+# After an output layer's code changes, the summaries that show the layer are written again (their input
+# results/layer_sources/<layer>.txt, workflow/rules/analysis.smk), then the tables and figures built from
+# them, noting the results an older source of it trained (nothing retrains).
 # The HTML report (`snakemake --report`) shows each table's HTML page (the paper's layout) and each
 # figure's PNG, with the registration's paragraph as caption. Each sweep of the configuration's
 # `sweeps` has one rule, sweep_<name>: its table (<reports>/tables/sweep_<name>.{csv,md,html,tex}) and
@@ -66,8 +67,6 @@ for item in paper_tables.TABLES.values():
             summary_dir=lambda wildcards: f"{RESULTS}/summary",
             out=lambda wildcards, output: output.csv.removesuffix(".csv"),
             banner=lambda wildcards: BANNER_OPTION,
-            # a changed layer re-renders it, noting the results an older source of it trained
-            sources=lambda wildcards: LAYER_SOURCES,
             # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
             caption=lambda wildcards, text=item.report_caption: text,
         shell:
@@ -105,8 +104,6 @@ for item in paper_figures.FIGURES.values():
             summary_dir=lambda wildcards: f"{RESULTS}/summary",
             out=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
             banner=lambda wildcards: BANNER_OPTION,
-            # a changed layer re-renders it, noting the results an older source of it trained
-            sources=lambda wildcards: LAYER_SOURCES,
             # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
             caption=lambda wildcards, text=item.report_caption: text,
         shell:
@@ -161,7 +158,6 @@ for name in SWEEPS:
             table=lambda wildcards, output: output.csv.removesuffix(".csv"),
             figure=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
             banner=lambda wildcards: BANNER_OPTION,
-            sources=lambda wildcards: LAYER_SOURCES,
             # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
             caption=lambda wildcards, text=SWEEP_CAPTIONS[name]: text,
         shell:

@@ -97,6 +97,25 @@ rule check_layer:
         "--stamp {output} > {log} 2>&1"
 
 
+# After an output layer's code changes this rule runs again (its params), and with it every summary that shows
+# the layer, then the tables and figures built from them: a source file, not a parameter of those rules, since
+# Snakemake does not look at the rerun triggers of jobs downstream of check_layer (also rerun), which the
+# trainings' ancient() stamp keeps from being reached.
+rule layer_source:
+    """Write the installed source of one output layer (an input of the summaries that show it)."""
+    output:
+        LAYER_SOURCE,
+    log:
+        "logs/layer_source/{layer}.log",
+    localrule: True
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        tag=lambda wildcards: current_tag(wildcards.layer),
+    shell:
+        "echo {params.tag:q} > {output} 2> {log}"
+
+
 rule training_plan:
     """Write every training job, its experiments and projected GPU-hours to <results>/plan/."""
     output:
@@ -123,7 +142,11 @@ rule plan:
     params:
         jobs=len(TRAIN_JOBS),
         table=lambda wildcards: "\n".join(
-            [plan_markdown(plan_table(STUDY, finished_runs())), *stale_runs(STUDY)]
+            [
+                plan_markdown(plan_table(STUDY, finished_runs())),
+                *proxy_notes(proxy_priced(STUDY)),
+                *stale_runs(STUDY),
+            ]
         ),
     script:
         "../scripts/plan_summary.py"

@@ -115,7 +115,7 @@ def weight_files(path: Path) -> list[Path]:
     index = path / SAFETENSORS_INDEX
     if index.is_file():
         try:
-            weight_map = readback.load_json(index).get("weight_map")
+            weight_map = readback.load_json(index, follow_links=True).get("weight_map")  # a cache links files
         except readback.ReadbackError as err:
             raise InputError(str(err)) from None
         if not isinstance(weight_map, dict) or not weight_map:

@@ -246,7 +246,8 @@ def _download(spec: DataFile, dest: Path, timeout: float, archives: dict, scratc
                     _verify(tmp, spec, origin)
             return
         except (OSError, zipfile.BadZipFile, KeyError) as err:  # requests' errors are OSErrors
-            log.warning("%s: %s failed: %s", spec.path, origin, _why(err))
+            if number + 1 < len(spec.sources):  # the last one's failure is in the one-line error, with the others'
+                log.info("%s: %s failed (%s); trying the next source", spec.path, origin, _why(err))
             log.debug("%s: %s", origin, err)  # the whole exception (requests' retries, name resolution) with -v
             errors.append(f"{origin}: {_why(err)}")
         except ValueError as err:  # pooch: the download's SHA-256 is not the pinned one

@@ -10,8 +10,9 @@ Two tables:
    × the number of training runs of the paper-scale configuration, per experiment, dataset and variant.
    A variant whose time the paper does not report (a plug-in layer, MoC, E10's variants) uses its registered
    cost proxy's, else its family's (Softmax for the softmax family, MoS for the mixture family); the
-   ``time_of`` column says which, e.g. ``mos (family default)``. With ``--bench FILE.json ...`` the seconds per
-   epoch are instead those that ``bench`` measured on your own device (:mod:`.bench_speeds`).
+   ``time_of`` column says which, e.g. ``mos (family default)``; a plug-in layer priced so is marked ``*``, with a
+   footnote naming the commands that measure it (an assumption, not a measurement). With ``--bench FILE.json ...``
+   the seconds per epoch are instead those that ``bench`` measured on your own device (:mod:`.bench_speeds`).
 
 The runs come from ``--plan`` (the workflow's training plan, ``snakemake plan`` →
 ``results/plan/training_jobs.csv``), else ``--config`` (a workflow config, by default ``config/config.yaml``,
@@ -35,7 +36,15 @@ import pandas as pd
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report.bench_speeds import BenchFileError, MeasuredSpeeds, load_speeds
 from softmax_bottleneck.study import config as study_config
-from softmax_bottleneck.study.plan import WALL_CLOCK_GPUS, makespan_hours, plan_frame, seconds_per_epoch
+from softmax_bottleneck.study.plan import (
+    PROXY_MARK,
+    WALL_CLOCK_GPUS,
+    makespan_hours,
+    plan_frame,
+    priced_by_proxy,
+    proxy_notes,
+    seconds_per_epoch,
+)
 from softmax_bottleneck.study.runs import Study, StudyError
 
 log = logging.getLogger(__name__)
@@ -182,6 +191,8 @@ def project_training(runs: Iterable[dict], speeds: MeasuredSpeeds | None = None)
             sec, time_of = speeds.seconds_per_epoch(run["dataset"], run["variant"], run["schedule"], epochs)
             device_sec = speeds.device_seconds_per_epoch(run["dataset"], run["variant"], run["schedule"], epochs)
             time_of = " ".join(filter(None, [time_of, speeds.packing_of(run["dataset"], run["variant"])]))
+        if priced_by_proxy(run["variant"], time_of):
+            time_of = f"{time_of} {PROXY_MARK}"  # a plug-in priced at another variant's time (render: footnote)
         rows.append(
             {
                 "experiment": run["experiment"],
@@ -251,10 +262,22 @@ def render_markdown(
         _fmt(projection.assign(gpu_hours=projection["gpu_hours"].astype(float)), 0).to_markdown(index=False),
         "",
         _total_line(total_h, speeds),
+        *(f"\n{note}" for note in proxy_notes(_proxy_priced(body))),
         "",
         *cards_section(projection),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _proxy_priced(projection: pd.DataFrame) -> dict[str, tuple[str, list[str]]]:
+    """The projection's lines marked :data:`~softmax_bottleneck.study.plan.PROXY_MARK`, as ``proxy_notes`` takes
+    them."""
+    priced: dict[str, tuple[str, list[str]]] = {}
+    for row in projection.itertuples():
+        if str(row.time_of).endswith(f" {PROXY_MARK}"):
+            datasets = priced.setdefault(row.variant, (str(row.time_of).removesuffix(f" {PROXY_MARK}"), []))[1]
+            datasets += [] if row.dataset in datasets else [row.dataset]
+    return priced
 
 
 def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:

@@ -80,7 +80,7 @@ def read_analysis(name: str, path) -> dict:
     """One table row from an ``analyze-lm`` summary JSON."""
     path = Path(path)
     try:
-        summary = readback.load_json(path)
+        summary = readback.load_json(path, follow_links=True)  # a file you name: a link to one is read
     except FileNotFoundError:
         raise ValueError(f"{path}: not a readable analyze-lm summary (no such file)") from None
     missing = [k for k in ("press_rank", "effective_rank", "shape", "perplexity") if k not in summary]

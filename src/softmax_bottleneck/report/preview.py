@@ -21,7 +21,6 @@ numbers are the final tables'.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,8 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from softmax_bottleneck.atomic import atomic_path, atomic_write_csv, atomic_write_text
+from softmax_bottleneck import readback
+from softmax_bottleneck.atomic import atomic_write_csv, atomic_write_text
 from softmax_bottleneck.report import figures, summaries, sweeps, tables
 from softmax_bottleneck.report.common import fkey, require_summaries
 from softmax_bottleneck.report.figures.common import (
@@ -92,31 +92,62 @@ def planned_summaries(study: Study) -> dict[str, tuple[str, list[Planned]]]:
     }
 
 
+def _present(path: Path) -> bool:
+    """Whether ``path`` is there (a FIFO or a link too: its reader names it); a folder that cannot be entered: no."""
+    try:
+        path.lstat()
+    except OSError:
+        return False
+    return True
+
+
+def _collect(kind: str, records: list[dict], sweep_keys: list[str]):
+    """The summary of ``records`` (:mod:`.summaries`; ``copy``: E12's one CSV, read and checked, as text)."""
+    if kind == "copy":
+        path = records[0]["csv"]
+        readback.check_columns(readback.read_csv(path), path)
+        return readback.read_bytes(path, readback.MAX_CSV_BYTES, what="CSV").decode("utf-8")
+    if kind == "sweep":
+        return summaries.collect_sweep(records, sweep_keys)
+    return summaries.COLLECTORS[kind](records)
+
+
 def write_summaries(study: Study, directory, summary_dir) -> dict[str, tuple[str, list[Planned], list[bool]]]:
     """Write the summaries of what is in under ``directory`` to ``summary_dir``; per summary file its kind, its
-    planned inputs and which of them are in (all their files there)."""
+    planned inputs and which of them are in (all their files there, and readable: a record whose files cannot be read
+    or hold an impossible value, or whose ``metrics.json`` names another run than its folder, is left out with a
+    warning naming the file and why)."""
     root, summary_dir = Path(directory), Path(summary_dir)
     found = {}
     for file, (kind, planned) in planned_summaries(study).items():
-        present = [all((root / need).is_file() for need in p.needs) for p in planned]
-        found[file] = (kind, planned, present)
-        records = []
-        for p, there in zip(planned, present, strict=True):
+        sweep_keys = study.sweep_keys(file[len(SWEEP_PREFIX) : -4]) if kind == "sweep" else []
+        present, records = [], []
+        for p in planned:
+            there = all(_present(root / need) for need in p.needs)
             if there:
                 record = {k: str(root / v) if k in FILE_KEYS else v for k, v in p.record.items()}
-                record.update((k, str(root / f)) for k, f in p.optional if (root / f).is_file())
-                records.append(record)
+                record.update((k, str(root / f)) for k, f in p.optional if _present(root / f))
+                try:
+                    _collect(kind, [record], sweep_keys)
+                except (OSError, ValueError, KeyError, TypeError) as err:  # ReadbackError, RecordError: ValueErrors
+                    log.warning("preview: %s left out of %s: %s", ", ".join(p.needs), file, str(err)[:500])
+                    there = False
+                else:
+                    records.append(record)
+            present.append(there)
         target = summary_dir / file
-        if kind == "copy":
-            if records:
-                with atomic_path(target) as tmp:
-                    shutil.copyfile(records[0]["csv"], tmp)
-            else:
-                target.unlink(missing_ok=True)
-        elif kind == "sweep":
-            atomic_write_csv(summaries.collect_sweep(records, study.sweep_keys(file[len(SWEEP_PREFIX) : -4])), target)
+        try:
+            summary = _collect(kind, records, sweep_keys) if records or kind != "copy" else None
+        except (OSError, ValueError, KeyError, TypeError) as err:  # records that clash with each other
+            log.warning("preview: %s left out: %s", file, str(err)[:500])
+            present, summary = [False] * len(planned), _collect(kind, [], sweep_keys) if kind != "copy" else None
+        found[file] = (kind, planned, present)
+        if summary is None:
+            target.unlink(missing_ok=True)
+        elif isinstance(summary, str):
+            atomic_write_text(summary, target)
         else:
-            atomic_write_csv(summaries.COLLECTORS[kind](records), target)
+            atomic_write_csv(summary, target)
     return found
 
 
@@ -127,8 +158,8 @@ def inputs_digest(study: Study, directory=".") -> str:
 
     root = Path(directory)
     bits = "".join(
-        str(int(all((root / need).is_file() for need in p.needs)))
-        + str(int(all((root / f).is_file() for _, f in p.optional)))
+        str(int(all(_present(root / need) for need in p.needs)))
+        + str(int(all(_present(root / f) for _, f in p.optional)))
         for _, planned in planned_summaries(study).values()
         for p in planned
     )

@@ -2,7 +2,8 @@
 
 * ``<reports>/preview/progress.html``: a standalone page: the runs by state per experiment, GPU time spent against
   the plan's projection and what is left, the projected finish, finished runs over time (a figure embedded in the
-  page), and the running, stalled and failed runs, as ``status`` (:mod:`softmax_bottleneck.study.status`) reads them;
+  page), and the running, stalled, failed and unreadable runs, as ``status`` (:mod:`softmax_bottleneck.study.status`)
+  reads them;
 * ``<reports>/preview/learning_curves/<experiment>.png``: per experiment, the validation perplexity per epoch of each
   of its runs (``curve.csv``, or the progress file of a run still training: dashed), one panel per dataset, one
   colour per output layer.
@@ -26,6 +27,7 @@ from softmax_bottleneck.report.figures.common import COLUMN, PAGE, STYLE, empty_
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.study.runs import Study, output_roots
 from softmax_bottleneck.study.status import (
+    LISTED_STATES,
     StudyStatus,
     counts_frame,
     experiment_label,
@@ -81,8 +83,10 @@ def finished_over_time(status: StudyStatus):
     return fig
 
 
-def learning_curves(status: StudyStatus, name: str, directory) -> object:
-    """Validation perplexity per epoch of each run of experiment ``name``; dashed: still training or interrupted."""
+def learning_curves(status: StudyStatus, name: str, directory, read: dict | None = None) -> object:
+    """Validation perplexity per epoch of each run of experiment ``name``; dashed: still training or interrupted.
+    ``read``: run folder → its curve, filled as they are read (a run in several experiments is read once)."""
+    read = {} if read is None else read
     runs = status.runs_of(status.groups[name])
     datasets = list(dict.fromkeys(r.dataset for r in runs))
     fig = new_figure(COLUMN * len(datasets), 2.4)
@@ -90,7 +94,9 @@ def learning_curves(status: StudyStatus, name: str, directory) -> object:
     for ax, dataset in zip(axes, datasets, strict=True):
         drawn = {}
         for r in (r for r in runs if r.dataset == dataset):
-            curve = learning_curve(Path(directory) / r.run)
+            if r.run not in read:
+                read[r.run] = learning_curve(Path(directory) / r.run, r)
+            curve = read[r.run]
             if not curve:
                 continue
             epochs, ppl = zip(*curve, strict=True)
@@ -124,7 +130,7 @@ def progress_page(status: StudyStatus, banner: str | None = None) -> str:
         figure = _png_data(finish(finished_over_time(status)))
     table = counts_frame(status).to_html(index=False, border=0)
     lists = []
-    for state in ("running", "stalled", "failed"):
+    for state in LISTED_STATES:
         runs = [r for r in status.runs if r.state == state]
         if runs:
             text = "\n".join(run_line(r, status.now).strip() for r in runs)
@@ -151,9 +157,10 @@ def render_progress(study: Study, *, directory=".", retry_options: str = "", con
     stamp = f"learning curves, {time.strftime('%Y-%m-%d %H:%M')} (dashed: not finished)"
     banner = study.config.get("report_banner")
     atomic_write_text(progress_page(status, banner), root / page)
+    read: dict = {}
     with matplotlib.rc_context(STYLE):
         for name, path in zip(status.groups, curves, strict=True):
-            fig = finish(learning_curves(status, name, root), stamp + (f"\n{banner}" if banner else ""))
+            fig = finish(learning_curves(status, name, root, read), stamp + (f"\n{banner}" if banner else ""))
             save_png(fig, root / path)
     return status
 

@@ -8,7 +8,9 @@
 
 Every summary has a ``layer_source`` column: ``<layer>@<first 16 hex digits of the SHA-256 of its module file>``, the
 code of the output layer that trained the row's model (``metrics.json``; an analysis record names it with
-``metrics=``), so a table or figure can say which results an older source of a layer made.
+``metrics=``), so a table or figure can say which results an older source of a layer made; and ``older_source``:
+True where that is another source than the one installed when the summary was written (the workflow writes a
+summary again when a layer it shows changes), False where the same, empty where the model's source is unknown.
 
 Command line (one ``--record`` per input, ``key=value`` pairs separated by commas)::
 
@@ -39,10 +41,13 @@ from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_write_csv
 from softmax_bottleneck.models.output_layers import output_layers
-from softmax_bottleneck.models.output_layers.provenance import layer_source_tag
+from softmax_bottleneck.models.output_layers.provenance import layer_source_tag, older_tag_layer
 
 log = logging.getLogger(__name__)
 
+#: the last columns of every summary: which source of its layer trained the row's model, and whether it is an older
+#: one than the source installed
+SOURCE_COLUMNS: list[str] = ["layer_source", "older_source"]
 #: columns of a run summary (docs/architecture.md, "Summary tables"), in order
 RUN_COLUMNS: list[str] = [
     "experiment",
@@ -66,11 +71,11 @@ RUN_COLUMNS: list[str] = [
     "erank_1e-3",
     "erank_1e-4",
     "erank_1e-5",
-    "layer_source",
+    *SOURCE_COLUMNS,
 ]
 #: columns of a sweep summary: the run's identity, then its swept hyper-parameters, then these
 SWEEP_ID_COLUMNS: list[str] = RUN_COLUMNS[:6]
-SPECTRA_COLUMNS: list[str] = ["dataset", "variant", "index", "sigma", "sigma_normalised", "layer_source"]
+SPECTRA_COLUMNS: list[str] = ["dataset", "variant", "index", "sigma", "sigma_normalised", *SOURCE_COLUMNS]
 WORDSIM_COLUMNS: list[str] = [
     "dataset",
     "variant",
@@ -79,7 +84,7 @@ WORDSIM_COLUMNS: list[str] = [
     "found",
     "not_found",
     "spearman",
-    "layer_source",
+    *SOURCE_COLUMNS,
 ]
 TOP5_COLUMNS: list[str] = [
     "model",
@@ -90,7 +95,7 @@ TOP5_COLUMNS: list[str] = [
     *[f"word_{i}" for i in range(1, 6)],
     *[f"prob_{i}" for i in range(1, 6)],
     "hit",
-    "layer_source",
+    *SOURCE_COLUMNS,
 ]
 #: run-summary columns taken from ``metrics.json`` / its ``hyperparameters`` / ``rank.json``
 _METRIC_KEYS = ["parameters", "train_ppl", "valid_ppl", "test_ppl", "seconds_per_epoch", "epochs_run", "switch_epoch"]
@@ -235,13 +240,18 @@ def run_row(record: dict) -> dict:
             row[f"erank_{eps}"] = _number(value, rank_path, f"effective_rank.{eps}", record)
     else:
         row.update({"press_rank": math.nan, **{f"erank_{e}": math.nan for e in EPSILONS}})
-    row["layer_source"] = layer_source_tag(metrics)
+    row.update(_sources(layer_source_tag(metrics)))
     return row
 
 
-def _layer_source(record: dict) -> str | None:
-    """``layer@<16 hex digits>`` of the run behind an analysis record (its optional ``metrics``), else None."""
-    return layer_source_tag(_read_json(record["metrics"], record)) if record.get("metrics") else None
+def _sources(tag: str | None) -> dict:
+    """The :data:`SOURCE_COLUMNS` of a model whose layer's source is ``tag`` (``layer@<16 hex digits>``, or None)."""
+    return {"layer_source": tag, "older_source": None if tag is None else older_tag_layer(tag) is not None}
+
+
+def _layer_source(record: dict) -> dict:
+    """:func:`_sources` of the run behind an analysis record (its optional ``metrics``)."""
+    return _sources(layer_source_tag(_read_json(record["metrics"], record)) if record.get("metrics") else None)
 
 
 def plugin_hyperparameters() -> list[str]:
@@ -285,7 +295,7 @@ def collect_runs(records: list[dict]) -> pd.DataFrame:
 SWEEP_METRIC_COLUMNS: list[str] = [key for key in _METRIC_KEYS if key != "switch_epoch"] + [
     "press_rank",
     *(f"erank_{eps}" for eps in EPSILONS),
-    "layer_source",
+    *SOURCE_COLUMNS,
 ]
 
 
@@ -337,7 +347,7 @@ def collect_spectra(records: list[dict]) -> pd.DataFrame:
             top = frame["sigma"].max() if len(frame) else math.nan
             frame["sigma_normalised"] = frame["sigma"] / top
         frame = frame.assign(dataset=str(record["dataset"]), variant=str(record["variant"]))
-        parts.append(frame.assign(layer_source=_layer_source(record))[SPECTRA_COLUMNS])
+        parts.append(frame.assign(**_layer_source(record))[SPECTRA_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SPECTRA_COLUMNS)
     return out.sort_values(["dataset", "variant", "index"], kind="mergesort").reset_index(drop=True)
 
@@ -347,9 +357,9 @@ def collect_wordsim(records: list[dict]) -> pd.DataFrame:
     parts = []
     for record in records:
         _check_keys(record, "wordsim")
-        frame = _read_csv(record["csv"], record, WORDSIM_COLUMNS[2:-1])
+        frame = _read_csv(record["csv"], record, WORDSIM_COLUMNS[2 : -len(SOURCE_COLUMNS)])
         frame = frame.assign(dataset=str(record["dataset"]), variant=str(record["variant"]))
-        parts.append(frame.assign(layer_source=_layer_source(record))[WORDSIM_COLUMNS])
+        parts.append(frame.assign(**_layer_source(record))[WORDSIM_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=WORDSIM_COLUMNS)
     return out.sort_values(["dataset", "variant"], kind="mergesort").reset_index(drop=True)
 
@@ -359,8 +369,8 @@ def collect_top5(records: list[dict]) -> pd.DataFrame:
     parts = []
     for record in records:
         _check_keys(record, "top5")
-        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c not in ("model", "layer_source")])
-        frame = frame.assign(model=str(record["model"]), layer_source=_layer_source(record))
+        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c not in ("model", *SOURCE_COLUMNS)])
+        frame = frame.assign(model=str(record["model"]), **_layer_source(record))
         parts.append(frame[TOP5_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TOP5_COLUMNS)
     return out.sort_values(["model", "group", "number"], kind="mergesort").reset_index(drop=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from softmax_bottleneck import presets
+from softmax_bottleneck import presets, readback
 
 SCHEMA = "data/config.schema.yaml"
 
@@ -42,23 +42,24 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def read(path: str | Path) -> dict:
-    """A YAML (or JSON) config file as a dict, read as a hostile file may be: at most :data:`MAX_CONFIG_BYTES`,
-    UTF-8, safe YAML (no Python objects), aliases adding at most :data:`MAX_ALIAS_NODES` nodes, no recursive alias,
-    nesting at most :data:`MAX_CONFIG_DEPTH` deep, no key twice in one mapping, keys at the top level. Each failure
-    is a :class:`ConfigError` whose ``source`` names the file and the line."""
+    """A YAML (or JSON) config file as a dict, read as a hostile file may be: a regular file (a link to one too; a
+    FIFO or a device is named, never waited on or read forever: :func:`softmax_bottleneck.readback.read_bytes`), at
+    most :data:`MAX_CONFIG_BYTES`, UTF-8, safe YAML (no Python objects), aliases adding at most
+    :data:`MAX_ALIAS_NODES` nodes, no recursive alias, nesting at most :data:`MAX_CONFIG_DEPTH` deep, no key twice in
+    one mapping, keys at the top level. Each failure is a :class:`ConfigError` whose ``source`` names the file and the
+    line."""
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(
-                f"{size:,} bytes, over the {MAX_CONFIG_BYTES:,} a configuration may have (config/config.yaml has "
-                "10 KB): not a configuration",
-                str(path),
-            )
-        raw = Path(path).read_bytes()
+        raw = readback.read_bytes(path, MAX_CONFIG_BYTES, follow_links=True, what="configuration")
     except FileNotFoundError:
         raise ConfigError("not found (run from the repository root, or pass --configfile FILE)", str(path)) from None
-    except OSError as err:
-        raise ConfigError(f"cannot be read ({err.strerror or err})", str(path)) from None
+    except readback.TooLarge as err:
+        raise ConfigError(
+            f"{err.size:,} bytes, over the {MAX_CONFIG_BYTES:,} a configuration may have (config/config.yaml has "
+            "10 KB): not a configuration",
+            str(path),
+        ) from None
+    except readback.ReadbackError as err:
+        raise ConfigError(f"cannot be read: {err.reason}", str(path)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

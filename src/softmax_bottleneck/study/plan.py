@@ -3,7 +3,8 @@
 A run's projected V100 GPU-hours are the paper's seconds per epoch (Table 2, ``data/reported/main.csv``) × its
 epochs. A variant whose time the paper does not report takes the time of the first of :func:`time_sources` that has
 one: its registered cost proxy (e.g. LMS-PLIF for LMS-PLIF†), else its family's default (Softmax for the softmax
-family, MoS for the mixture family).
+family, MoS for the mixture family). A plug-in layer priced so is marked :data:`PROXY_MARK`, with a footnote naming
+the commands that measure it (:func:`proxy_notes`): its time is an assumption.
 """
 
 from __future__ import annotations
@@ -56,6 +57,42 @@ def seconds_per_epoch(dataset: str, variant: str) -> tuple[float, str]:
     if found is None:
         raise ValueError(f"no reported time per epoch for dataset {dataset!r} (variant {variant!r})")
     return found
+
+
+#: marks a line priced at another variant's time: a plug-in layer that nothing has timed (:func:`proxy_notes`)
+PROXY_MARK = "*"
+#: the plan table's column saying whether an experiment's new jobs hold such a plug-in (shown as the mark)
+PROXY_COLUMN = "priced_by_proxy"
+
+
+def priced_by_proxy(variant: str, time_of: str) -> bool:
+    """Whether a plug-in ``variant`` is priced at another variant's time: ``time_of`` names whose time it is (a label
+    of :func:`time_sources`, or of a measurement: empty or ``(...)`` when its own)."""
+    source = time_of.split()[0] if time_of.strip() else variant
+    return not presets.variant_info(variant).paper and source != variant and not source.startswith("(")
+
+
+def proxy_priced(study: Study) -> dict[str, tuple[str, list[str]]]:
+    """``{plug-in variant: (whose paper time prices it, its datasets)}`` of the study's training jobs that
+    :func:`priced_by_proxy`."""
+    priced: dict[str, tuple[str, list[str]]] = {}
+    for run in study.jobs.values():
+        _, time_of = seconds_per_epoch(run.dataset, run.variant)
+        if priced_by_proxy(run.variant, time_of):
+            datasets = priced.setdefault(run.variant, (time_of, []))[1]
+            datasets += [] if run.dataset in datasets else [run.dataset]
+    return priced
+
+
+def proxy_notes(priced: dict[str, tuple[str, list[str]]]) -> list[str]:
+    """One footnote per plug-in variant priced at another's time (:func:`proxy_priced`): assumed, and how to measure."""
+    return [
+        f"{PROXY_MARK} {variant}: priced at the paper's time per epoch of {label}, an assumption (nothing has timed "
+        f"{variant}; a layer 10× slower costs 10× more): `python -m softmax_bottleneck check-layer {variant}` prints "
+        f"its cost relative to Softmax, `python -m softmax_bottleneck bench --dataset {datasets[0]} --variant "
+        f"{variant}` measures a run and `costs --bench` projects with it (docs/costs.md)"
+        for variant, (label, datasets) in priced.items()
+    ]
 
 
 def gpu_hours(run: Run) -> float:
@@ -111,9 +148,11 @@ EXPERIMENT_LABELS = {
 
 def plan_table(study: Study, trained: set[str] | frozenset = frozenset()) -> pd.DataFrame:
     """Per experiment: its jobs, the jobs it adds (a run several experiments use counts in the first),
-    their projected V100 GPU-hours, how many of those are trained (``trained``: run folders); then the total."""
+    their projected V100 GPU-hours, how many of those are trained (``trained``: run folders), whether those hold a
+    plug-in priced at another variant's time (:data:`PROXY_COLUMN`); then the total."""
     rows, seen = [], set()
     members = study.members()
+    priced = proxy_priced(study)
     for name in [*study.experiments, *(SWEEP_PREFIX + sweep for sweep in study.sweeps), "analysis"]:
         jobs = [path for path in study.jobs if name in members[path]]
         new = [path for path in jobs if path not in seen]
@@ -123,13 +162,14 @@ def plan_table(study: Study, trained: set[str] | frozenset = frozenset()) -> pd.
         hours = sum(gpu_hours(study.jobs[path]) for path in new)
         done = sum(path in trained for path in new)
         rows.append({"experiment": EXPERIMENT_LABELS.get(name, name), "jobs": len(jobs), "new jobs": len(new),
-                     "V100 GPU-hours (new jobs)": hours, "trained": done})  # fmt: skip
+                     "V100 GPU-hours (new jobs)": hours, "trained": done,
+                     PROXY_COLUMN: any(study.jobs[path].variant in priced for path in new)})  # fmt: skip
     import pandas as pd
 
     table = pd.DataFrame(rows)
     total = {"experiment": "total", "jobs": "", "new jobs": int(table["new jobs"].sum()),
              "V100 GPU-hours (new jobs)": float(table["V100 GPU-hours (new jobs)"].sum()),
-             "trained": int(table["trained"].sum())}  # fmt: skip
+             "trained": int(table["trained"].sum()), PROXY_COLUMN: bool(table[PROXY_COLUMN].any())}  # fmt: skip
     return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
 
 
@@ -137,6 +177,9 @@ def plan_markdown(table: pd.DataFrame) -> str:
     """The plan table as Markdown, GPU-hours to the hour with thousands separators."""
     shown = table.copy()
     shown["V100 GPU-hours (new jobs)"] = shown["V100 GPU-hours (new jobs)"].map(lambda h: f"{h:,.0f}")
+    if PROXY_COLUMN in shown:  # hours that hold a plug-in priced at another variant's time (proxy_notes)
+        marked = shown.pop(PROXY_COLUMN).fillna(False).astype(bool)
+        shown.loc[marked, "V100 GPU-hours (new jobs)"] += f" {PROXY_MARK}"
     return shown.to_markdown(index=False, colalign=("left", "right", "right", "right", "right"))
 
 
@@ -200,7 +243,7 @@ def run_cli(args) -> int:
     print(f"Training plan of {source}: {len(study.jobs)} training jobs (a run that several experiments use "
           "is trained once); projected with the paper's V100 seconds per epoch × epochs.\n")  # fmt: skip
     print(plan_markdown(table))
-    for note in stale_runs(study):
+    for note in [*proxy_notes(proxy_priced(study)), *stale_runs(study)]:
         print(note)
     print("\n".join(plan_footer(study, args.gpus, args.per_gpu)))
     return 0

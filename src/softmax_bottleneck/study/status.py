@@ -13,7 +13,14 @@ state, never the run's lock), and never starts, locks or changes a run. A run of
 * **running**: written to within that interval; epoch e of E, the best validation perplexity so far, the time left
   (the epochs to go × the mean wall time of its epochs) and its last write, from ``.resume/progress.json``
   (:mod:`softmax_bottleneck.training.run_files`);
-* **not started**: no progress file, resume state or lock (a log alone that ends in an error: failed).
+* **not started**: no progress file, resume state or lock (a log alone that ends in an error: failed);
+* **unreadable**: a file that says where it stands cannot be read or holds an impossible value (the progress file, the
+  ``.lock``, the log, the folder itself): the run is listed with the file and why, never with the file's numbers.
+
+Every file is read as every file read back is (:mod:`softmax_bottleneck.readback`: a regular file only, never through a
+link, never waited on, its size bounded before reading, no key twice, the progress file's numbers within their bounds
+and the run's epochs); a text from a file (an error, a log's last line, a host) is shown without control characters
+and cut at :data:`NOTE_CHARS` characters, saying so.
 
 GPU time spent is the runs' own: the wall time of each epoch in the progress file (training + validation), or
 ``seconds_per_epoch × epochs_run`` of a finished run's ``metrics.json``. The plan's projection is in V100
@@ -37,9 +44,11 @@ from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
 from softmax_bottleneck.study.plan import EXPERIMENT_LABELS, gpu_hours
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
-from softmax_bottleneck.training.run_files import PROGRESS_NAME, read_progress, time_left_seconds
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, time_left_seconds
 
-STATES = ("finished", "running", "stalled", "failed", "not started")
+STATES = ("finished", "running", "stalled", "failed", "unreadable", "not started")
+#: states the one-screen view lists run by run
+LISTED_STATES = ("running", "stalled", "failed", "unreadable")
 #: added to a run's allowed silence: clocks of a shared file system differ, a first batch may be slow
 GRACE_SECONDS = 120.0
 #: bytes read from the end of a log for its last line
@@ -48,6 +57,15 @@ LOG_TAIL_BYTES = 4096
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: (.*)$")
 #: runs listed per state on the default one-screen view
 LISTED = 8
+#: the most bytes of a run's ``.lock`` read (it holds a PID and a host name)
+LOCK_BYTES = 4096
+#: characters of a text from a run's files (an error, a log's last line) shown at most; the rest is cut, saying so
+NOTE_CHARS = 300
+#: a terminal's escape sequences (CSI ``ESC [ ... letter``, OSC ``ESC ] ... BEL``, and two-character ones)
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+#: control characters (C0, DEL, C1), and all of them but the carriage return
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROLS_BUT_RETURNS = re.compile(r"[\x00-\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass
@@ -179,22 +197,49 @@ def _number(value) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def without_controls(text: str, keep_returns: bool = False) -> str:
+    """``text`` without what could move a terminal's cursor or change its colours: escape sequences removed, other
+    control characters as spaces (carriage returns kept where ``keep_returns``)."""
+    return (_CONTROLS_BUT_RETURNS if keep_returns else _CONTROLS).sub(" ", _ESCAPES.sub("", text))
+
+
+def shown(text, limit: int = NOTE_CHARS) -> str:
+    """A text from a run's files (an error, a log line, a host name) on one line, without control characters
+    (:func:`without_controls`), cut at ``limit`` characters, saying so."""
+    text = " ".join(without_controls(str(text)).split())
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text):,} characters in all]"
+
+
 def last_line(path: Path) -> str | None:
-    """The last non-empty line of a text file (its last :data:`LOG_TAIL_BYTES` read), None if there is none."""
+    """The last non-empty line of a text file (its last :data:`LOG_TAIL_BYTES` read, lines split at newlines only)
+    without control characters but its carriage returns (:func:`without_controls`), None if there is none or the file
+    is absent; a file that is not a regular one (a FIFO, a link) is a
+    :class:`~softmax_bottleneck.readback.ReadbackError` naming it."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
-            tail = handle.read().decode("utf-8", errors="replace")
-    except OSError:
+        tail = readback.read_tail(path, LOG_TAIL_BYTES).decode("utf-8", errors="replace")
+    except FileNotFoundError:
         return None
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1] if lines else None
+    for line in reversed(tail.split("\n")):
+        line = without_controls(line, keep_returns=True)
+        if line.strip(" \r"):
+            return line
+    return None
 
 
 def log_event(line: str | None) -> tuple[str | None, str | None]:
     """``(error, stop)`` read from a log's last line: the trainer's one-line failure (``train: ...``), a traceback's
-    last line or a logged ERROR; or its pre-emption warning / a signal that ended the command."""
+    last line or a logged ERROR; or its pre-emption warning / a signal that ended the command. A line that carriage
+    returns cut into parts (a progress bar, a CRLF line) says what its last part saying anything says."""
+    for part in reversed((line or "").split("\r")):
+        event = _line_event(part.strip())
+        if event != (None, None):
+            return event
+    return None, None
+
+
+def _line_event(line: str) -> tuple[str | None, str | None]:
     if not line:
         return None, None
     logged = LOG_LINE.match(line)  # the package's log format: the message, without the time and logger
@@ -244,14 +289,38 @@ def process_alive(pid, host, since: float | None = None) -> bool | None:
 
 
 def _lock_holder(path: Path) -> tuple[int | None, str | None]:
-    """PID and host written in a run's ``.lock`` (the file is read, the lock never taken)."""
+    """PID and host written in a run's ``.lock`` (the file is read, at most :data:`LOCK_BYTES`, the lock never taken);
+    a ``.lock`` that is not a regular file is a :class:`~softmax_bottleneck.readback.ReadbackError` naming it."""
     try:
-        fields = path.read_text(encoding="utf-8", errors="replace").split()
-    except OSError:
+        fields = readback.read_bytes(path, LOCK_BYTES, what="lock file").decode("utf-8", errors="replace").split()
+    except FileNotFoundError:
         return None, None
-    if len(fields) >= 2 and fields[0].isdigit():
+    if len(fields) >= 2 and fields[0].isdigit() and len(fields[0]) < 10:
         return int(fields[0]), fields[1]
     return None, None
+
+
+def read_progress_file(path: Path, run: RunStatus | None = None) -> dict | None:
+    """A run's progress file, read and checked as every file read back is (bounded, strict,
+    :func:`~softmax_bottleneck.readback.check_progress`, against ``run``'s epochs and identity where given); None where
+    it is absent, a :class:`~softmax_bottleneck.readback.ReadbackError` naming it where it cannot be read or holds an
+    impossible value."""
+    try:
+        progress = readback.load_json(path)
+    except FileNotFoundError:
+        return None
+    if run is None:
+        return readback.check_progress(progress, path)
+    identity = {key: getattr(run, key) for key in readback.PROGRESS_IDENTITY}
+    return readback.check_progress(progress, path, run.epochs, identity)
+
+
+def identity_note(metrics: dict, run: RunStatus) -> str:
+    """Where a finished run's ``metrics.json`` names another dataset, variant, schedule or seed than its folder (a
+    copied run): what it names, else ``""``."""
+    wrong = [f"{key} {metrics[key]!r}, not {getattr(run, key)!r}" for key in readback.PROGRESS_IDENTITY
+             if key in metrics and metrics[key] != getattr(run, key)]  # fmt: skip
+    return f"metrics.json names {', '.join(wrong)}: not this run's (copied from another run?)" if wrong else ""
 
 
 def allowed_silence(progress: dict | None) -> float:
@@ -263,29 +332,53 @@ def allowed_silence(progress: dict | None) -> float:
     return interval + max(walls, default=0.0) + GRACE_SECONDS
 
 
+def _present(path: Path) -> bool:
+    """Whether ``path`` exists (as anything: a FIFO or a link too, for the reader to name); an ``OSError`` other than
+    its absence (a folder that cannot be entered) is raised."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
+
+
 def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, now: float) -> RunStatus:
-    """``base`` (the run's identity and plan) completed from its folder, its log and its rank file."""
+    """``base`` (the run's identity and plan) completed from its folder, its log and its rank file; ``unreadable``,
+    naming the file and why, where one of them cannot be read."""
+    try:
+        return _read_run_status(folder, log, rank_name, base, now)
+    except readback.ReadbackError as err:
+        base.state, base.note = "unreadable", shown(err)
+    except OSError as err:  # a folder that cannot be entered, ...
+        base.state, base.note = "unreadable", shown(f"{err.filename or folder}: unreadable ({err.strerror or err})")
+    base.epoch = base.best_valid_ppl = base.test_ppl = base.press_rank = base.seconds_left = None
+    base.device_seconds, base.started, base.finished = 0.0, None, None
+    return base
+
+
+def _read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, now: float) -> RunStatus:
     s = base
     metrics_path = folder / "metrics.json"
     kept = folder / ".resume" / "final" / "metrics.json"
-    if (metrics_path.is_file() and (folder / "model.pt").exists()) or kept.is_file():
-        metrics, why = _checked(metrics_path if metrics_path.is_file() else kept, readback.check_metrics)
+    if (_present(metrics_path) and _present(folder / "model.pt")) or _present(kept):
+        metrics_path = metrics_path if _present(metrics_path) else kept
+        metrics, why = _checked(metrics_path, readback.check_metrics)
         s.state, s.epoch = "finished", s.epochs
         s.test_ppl = _number(metrics.get("test_ppl"))
         s.best_valid_ppl = _number(metrics.get("valid_ppl"))
         epochs_run = _number(metrics.get("epochs_run"))
         s.epoch = int(epochs_run) if epochs_run is not None else s.epochs
         s.device_seconds = (_number(metrics.get("seconds_per_epoch")) or 0.0) * (epochs_run or 0.0)
-        s.finished = _mtime(metrics_path) or _mtime(kept)
+        s.finished = _mtime(metrics_path)
         s.started = s.finished - s.device_seconds if s.finished is not None else None
         rank, rank_why = _checked(folder / rank_name, readback.check_rank)
         s.press_rank = _number(rank.get("press_rank"))
-        notes = [why, rank_why]
-        if not metrics_path.is_file():
+        notes = [why, identity_note(metrics, s), rank_why]
+        if metrics_path == kept:
             notes.append("outputs kept in .resume/final, restored by the next job")
-        s.note = "; ".join(note for note in notes if note)
+        s.note = shown("; ".join(note for note in notes if note))
         return s
-    progress = read_progress(folder / ".resume" / PROGRESS_NAME)
+    progress = read_progress_file(folder / ".resume" / PROGRESS_NAME, s)
     writes = {
         "progress": _mtime(folder / ".resume" / PROGRESS_NAME),
         "state": _mtime(folder / ".resume" / "state.pt"),
@@ -295,16 +388,16 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
     known = [t for t in writes.values() if t is not None]
     if writes["progress"] is None and writes["state"] is None and writes["lock"] is None:
         error, _ = log_event(last_line(log))  # a job whose training never took its folder: failed, or not started
-        s.state, s.note, s.last_write = ("failed", error, writes["log"]) if error else ("not started", "", None)
+        s.state, s.note, s.last_write = ("failed", shown(error), writes["log"]) if error else ("not started", "", None)
         return s
     s.last_write = max(known)
     pid, host = _lock_holder(folder / ".lock")
     since = writes["lock"]
     if progress:
-        s.epoch, s.best_valid_ppl = progress.get("epoch"), _number(progress.get("best_valid_ppl"))
-        walls = [_number(row.get("wall_seconds")) or 0.0 for row in progress["curve"] if isinstance(row, dict)]
+        s.epoch, s.best_valid_ppl = progress["epoch"], _number(progress.get("best_valid_ppl"))
+        walls = [_number(row.get("wall_seconds")) or 0.0 for row in progress["curve"]]
         s.device_seconds = sum(walls)
-        s.seconds_left = time_left_seconds(s.epoch or 0, s.epochs, walls[-10:]) if walls else None
+        s.seconds_left = time_left_seconds(s.epoch, s.epochs, walls[-10:]) if walls else None
         s.started = _number(progress.get("started"))
         pid, host = progress.get("pid", pid), progress.get("host", host)
         since = _number(progress.get("attempt_started")) or since
@@ -320,11 +413,11 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
         error, stop = log_event(last_line(log))
     alive = process_alive(pid, host, since)
     if error:
-        s.state, s.note = "failed", str(error)
+        s.state, s.note = "failed", shown(error)
     elif stop:
-        s.state, s.note = "stalled", f"stopped: {stop}"
+        s.state, s.note = "stalled", f"stopped: {shown(stop)}"
     elif alive is False:
-        s.state, s.note = "stalled", f"its process ({pid} on {host}) is gone"
+        s.state, s.note = "stalled", f"its process ({pid} on {shown(host, 64)}) is gone"
     elif now - s.last_write <= allowed_silence(progress):
         s.state = "running"
     else:
@@ -334,27 +427,32 @@ def read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, no
     return s
 
 
-def learning_curve(folder: Path) -> list[tuple[int, float]]:
-    """``(epoch, valid ppl)`` of a run so far: its ``curve.csv`` once finished, else its progress file's curve. A
-    ``curve.csv`` that cannot be read or holds an impossible number (:mod:`.readback`'s bounds) is left out, with a
-    warning naming it."""
+def learning_curve(folder: Path, run: RunStatus | None = None) -> list[tuple[int, float]]:
+    """``(epoch, valid ppl)`` of a run so far: its ``curve.csv`` once finished, else its progress file's curve (checked
+    against ``run``'s epochs and identity where given). A file that cannot be read or holds an impossible number
+    (:mod:`.readback`: bounded, strict, its bounds) is left out, with a warning naming it."""
     import csv
+    import io
     import logging
 
     path = folder / "curve.csv"
-    if path.is_file():
-        try:
-            with open(path, encoding="utf-8", newline="") as handle:
-                curve = [(int(row["epoch"]), float(row["valid_ppl"])) for row in csv.DictReader(handle)]
+    try:
+        if _present(path):
+            text = readback.read_bytes(path, readback.MAX_CSV_BYTES, what="CSV").decode("utf-8")
+            curve = [(int(row["epoch"]), float(row["valid_ppl"])) for row in csv.DictReader(io.StringIO(text))]
             for epoch, ppl in curve:
                 readback.check_value(path, "epoch", epoch)
                 readback.check_value(path, "valid_ppl", ppl)
-        except (OSError, KeyError, ValueError, TypeError) as err:
-            logging.getLogger(__name__).warning("%s: left out of the learning curves: %s", path, err)
-            return []
-        return curve
-    progress = read_progress(folder / ".resume" / PROGRESS_NAME) or {"curve": []}
-    rows = [row for row in progress["curve"] if isinstance(row, dict)]
+            return curve
+        path = folder / ".resume" / PROGRESS_NAME
+        progress = read_progress_file(path, run)
+    except FileNotFoundError:
+        return []
+    except (OSError, KeyError, ValueError, TypeError) as err:  # ReadbackError and UnicodeDecodeError are ValueErrors
+        why = err.reason if isinstance(err, readback.ReadbackError) else err
+        logging.getLogger(__name__).warning("%s: left out of the learning curves: %s", path, shown(why))
+        return []
+    rows = progress["curve"] if progress else []
     return [(row["epoch"], float(row["valid_ppl"])) for row in rows if _number(row.get("valid_ppl")) is not None]
 
 
@@ -414,12 +512,16 @@ def _ppl(value) -> str:
 
 
 def counts_rows(status: StudyStatus) -> list[dict]:
-    """Per experiment its jobs and how many are in each state; then the distinct jobs."""
+    """Per experiment its jobs and how many are in each state (``unreadable`` only where a run is); then the distinct
+    jobs."""
     rows = [
         {"experiment": experiment_label(name), "jobs": len(paths), **status.counts(status.runs_of(paths))}
         for name, paths in status.groups.items()
     ]
     rows.append({"experiment": "total (distinct jobs)", "jobs": len(status.runs), **status.counts()})
+    if not rows[-1]["unreadable"]:
+        for row in rows:
+            del row["unreadable"]
     return rows
 
 
@@ -434,8 +536,9 @@ def counts_table(status: StudyStatus) -> str:
     """:func:`counts_rows` as Markdown (tabulate, as ``DataFrame.to_markdown`` writes it, without importing pandas)."""
     from tabulate import tabulate
 
-    colalign = ("left", *["right"] * (len(STATES) + 1))
-    return tabulate(counts_rows(status), headers="keys", tablefmt="pipe", colalign=colalign)
+    rows = counts_rows(status)
+    colalign = ("left", *["right"] * (len(rows[0]) - 1))
+    return tabulate(rows, headers="keys", tablefmt="pipe", colalign=colalign)
 
 
 def run_line(r: RunStatus, now: float) -> str:
@@ -449,6 +552,8 @@ def run_line(r: RunStatus, now: float) -> str:
                   f"last write {_ago(now, r.last_write)}")  # fmt: skip
     elif r.state == "not started":
         detail = f"{r.epochs} epochs, {r.projected_hours:,.1f} V100 GPU-hours projected"
+    elif r.state == "unreadable":
+        detail = r.note
     else:
         epoch = f"epoch {r.epoch}/{r.epochs}, " if r.epoch is not None else ""
         detail = f"{epoch}{r.note}; last write {_ago(now, r.last_write)}; retry: {r.retry}"
@@ -480,8 +585,7 @@ def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
     summary = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
     lines = [f"Status of {status.config} at {iso_time(status.now)}: {len(status.runs)} training jobs: {summary}.", ""]
     lines += [counts_table(status), "", *gpu_lines(status)]
-    shown = STATES if every_run else ("running", "stalled", "failed")
-    for state in shown:
+    for state in STATES if every_run else LISTED_STATES:
         runs = [r for r in status.runs if r.state == state]
         if not runs:
             continue
@@ -499,8 +603,8 @@ def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
 def add_cli(parser) -> None:
     parser.description = (
         "Where every training run of a configuration stands, read from its run folder alone (never starting, "
-        "locking or changing a run): finished, running, stalled, failed, not started; per experiment; GPU time "
-        "spent against the plan's projection and the projected finish."
+        "locking or changing a run): finished, running, stalled, failed, unreadable, not started; per experiment; "
+        "GPU time spent against the plan's projection and the projected finish."
     )
     from softmax_bottleneck.study.config_file import add_config_option
 

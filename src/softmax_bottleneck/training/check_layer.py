@@ -7,7 +7,8 @@
     check-layer NAME --stamp FILE        # also write the stamp, only when every check passes at every point
     check-layer --all | --list
 
-Each failure prints ``check-layer: LAYER [POINT]: CHECK: what is wrong`` on stderr and the command exits with 1.
+Each failure prints ``check-layer: LAYER [POINT]: CHECK: what is wrong`` on stderr and the command exits with 1. A
+layer that passes every check is then timed against Softmax (``COST``: :func:`.conformance.relative_cost`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,20 @@ import sys
 import torch
 
 from softmax_bottleneck.models.output_layers.registry import broken_plugins, output_layers
-from softmax_bottleneck.training.conformance import CheckResult, check_layer, parse_point, point_text, write_stamp
+from softmax_bottleneck.training.conformance import (
+    CheckResult,
+    check_layer,
+    parse_point,
+    point_text,
+    relative_cost,
+    write_stamp,
+)
+
+#: what the measured cost means for the plan (printed after it)
+COST_NOTE = (
+    "plan and costs price a layer the paper does not time at its cost proxy's paper time: measure a paper-size "
+    "run with python -m softmax_bottleneck bench (docs/costs.md)"
+)
 
 
 def add_cli(parser) -> None:
@@ -53,22 +67,23 @@ def _list(layers: dict, broken: dict) -> int:
 
 def run_cli(args) -> int:
     layers = output_layers()
-    broken = {name: reason for name, reason in broken_plugins().items() if name not in layers}
+    # one line per broken plug-in, also one named like a registered layer (which keeps the name: said, not hidden)
     seen: set[str] = set()
-    broken = {n: r for n, r in broken.items() if not (r in seen or seen.add(r))}  # one line per broken plug-in
+    broken = {n: r for n, r in broken_plugins().items() if not (r in seen or seen.add(r))}
     if args.list:
         return _list(layers, broken)
-    names = [*layers, *broken] if args.all else args.names
+    names = list(layers) if args.all else args.names
     if not names:
         raise SystemExit("check-layer: name an output layer (or --all, --list)")
     for option in ("stamp", "point"):
         if getattr(args, option, None) and len(names) != 1:
             raise SystemExit(f"check-layer: --{option} takes exactly one NAME")
-    unknown = [n for n in names if n not in layers and n not in broken]
+    reasons = broken_plugins()
+    unknown = [n for n in names if n not in layers and n not in reasons]
     if unknown:
         raise SystemExit(f"check-layer: unknown output layer {unknown[0]!r}; registered: {', '.join(layers)}")
-    if not args.all and any(n in broken for n in names):
-        raise SystemExit(f"check-layer: {broken[next(n for n in names if n in broken)]}")
+    if not args.all and any(n not in layers for n in names):
+        raise SystemExit(f"check-layer: {reasons[next(n for n in names if n not in layers)]}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("check-layer: --device cuda was asked for but CUDA is not available")
     try:
@@ -79,7 +94,7 @@ def run_cli(args) -> int:
     level = package_log.level
     package_log.setLevel(logging.WARNING)  # the checks train tiny models: their progress lines are noise here
     try:
-        failures = _run(names, layers, broken, points, args)
+        failures = _run(names, layers, broken if args.all else {}, points, args)
     finally:
         package_log.setLevel(level)
     for failure in failures:
@@ -88,12 +103,9 @@ def run_cli(args) -> int:
 
 
 def _run(names: list[str], layers: dict, broken: dict, points: list[dict], args) -> list[CheckResult]:
+    """Check each layer of ``names`` at every point; then each ``broken`` plug-in fails its load."""
     failures = []
     for name in names:
-        if name in broken:
-            print(f"{name}: BROKEN  {broken[name]}")
-            failures.append(CheckResult(name, "load", "fail", broken[name]))
-            continue
         spec = layers[name]
         results = []
         for point in points:
@@ -103,7 +115,12 @@ def _run(names: list[str], layers: dict, broken: dict, points: list[dict], args)
                 print(f"  {result.status.upper():4s}  {result.check:18s} {result.detail}")
                 results.append(result)
         failures += [r for r in results if r.status == "fail"]
+        if not failures:
+            print(f"  COST  {relative_cost(name, args.device, points[0]).text()}; {COST_NOTE}")
         if getattr(args, "stamp", None) and not failures:
             write_stamp(name, args.stamp, results, points)
             print(f"stamp written: {args.stamp}")
+    for name, reason in broken.items():
+        print(f"{name}: BROKEN  {reason}")
+        failures.append(CheckResult(name, "load", "fail", reason))
     return failures

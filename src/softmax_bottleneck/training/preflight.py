@@ -14,7 +14,9 @@ GPU-hours lost. :func:`run_shapes` lists the shapes a run meets, from its hyper-
 :func:`check_shapes` runs the model on each: in training mode the loss path ``nll`` and its backward pass (finite
 values of shape ``[L, B]``, finite gradients) and ``forward`` (finite rows that normalise); in evaluation mode
 ``forward`` and ``nll`` (the same, and ``nll = −forward[targets]``). It works on a copy of the model, on its
-device, and restores every random generator afterwards, so the run's numbers do not change. The first failure
+device, and restores every random generator afterwards, so the run's numbers do not change: Python's, NumPy's and
+torch's global ones (CPU and CUDA), and every ``torch.Generator`` at the top level of a loaded module (a plug-in
+layer's own, :func:`module_generators`); a generator the layer holds itself is copied with the model. The first failure
 raises :class:`PreflightError`: one line naming the output layer, the shape and what is wrong.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 import time
 from dataclasses import dataclass
 
@@ -141,6 +144,19 @@ def _run_shape(model, shape: Shape) -> None:
             raise PreflightError(f"nll differs from −forward[targets] by {diff:.3g}")
 
 
+def module_generators() -> list[torch.Generator]:
+    """Every ``torch.Generator`` held at the top level of a loaded module (``sys.modules``): a plug-in layer may draw
+    from one of its own, which the preflight would otherwise advance."""
+    found: dict[int, torch.Generator] = {}
+    for module in list(sys.modules.values()):
+        try:
+            values = list(vars(module).values())
+        except TypeError:  # no __dict__
+            continue
+        found.update((id(value), value) for value in values if type(value) is torch.Generator)
+    return list(found.values())
+
+
 def check_shapes(model, hp: dict, shapes: list[Shape]) -> None:
     """Run every shape of ``shapes`` through a copy of ``model`` (module docstring); the model, its gradients and
     every random generator are as before. :class:`PreflightError` naming the output layer and the first failing
@@ -155,6 +171,7 @@ def check_shapes(model, hp: dict, shapes: list[Shape]) -> None:
             layer=False,
         )
     state = rng_state()
+    generators = [(generator, generator.get_state()) for generator in module_generators()]
     probe = copy.deepcopy(model)
     try:
         for shape in shapes:
@@ -167,6 +184,8 @@ def check_shapes(model, hp: dict, shapes: list[Shape]) -> None:
     finally:
         del probe
         set_rng_state(state)
+        for generator, generator_state in generators:
+            generator.set_state(generator_state)
 
 
 def preflight(model, hp: dict, train_data: torch.Tensor, val_data: torch.Tensor, test_data: torch.Tensor) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import math
 import os
@@ -37,6 +36,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.training.checkpoint import error_line
@@ -70,10 +70,13 @@ def time_left_text(epoch: int, epochs: int, walls: list[float]) -> str:
 
 
 def read_progress(path: str | os.PathLike) -> dict | None:
-    """A progress file's content, or None where it is absent, unreadable or not of this format (it only informs)."""
+    """A progress file's content, or None where it is absent, unreadable or not of this format (it only informs). It
+    is read as every file read back is (:func:`softmax_bottleneck.readback.load_json`: bounded, a regular file only,
+    no key twice); its values are the caller's to check (``status``: :func:`softmax_bottleneck.readback.check_progress`;
+    the trainer keeps what it can use of an earlier attempt's)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = readback.load_json(path)
+    except (OSError, ValueError):  # ReadbackError is a ValueError
         return None
     if not isinstance(data, dict) or data.get("format") != PROGRESS_FORMAT or not isinstance(data.get("curve"), list):
         return None

@@ -285,6 +285,7 @@ class Trainer:
         A finished run whose declared outputs were deleted is restored from its kept final set instead.
         """
         with run_lock(self.out_dir):
+            self._remove_stale_temporaries()
             restored = self._restore_finished()
             if restored is not None:
                 return restored
@@ -309,6 +310,13 @@ class Trainer:
                     if stop.signum is not None:
                         raise Preempted(f"signal {stop.signum} after epoch {epoch}")
             return self._finish()
+
+    def _remove_stale_temporaries(self) -> None:
+        """The temporaries of the resume state and the progress file that a killed write left in ``.resume/`` (the
+        caller holds the run's lock: no other process writes them)."""
+        for name in (self.state_path.name, PROGRESS_NAME):
+            for stale in self.resume_dir.glob(f".{name}.*.tmp"):
+                stale.unlink(missing_ok=True)
 
     def _restore_finished(self) -> dict | None:
         """A finished run is never trained over: its metrics when the kept final set restored missing outputs, or
@@ -431,8 +439,7 @@ class Trainer:
             raise
         self.state_path.unlink(missing_ok=True)
         self.progress_file.remove()
-        for stale in self.resume_dir.glob(".state.pt.*.tmp"):  # of a killed save
-            stale.unlink(missing_ok=True)
+        self._remove_stale_temporaries()
         fsync_dir(self.resume_dir)
         publish_final(self.final_dir, self.out_dir)
         (self.out_dir / LOCK_NAME).unlink(missing_ok=True)  # still held: a later writer sees the finished run

@@ -18,18 +18,22 @@ only source of #Param besides the base network.
 
 Layers outside this package register through the entry-point group :data:`ENTRY_POINT_GROUP`
 (``softmax_bottleneck.output_layers``): each entry point names a module or class whose import registers
-the layer. Built-in layers come first, in the paper's order; plug-ins follow, sorted by name.
+the layer; several layers of one module each belong to the entry point that names their class. Built-in layers come
+first, in the paper's order; plug-ins follow, sorted by name.
 
 A name belongs to one variant only: a plug-in cannot take the name of a built-in layer, of another plug-in or of
 a variant of ``presets.yaml`` (E10's ``mos_fair``, ``softmax_fair``, ``softmax_fair_large``), a name is registered
-once (the same class registered twice, or two entry points that register one layer, are refused too), its
-hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...), and its colour must be at least
-:data:`~.colours.MIN_DELTA_E` (CIEDE2000) away from every other variant's; such a registration is refused in one
-line naming who holds the name or the colour. A plug-in that fails to load (an import error, a refused
-registration) is *broken*: whatever it registered before failing is withdrawn, it is left out of
-:func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what names it fails
-(:func:`output_layer`), so configurations and commands that never name it keep working. A name that two plug-ins
-register is withdrawn from both: which code would train under it is not for the order of installation to decide.
+once (the same class registered twice, or two entry points that name one layer, are refused too), its
+hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...), its display name must be a label
+every table, figure and configuration takes (:data:`DISPLAY`) that no other variant has (case ignored), and its
+colour must be at least :data:`~.colours.MIN_DELTA_E` (CIEDE2000) away from every other variant's; such a
+registration is refused in one line naming who holds the name, the label or the colour. A plug-in that fails to
+load (an import error, a refused registration) is *broken*: whatever it registered before failing is withdrawn, it
+is left out of :func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what names it fails
+(:func:`output_layer`), so configurations and commands that never name it keep working. A broken plug-in that
+claims a name another variant keeps (a plug-in ``ss``) is said in one warning line whenever the plug-ins load
+(:func:`plugin_warnings`), since naming it gets that other variant. A name that two plug-ins register is withdrawn
+from both: which code would train under it is not for the order of installation to decide.
 
 :func:`layer_source` says which code a layer is: its module, distribution, version and the SHA-256 of its
 module file (recorded with every trained run).
@@ -40,6 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import logging
 import math
 import re
 import sys
@@ -65,28 +70,39 @@ __all__ = [
     "layer_source",
     "output_layer",
     "output_layers",
+    "plugin_warnings",
     "register_output_layer",
     "reserved_names",
 ]
+
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "softmax_bottleneck.output_layers"
 #: base-network families (paper SM Table 6): "softmax" = AWD-LSTM sizes, "mixture" = MoS sizes
 FAMILIES = ("softmax", "mixture")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+#: a display name: a label of tables, figures and legends, and a top-5 model's key in a configuration (with ``*``
+#: for NT-ASGD: ``analysis/top5/models`` of ``data/config.schema.yaml`` takes this pattern with ``*``)
+DISPLAY = re.compile(r"^[A-Za-z][A-Za-z0-9_+†‡-]*$")
 _TYPES = (float, int, bool, str)
 _INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
 
 
 class RegistryError(ValueError):
-    """A registration or a plug-in is invalid (the message names the layer or the entry point)."""
+    """A registration or a plug-in is invalid (the message names the layer or the entry point); ``name``: the layer
+    name a refused registration asked for (None where there is none)."""
+
+    def __init__(self, message: str, name: str | None = None):
+        super().__init__(message)
+        self.name = name
 
 
 class NameTaken(RegistryError):
     """A registration refused because its name is registered already; ``holder`` is the registration that has it."""
 
     def __init__(self, message: str, name: str, holder: OutputLayerSpec):
-        super().__init__(message)
-        self.name, self.holder = name, holder
+        super().__init__(message, name)
+        self.holder = holder
 
 
 _NULL_WORDS = ("null", "none", "~", "")
@@ -240,6 +256,10 @@ _PLUGINS_LOADED = False
 _BROKEN: dict[str, str] = {}
 #: registered name -> the entry point that loaded it
 _ORIGINS: dict[str, importlib.metadata.EntryPoint] = {}
+#: registered names whose own entry point (the one naming their class) has loaded
+_NAMED: set[str] = set()
+#: one line per broken plug-in that claims a name another variant holds (logged once, when the plug-ins load)
+_WARNINGS: list[str] = []
 #: keys every run has besides the base network's (set by the variant and the schedule)
 _FIXED_KEYS = ("output_layer", "schedule")
 
@@ -273,9 +293,13 @@ def reserved_names() -> tuple[dict[str, str], frozenset[str]]:
     return variants, frozenset(base)
 
 
+def _class_name(spec: OutputLayerSpec) -> str:
+    return f"{spec.cls.__module__}.{spec.cls.__qualname__}"
+
+
 def _holder(spec: OutputLayerSpec) -> str:
     kind = "the built-in layer" if spec.builtin else "the plug-in layer"
-    return f"{kind} {spec.name!r} ({spec.cls.__module__}.{spec.cls.__qualname__})"
+    return f"{kind} {spec.name!r} ({_class_name(spec)})"
 
 
 def register_output_layer(
@@ -296,23 +320,27 @@ def register_output_layer(
 
     def decorate(cls: type) -> type:
         where = f"output layer {name!r} ({cls.__module__}.{cls.__qualname__})"
+
+        def refuse(why: str) -> RegistryError:
+            return RegistryError(f"{where}: {why}", name if isinstance(name, str) else None)
+
         if not isinstance(name, str) or not _NAME.match(name):
-            raise RegistryError(f"{where}: the name must match {_NAME.pattern}")
+            raise refuse(f"the name must match {_NAME.pattern}")
         if not (isinstance(cls, type) and issubclass(cls, OutputLayer)):
-            raise RegistryError(f"{where}: must be a subclass of softmax_bottleneck.models.output_layers.OutputLayer")
+            raise refuse("must be a subclass of softmax_bottleneck.models.output_layers.OutputLayer")
         if family not in FAMILIES:
-            raise RegistryError(f"{where}: family must be one of {', '.join(FAMILIES)}, got {family!r}")
+            raise refuse(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
         if not display or not isinstance(display, str):
-            raise RegistryError(f"{where}: needs a display name")
+            raise refuse("needs a display name")
         hps = dict(hyperparameters or {})
         for key, spec in hps.items():
             if not isinstance(spec, Hyperparameter) or not _NAME.match(key):
-                raise RegistryError(f"{where}: hyper-parameter {key!r} must be a Hyperparameter with a lower-case name")
+                raise refuse(f"hyper-parameter {key!r} must be a Hyperparameter with a lower-case name")
         reserved_variants, base_keys = reserved_names()
         clash = sorted(set(hps) & base_keys)
         if clash:
-            raise RegistryError(
-                f"{where}: hyper-parameter name(s) {', '.join(clash)} belong to the base network; rename them "
+            raise refuse(
+                f"hyper-parameter name(s) {', '.join(clash)} belong to the base network; rename them "
                 f"(e.g. {name}_{clash[0]})"
             )
         previous = _REGISTRY.get(name)
@@ -323,9 +351,10 @@ def register_output_layer(
                 f"{where}: the name is already registered by {_holder(previous)}; choose another name", name, previous
             )
         if name in reserved_variants:
-            raise RegistryError(f"{where}: the name is already taken by {reserved_variants[name]}; choose another name")
+            raise refuse(f"the name is already taken by {reserved_variants[name]}; choose another name")
+        _check_display(refuse, display)
         if color is not None:
-            _check_colour(where, color)
+            _check_colour(refuse, color)
         _REGISTRY[name] = OutputLayerSpec(
             name=name,
             cls=cls,
@@ -343,23 +372,51 @@ def register_output_layer(
     return decorate
 
 
-def _check_colour(where: str, color) -> None:
+def _check_display(refuse: Callable[[str], RegistryError], display: str) -> None:
+    """RegistryError unless ``display`` is a label every table, figure and configuration takes (:data:`DISPLAY`: a
+    top-5 model's key is a display name, ``*`` added for NT-ASGD) and no other variant has (case ignored: two rows
+    "SS" and "ss" in one table are not told apart either)."""
+    if not DISPLAY.match(display):
+        raise refuse(
+            f"display {display!r} must be a letter then letters, digits, '_', '+', '-', '†' or '‡' (it labels the "
+            "layer's rows, curves and legend entries, and keys its top-5 models in a configuration)"
+        )
+    taken = {spec.display.casefold(): (spec.display, _holder(spec)) for spec in _REGISTRY.values()}
+    taken.update({label.casefold(): (label, holder) for label, holder in reserved_displays().items()})
+    if display.casefold() in taken:
+        label, holder = taken[display.casefold()]
+        raise refuse(
+            f"display {display!r} is already {label!r}, the label of {holder}: two rows of a table or two curves of a "
+            "figure would carry one label; choose another display name"
+        )
+
+
+def _check_colour(refuse: Callable[[str], RegistryError], color) -> None:
     """RegistryError unless ``color`` is a colour at least :data:`~.colours.MIN_DELTA_E` (CIEDE2000) from every
     colour a variant has: the registered layers' and the variants of ``presets.yaml``."""
     try:
         colours.to_rgb(color)
     except (ValueError, TypeError) as err:
-        raise RegistryError(f"{where}: color {err}") from None
+        raise refuse(f"color {err}") from None
     taken = {f"layer {spec.name!r} ({spec.display})": spec.color for spec in _REGISTRY.values() if spec.color}
     taken.update(reserved_colours())
     for holder, other in taken.items():
         distance = colours.delta_e(color, other)
         if distance < colours.MIN_DELTA_E:
-            raise RegistryError(
-                f"{where}: color {color!r} is too close to {other!r} of {holder} (CIEDE2000 ΔE = {distance:.1f} < "
+            raise refuse(
+                f"color {color!r} is too close to {other!r} of {holder} (CIEDE2000 ΔE = {distance:.1f} < "
                 f"{colours.MIN_DELTA_E:g}: the two would look alike in the figures); choose a colour further from "
                 "it (docs/adding-an-output-layer.md lists the colours in use), or omit color= to get a free one"
             )
+
+
+@functools.cache
+def reserved_displays() -> dict[str, str]:
+    """``{display: "presets.yaml's variant 'mos_fair' (...)"}`` of the variants of ``presets.yaml`` that are not output
+    layers of their own: labels no layer may take."""
+    variants, _ = reserved_names()
+    blocks = _presets_data().get("variants") or {}
+    return {blocks[name].get("display", name): holder for name, holder in variants.items()}
 
 
 @functools.cache
@@ -381,23 +438,33 @@ def _load_plugins() -> None:
     """Import every entry point of :data:`ENTRY_POINT_GROUP` once (each import registers its layer).
 
     A plug-in that fails to load is recorded in :data:`_BROKEN` with its one-line reason, never raised here (only
-    what names it fails), and what it registered before failing is withdrawn. A layer that two entry points
-    register (two plug-ins under one name, or one layer behind two entry points) is withdrawn and both are broken.
+    what names it fails), and what it registered before failing is withdrawn. Each layer belongs to the entry point
+    that names its class; a layer that another entry point's import registered (several layers in one module, one
+    entry point each) is that one's until its own entry point is loaded. A layer that two entry points name, or that
+    two plug-ins register, is withdrawn and both are broken. A broken plug-in that claims a name another variant
+    holds (a shipped layer's ``ss``, E10's ``mos_fair``) is said in one warning line (:func:`plugin_warnings`): what
+    names it gets the other variant, so it must not go unsaid.
     """
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
+    claims: dict[str, set[str]] = {}  # entry-point name -> the names it claims
     for entry in _entry_points():
         before = dict(_REGISTRY)
         where = f"entry point {entry.name!r} = {entry.value!r}"
+        claims[entry.name] = {entry.name}
         try:
             loaded = entry.load()
         except Exception as err:  # a broken plug-in must name itself, not crash somewhere later
             added = [name for name, spec in _REGISTRY.items() if before.get(name) is not spec]
             _REGISTRY.clear()
             _REGISTRY.update(before)  # nothing of a plug-in that failed half-way stays registered
-            reason = f"{where} ({ENTRY_POINT_GROUP}) failed to import: {type(err).__name__}: {err}"
+            if isinstance(err, RegistryError):
+                reason = f"{where} ({ENTRY_POINT_GROUP}) is refused: {err}"
+                claims[entry.name].add(err.name or entry.name)
+            else:
+                reason = f"{where} ({ENTRY_POINT_GROUP}) failed to import: {type(err).__name__}: {err}"
             _BROKEN[entry.name] = reason
             for name in added:
                 _BROKEN.setdefault(name, reason)
@@ -410,14 +477,45 @@ def _load_plugins() -> None:
                 f"{where} names a class that is not registered; decorate it with @register_output_layer(...)"
             )
             continue
-        names = [name for name, spec in _REGISTRY.items() if before.get(name) is not spec]
-        if isinstance(loaded, type) and loaded.registered_name not in names:
-            names.append(loaded.registered_name)
-        for name in names:
-            if name in _ORIGINS and _ORIGINS[name] is not entry:
-                _withdraw(name, entry, f"{where} registers it too")
-            elif name in _REGISTRY:
-                _ORIGINS[name] = entry
+        own = loaded.registered_name if isinstance(loaded, type) else None
+        for name in (name for name, spec in _REGISTRY.items() if before.get(name) is not spec):
+            _ORIGINS[name] = entry  # registered by this import: this entry point's until its own one loads
+        if own is None or own not in _REGISTRY:
+            continue
+        if own in _NAMED and _ORIGINS.get(own) is not entry:
+            _withdraw(own, entry, f"{where} registers it too")
+        else:
+            _ORIGINS[own] = entry
+            _NAMED.add(own)
+    _warn_shadowed(claims)
+
+
+def _warn_shadowed(claims: dict[str, set[str]]) -> None:
+    """One warning line per broken plug-in that claims a name another variant holds (it is what that name means)."""
+    reserved_variants, _ = reserved_names()
+    for entry, names in claims.items():
+        if entry not in _BROKEN:
+            continue
+        for name in sorted(names):
+            if name in _REGISTRY:
+                spec = _REGISTRY[name]
+                holder = "the built-in layer" if spec.builtin else f"the plug-in layer {_class_name(spec)}"
+            elif name in reserved_variants:
+                holder = "presets.yaml's variant"
+            else:
+                continue
+            line = f"{_BROKEN[entry]}; {name!r} keeps meaning {holder}, not this plug-in"
+            _WARNINGS.append(line)
+            log.warning("%s", line)
+            break
+
+
+def plugin_warnings() -> list[str]:
+    """The warning lines of the plug-ins refused under a name another variant holds (:func:`_load_plugins`)."""
+    from . import builtin  # noqa: F401
+
+    _load_plugins()
+    return list(_WARNINGS)
 
 
 def _withdraw(name: str, entry: importlib.metadata.EntryPoint, why: str) -> None:
