@@ -8,6 +8,7 @@ progress file as the trainer does, then finishes or dies), and the workflow's ro
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -26,13 +27,14 @@ REPO = Path(__file__).resolve().parents[1]
 #: three outputs and exits, anything else exits without them (a job cancelled mid-run)
 TRAINING = textwrap.dedent(
     """
-    import sys, time
+    import json, sys, time
     from pathlib import Path
     from softmax_bottleneck.training.run_files import ProgressFile
     from softmax_bottleneck.training.state import Progress
 
-    run = Path(sys.argv[1])
-    progress = ProgressFile(run / ".resume" / "progress.json", run={"dataset": "ptb"}, epochs=5, checkpoint_seconds=600)
+    run, identity = Path(sys.argv[1]), json.loads(sys.argv[2])
+    epochs = identity.pop("epochs")
+    progress = ProgressFile(run / ".resume" / "progress.json", run=identity, epochs=epochs, checkpoint_seconds=600)
     progress.write(Progress(epoch=1))
     while not (run / "go").exists():
         time.sleep(0.05)
@@ -43,9 +45,13 @@ TRAINING = textwrap.dedent(
 )
 
 
-def start_training(run: Path) -> subprocess.Popen:
+#: the stand-in run's identity and epochs
+IDENTITY = {"dataset": "ptb", "variant": "softmax", "schedule": "et", "seed": 141, "epochs": 5}
+
+
+def start_training(run: Path, identity: dict = IDENTITY) -> subprocess.Popen:
     (run / ".resume").mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", TRAINING, str(run)])
+    proc = subprocess.Popen([sys.executable, "-c", TRAINING, str(run), json.dumps(identity)])
     deadline = time.monotonic() + 60
     while not (run / ".resume" / "progress.json").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "the stand-in training did not start"
@@ -54,7 +60,8 @@ def start_training(run: Path) -> subprocess.Popen:
 
 
 def wait_for_run(run: Path, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "softmax_bottleneck", "wait-for-run", str(run), "--log", str(log), "--poll", "0.2"]
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "wait-for-run", str(run), "--log", str(log), "--dataset", "ptb",
+           "--variant", "softmax", "--schedule", "et", "--seed", "141", "--epochs", "5", "--poll", "0.2"]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -90,7 +97,8 @@ def test_the_workflow_waits_for_a_run_already_running_instead_of_training_it(tmp
     path, run = next((p, r) for p, r in study.jobs.items() if (r.dataset, r.variant, r.schedule) == ("ptb", "softmax",
                                                                                                     "et"))  # fmt: skip
     other = next(p for p, r in study.jobs.items() if (r.dataset, r.variant, r.schedule) == ("ptb", "ss", "et"))
-    training = start_training(tmp_path / path)
+    identity = {key: getattr(run, key) for key in ("dataset", "variant", "schedule", "seed")}
+    training = start_training(tmp_path / path, {**identity, "epochs": run.hyperparameters["epochs"]})
     try:
         cmd = [sys.executable, "-m", "snakemake", f"{path}/model.pt", f"{other}/model.pt", "-n", "-p", "--snakefile",
                str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile", *config, "--config",

@@ -75,8 +75,11 @@ if RUNNING_RUNIDS:
         params:
             out=RUN_DIR,
             train_log=TRAIN_LOG,
+            epochs=lambda wildcards: STUDY.job(wildcards).hyperparameters["epochs"],
         shell:
-            "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} > {log} 2>&1"
+            "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
+            "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "
+            "{wildcards.seed} --epochs {params.epochs} > {log} 2>&1"
 
     ruleorder: await_training > train
 

@@ -33,20 +33,22 @@ def running_runids(study: Study, directory: str = ".") -> list[str]:
                    if r.state == "running"})  # fmt: skip
 
 
-def run_state(folder: Path, log_path: Path) -> RunStatus:
-    """One run folder's state as ``status`` reads it."""
-    base = RunStatus(run=str(folder), dataset="", variant="", schedule="", seed=0, tag=folder.name, experiments=[],
-                     state="not started", epochs=0, projected_hours=0.0)  # fmt: skip
+def run_state(folder: Path, log_path: Path, run: dict) -> RunStatus:
+    """One run folder's state as ``status`` reads it, its files checked against ``run``'s identity and epochs
+    (``dataset``, ``variant``, ``schedule``, ``seed``, ``epochs``)."""
+    base = RunStatus(run=str(folder), tag=folder.name, experiments=[], state="not started", projected_hours=0.0,
+                     **run)  # fmt: skip
     return read_run_status(folder, log_path, "rank.json", base, time.time())  # its rank is not looked at here
 
 
-def wait_for_run(folder: Path, log_path: Path, poll: float) -> int:
-    """Wait while the training of ``folder`` runs; 0 once it finished with its outputs, else 1 (said in one line)."""
-    status = run_state(folder, log_path)
+def wait_for_run(folder: Path, log_path: Path, run: dict, poll: float) -> int:
+    """Wait while the training of ``folder`` (the run ``run``: its identity and epochs) runs; 0 once it finished
+    with its outputs, else 1 (said in one line)."""
+    status = run_state(folder, log_path, run)
     log.info("%s: %s; waiting for the process that trains it (%s)", folder, status.state, log_path)
     while status.state == "running":
         time.sleep(poll)
-        status = run_state(folder, log_path)
+        status = run_state(folder, log_path, run)
     missing = [name for name in OUTPUTS if not (folder / name).is_file()]
     if status.state == "finished" and not missing:
         log.info("%s: finished by the process that trained it", folder)
@@ -64,12 +66,18 @@ def add_cli(parser) -> None:
         "Wait, without a GPU, for a training that another process runs (found running when Snakemake started): "
         "exit 0 once it finished, 1 with one line if it stopped unfinished. Reads the run folder only."
     )
-    from softmax_bottleneck.argtypes import positive_float
+    from softmax_bottleneck.argtypes import positive_float, positive_int
 
     parser.add_argument("run", type=Path, help="the run folder (results/runs/...)")
     parser.add_argument("--log", type=Path, required=True, help="the run's training log (logs/train/<run>.log)")
+    parser.add_argument("--dataset", required=True, help="the run's dataset (its files are checked against it)")
+    parser.add_argument("--variant", required=True, help="the run's output layer")
+    parser.add_argument("--schedule", required=True, help="the run's schedule (nt, et)")
+    parser.add_argument("--seed", required=True, type=int, help="the run's seed")
+    parser.add_argument("--epochs", required=True, type=positive_int, help="the run's epochs")
     parser.add_argument("--poll", type=positive_float, default=10.0, metavar="S", help="seconds between reads (10)")
 
 
 def run_cli(args) -> int:
-    return wait_for_run(args.run, args.log, args.poll)
+    run = {key: getattr(args, key) for key in ("dataset", "variant", "schedule", "seed", "epochs")}
+    return wait_for_run(args.run, args.log, run, args.poll)
