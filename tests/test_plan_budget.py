@@ -58,17 +58,17 @@ def test_the_packing_gain_is_the_one_measured():
 def test_the_measured_sizes_span_the_paper_plan_and_scale_with_the_parameters(paper):
     """Each dataset's smallest and largest model of the paper plan were measured; a size between takes the bytes per
     parameter of the measured one nearest to it, which holds because the files are the parameters (the measured
-    extremes agree on bytes per parameter to 0.1 %). A resume state holds the weights, the ASGD averages and the best
-    weights, and while a new one is written the old one is still there."""
+    extremes agree on bytes per parameter to 0.1 %, their resume states to 1 %). A resume state holds the weights,
+    the ASGD averages and the best weights, and while a new one is written the old one is still there."""
     measured_runs = [r for r in measured.records("disk") if r["kind"] == "run"]
     for dataset in ("ptb", "wt2"):
         counts = {presets.parameter_count(r.hyperparameters, presets.VOCAB_SIZES[dataset])
                   for r in paper.jobs.values() if r.dataset == dataset}  # fmt: skip
         rows = [r for r in measured_runs if r["dataset"] == dataset]
         assert {min(counts), max(counts)} <= {int(r["parameters"]) for r in rows}, dataset
-        for key in ("bytes", "state_bytes"):
+        for key, within in (("bytes", 1.001), ("state_bytes", 1.01)):
             per_parameter = [int(r[key]) / int(r["parameters"]) for r in rows]
-            assert max(per_parameter) < 1.001 * min(per_parameter), (dataset, key, per_parameter)
+            assert max(per_parameter) < within * min(per_parameter), (dataset, key, per_parameter)
     for run in paper.jobs.values():
         count = presets.parameter_count(run.hyperparameters, presets.VOCAB_SIZES[run.dataset])
         row = min((r for r in measured_runs if r["dataset"] == run.dataset),
