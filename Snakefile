@@ -7,6 +7,7 @@
 #   snakemake preview                              provisional tables and figures from the runs finished so far
 #   snakemake --cores 2 --configfile config/small.yaml --config data_mirror=../shared/data
 #   snakemake table2 | figure2 | reports/tables/table2.md   build one item and only what it needs
+#   snakemake claims                               the paper's claims decided from the runs (reports/claims.md)
 #   snakemake --report reports/report.html         bundle every table and figure (paper scale; after the
 #       small scale: --report reports/small/report.zip --configfile config/small.yaml)
 #   snakemake --list-rules                         what each rule does
@@ -42,13 +43,15 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/reports.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/language_models.smk"
 include: "workflow/rules/progress.smk"
 
 
 rule all:
-    """Every table and figure of the paper and its SM, the sweeps' and language models' if any, and what they need."""
+    """Every table and figure of the paper and its SM, the claims page, the sweeps' and language models' if any."""
     default_target: True
     input:
         all_reports(),
+        rules.claims.output,
         LANGUAGE_MODEL_REPORTS,

@@ -9,6 +9,7 @@ from pathlib import Path
 # CI has 2 cores: one BLAS/OpenMP thread per process keeps the many tiny matrices fast and results stable.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+import functools  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 
@@ -55,7 +56,9 @@ def _no_wait_for_a_slurm_controller(request, monkeypatch, _scontrol_without_cont
 DATA_VARIABLE = "SOFTMAX_BOTTLENECK_SHARED_DATA"
 #: where CI and the development layout keep the data: ``shared/data`` beside the checkout
 BESIDE = REPO.parent / "shared" / "data"
-#: where the tests fetch the data when the variable is unset and nothing is beside the checkout
+#: where the workflow of this checkout fetched the data (the quick start), each file verified by its pinned SHA-256
+CHECKOUT = REPO / "resources" / "data"
+#: where the tests fetch the data when the variable is unset and neither folder above holds it
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "softmax-bottleneck" / "data"
 #: every skip for want of the data starts with this (the summary line at the end counts them)
 NO_DATA = "no study data"
@@ -63,10 +66,13 @@ NO_DATA = "no study data"
 
 def data_dir() -> Path:
     """The data folder: ``$SOFTMAX_BOTTLENECK_SHARED_DATA`` when set, else ``../shared/data`` beside the checkout
-    when it holds the data, else the user's cache (``~/.cache/softmax-bottleneck/data``)."""
+    when it holds the data, else this checkout's ``resources/data`` when it holds every file with its pinned SHA-256
+    (after the quick start), else the user's cache (``~/.cache/softmax-bottleneck/data``)."""
     if os.environ.get(DATA_VARIABLE):
         return Path(os.environ[DATA_VARIABLE]).expanduser().resolve()
-    return BESIDE if has_data(BESIDE) else CACHE
+    if has_data(BESIDE):
+        return BESIDE
+    return CHECKOUT if verified_data(CHECKOUT) else CACHE
 
 
 def has_data(path: Path) -> bool:
@@ -74,6 +80,14 @@ def has_data(path: Path) -> bool:
     from softmax_bottleneck.corpora.download import FILES
 
     return all((path / name).is_file() for name in FILES)
+
+
+@functools.cache
+def verified_data(path: Path) -> bool:
+    """Does ``path`` hold every data file of the study, each with its pinned SHA-256 (about 0.1 s for the 15 files)?"""
+    from softmax_bottleneck.corpora.download import FILES, sha256_file
+
+    return has_data(path) and all(sha256_file(path / name) == spec.sha256 for name, spec in FILES.items())
 
 
 def network_answers(timeout: float = 3.0) -> bool:
@@ -143,7 +157,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(
             f"{len(missing)} tests did not run: {no_data_reason(data_dir())}, and no network to fetch it. Run them "
             f"with {DATA_VARIABLE}=DIR pytest, DIR holding ptb/, wikitext-2/ and word-sim/ "
-            "(python -m softmax_bottleneck fetch --list names the files)",
+            "(python -m softmax_bottleneck fetch --list names the files), or after the README's quick start, which "
+            "fetches them into resources/data",
             yellow=True,
             bold=True,
         )

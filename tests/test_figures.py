@@ -440,3 +440,30 @@ def test_figure4_has_a_colour_bar(summary_dir):
     fig = _drawn(figures.build("figure4", summary_dir))
     bars = [ax for ax in fig.axes if "row model wins" in ax.get_ylabel()]
     assert len(bars) == 1 and bars[0].get_ylim() == (0.0, 5.0)  # 5 benchmarks in the synthetic summaries
+
+
+def test_each_figure_names_itself_on_top_and_an_illustration_carries_no_banner(summary_dir):
+    """A PNG shown without its file name says which figure it is; Figure 1 (no result drawn) is not marked."""
+    for name in ("figure7", "sm_figure2"):
+        fig = _drawn(figures.build(name, summary_dir, banner=BANNER))
+        top = max(ax.get_position().y1 for ax in fig.axes)
+        label = [t for t in fig.texts if t.get_text() == figures.FIGURES[name].label]
+        banner = [t for t in fig.texts if t.get_text() == BANNER]
+        assert len(label) == 1 and label[0].get_position()[1] > banner[0].get_position()[1] > top, name
+    illustration = _texts(_drawn(figures.build("figure1", summary_dir, banner=BANNER)))
+    assert "Figure 1" in illustration and BANNER not in illustration
+
+
+def test_a_provisional_figure_has_its_name_stamp_and_banner_on_top(summary_dir):
+    from softmax_bottleneck.report import preview
+
+    with matplotlib.rc_context(figures.STYLE):
+        fig = figures.FIGURES["figure7"].build(summary_dir)
+        preview.figure_stamp(fig, "2026-11-27 12:00", "Provisional: drawn from the 1 of 2 runs", BANNER, "Figure 7")
+    top = max(ax.get_position().y1 for ax in fig.axes)
+    heights = []
+    for text in ("Figure 7", "PROVISIONAL, 2026-11-27 12:00", BANNER):
+        found = [t for t in fig.texts if t.get_text() == text]
+        assert len(found) == 1 and found[0].get_position()[1] > top, text
+        heights.append(found[0].get_position()[1])
+    assert heights == sorted(heights, reverse=True)  # in that order, from the top

@@ -1,13 +1,15 @@
 """Every shell command in the README's ``bash`` code blocks works exactly as written.
 
 The commands run in a scratch copy of the repository (``../shared`` beside it, the test's venv as
-``.venv``), with the working directory at its root, as a user types them:
+``.venv``), with the working directory at its root, as a user types them after the quick start: in a shell where
+the quick start's first line activated ``.venv`` (:data:`ACTIVATE`; nothing of the environment is on the ``PATH``
+but what that line puts there):
 
 * Snakemake commands run as dry runs (``-n`` added right after ``snakemake``), except ``snakemake
   plan``, which is cheap and runs for real;
-* install chains (``python3 -m venv .venv && .venv/bin/pip install ...``): pip resolves the install
-  (``--dry-run``) in the test's venv, and what follows the install runs as above; the test command
-  (install, then pytest) must be the one ``.ci/run`` runs, so CI executes it;
+* install chains (``pip install ... && ...``): pip resolves the install (``--dry-run``) in the test's venv, and
+  what follows the install runs as above; the test command (install, then pytest) and the activation must be
+  lines of ``.ci/run``, so CI executes them;
 * commands that need the small scale's results (the report, ``costs``, the log commands) run in
   the slow end-to-end test (tests/test_workflow.py) after it ran the README's small-scale command;
 * only the commands that start a real SLURM cluster or need the paper-scale (GPU) outputs are
@@ -44,7 +46,7 @@ NEEDS_SLURM_OR_GPUS = {
     "snakemake plan && python -m softmax_bottleneck costs --plan results/plan/training_jobs.csv"
     " --bench results/bench/*.json": "needs the bench files of a GPU (tests/test_costs.py runs costs --bench)",
     # docs/cluster.md: run by hand on the one-node SLURM cluster of .ci/slurm (their output is on the page)
-    "srun --gpus=1 --time=10 .venv/bin/python -m softmax_bottleneck cuda-check": "a SLURM cluster (run by hand)",
+    "srun --gpus=1 --time=10 python -m softmax_bottleneck cuda-check": "a SLURM cluster (run by hand)",
     'sinfo -o "%P %l %G"': "a SLURM cluster (run by hand)",
     'sbatch --time=7-00:00:00 --cpus-per-task=1 --mem=4G --job-name=controller --wrap "snakemake --profile'
     ' profiles/slurm --directory $STUDY --configfile config/config.yaml"': "a SLURM cluster (run by hand)",
@@ -68,14 +70,17 @@ NEEDS_SMALL_SCALE_RESULTS = {
 #: real with the mirror appended, since no machine of the test suite reaches the download hosts
 SMALL_SCALE = "snakemake --cores 2 --configfile config/small.yaml"
 MIRROR_OPTION = "--config data_mirror=../shared/data"
+#: the quick start's first line: the environment every other command runs in (:func:`run_in` runs it first; run
+#: itself, it would rebuild the test's venv, which .venv links to)
+ACTIVATE = "python3 -m venv .venv && source .venv/bin/activate"
+#: the quick start's install and small scale, and its install and tests
+QUICK_START = f"pip install -e . && {SMALL_SCALE}"
+TEST_COMMAND = "pip install -e '.[test]' ./examples/taylor_softmax && pytest"
 #: commands that need the network beyond the package registries
-CPU_TORCH = (
-    "python3 -m venv .venv && .venv/bin/pip install --timeout 15 --retries 2 torch==2.13.0 "
-    "--index-url https://download.pytorch.org/whl/cpu"
-)
+CPU_TORCH = "pip install --timeout 15 --retries 2 torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 NEEDS_NETWORK = {
     CPU_TORCH: "PyTorch's own package index (a CPU-only machine's first step)",
-    ".venv/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126": "PyTorch's own index",
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126": "PyTorch's own index",
 }
 #: commands of docs/ that need what only another test sets up; each runs there
 RUN_ELSEWHERE = {
@@ -87,7 +92,7 @@ RUN_ELSEWHERE = {
     "python -m softmax_bottleneck plan --config config/small.yaml --config mine.yaml": "tests/test_plugin_example.py",
     "python -m softmax_bottleneck sweep taylor_scale --summary-dir results/summary --out-table reports/tables/"
     "sweep_taylor_scale --out-figure reports/figures/sweep_taylor_scale": "tests/test_sweeps.py (a sweep's summary)",
-    "pip install -e '.[hf]'": "changes the environment; the test extra holds transformers already",
+    "pip install -e '.[hf]'": "changes the environment; the test extra holds the hf extra already",
     "python -m softmax_bottleneck analyze-lm --model ~/models/gpt2 --text resources/data/ptb/test.txt --rows full "
     "--out-json gpt2-ptb.json --out-spectrum gpt2-ptb-spectrum.csv": "tests/test_analyze_lm.py (a tiny local GPT-2)",
     "python -m softmax_bottleneck lm-report gpt2=gpt2-ptb.json --out-table lm --out-figure lm": "tests/test_analyze_lm.py",  # noqa: E501
@@ -96,10 +101,14 @@ RUN_ELSEWHERE = {
     "snakemake --profile profiles/slurm --directory $STUDY-pilot --configfile config/gpu-smoke.yaml": "tests/test_slurm.py (the pilot, tiny, through the profile)",  # noqa: E501
     "python -m softmax_bottleneck status --config config/gpu-smoke.yaml --directory $STUDY-pilot": "tests/test_slurm.py (status of the pilot's folder)",  # noqa: E501
     "python -m softmax_bottleneck figure figure2 --summary-dir results/summary --out reports/figures/figure2": "tests/test_figures.py (paper-scale summaries)",  # noqa: E501
+    "snakemake claims --configfile config/small.yaml": "tests/test_workflow.py (the small scale's rule all makes the page)",  # noqa: E501
+    "python -m softmax_bottleneck claims --paper --out reports/claims-paper": "tests/test_claims.py (in-process)",
+    "python -m softmax_bottleneck claims --seeds": "tests/test_claims.py (in-process)",
+    "python -m softmax_bottleneck claims --seeds --claim table4_ptb --claim figure2_all_ptb": "tests/test_claims.py (in-process)",  # noqa: E501
 }
 #: where the commands are: the README, then every page of docs/
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
-INSTALL = re.compile(r"^python3 -m venv \.venv && (?P<pip>\.venv/bin/pip install [^&]+?)\s*(?:&& (?P<rest>.+))?$")
+INSTALL = re.compile(r"^(?P<pip>pip install [^&]+?)\s*(?:&& (?P<rest>.+))?$")
 
 
 def readme_commands(text: str | None = None) -> list[str]:
@@ -143,22 +152,44 @@ def dry(command: str) -> str:
     return re.sub(r"(^|&& )((?:\.venv/bin/)?snakemake)(?! plan\b)", r"\1\2 -n", command)
 
 
+def user_shell() -> dict:
+    """The environment of a user's terminal: this one's, without the test's venv on the ``PATH`` (the commands get it
+    from :data:`ACTIVATE`, as a user does)."""
+    hidden = {str(VENV / "bin"), str(Path(sys.executable).parent)}
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p not in hidden)
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    return dict(env, PATH=path)
+
+
+def activated(command: str) -> str:
+    """``command`` in a shell where the quick start activated the environment (what follows ``&&`` in
+    :data:`ACTIVATE`)."""
+    return f"{ACTIVATE.split(' && ', 1)[1]} && {command}"
+
+
 def run_in(repo: Path, command: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``command`` in bash at ``repo``, the test's venv first on the PATH; ``$STUDY`` (docs/cluster.md's working
+    """``command`` as a user pastes it after the quick start, in ``repo``; ``$STUDY`` (docs/cluster.md's working
     directory on another file system) a folder beside the repository."""
-    env = dict(
-        os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", STUDY=str(repo.parent / "study")
-    )
-    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+    env = dict(user_shell(), STUDY=str(repo.parent / "study"))
+    return subprocess.run(["bash", "-c", activated(command)], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
 
 
-def test_readme_has_the_two_fresh_machine_commands_on_top():
-    """The quick start: the optional CPU-only PyTorch step, install + small scale (downloading), install + tests."""
+def test_readme_has_the_fresh_machine_commands_on_top():
+    """The quick start: the environment made and activated, the optional CPU-only PyTorch step, install + small scale
+    (downloading), install + tests; none of them, and none after them, names a program inside .venv."""
     top = readme_commands(README.read_text(encoding="utf-8").split("## Running the study")[0])
-    assert len(top) == 3 and top[0] in NEEDS_NETWORK
-    assert INSTALL.match(top[1]) and top[1].endswith(SMALL_SCALE.replace("snakemake", ".venv/bin/snakemake", 1))
-    assert "data_mirror" not in top[1]  # downloads by default
-    assert INSTALL.match(top[2]) and top[2].endswith("&& .venv/bin/pytest")
+    assert top == [ACTIVATE, CPU_TORCH, QUICK_START, TEST_COMMAND]
+    assert "data_mirror" not in QUICK_START  # downloads by default
+    assert not [c for c in readme_commands() if ".venv/bin/" in c and c != ACTIVATE]
+
+
+def test_without_the_activation_the_commands_do_not_find_the_package(tmp_path):
+    """The harness hides the test's environment: the README's commands find the package only through the quick
+    start's activation."""
+    result = subprocess.run(["bash", "-c", "python3 -c 'import softmax_bottleneck'"], cwd=tmp_path,
+                            env=dict(user_shell(), PYTHONPATH=""), capture_output=True, text=True)  # fmt: skip
+    assert result.returncode != 0 and "No module named 'softmax_bottleneck'" in result.stderr
 
 
 def test_readme_is_short_and_the_docs_it_links_exist():
@@ -169,31 +200,81 @@ def test_readme_is_short_and_the_docs_it_links_exist():
 
 
 def test_ci_runs_the_readmes_test_command():
-    test_command = next(c for c in readme_commands() if c.endswith("&& .venv/bin/pytest"))
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert test_command in ci.splitlines(), "the README's test command is not a line of .ci/run"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ACTIVATE in ci and TEST_COMMAND in ci, "the README's activation and test command are not lines of .ci/run"
+    assert ci.index(ACTIVATE) < ci.index(TEST_COMMAND)
 
 
 def test_every_listed_command_is_in_the_readme():
     commands = set(readme_commands())
     listed = set(NEEDS_SLURM_OR_GPUS) | NEEDS_SMALL_SCALE_RESULTS | set(NEEDS_NETWORK) | set(RUN_ELSEWHERE)
     assert listed <= commands, listed - commands
-    assert any(c.endswith(SMALL_SCALE) for c in commands)
+    assert {ACTIVATE, QUICK_START, TEST_COMMAND} <= commands
+
+
+def _project() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+PROJECT = _project()
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements of one extra of pyproject.toml, an extra of the project itself (``softmax-bottleneck[hf]``)
+    replaced by its own requirements."""
+    out = []
+    for requirement in PROJECT["optional-dependencies"][extra]:
+        own = re.fullmatch(rf"{PROJECT['name']}\[([\w,]+)\]", requirement)
+        out += [r for name in own.group(1).split(",") for r in extra_requirements(name)] if own else [requirement]
+    return out
+
+
+#: what the study itself does not need: analyze-lm's Hugging Face libraries and the test suite's style checkers
+NOT_FOR_THE_STUDY = {"transformers", "tokenizers", "ruff", "black", "snakefmt", "import-linter", "pytest"}
+
+
+def test_installing_the_package_installs_neither_transformers_nor_a_linter():
+    """``pip install -e .`` (the quick start) installs the study's dependencies and what they need, resolved from the
+    installed distributions' own metadata; transformers comes with the hf extra, the checkers with the test extra
+    (which holds the hf extra: the suite tests analyze-lm)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    def closure(requirements) -> set[str]:
+        seen, todo = set(), [Requirement(r) for r in requirements]
+        while todo:
+            requirement = todo.pop()
+            name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+            if name in seen or (requirement.marker and not requirement.marker.evaluate({"extra": ""})):
+                continue
+            seen.add(name)
+            try:
+                todo += [Requirement(r) for r in requires(name) or []]
+            except PackageNotFoundError:  # an optional platform package that is not installed here
+                continue
+        return seen
+
+    study = closure(PROJECT["dependencies"])
+    assert {"torch", "snakemake", "snakemake-executor-plugin-slurm"} <= study
+    assert not study & NOT_FOR_THE_STUDY, study & NOT_FOR_THE_STUDY
+    assert {"transformers", "tokenizers"} <= closure(extra_requirements("hf"))
+    assert {"ruff", "snakefmt", "black", "import-linter", "transformers"} <= closure(extra_requirements("test"))
 
 
 def test_the_lock_pins_every_dependency_and_the_conda_env_agrees():
     """requirements.lock pins every declared dependency (and the test extras) to one version, and
     envs/softmax-bottleneck.yaml pins the same versions (whether the lock installs is checked by
     test_readme_command_works_as_written, with pip --dry-run)."""
-    import tomllib
 
     def norm(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
 
     lines = (ROOT / "requirements.lock").read_text().splitlines()
     pins = {norm(k): v for k, v in (line.split("==") for line in lines if line and not line.startswith("#"))}
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    declared = [*PROJECT["dependencies"], *extra_requirements("test")]
     names = {norm(re.match(r"[A-Za-z0-9_.-]+", d).group(0)) for d in declared}
     assert names <= set(pins), names - set(pins)
     env = (ROOT / "envs" / "softmax-bottleneck.yaml").read_text()
@@ -222,6 +303,32 @@ def test_the_cpu_torch_line_pins_the_locked_torch_and_gives_up_soon():
     assert timeout * (retries + 1) <= 60
 
 
+@needs_data
+def test_after_the_quick_start_the_tests_read_the_data_it_verified(tmp_path, monkeypatch):
+    """With no variable and nothing beside the checkout, the tests read the checkout's resources/data, where the
+    quick start fetched every file with its pinned SHA-256; a folder missing a file or holding one that differs is
+    not used."""
+    import conftest
+
+    from softmax_bottleneck.corpora.download import FILES
+
+    monkeypatch.delenv(conftest.DATA_VARIABLE, raising=False)
+    monkeypatch.setattr(conftest, "BESIDE", tmp_path / "no-shared-data")
+    folders = {}
+    for case in ("fetched", "edited", "partial"):
+        folders[case] = tmp_path / case / "resources" / "data"
+        for name in FILES:
+            (folders[case] / name).parent.mkdir(parents=True, exist_ok=True)
+            (folders[case] / name).symlink_to(MIRROR / name)
+    edited = folders["edited"] / "ptb" / "valid.txt"
+    edited.unlink()
+    edited.write_bytes((MIRROR / "ptb" / "valid.txt").read_bytes().replace(b" the ", b" teh ", 1))
+    (folders["partial"] / "word-sim" / "RW-STANFORD.txt").unlink()
+    for case, expected in (("fetched", folders["fetched"]), ("edited", conftest.CACHE), ("partial", conftest.CACHE)):
+        monkeypatch.setattr(conftest, "CHECKOUT", folders[case])
+        assert conftest.data_dir() == expected, case
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     return scratch_repo(tmp_path_factory.mktemp("readme"))
@@ -234,8 +341,9 @@ FAST = [
     and c not in NEEDS_SMALL_SCALE_RESULTS
     and c not in NEEDS_NETWORK
     and c not in RUN_ELSEWHERE
-    and not c.endswith("&& .venv/bin/pytest")
+    and c not in (ACTIVATE, TEST_COMMAND)
 ]
+assert not [c for c in FAST if "-m venv" in c], "a command that makes an environment would rebuild the test's venv"
 
 
 @needs_data
@@ -281,6 +389,7 @@ def test_the_quick_start_outside_this_layout_downloads_or_says_how_to_work_offli
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
     shutil.copytree(ROOT / "src", repo / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (repo / ".venv").symlink_to(VENV)
     targets = [f"resources/data/{path}" for path in FILES]  # the quick start's first jobs are the downloads
     command = SMALL_SCALE.replace("snakemake", f"snakemake {' '.join(targets)}", 1)  # targets before --configfile
     result = run_in(repo, command, timeout=600)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -379,3 +380,19 @@ def test_cli(summary_dir, tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "table99" in err and "sm_table10" in err
+
+
+def test_table2_says_why_our_p_values_are_missing_at_one_random_seed(summary_dir, tmp_path):
+    """A t-test needs 2 random seeds of each model: with 3 the caption says nothing more; with 1 (the small scale)
+    every p-value of ours is — and Table 2's and SM Table 1's captions say why."""
+    note = "Our p-values are —: a t-test needs at least 2 random seeds of each model"
+    for name in ("table2", "sm_table1"):
+        assert note not in tables.TABLES[name].caption_for(tables.build(name, summary_dir))
+    one_seed = tmp_path / "one-seed"
+    shutil.copytree(summary_dir, one_seed)
+    main = pd.read_csv(one_seed / "main.csv")
+    main[(main["seed_kind"] != "random") | (main["seed"] == 1)].to_csv(one_seed / "main.csv", index=False)
+    for name in ("table2", "sm_table1"):
+        table = tables.build(name, one_seed)
+        assert table.loc[table["n_runs"].notna(), "p_value_ours"].isna().all()
+        assert note in tables.TABLES[name].caption_for(table), name

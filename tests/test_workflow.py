@@ -9,7 +9,8 @@
 * ``snakemake --lint`` and ``snakefmt --check`` are clean;
 * (slow) the small scale, stopped part-way (a training killed, then Ctrl-C), says in ``status`` which runs are
   finished, interrupted and not started, and ``preview`` renders tables from the finished ones; run again, it ends,
-  every report file parses, ``status`` says finished everywhere and ``preview`` has the final tables' numbers; then,
+  every report file parses, the claims page says "not comparable at this scale" everywhere, ``status`` says finished
+  everywhere and ``preview`` has the final tables' (and claims') numbers; then,
   on its results, the rerun policy: the paper config still plans every training job, a whitespace
   edit of the train rule and a figure-code edit retrain nothing, ``-F``/``-R train`` keep the models.
 """
@@ -35,7 +36,9 @@ from conftest import data_dir, needs_data
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
-from softmax_bottleneck.report import costs, figures, preview, tables
+from softmax_bottleneck.report import claims, costs, figures, preview, tables
+from softmax_bottleneck.report.claims import page as claims_page
+from softmax_bottleneck.report.tables.render import latex_text
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.runs import Study
 from softmax_bottleneck.study.status import STATES, study_status
@@ -199,6 +202,7 @@ def test_paper_dry_run_plans_every_job(tmp_path):
         assert counts.get(name) == 1, f"{name} is not planned"
     assert counts["summarize_runs"] == 7
     assert counts["robustness"] == 1
+    assert counts["claims"] == 1  # the claims page, part of every run
 
 
 @pytest.mark.parametrize(
@@ -539,8 +543,8 @@ def assert_quiet(*outputs: str) -> None:
     """The small scale's terminal output (stdout + stderr of the README's command, one text per invocation: a run
     stopped part-way and the run that finishes it) is quiet: at most :data:`QUIET_LINES` lines in all, one per job
     start (no input lists or reasons, no scheduler lines, outside the error block of a job that failed), and the
-    trainings' progress at each start and after each training (softmax_bottleneck.cluster.terminal,
-    .study.trainings_left)."""
+    progress line (softmax_bottleneck.cluster.terminal): estimating at the first job of each invocation, a time left
+    once a training has finished, everything done at the end."""
     lines = [line for output in outputs for line in output.splitlines()]
     assert len(lines) <= QUIET_LINES, f"{len(lines)} lines; the last ones:\n" + "\n".join(lines[-40:])
     shown, in_error = [], False  # an error block (the training killed part-way) is shown in full, indented
@@ -554,13 +558,14 @@ def assert_quiet(*outputs: str) -> None:
     for output in outputs:  # one line per job start, each job once
         starts = [line for line in output.splitlines() if re.fullmatch(r"\[\d\d:\d\d:\d\d\] job \d+: \w+.*", line)]
         assert starts and len(starts) == len({line.split(": ", 1)[0].split("] ", 1)[1] for line in starts})
-    progress = [line for line in lines if line.startswith("trainings: ")]
-    # at each start (stderr), then after each training that finished (stdout): every training finishes once (a job
-    # stopped by Ctrl-C between its training's end and Snakemake's record of it runs again, and may say so twice)
-    extra = len(progress) - SMALL_TRAIN_JOBS - len(outputs)
-    assert 0 <= extra < len(outputs), progress
-    assert any(line.startswith(f"trainings: 0 of {SMALL_TRAIN_JOBS} done; ") for line in progress), progress
-    assert f"trainings: {SMALL_TRAIN_JOBS} of {SMALL_TRAIN_JOBS} done" in progress, progress
+    for output in outputs:  # each invocation counts its own trainings and jobs, as Snakemake counts its steps
+        progress = [line for line in output.splitlines() if line.startswith("trainings: ")]
+        assert progress[0].startswith("trainings: 0 of ") and progress[0].endswith(
+            "; time left: estimating until the first training has finished"
+        ), progress[:3]
+        assert any(line.endswith(" left (every job still to run, at this run's pace)") for line in progress), progress
+    final = [line for line in outputs[-1].splitlines() if line.startswith("trainings: ")][-1]
+    assert re.fullmatch(r"trainings: (\d+) of \1 done, jobs: (\d+) of \2", final), final
 
 
 @pytest.mark.slow
@@ -574,11 +579,13 @@ def test_small_scale_end_to_end(tmp_path):
     repo = scratch_repo(tmp_path)
     killed = stop_part_way(repo, f"{SMALL_SCALE} {MIRROR_OPTION}")
     check_status_part_way(repo, killed)
+    check_following_without_a_configuration(repo, run_in)
     check_preview_part_way(repo)
     result = run_in(repo, f"{SMALL_SCALE} {MIRROR_OPTION}", timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     assert_quiet((repo.parent / "stopped-part-way.log").read_text(), result.stdout + result.stderr)
     check_reports(repo, "small")
+    check_claims(repo)
     check_the_phenomenon(repo)
     # every training job ran once, with its benchmark; the E12 log-P slice was temporary
     models = sorted(p for p in (repo / "results" / "runs").rglob("model.pt") if ".resume" not in p.parts)
@@ -612,12 +619,11 @@ def stop_part_way(repo: Path, command: str) -> str:
     """Start ``command`` (the small scale); once :data:`FINISHED_BEFORE_STOP` runs are trained, kill a training in
     the middle of its epochs (SIGKILL, as an out-of-memory kill would), then press Ctrl-C (SIGINT to Snakemake and
     its jobs). Returns the killed run's folder."""
-    from test_readme import VENV
+    from test_readme import activated, user_shell
 
-    env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     with open(repo.parent / "stopped-part-way.log", "w") as output:
-        proc = subprocess.Popen(["bash", "-c", command], cwd=repo, env=env, stdout=output, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(["bash", "-c", activated(command)], cwd=repo, env=user_shell(), stdout=output,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     runs, deadline = repo / "results" / "runs", time.monotonic() + 1200
     try:
         while (victim := training_mid_run(runs)) is None:
@@ -666,6 +672,24 @@ def check_status_part_way(repo: Path, killed: str) -> None:
     assert "is gone" in note or "died of signal 9" in note, note  # the trainer's own process, or its supervisor's log
 
 
+def check_following_without_a_configuration(repo: Path, run_in) -> None:
+    """The README's `snakemake status` and `python -m softmax_bottleneck status`, without a configuration, follow the
+    study the workflow started in the folder (the small scale); `snakemake preview` of the paper's study, of which
+    nothing runs here, stops in one line naming the small scale and the command."""
+    for command in ("snakemake status", "python -m softmax_bottleneck status"):
+        result = run_in(repo, command)
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+        assert "Status of config/small.yaml at " in result.stdout
+        assert f"{SMALL_TRAIN_JOBS} training jobs" in result.stdout
+        assert "config/small.yaml, the study the workflow started in this folder at " in result.stdout + result.stderr
+    refused = run_in(repo, "snakemake preview")
+    lines = [line for line in (refused.stdout + refused.stderr).splitlines() if "no run of config/config.yaml" in line]
+    assert refused.returncode != 0 and lines == [
+        "preview: no run of config/config.yaml has started in this folder; the workflow last started "
+        "config/small.yaml here: snakemake preview --configfile config/small.yaml"
+    ], (refused.stdout + refused.stderr)[-3000:]
+
+
 def check_preview_part_way(repo: Path) -> None:
     """`preview` renders every table (the figures: at the end), each saying how many of its runs are in."""
     outcome = preview.render_preview(small_study(), directory=repo, names=set(tables.TABLES))
@@ -692,6 +716,11 @@ def check_status_and_preview_at_the_end(repo: Path, run_in) -> None:
         provisional = pd.read_csv(repo / "reports" / "small" / "preview" / "tables" / f"{name}.csv")
         assert (provisional["finished"] == provisional["planned"]).all(), name
         pd.testing.assert_frame_equal(provisional.drop(columns=["finished", "planned", "provisional"]), final)
+    final = pd.read_csv(repo / "reports" / "small" / "claims.csv")
+    provisional = pd.read_csv(repo / "reports" / "small" / "preview" / "claims.csv")
+    counts = provisional["runs in"].str.fullmatch(r"(\d+) of \1") & (provisional["runs in"] != "0 of 0")
+    assert counts.all(), provisional["runs in"]
+    pd.testing.assert_frame_equal(provisional.drop(columns="runs in"), final)
 
 
 def check_the_phenomenon(repo: Path) -> None:
@@ -722,6 +751,18 @@ def check_the_phenomenon(repo: Path) -> None:
     assert len(lists) and (lists > 1).all(), lists
 
 
+def check_claims(repo: Path) -> None:
+    """The claims page of the small scale: every claim with the small scale's numbers where it has them, and every
+    verdict "not comparable at this scale" (tiny models, few epochs), under the small scale's banner."""
+    table = pd.read_csv(repo / "reports" / "small" / "claims.csv")
+    assert list(table["claim"]) == list(claims.CLAIMS)
+    assert set(table["verdict"]) == {claims_page.NOT_COMPARABLE} and not table["comparable"].any()
+    numbers = table.set_index("claim")["ours_value"]
+    assert numbers[["figure2_all_ptb", "table2_mos_ptb", "mos_k_rank_ptb", "rank_ppl_ptb", "ntet_ptb"]].notna().all()
+    for ext, mark in (("md", BANNER), ("html", BANNER), ("tex", latex_text(BANNER))):
+        assert mark in (repo / "reports" / "small" / f"claims.{ext}").read_text(), ext
+
+
 def check_html_report(path: Path) -> None:
     """The HTML report embeds every table as its HTML page in the paper's layout (with the small-scale
     banner) and every figure as its PNG; no table is shown as a raw CSV."""
@@ -736,6 +777,8 @@ def check_html_report(path: Path) -> None:
         for name in figures.REQUIRES:
             assert sum(n.endswith(f"/{name}.png") for n in names) == 1, name
         assert not [n for n in names if n.endswith(".csv")], "a table is embedded as CSV"
+        pages = [n for n in names if n.endswith("/claims.html")]  # the claims page, the report's "Claims" section
+        assert len(pages) == 1 and "not comparable at this scale" in archive.read(pages[0]).decode(), pages
 
 
 def nothing_to_do(result) -> bool:
@@ -770,7 +813,7 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
     assert nothing_to_do(unrelated), unrelated.stdout[-3000:]
     # a new banner re-renders every table and figure, and nothing else (not even the summaries)
     rebanner = planned_jobs(run_in(repo, f"snakemake -n --quiet rules {SMALL} 'report_banner=another mark'"))
-    assert set(rebanner) - {"all"} == {*tables.REQUIRES, *figures.REQUIRES}, rebanner
+    assert set(rebanner) - {"all"} == {*tables.REQUIRES, *figures.REQUIRES, "claims"}, rebanner
     # -F and -R train keep a finished model: the job finds the copy it kept in .resume/final and trains nothing;
     # the model stays as it was and read-only (Snakemake touches it, so only its date changes), and its analyses
     # do not run again (the largest model: above Snakemake's 1 MB checksum limit, only the date counts)

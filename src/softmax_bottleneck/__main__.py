@@ -4,4 +4,4 @@ import sys
 
 from softmax_bottleneck.cli import main
 
-sys.exit(main())
+sys.exit(main(heartbeat=True))

@@ -27,10 +27,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the conformance checks on a registered output layer (yours too)",
     ),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
-    "trainings-left": (
-        "softmax_bottleneck.study.trainings_left",
-        "trainings done and the time left, from a workflow run's trainings file and the finished runs' times",
-    ),
     "wait-for-run": (
         "softmax_bottleneck.study.wait_for_run",
         "wait, without a GPU, for a training another process runs (the workflow's await_training)",
@@ -56,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "table and figure: ranks of Hugging Face LMs (analyze-lm) beside the paper's models",
     ),
     "figure": ("softmax_bottleneck.report.figures", "draw one figure of the paper or SM, with the paper's values"),
+    "claims": (
+        "softmax_bottleneck.report.claims",
+        "decide each of the paper's claims from the summaries by its stated rule; --seeds: the seeds each claim needs",
+    ),
     "sweep": (
         "softmax_bottleneck.report.sweeps",
         "table and figure of one sweep of the configuration (sweeps:): perplexity and Press' rank per grid point "
@@ -123,7 +123,9 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, heartbeat: bool = False) -> int:
+    """Run one command; ``heartbeat`` (``python -m softmax_bottleneck``): a line in its log after every minute
+    without one (:mod:`softmax_bottleneck.heartbeat`)."""
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
     try:
@@ -134,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             datefmt="%Y-%m-%d %H:%M:%S",
             stream=sys.stderr,
         )
+        if heartbeat:
+            from softmax_bottleneck import heartbeat as beat
+
+            beat.start(args.command)
         module, _ = COMMANDS[args.command]
         return int(_load(module, args.command).run_cli(args) or 0)
     except ValueError as err:

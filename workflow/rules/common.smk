@@ -62,6 +62,7 @@ CONFIG_FILES = [
     p if not p.startswith("..") else str(Path(p).resolve())
     for p in map(os.path.relpath, workflow.overwrite_configfiles)
 ] or [DEFAULT_CONFIG]
+CONFIG_VALUES = dict(workflow.config_settings.config)
 CONFIG_SOURCE = " + ".join(CONFIG_FILES)
 
 
@@ -71,9 +72,7 @@ def config_failure(err):
 
 
 try:
-    PACKAGE_CONFIG = study_config.load(
-        CONFIG_FILES, dict(workflow.config_settings.config)
-    )
+    PACKAGE_CONFIG = study_config.load(CONFIG_FILES, CONFIG_VALUES)
 except study_config.ConfigError as err:
     config_failure(err)
 
@@ -194,76 +193,25 @@ def check_layer_points(wildcards):
     return " ".join(f"--point {shlex.quote(text)}" for text in points if text)
 
 
-def refuse_paper_scale_on_cpu():
-    """Before any job: paper-scale training (over 2 projected V100 GPU-hours a run) that would run on
-    this machine's CPU stops the workflow in one line, unless allow_cpu_training is set (a cluster
-    executor runs its jobs elsewhere and is not checked)."""
-    if config.get("allow_cpu_training") or not workflow.local_exec or cuda_available():
-        return
-    runs = [
-        STUDY.job(job.wildcards)
-        for job in workflow.dag.needrun_jobs()
-        if job.rule.name == "train"
-    ]
-    hours = [h for h in map(gpu_hours, runs) if h > 2]
-    if hours:
-        sys.exit(
-            f"{CONFIG_SOURCE}: {len(hours)} paper-scale training runs ({sum(hours):,.0f} projected V100 "
-            "GPU-hours) would run on this machine's CPU, which has no CUDA device (months of CPU time). "
-            "Run them where a GPU is (or --profile profiles/slurm), or allow it deliberately with "
-            "--config allow_cpu_training=true; a pipeline check on CPU: --configfile config/small.yaml"
-        )
+def start_workflow_run():
+    """Before any job (onstart): the checks of the whole run, each stopping it in one line, then this run's record
+    (its configuration, every job with its planned seconds) for the terminal's time left (softmax_bottleneck.study.
+    workflow_start.start)."""
+    from softmax_bottleneck.study import workflow_start
 
-
-#: the trainings of this run and how many run at once, written at the start (softmax_bottleneck.study.trainings_left)
-TRAININGS_FILE = f"{LOGS}/trainings_left/trainings.json"
-
-
-def compact_terminal():
-    """Local runs: one terminal line per job, errors in full (softmax_bottleneck.cluster.terminal); --verbose and
-    cluster executors (each job's submission line and SLURM id) keep Snakemake's own output.
-    """
-    from snakemake.logging import logger
-    from softmax_bottleneck.cluster import terminal
-
-    if workflow.local_exec:
-        terminal.install(logger, verbose=workflow.output_settings.verbose)
-
-
-def _global_resource(name):
-    value = workflow.global_resources.get(name)
-    return getattr(value, "value", value)
-
-
-def start_training_progress():
-    """Write this run's trainings (run folder, projected seconds) and print how many are done, once at the start;
-    each training job prints the line again when it has finished (rule train)."""
-    from snakemake.logging import logger
-    from softmax_bottleneck.study import trainings_left
-
-    trainings = {
-        STUDY.job(job.wildcards).dir
-        for job in workflow.dag.jobs
-        if job.rule.name == "train"
-    }
-    if not trainings:
-        return
-    if workflow.local_exec:
-        slots = min(v for v in (workflow.cores, _global_resource("gpu")) if v)
-    else:
-        slots = workflow.nodes
-    runs = {path: gpu_hours(TRAIN_JOBS[path]) * 3600 for path in sorted(trainings)}
-    logger.info(
-        trainings_left.progress_line(
-            trainings_left.write_trainings(TRAININGS_FILE, runs, slots)
-        )
+    jobs = workflow.dag.needrun_jobs()
+    gpus = workflow.global_resources.get("gpu")
+    local, gpus = workflow.local_exec, getattr(gpus, "value", gpus)
+    workflow_start.start(
+        STUDY,
+        [(job.jobid, job.rule.name, dict(job.wildcards), job.threads) for job in jobs],
+        LOGS,
+        files=CONFIG_FILES,
+        values=CONFIG_VALUES,
+        named=bool(workflow.overwrite_configfiles),
+        cpu_checked=local and not config.get("allow_cpu_training"),
+        slots=min(v for v in (workflow.cores, gpus) if v) if local else workflow.nodes,
     )
-
-
-def cuda_available():
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def finished_runs():

@@ -37,6 +37,7 @@ rule status:
     params:
         config=CONFIG_SOURCE,
         retry=RETRY_OPTIONS,
+        follow=not workflow.overwrite_configfiles,
     script:
         "../scripts/status.py"
 

@@ -11,9 +11,7 @@
 
 
 onstart:
-    refuse_paper_scale_on_cpu()
-    compact_terminal()
-    start_training_progress()
+    start_workflow_run()
 
 
 localrules:
@@ -51,8 +49,7 @@ rule train:
         "python -m softmax_bottleneck gpu-lease -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
-        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1; "
-        f"python -m softmax_bottleneck trainings-left {TRAININGS_FILE} || true"
+        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
 
 
 if RUNNING_RUNIDS:

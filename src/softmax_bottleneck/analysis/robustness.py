@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -98,6 +99,7 @@ def robustness_reconstruction(
     modest factor, far above the paper's ~1e-28, so only the constant rank (k at every iteration) and a slowly
     growing error are comparable.
     """
+    started = time.monotonic()
     prev = rank_k_reconstruction(A, k, device)
     shape = tuple(prev.shape)
     out = []
@@ -108,6 +110,8 @@ def robustness_reconstruction(
         err = _fro(cur - prev)
         out.append((i, press_rank(_np(s), shape), err))
         prev = cur
+        log.info("Algorithm 1: iteration %d of %d, Press' rank %d (%.0fs)", i, iterations, out[-1][1],
+                 time.monotonic() - started)  # fmt: skip
     return out
 
 
@@ -131,8 +135,8 @@ def robustness_noise(
     shape = tuple(b.shape)
     n = shape[1]
     z = _as_f64(np.random.default_rng(seed).standard_normal(shape), device)
-    out = []
-    for c in cs:
+    out, cs, started = [], list(cs), time.monotonic()
+    for i, c in enumerate(cs, 1):
         std = float(c) / float(n) ** 2
         noisy = b + std * z
         err = _fro(noisy - b)
@@ -141,6 +145,8 @@ def robustness_noise(
         out.append(
             {"c": float(c), "press_rank": press_rank(sv, shape), "effective_rank": effective_ranks(sv), "error": err}
         )
+        log.info("Algorithm 2: c = %g (%d of %d), Press' rank %d (%.0fs)", c, i, len(cs), out[-1]["press_rank"],
+                 time.monotonic() - started)  # fmt: skip
     return out
 
 

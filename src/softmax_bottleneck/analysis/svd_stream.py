@@ -64,9 +64,8 @@ def singular_values_exact(A, device: str = "cpu") -> np.ndarray:
     matrix). ``A`` may be a numpy array or a torch tensor (any floating dtype).
     """
     if is_cuda(device):
-        torch = torch_module()
         if not is_tensor(A):
-            A = torch.from_numpy(np.ascontiguousarray(A))
+            A = read_view(np.ascontiguousarray(A))
         if A.ndim != 2:
             raise ValueError(f"expected a 2-D matrix, got shape {tuple(A.shape)}")
         return _svdvals_torch([A], device)
@@ -140,6 +139,20 @@ def _check_chunk(chunk, n_cols: int, first_row: int):
         bad = int(np.flatnonzero(~finite)[0])
         raise ValueError(f"non-finite value (NaN or inf) in row {first_row + bad} of the matrix")
     return chunk
+
+
+def read_view(array: np.ndarray):
+    """A torch tensor sharing ``array``'s memory, for reading only (the callers copy from it). torch warns about a
+    NumPy array that is not writable (a read-only memmap of a log-P matrix) because writing through the tensor would
+    be undefined; nothing writes through these, so the warning is left out instead of copying the array."""
+    import warnings
+
+    torch = torch_module()
+    if array.flags.writeable:
+        return torch.from_numpy(array)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+        return torch.from_numpy(array)
 
 
 def _to_device(chunk, device):
@@ -261,7 +274,7 @@ class GramAccumulator:
             return
         torch = torch_module()
         if not is_tensor(chunk):
-            chunk = torch.from_numpy(np.asarray(chunk))
+            chunk = read_view(np.asarray(chunk))
         chunk = chunk.detach()
         if self._block is None:
             self._block = torch.empty((self.block_rows, self.n_cols), dtype=torch.float64, device=self.device)

@@ -10,6 +10,7 @@ so far, collected by :mod:`.summaries` as the workflow collects the final ones:
   the runs behind that row's cells are in; the CSV is the tidy table with ``finished``, ``planned`` and
   ``provisional`` (the date) added;
 * ``<reports>/preview/figures/NAME.{pdf,png}``: each figure, its note saying how many runs it draws on;
+* ``<reports>/preview/claims.{csv,md,html,tex}``: the claims page (:mod:`.claims`), each claim's runs in of N;
 
 (``<results>``, ``<reports>``: :func:`~softmax_bottleneck.study.runs.output_roots`). Every file is stamped
 provisional with the date and time, on top. Nothing but files is read: no training or analysis is started or waited
@@ -30,7 +31,7 @@ import pandas as pd
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_csv, atomic_write_text
-from softmax_bottleneck.report import figures, summaries, sweeps, tables
+from softmax_bottleneck.report import claims, figures, summaries, sweeps, tables
 from softmax_bottleneck.report.common import fkey, require_summaries
 from softmax_bottleneck.report.figures.common import (
     COLUMN,
@@ -213,13 +214,11 @@ def _placeholder_table(prefix: str, name: str, why: str, stamp: str, counts: tup
     _write_table(prefix, name, tidy, frame, why, banner)
 
 
-def figure_stamp(fig, stamp: str, text: str, config_banner: str | None) -> None:
-    """Mark a figure provisional: ``PROVISIONAL, <stamp>`` on top (short enough for a one-column figure), what it
-    draws on and the configuration's banner in red under the panels."""
+def figure_stamp(fig, stamp: str, text: str, config_banner: str | None, label: str | None = None) -> None:
+    """Mark a figure provisional: its paper name (``label``), ``PROVISIONAL, <stamp>`` and the configuration's banner
+    on top, a line each (short enough for a one-column figure); what it draws on in red under the panels."""
     footnote(fig, text, color=WARNING_COLOUR)
-    if config_banner:
-        footnote(fig, config_banner, color=WARNING_COLOUR)
-    finish(fig, f"PROVISIONAL, {stamp}")
+    finish(fig, f"PROVISIONAL, {stamp}" + (f"\n{config_banner}" if config_banner else ""), label)
 
 
 def _placeholder_figure(prefix: str, why: str, stamp: str, config_banner: str | None) -> None:
@@ -240,10 +239,11 @@ def render_preview(study: Study, *, directory=".", stamp: str | None = None, nam
     summary_dir, out = root / results / PREVIEW / "summary", root / reports / PREVIEW
     stamp = stamp or time.strftime("%Y-%m-%d %H:%M")
     found = write_summaries(study, root, summary_dir)
+    log.info("preview: summaries of the runs in so far written under %s", summary_dir)
     config_banner = study.config.get("report_banner")
-    items = [(name, kind, requires) for (name, kind), requires in _items(study).items()]
+    items = [(name, kind, req) for (name, kind), req in _items(study).items() if names is None or name in names]
     outcome = {}
-    for name, kind, requires in (item for item in items if names is None or item[0] in names):
+    for name, kind, requires in items:
         planned = [p for file in requires for p in found[file][1]]
         present = [x for file in requires for x in found[file][2]]
         counts = (sum(present), len(present))
@@ -266,6 +266,9 @@ def render_preview(study: Study, *, directory=".", stamp: str | None = None, nam
             else:
                 _placeholder_figure(prefix, why, stamp, config_banner)
         outcome[name] = why or "rendered"
+        log.info("preview %s: %s (%d of %d)", name, outcome[name], len(outcome), len(items))
+    if names is None or "claims" in names:  # the claims page, with each claim's runs in of those planned
+        outcome["claims"] = claims.render_preview(summary_dir, out / "claims", found, stamp, config_banner)
     return outcome
 
 
@@ -317,8 +320,11 @@ def _render_figure(name, summary_dir, prefix, counts, stamp, config_banner) -> N
         else:
             require_summaries(f"figure {name}", summary_dir, figures.FIGURES[name].requires)
             fig = figures.FIGURES[name].build(Path(summary_dir))
-        text = f"Provisional: drawn from the {counts[0]} of {counts[1]} runs in so far."
-        figure_stamp(fig, stamp, text, config_banner)
+        item = figures.FIGURES.get(name)
+        if item is not None and not item.requires:  # an illustration (Figure 1): no run, nothing of the scale
+            counts, config_banner = (0, 0), None
+        text = f"Provisional: drawn from the {counts[0]} of {counts[1]} runs in so far." if counts[1] else ""
+        figure_stamp(fig, stamp, text, config_banner, item.label if item is not None else None)
         figures.save(fig, prefix)
 
 
@@ -330,7 +336,7 @@ def output_files(study: Study) -> list[str]:
         f"{reports}/{PREVIEW}/{kind}s/{name}.{ext}"
         for name, kind in names
         for ext in (TABLE_FORMATS if kind == "table" else FIGURE_FORMATS)
-    ]
+    ] + [f"{reports}/{PREVIEW}/claims.{ext}" for ext in claims.FORMATS]
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -342,7 +348,7 @@ def add_cli(parser) -> None:
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these tables or figures (default: all)")
     from softmax_bottleneck.study.config_file import add_config_option
 
-    add_config_option(parser, "whose runs to preview")
+    add_config_option(parser, "whose runs to preview", follows=True)
     parser.add_argument("--directory", default=".", metavar="DIR",
                         help="the working directory holding results/ and reports/ (default: .)")  # fmt: skip
 
@@ -351,10 +357,10 @@ def run_cli(args) -> int:
     from softmax_bottleneck.report.progress import render_progress
     from softmax_bottleneck.study import config as study_config
 
-    study, source = study_config.load_study(args, "preview")
+    study, source = study_config.load_study(args, "preview", follow=True)
     if study is None:
         return 1
-    known = {name for name, _ in _items(study)}
+    known = {name for name, _ in _items(study)} | {"claims"}
     unknown = [name for name in args.names if name not in known]
     if unknown:
         raise SystemExit(f"preview: unknown table or figure {unknown[0]!r}; valid names: {', '.join(sorted(known))}")

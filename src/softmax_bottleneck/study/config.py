@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 
 import jsonschema
 
-from softmax_bottleneck import presets
+from softmax_bottleneck import presets, workflow_run
 from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configuration's reading, re-exported)
     DEFAULT_CONFIG,
@@ -33,7 +34,7 @@ from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configura
     snakemake_options,
     typed_overrides,
 )
-from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, Study, StudyError, model_overrides, same_value
+from softmax_bottleneck.study.runs import RUN_EXPERIMENTS, Study, StudyError, model_overrides, output_roots, same_value
 
 #: names of the configuration's other summaries, tables and figures, which a sweep's name cannot take
 BUILTIN_NAMES = {
@@ -239,15 +240,53 @@ def check(config: dict, schema: dict | None = None) -> dict:
     return config
 
 
-def load_study(args, command: str) -> tuple[Study | None, str]:
-    """``(study, source)``: the study of the ``--config`` files of a command's ``args`` (:func:`add_config_option`),
-    checked, with every run expanded, and the files as messages name them (:func:`describe_files`). A configuration
-    that is refused, or whose runs cannot be expanded, is logged in one line, ``<command>: <file>: <why>``, and the
-    study is None."""
+def recorded_study(directory=".") -> tuple[list[str], dict, float] | None:
+    """``(files, --config values, start)`` of the study the workflow last started in ``directory``: the newest record
+    of a configuration's logs folder (``logs/``, ``logs/<output_subdir>/``;
+    :mod:`softmax_bottleneck.workflow_run`), its files relative to ``directory``; None where it started none."""
+    logs = Path(directory) / output_roots({})[2]
+    found = workflow_run.latest([logs / workflow_run.RECORD, *sorted(logs.glob(f"*/{workflow_run.RECORD}"))])
+    if found is None:
+        return None
+    config = found[1]["config"]
+    files = [f if Path(f).is_absolute() else str(Path(directory) / f) for f in config["files"]]
+    return files, config["values"], found[1]["started"]
+
+
+def follow_recorded(args, command: str) -> None:
+    """Without ``--config``: the configuration of the study the workflow last started in the command's folder
+    (``args.directory``, :func:`recorded_study`) becomes its ``--config``, said in one line; nothing where none is
+    recorded (the default configuration then)."""
+    if args.config:
+        return
+    recorded = recorded_study(getattr(args, "directory", "."))
+    if recorded is None:
+        return
+    args.config, args.config_values = recorded[0], recorded[1]
+    logging.info("%s", following_line(command, recorded, "--config FILE"))
+
+
+def following_line(command: str, recorded: tuple[list[str], dict, float], option: str) -> str:
+    """``status: config/small.yaml, the study the workflow started in this folder at 2026-11-27 12:20 (--config FILE
+    names another)``: what a command without a configuration follows (:func:`recorded_study`)."""
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(recorded[2]))
+    files = describe_files(recorded[0])
+    return f"{command}: {files}, the study the workflow started in this folder at {when} ({option} names another)"
+
+
+def load_study(args, command: str, *, follow: bool = False) -> tuple[Study | None, str]:
+    """``(study, source)``: the study of the ``--config`` files of a command's ``args`` (:func:`add_config_option`;
+    ``follow``: without them, the study last started in the folder, :func:`follow_recorded`), checked, with every run
+    expanded, and the files as messages name them (:func:`describe_files`). A configuration that is refused, or whose
+    runs cannot be expanded, is logged in one line, ``<command>: <file>: <why>``, and the study is None."""
+    if follow:
+        follow_recorded(args, command)
     files = config_files(args)
     source = describe_files(files)
     try:
-        study = Study(check(load(files)))
+        study = Study(check(load(files, getattr(args, "config_values", None))))
         study.jobs  # noqa: B018  (expands every run: a bad configuration fails here, in one line)
     except (ConfigError, StudyError) as err:
         logging.error("%s: %s: %s", command, getattr(err, "source", None) or source, err)

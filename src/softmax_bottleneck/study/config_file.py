@@ -312,13 +312,16 @@ def read_schema(path: str | Path | None = None) -> dict:
 DEFAULT_CONFIG = "config/config.yaml"
 
 
-def add_config_option(parser, what: str) -> None:
-    """``--config FILE`` (repeatable) of a command that reads a workflow configuration."""
+def add_config_option(parser, what: str, *, follows: bool = False) -> None:
+    """``--config FILE`` (repeatable) of a command that reads a workflow configuration (``follows``: by default the
+    one the workflow last started in the folder, :func:`softmax_bottleneck.study.config.follow_recorded`)."""
+    default = f"the study the workflow last started in this folder, else {DEFAULT_CONFIG}" if follows else None
+    default = default or DEFAULT_CONFIG
     parser.add_argument(
         "--config",
         action="append",
         metavar="FILE",
-        help=f"workflow config {what} (default: {DEFAULT_CONFIG}); given several times, the files are merged in "
+        help=f"workflow config {what} (default: {default}); given several times, the files are merged in "
         "order as snakemake --configfile A B merges them",
     )
 

@@ -22,11 +22,14 @@ link, never waited on, its size bounded before reading, no key twice, the progre
 and the run's epochs); a text from a file (an error, a log's last line, a host) is shown without control characters
 and cut at :data:`NOTE_CHARS` characters, saying so.
 
-GPU time spent is the runs' own: the wall time of each epoch in the progress file (training + validation), or
-``seconds_per_epoch × epochs_run`` of a finished run's ``metrics.json``. The plan's projection is in V100
-GPU-hours (:func:`.plan.gpu_hours`); work done counts a finished run's projection whole and e/E of an unfinished
-one's. The current rate is that work over the hours since the first run started, and the projected finish is the
-work left at that rate (shown while a run is running).
+The time spent is the runs' own: the wall time of each epoch in the progress file (training + validation), or
+``seconds_per_epoch × epochs_run`` of a finished run's ``metrics.json``; CPU- or GPU-hours where every finished run
+trained on that kind of device (its ``metrics.json``). The plan's projection is in V100 GPU-hours
+(:func:`.plan.gpu_hours`); work done counts a finished run's projection whole and e/E of an unfinished one's. The
+current rate is that work over the hours since the first run started, and the projected finish is the work left at
+that rate (shown while a run is running). Runs that read only the first tokens of their data (the small scale) are
+not projected with the paper's V100 times, which say nothing of their cost. Where the workflow runs the study, its
+terminal's last time left (every job still to run: :mod:`softmax_bottleneck.cluster.time_left`) is shown too.
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import readback, workflow_run
 from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
 from softmax_bottleneck.study.plan import EXPERIMENT_LABELS, gpu_hours
-from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, TRAIN_LOG, Study, analysis_names, output_roots
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, time_left_seconds
 
 STATES = ("finished", "running", "stalled", "failed", "unreadable", "not started")
@@ -91,6 +94,7 @@ class RunStatus:
     started: float | None = None
     finished: float | None = None
     device_seconds: float = 0.0
+    device: str | None = None  # where a finished run trained (its metrics.json: cpu, cuda, cuda:1, ...)
     note: str = ""
     retry: str | None = None
 
@@ -109,6 +113,14 @@ class StudyStatus:
     now: float
     runs: list[RunStatus]
     groups: dict[str, list[str]] = field(default_factory=dict)  # experiment -> run folders
+    scaled_down: bool = False  # the runs read only the first tokens of their splits (the small scale)
+    workflow: dict | None = None  # the workflow's time left, as its terminal last wrote it (workflow_run.TIME_LEFT)
+
+    @property
+    def device_label(self) -> str:
+        """``CPU`` or ``GPU`` where every finished run trained on one kind of device, else ``device``."""
+        kinds = {r.device.split(":")[0] for r in self.runs if r.device}
+        return {frozenset({"cpu"}): "CPU", frozenset({"cuda"}): "GPU"}.get(frozenset(kinds), "device")
 
     def counts(self, runs: list[RunStatus] | None = None) -> dict[str, int]:
         runs = self.runs if runs is None else runs
@@ -160,6 +172,9 @@ class StudyStatus:
                 for name, paths in self.groups.items()
             ],
             "device_hours_spent": self.device_hours,
+            "device": self.device_label,
+            "scaled_down": self.scaled_down,
+            "workflow_time_left": self.workflow,
             "projected_v100_hours": self.projected_hours,
             "projected_v100_hours_done": self.done_hours,
             "projected_v100_hours_left": self.projected_hours - self.done_hours,
@@ -364,6 +379,7 @@ def _read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, n
         metrics_path = metrics_path if _present(metrics_path) else kept
         metrics, why = _checked(metrics_path, readback.check_metrics)
         s.state, s.epoch = "finished", s.epochs
+        s.device = metrics.get("device") if isinstance(metrics.get("device"), str) else None
         s.test_ppl = _number(metrics.get("test_ppl"))
         s.best_valid_ppl = _number(metrics.get("valid_ppl"))
         epochs_run = _number(metrics.get("epochs_run"))
@@ -482,7 +498,22 @@ def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, r
         if status.state in ("failed", "stalled"):
             status.retry = f"snakemake {path}/model.pt {retry_options}".strip()
         runs.append(status)
-    return StudyStatus(config=config, now=now, runs=runs, groups=groups(study))
+    scaled = any(run.hyperparameters.get("train_tokens") is not None for run in study.jobs.values())
+    return StudyStatus(config=config, now=now, runs=runs, groups=groups(study), scaled_down=scaled,
+                       workflow=workflow_time_left(study, root))  # fmt: skip
+
+
+def workflow_time_left(study: Study, root: Path) -> dict | None:
+    """What the terminal of the workflow running ``study`` in ``root`` last wrote of the time left (every job still
+    to run: :mod:`softmax_bottleneck.cluster.time_left`), None where no workflow run of it wrote any; ``{"error":
+    <one line>}`` for a file that is not one."""
+    logs = root / output_roots(study.config)[2]
+    try:
+        written = workflow_run.read_time_left(logs / workflow_run.TIME_LEFT)
+        record = workflow_run.read(logs / workflow_run.RECORD) if written else None
+    except (OSError, readback.ReadbackError) as err:
+        return {"error": str(err)}
+    return written if written and record and written["written"] >= record["started"] else None
 
 
 def state_digest(status: StudyStatus) -> str:
@@ -561,11 +592,19 @@ def run_line(r: RunStatus, now: float) -> str:
 
 
 def gpu_lines(status: StudyStatus) -> list[str]:
+    """The time spent (on CPU or GPU, as the finished runs say), the plan's V100 GPU-hours (not for scaled-down runs,
+    whose cost the paper's times do not tell), the projected finish of the trainings, and the workflow's own time left
+    of every job still to run where its terminal wrote one."""
+    label = status.device_label
+    hours = f"{status.device_hours:,.2f} {label}-hours"
+    spent = f"{label[0].upper()}{label[1:]} time spent: {hours} (the runs' own epoch times)."
+    if status.scaled_down:
+        return [f"{spent} These runs read the first tokens of their data only (the small scale): the plan's V100 "
+                "GPU-hours do not apply to them.", *workflow_lines(status)]  # fmt: skip
     finish = status.seconds_to_finish
     lines = [
-        f"GPU time spent: {status.device_hours:,.2f} device-hours (the runs' own epoch times). The plan projects "
-        f"{status.projected_hours:,.0f} V100 GPU-hours: {status.done_hours:,.1f} done (finished runs, and e/E of the "
-        f"others), {status.projected_hours - status.done_hours:,.1f} left."
+        f"{spent} The plan projects {status.projected_hours:,.0f} V100 GPU-hours: {status.done_hours:,.1f} done "
+        f"(finished runs, and e/E of the others), {status.projected_hours - status.done_hours:,.1f} left."
     ]
     if finish is not None:
         lines.append(
@@ -576,7 +615,19 @@ def gpu_lines(status: StudyStatus) -> list[str]:
         lines.append("Projected finish: known once a running run has finished an epoch.")
     else:
         lines.append("Projected finish: none while no run is running.")
-    return lines
+    return [*lines, *workflow_lines(status)]
+
+
+def workflow_lines(status: StudyStatus) -> list[str]:
+    """The workflow's time left of every job still to run (analyses, tables and figures too), as its terminal last
+    wrote it; nothing where no workflow run of this study wrote one."""
+    if not status.workflow:
+        return []
+    if "error" in status.workflow:
+        return [f"Time left of the workflow: {status.workflow['error']}"]
+    when = status.workflow["written"]
+    return [f"The workflow running this study, at {time.strftime('%H:%M', time.localtime(when))} "
+            f"({_ago(status.now, when)}): {status.workflow['line']}."]  # fmt: skip
 
 
 def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
@@ -608,7 +659,7 @@ def add_cli(parser) -> None:
     )
     from softmax_bottleneck.study.config_file import add_config_option
 
-    add_config_option(parser, "whose runs to follow")
+    add_config_option(parser, "whose runs to follow", follows=True)
     parser.add_argument("--directory", default=".", metavar="DIR",
                         help="the workflow's working directory, holding results/ and logs/ (default: .)")  # fmt: skip
     parser.add_argument("--runs", action="store_true", help="list every run, not only the running, stalled and failed")
@@ -618,7 +669,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     from softmax_bottleneck.study import config as study_config
 
-    study, source = study_config.load_study(args, "status")
+    study, source = study_config.load_study(args, "status", follow=True)
     if study is None:
         return 1
     retry = study_config.snakemake_options(args)

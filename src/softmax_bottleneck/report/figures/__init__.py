@@ -70,9 +70,10 @@ _PNG_METADATA = {"Software": None}
 
 
 def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
-    """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``, ``banner`` in red on top (and a
-    red note under the panels when an older source of a layer made some of its results,
-    :mod:`~softmax_bottleneck.report.layer_sources`)."""
+    """Figure ``name`` (see :data:`FIGURES`) from the summary CSVs in ``summary_dir``: its paper name on top ("SM
+    Figure 2"), ``banner`` in red under it (not on a figure that reads no result, Figure 1's illustration), and a red
+    note under the panels when an older source of a layer made some of its results
+    (:mod:`~softmax_bottleneck.report.layer_sources`)."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
     require_summaries(f"figure {name}", summary_dir, FIGURES[name].requires)
@@ -80,7 +81,7 @@ def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
         fig = FIGURES[name].build(Path(summary_dir))
         for text in summary_notes(summary_dir, FIGURES[name].requires):
             footnote(fig, text, color=WARNING_COLOUR)
-        return finish(fig, banner)
+        return finish(fig, banner if FIGURES[name].requires else None, FIGURES[name].label)
 
 
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> None:

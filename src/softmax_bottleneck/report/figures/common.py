@@ -172,30 +172,32 @@ def small_ticks(axis) -> None:
 
 
 # --------------------------------------------------------------------------------------------- layout
-BANNER_HEIGHT = 0.3  # inches added at the top of a figure for its banner
+BANNER_HEIGHT = 0.22  # inches added at the top of a figure for each line of its label and banner
 
 
-def finish(fig: Figure, banner: str | None = None) -> Figure:
-    """Lay ``fig`` out: its notes (:func:`footnote`) wrapped under the panels and ``banner`` in red bold across the
-    top (e.g. "small scale — pipeline check, not the paper"). The figure grows by their height, so the panels
+def finish(fig: Figure, banner: str | None = None, label: str | None = None) -> Figure:
+    """Lay ``fig`` out: its notes (:func:`footnote`) wrapped under the panels; on top ``label`` (the paper's name of
+    the figure, "SM Figure 2", in bold at the left) and ``banner`` in red bold across the figure, a line each of its
+    lines (e.g. "small scale — pipeline check, not the paper"). The figure grows by their height, so the panels
     keep their size and nothing is covered; constrained layout places the panels in the rest."""
     width, height = fig.get_size_inches()
     per_line = int(width * 72 / (NOTE_SIZE * 0.58))  # characters of the notes' font per line
     notes = [(textwrap.fill(text, per_line), color) for text, color in getattr(fig, "_softmax_bottleneck_notes", [])]
     line = NOTE_SIZE * 1.25 / 72
     below = sum((text.count("\n") + 1) * line for text, _ in notes) + (_MARGIN * (len(notes) + 1) if notes else 0)
-    above = BANNER_HEIGHT if banner else 0.0
+    top = [(label, "left", "0.1")] if label else []
+    top += [(text, "center", WARNING_COLOUR) for text in (banner.split("\n") if banner else [])]
+    above = BANNER_HEIGHT * len(top) + (_MARGIN if top else 0.0)
     total = height + below + above
     fig.set_size_inches(width, total)
     y = _MARGIN
     for text, color in reversed(notes):
         fig.text(0.005, y / total, text, fontsize=NOTE_SIZE, color=color, ha="left", va="bottom", linespacing=1.25)
         y += (text.count("\n") + 1) * line + _MARGIN
-    if banner:
-        fig.text(
-            0.5, 1 - 0.5 * above / total, banner, ha="center", va="center", color=WARNING_COLOUR, fontsize=9,
-            fontweight="bold",
-        )  # fmt: skip
+    for i, (text, align, color) in enumerate(top):
+        y = total - _MARGIN - (i + 0.5) * BANNER_HEIGHT
+        fig.text(0.01 if align == "left" else 0.5, y / total, text, ha=align, va="center", color=color, fontsize=9,
+                 fontweight="bold")  # fmt: skip
     fig.get_layout_engine().set(rect=(0, below / total, 1, height / total))
     fig.draw_without_rendering()  # lay out once: the ticks then fit the panels' final size when the figure is saved
     return fig

@@ -1,0 +1,82 @@
+"""Does the study support the paper? Its conclusions as claims, each decided from the summaries by a rule stated
+before any run (docs/claims.md).
+
+* :mod:`.catalog`: the claims (statement, source, the summary rows read, the paper's value, the rule, the fewest runs);
+* :mod:`.rules`: the decision rules and their statistics (``scipy.stats`` through
+  :mod:`softmax_bottleneck.analysis.stats`);
+* :mod:`.evidence`: the summary rows of a claim, and whether its runs are at the paper's scale;
+* :mod:`.page`: the verdicts and the page (CSV, Markdown, HTML, LaTeX; the preview's, provisional);
+* :mod:`.seeds`: the smallest effect each claim's n detects and the n the paper's effect needs.
+
+Command line::
+
+    python -m softmax_bottleneck claims --summary-dir results/summary --out reports/claims
+    python -m softmax_bottleneck claims --paper --out claims-paper      # the paper's own numbers as input
+    python -m softmax_bottleneck claims --seeds [--summary-dir DIR] [--claim NAME ...]
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from softmax_bottleneck.readback import ReadbackError
+from softmax_bottleneck.report.claims.catalog import CLAIMS, REQUIRES
+from softmax_bottleneck.report.claims.page import FORMATS, decide_all, decide_paper, render_preview, tally, write
+from softmax_bottleneck.report.claims.seeds import seeds_markdown, seeds_table
+
+__all__ = ["CLAIMS", "FORMATS", "REQUIRES", "add_cli", "render_preview", "run_cli"]
+
+log = logging.getLogger(__name__)
+
+
+def add_cli(parser) -> None:
+    parser.description = (
+        "Decide each of the paper's conclusions from the summary CSVs by its stated rule: PREFIX.csv, .md, .html and "
+        ".tex, one row per claim (statement, the paper's value, ours with its 95 %% interval, n, verdict, source). "
+        "--seeds prints instead, per claim on a test, the smallest effect its n detects and the seeds the paper's "
+        "effect needs."
+    )
+    parser.add_argument("--summary-dir", metavar="DIR", help="folder of the summary CSVs (results/summary)")
+    parser.add_argument(
+        "--paper",
+        action="store_true",
+        help="decide on the paper's own numbers instead of summaries (the paper against itself)",
+    )
+    parser.add_argument("--out", metavar="PREFIX", help="output prefix: writes PREFIX.csv, .md, .html and .tex")
+    parser.add_argument("--banner", default=None, metavar="TEXT", help="text shown in bold at the top")
+    parser.add_argument(
+        "--seeds",
+        action="store_true",
+        help="print the seeds table (Markdown) instead of writing the page; without --summary-dir "
+        "(nothing run yet) from the paper's spreads",
+    )
+    parser.add_argument(
+        "--claim",
+        action="append",
+        metavar="NAME",
+        choices=list(CLAIMS),
+        help=f"only this claim (repeatable), one of: {', '.join(CLAIMS)}",
+    )
+
+
+def run_cli(args) -> int:
+    if args.paper and args.summary_dir:
+        raise SystemExit("claims: give --summary-dir or --paper, not both")
+    names = set(args.claim) if args.claim else None
+    try:
+        decisions = decide_all(args.summary_dir, names) if args.summary_dir else decide_paper(names)
+    except (FileNotFoundError, ReadbackError) as err:
+        raise SystemExit(f"claims: {err}") from None
+    if args.seeds:
+        sys.stdout.write(seeds_markdown(seeds_table(decisions, ours=bool(args.summary_dir))))
+        return 0
+    if not args.out or not (args.summary_dir or args.paper):
+        raise SystemExit("claims: the page needs --out PREFIX and --summary-dir DIR (or --paper)")
+    banner = args.banner
+    if args.paper:
+        banner = f"{banner} — " if banner else ""
+        banner += "the paper's own numbers as input (the paper checked against itself)"
+    table = write(decisions, args.out, banner)
+    log.info("wrote %s.{%s}: %s", args.out, ",".join(FORMATS), tally(table))
+    return 0

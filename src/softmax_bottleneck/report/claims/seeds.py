@@ -1,0 +1,94 @@
+"""Seeds before GPU-days: for every claim that rests on a t-test or a correlation, the smallest effect its n detects
+at 80 % power and the n the paper's effect needs (``claims --seeds``; :mod:`softmax_bottleneck.analysis.power`).
+
+The spread is ours where our runs of the claim are at the paper's scale and number at least 2, else the paper's (its
+SDs; before anything runs, always the paper's). A claim on no test (a rank that stays low, a trend over K) has no row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from softmax_bottleneck.analysis import power
+from softmax_bottleneck.report.claims.page import Decision
+from softmax_bottleneck.report.claims.rules import NoAssociation, RInInterval, SameSideOfAlpha, Sample
+from softmax_bottleneck.report.tables.cells import MISSING
+
+HEADER = (
+    f"Seeds before GPU-days: two-sided tests (one-sided where the rule's test is) at α = {power.ALPHA}, power "
+    f"{power.POWER}. The spread is ours where our runs are at the paper's scale, else the paper's."
+)
+
+
+#: where the spread comes from
+SOURCES = {True: "ours", False: "the paper's"}
+
+
+def _pooled(a: Sample, b: Sample) -> float:
+    if a.n + b.n <= 2:
+        return math.nan
+    return math.sqrt(
+        ((a.n - 1) * (a.sd if a.n > 1 else 0) ** 2 + (b.n - 1) * (b.sd if b.n > 1 else 0) ** 2) / (a.n + b.n - 2)
+    )
+
+
+def _count(n: int | None, unit: str) -> str:
+    return f"> {power.MAX_RUNS:,}" if n is None else f"{n:,} {unit}"
+
+
+def _row(d: Decision, use_ours: bool) -> dict | None:
+    """The seeds row of one decided claim (None for a rule on no test); the spread from ``evidence``."""
+    claim, rule, paper = d.claim, d.claim.rule, d.paper.evidence
+    evidence = d.evidence if use_ours else paper
+    row = {"id": claim.name, "claim": claim.label, "test": rule.test}
+    if isinstance(rule, SameSideOfAlpha):
+        if rule.paired:  # the differences of the pairs, one sample
+            diffs = Sample.of(np.subtract(evidence.a, evidence.b))
+            n, sd, n2 = diffs.n, diffs.sd, None
+            effect = abs(float(np.mean(np.subtract(paper.a, paper.b))))
+        else:
+            n, sd, n2 = evidence.a.n, _pooled(evidence.a, evidence.b), evidence.b.n
+            effect = abs(paper.a.mean - paper.b.mean)
+        smallest = power.detectable_difference(sd, n, n2, paired=rule.paired)
+        return row | {
+            "spread": f"s = {sd:.3g} ({SOURCES[use_ours]})",
+            "n": f"{min(n, n2 or n)} {claim.unit}",
+            "smallest effect at 80 % power": MISSING if math.isnan(smallest) else f"Δ = {smallest:.3g}",
+            "the paper's effect": f"Δ = {effect:.3g}",
+            "n for the paper's effect": _count(power.seeds_needed(effect, sd, paired=rule.paired), claim.unit),
+        }
+    if isinstance(rule, RInInterval | NoAssociation):
+        sides = 1 if isinstance(rule, NoAssociation) else 2
+        smallest = power.detectable_correlation(evidence.n, sides=sides)
+        r = d.paper.value
+        against = isinstance(rule, NoAssociation) and (r > 0) != (rule.direction == "greater")
+        needed = power.points_needed(r, sides=sides)
+        return row | {
+            "spread": "—",
+            "n": f"{evidence.n} {claim.unit}",
+            "smallest effect at 80 % power": MISSING if math.isnan(smallest) else f"r = ±{smallest:.2f}",
+            "the paper's effect": f"r = {r:+.2f}".replace("-", "−"),
+            "n for the paper's effect": "— (the paper's r lies on the other side)"
+            if against
+            else _count(needed, claim.unit),
+        }
+    return None
+
+
+def seeds_table(decisions: list[Decision], ours: bool = True) -> pd.DataFrame:
+    """One row per claim on a test (see the module docstring); ``ours``: the decisions come from our summaries."""
+    rows = []
+    for d in decisions:
+        use_ours = ours and d.comparable and d.estimate.n >= 2
+        row = _row(d, use_ours)
+        if row is not None:
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def seeds_markdown(table: pd.DataFrame) -> str:
+    body = table.to_markdown(index=False, disable_numparse=True) if len(table) else "(no claim rests on a test)"
+    return f"{HEADER}\n\n{body}\n"

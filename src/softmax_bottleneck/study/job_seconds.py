@@ -1,0 +1,113 @@
+"""Planned seconds of each job of a workflow run: the weights of the time left in the terminal.
+
+The terminal (:mod:`softmax_bottleneck.cluster.time_left`) scales every planned time by the pace the run shows (wall
+seconds per planned second of its finished jobs), so only the ratios of these times matter:
+
+* a training of the paper's size: the plan's projection, the paper's V100 seconds per epoch × epochs
+  (:func:`.plan.gpu_hours`);
+* a training that reads only the first tokens of its splits (``train_tokens``: the small scale): the CPU seconds a
+  training of its dataset and variant took at the small scale (:data:`SMALL_TRAINING`; a variant not measured takes
+  its cost proxy's or its family's, :func:`.plan.time_sources`), its part above :data:`START_SECONDS` (starting
+  Python and torch, reading the corpus cache, the preflight) scaled by the tokens it reads over all its epochs;
+* a download: none (the network sets its time, and the pace leaves it out);
+* every other job: its rule's CPU seconds at the small scale (:data:`RULE_SECONDS`; a summary, table, figure or
+  sweep: :data:`RENDER_SECONDS`). At the paper's size these are minutes against weeks of training.
+
+The measured numbers come from ``python benchmarks/job_seconds.py DIR``, DIR a folder where the small scale ran:
+CPU seconds (user + system, from Snakemake's ``benchmarks/``) of each training and analysis, and of one table and one
+figure rendered there; 2 cores, AMD EPYC, x86-64, 2026-11-27 (the machine shared with other work: load average
+13 to 19; CPU seconds grow far less with the load than wall seconds).
+"""
+
+from __future__ import annotations
+
+from softmax_bottleneck.study.plan import gpu_hours, time_sources
+from softmax_bottleneck.study.runs import Run, Study
+from softmax_bottleneck.workflow_run import DOWNLOAD, OTHER, TRAINING
+
+#: the CPU seconds of a small-scale training's job that do not grow with its tokens: about an analysis job's (starting
+#: Python and torch, reading the corpus cache)
+START_SECONDS = 4.0
+#: (dataset, variant) -> CPU seconds of one small-scale training job (config/small.yaml; the median of its runs), and
+#: the tokens it read over all its epochs (epochs × (train_tokens + valid_tokens) + test_tokens)
+SMALL_TRAINING: dict[tuple[str, str], tuple[float, int]] = {
+    ("ptb", "softmax"): (12.7, 55_000),
+    ("ptb", "ss"): (20.3, 55_000),
+    ("ptb", "gss"): (21.3, 55_000),
+    ("ptb", "lms_plif"): (35.0, 55_000),
+    ("ptb", "lms_plif_frozen"): (29.0, 55_000),
+    ("ptb", "mos"): (13.4, 55_000),
+    ("ptb", "moc"): (11.3, 55_000),
+    ("ptb", "mos_fair"): (12.7, 55_000),
+    ("ptb", "softmax_fair_large"): (14.0, 55_000),
+    ("wt2", "softmax"): (10.3, 10_000),
+    ("wt2", "ss"): (15.9, 10_000),
+    ("wt2", "gss"): (13.3, 10_000),
+    ("wt2", "lms_plif"): (17.9, 10_000),
+    ("wt2", "lms_plif_frozen"): (17.8, 10_000),
+    ("wt2", "mos"): (15.1, 10_000),
+    ("wt2", "moc"): (10.8, 10_000),
+}
+#: rule -> CPU seconds of one of its jobs at the small scale (the median), over the threads it had (2 at --cores 2:
+#: robustness_logp, robustness)
+RULE_SECONDS: dict[str, float] = {
+    "corpus_cache": 4.2,
+    "analyze": 4.7,
+    "wordsim": 3.6,
+    "qualitative": 17.3,
+    "robustness_logp": 5.4,
+    "robustness": 75.2,
+}
+#: CPU seconds of any other job: a summary, a table, a figure, a sweep's table and figure, the progress page (one
+#: table and one figure rendered three times each: the median)
+RENDER_SECONDS = 6.2
+#: the jobs of rules that take no time of their own (``all``), or whose time the network sets (the downloads)
+NO_SECONDS = ("all",)
+DOWNLOADS = ("fetch_corpus", "fetch_wordsim")
+#: the rule of a training job
+TRAINING_RULE = "train"
+
+
+def job_kind(rule: str) -> str:
+    """The kind of a job of ``rule`` in the record (:mod:`softmax_bottleneck.workflow_run`)."""
+    return TRAINING if rule == TRAINING_RULE else DOWNLOAD if rule in DOWNLOADS else OTHER
+
+
+def training_seconds(run: Run) -> float:
+    """Planned seconds of one training (module docstring)."""
+    hp = run.hyperparameters
+    if hp.get("train_tokens") is None:
+        return gpu_hours(run) * 3600.0
+    from softmax_bottleneck.corpora.datasets import dataset
+
+    full = dataset(run.dataset).split_tokens
+    tokens = hp["epochs"] * ((hp.get("train_tokens") or full[0]) + (hp.get("valid_tokens") or full[1]))
+    tokens += hp.get("test_tokens") or full[2]
+    measured = next(
+        (SMALL_TRAINING[run.dataset, name] for name, _ in time_sources(run.variant) if (run.dataset, name) in
+         SMALL_TRAINING), None,
+    )  # fmt: skip
+    if measured is None:  # a dataset the small scale does not train
+        return gpu_hours(run) * 3600.0
+    seconds, reference_tokens = measured
+    return START_SECONDS + (seconds - START_SECONDS) * tokens / reference_tokens
+
+
+def planned_seconds(study: Study, rule: str, wildcards: dict) -> float:
+    """Planned seconds of one job of ``rule`` with ``wildcards`` (module docstring)."""
+    if rule == TRAINING_RULE:
+        return training_seconds(study.job(wildcards))
+    if rule in NO_SECONDS or rule in DOWNLOADS:
+        return 0.0
+    return RULE_SECONDS.get(rule, RENDER_SECONDS)
+
+
+def planned_jobs(study: Study, jobs) -> list[dict]:
+    """The record's ``jobs`` (:mod:`softmax_bottleneck.workflow_run`) of ``jobs``, each ``(jobid, rule,
+    wildcards, threads)``."""
+    return [
+        {"jobid": int(jobid), "rule": rule, "what": ", ".join(f"{k}={v}" for k, v in wildcards.items()),
+         "kind": job_kind(rule), "planned_s": round(planned_seconds(study, rule, wildcards), 3),
+         "threads": max(1, int(threads))}
+        for jobid, rule, wildcards, threads in jobs
+    ]  # fmt: skip

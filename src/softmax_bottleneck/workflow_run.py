@@ -1,0 +1,133 @@
+"""What a workflow run records when it starts: ``<logs>/workflow/run.json``.
+
+The workflow writes it once, at its start (``onstart``), when it will run any job of the study (a run of only
+``status``, ``progress`` or ``preview`` writes none)::
+
+    {"config": {"files": ["config/small.yaml"], "values": {"data_mirror": "../shared/data"}},
+     "started": 1795000000.0, "slots": 2,
+     "jobs": [{"jobid": 21, "rule": "train", "what": "dataset=ptb, variant=mos, ...", "kind": "training",
+               "planned_s": 14.2, "threads": 1}, ...]}
+
+``config``: the ``--configfile`` files (the paper's ``config/config.yaml`` where none was given) and the ``--config``
+values; ``slots``: how many jobs run at once (``--cores``, or ``--resources gpu=N`` when smaller; the nodes of a cluster
+executor); ``jobs``: every job Snakemake will run, its kind (:data:`TRAINING`, :data:`DOWNLOAD`, :data:`OTHER`) and
+its planned seconds (:mod:`softmax_bottleneck.study.job_seconds`). The terminal
+(:mod:`softmax_bottleneck.cluster.terminal`, through the environment variable :data:`RECORD_VARIABLE` the workflow
+sets) reads it for the time left; ``status`` and ``preview`` without ``--config`` follow the configuration of the
+newest record in their folder (:func:`latest`; :func:`softmax_bottleneck.study.config.recorded_study`).
+
+Each time the terminal prints its progress line it also writes it beside the record, ``<logs>/workflow/time_left.json``
+(``{"written": <Unix time>, "line": "trainings: 12 of 51 done, ...", "seconds_left": 370.0}``, ``null`` while
+estimating), which ``status`` and the progress page show.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+
+from softmax_bottleneck import readback
+from softmax_bottleneck.atomic import atomic_write_text
+
+#: the record below a configuration's logs folder (``logs/`` or ``logs/<output_subdir>/``)
+RECORD = "workflow/run.json"
+#: beside it, the terminal's last progress line (:func:`write_time_left`), for ``status`` and the progress page
+TIME_LEFT = "workflow/time_left.json"
+#: the environment variable through which the workflow names its record to the terminal
+RECORD_VARIABLE = "SOFTMAX_BOTTLENECK_WORKFLOW_RUN"
+#: the kinds of job a record names: a training, a download (the network sets its time), any other job
+TRAINING, DOWNLOAD, OTHER = "training", "download", "job"
+
+
+def write(path, *, files: list[str], values: dict, slots: int, jobs: list[dict], started: float | None = None) -> dict:
+    """Write the record (module docstring) atomically; return it."""
+    record = {
+        "config": {"files": [str(f) for f in files], "values": values},
+        "started": time.time() if started is None else started,
+        "slots": max(1, int(slots)),
+        "jobs": jobs,
+    }
+    atomic_write_text(json.dumps(record, indent=1, default=str) + "\n", path)
+    return record
+
+
+def _fail(path, why: str):
+    raise readback.ReadbackError(path, why)
+
+
+def read(path) -> dict:
+    """The record at ``path``, read by the strict reader and checked field by field; :class:`ReadbackError` names the
+    file and what is wrong (the workflow wrote it, but the folder is the user's)."""
+    record = readback.load_json(path)
+    config = record.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("values"), dict):
+        _fail(path, "config: expected {files: [...], values: {...}}")
+    files = config.get("files")
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) and f for f in files):
+        _fail(path, "config/files: expected a list of file names")
+    started, slots = record.get("started"), record.get("slots")
+    if not isinstance(started, int | float) or isinstance(started, bool) or not math.isfinite(started):
+        _fail(path, f"started: expected a time in seconds, got {started!r}")
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        _fail(path, f"slots: expected a whole number ≥ 1, got {slots!r}")
+    jobs = record.get("jobs")
+    if not isinstance(jobs, list):
+        _fail(path, "jobs: expected a list")
+    for i, job in enumerate(jobs):
+        if not (isinstance(job, dict) and isinstance(job.get("jobid"), int) and isinstance(job.get("rule"), str)):
+            _fail(path, f"jobs/{i}: expected jobid (a whole number) and rule (a name)")
+        if job.get("kind", OTHER) not in (TRAINING, DOWNLOAD, OTHER):
+            _fail(path, f"jobs/{i}/kind = {job.get('kind')!r} is none of {TRAINING}, {DOWNLOAD}, {OTHER}")
+        for key, bound in (("planned_s", readback.SECONDS), ("threads", readback.POSITIVE_COUNT)):
+            why = bound.violation(job.get(key))
+            if why:
+                _fail(path, f"jobs/{i}/{key} = {job.get(key)!r} {why}")
+    return record
+
+
+def latest(paths) -> tuple[Path, dict] | None:
+    """``(path, record)`` of the newest readable record among ``paths`` (by its start), None if there is none; a
+    record that cannot be read is left out with a warning naming it."""
+    found = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            continue
+        try:
+            found.append((read(path)["started"], path))
+        except (OSError, readback.ReadbackError) as err:
+            logging.getLogger(__name__).warning("%s (left out)", err)
+    if not found:
+        return None
+    _, path = max(found)
+    return path, read(path)
+
+
+def path_from_environment() -> Path | None:
+    """The record the workflow named in :data:`RECORD_VARIABLE`, None when unset."""
+    value = os.environ.get(RECORD_VARIABLE)
+    return Path(value) if value else None
+
+
+def write_time_left(record_path, line: str, seconds_left: float | None, now: float | None = None) -> None:
+    """The terminal's progress ``line`` beside the record at ``record_path`` (atomically)."""
+    text = {"written": time.time() if now is None else now, "line": line, "seconds_left": seconds_left}
+    atomic_write_text(json.dumps(text) + "\n", Path(record_path).parent / Path(TIME_LEFT).name)
+
+
+def read_time_left(path) -> dict | None:
+    """The progress line written at ``path`` (:func:`write_time_left`), None where there is none; a file that is not
+    one is :class:`ReadbackError` naming it."""
+    try:
+        text = readback.load_json(path)
+    except FileNotFoundError:
+        return None
+    written, line, left = text.get("written"), text.get("line"), text.get("seconds_left")
+    if not isinstance(line, str) or readback.SECONDS.violation(written) or (
+        left is not None and readback.SECONDS.violation(left)
+    ):  # fmt: skip
+        raise readback.ReadbackError(path, "expected written (a time), line (text) and seconds_left (seconds or null)")
+    return text

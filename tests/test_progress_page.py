@@ -1,0 +1,107 @@
+"""The progress page a person keeps open while the study runs (softmax_bottleneck.report.progress) and the time it
+speaks of (softmax_bottleneck.study.status): it reloads itself, links the learning curves and the provisional tables
+and figures, says when the trainings finished and what is still to come, speaks of CPU time where the runs trained on
+a CPU, and shows the workflow's own time left; its learning curves tell two seeds of one model apart."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from softmax_bottleneck import workflow_run
+from softmax_bottleneck.report import progress
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.runs import Study
+from softmax_bottleneck.study.status import status_text, study_status
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def small() -> Study:
+    return Study(study_config.check(study_config.read(REPO / "config" / "small.yaml")))
+
+
+def _finish(root: Path, run, device: str = "cpu", curve: str = "epoch,valid_ppl\n1,900\n2,700\n") -> None:
+    folder = root / run.dir
+    folder.mkdir(parents=True)
+    (folder / "model.pt").write_bytes(b"x")
+    metrics = {
+        "dataset": run.dataset,
+        "variant": run.variant,
+        "schedule": run.schedule,
+        "seed": run.seed,
+        "test_ppl": 300.0,
+        "valid_ppl": 305.0,
+        "seconds_per_epoch": 2.0,
+        "epochs_run": 6,
+        "device": device,
+    }
+    (folder / "metrics.json").write_text(json.dumps(metrics))  # fmt: skip
+    (folder / "curve.csv").write_text(curve)
+
+
+def test_the_page_reloads_itself_and_links_what_lies_beside_it(tmp_path, small):
+    _finish(tmp_path, small.experiments["main"][0])
+    page_file, curves = progress.progress_files(small)
+    page = progress.study_page(small, study_status(small, directory=tmp_path), tmp_path)
+    assert f'<meta http-equiv="refresh" content="{progress.REFRESH_SECONDS}">' in page
+    links = re.findall(r'<a href="([^"]+)">', page)
+    folder = (tmp_path / page_file).parent
+    assert {str((folder / link).relative_to(tmp_path)) for link in links if link.startswith("learning_curves/")} == set(
+        curves
+    )
+    assert "tables/table2.html" in links and "figures/sm_figure2.png" in links and "figures/figure1.png" in links
+    assert ">Table 2</a>" in page and ">SM Figure 2</a>" in page
+    assert "All 51 trainings have finished" not in page
+
+
+def test_at_the_small_scale_the_page_and_status_speak_of_cpu_time(tmp_path, small):
+    _finish(tmp_path, small.experiments["main"][0])
+    text = status_text(study_status(small, directory=tmp_path, config="config/small.yaml"))
+    assert "CPU time spent: 0.00 CPU-hours" in text and "V100 GPU-hours do not apply" in text
+    assert "The plan projects" not in text and "GPU time" not in text
+    page = progress.progress_page(study_status(small, directory=tmp_path))
+    assert "CPU time spent" in page and "The plan projects" not in page
+
+
+def test_status_and_the_page_show_the_workflows_own_time_left(tmp_path, small):
+    logs = tmp_path / "logs" / "small"
+    workflow_run.write(logs / workflow_run.RECORD, files=["config/small.yaml"], values={}, slots=2, jobs=[],
+                       started=1000.0)  # fmt: skip
+    line = "trainings: 3 of 51 done, jobs: 20 of 186; about 7m 40s left (every job still to run, at this run's pace)"
+    workflow_run.write_time_left(logs / workflow_run.RECORD, line, 460.0, now=2000.0)
+    status = study_status(small, directory=tmp_path, now=2060.0)
+    assert status.workflow["line"] == line
+    assert f"(1m 00s ago): {line}." in status_text(status)
+    (logs / "workflow" / "time_left.json").write_text('{"written": "soon"}')
+    assert "time_left.json" in study_status(small, directory=tmp_path).workflow["error"]
+
+
+def test_after_the_last_training_the_page_says_when_and_what_is_still_to_come(tmp_path, small):
+    runs = list(small.jobs.values())
+    for run in runs:
+        _finish(tmp_path, run)
+    page = progress.study_page(small, study_status(small, directory=tmp_path), tmp_path)
+    assert f"All {len(runs)} trainings have finished, the last at " in page
+    analyses, planned, made, items = progress.still_to_come(small, tmp_path)
+    assert analyses == 0 and planned > len(runs) and made == 0 and items >= 33
+    assert f"Still to come: the analyses (0 of their {planned} result files are written)" in page
+    assert f"the tables and figures (0 of {items} made)" in page
+
+
+def test_the_learning_curves_tell_two_seeds_of_one_model_apart(tmp_path, small):
+    main = [r for r in small.experiments["main"] if r.dataset == "ptb" and r.variant == "softmax"]
+    assert len({r.seed for r in main}) == 2
+    for i, run in enumerate(main):
+        _finish(tmp_path, run, curve=f"epoch,valid_ppl\n1,{900 + i}\n2,{700 + i}\n")
+    status = study_status(small, directory=tmp_path)
+    fig = progress.learning_curves(status, "main", tmp_path)
+    lines = [line for line in fig.axes[0].lines if len(line.get_xdata())]
+    assert len(lines) == 2 and lines[0].get_color() == lines[1].get_color()
+    assert lines[0].get_marker() != lines[1].get_marker()
+    legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert legend[0] == "Softmax" and sorted(legend[1:]) == sorted(f"seed {r.seed}" for r in main)
