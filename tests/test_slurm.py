@@ -704,7 +704,10 @@ def test_a_killed_controller_started_again_duplicates_and_redoes_nothing(cluster
     assert (workdir / "reports" / "gpu-smoke" / "tables" / "table3.md").is_file()
     # the running training: waited for on this machine, never submitted again; trained once, by its first job
     assert not _train_jobs_of(again, runs["wt2"]), again[-4000:]
-    assert "localrule await_training:" in again and "finished by the process that trained it" in waiting.read_text()
+    complete = max((workdir / ".snakemake" / "log").glob("*.snakemake.log")).read_text()  # the second's whole log
+    stats = again.split("Job stats:")[1].split("total")[0]  # the terminal shows one line per job, the log every rule
+    assert "localrule await_training:" in complete and "await_training" in stats
+    assert "finished by the process that trained it" in waiting.read_text()
     metrics = json.loads((runs["wt2"] / "metrics.json").read_text())
     assert str(_env_field(metrics, "slurm_job_id")) == wt2_job[0]
     # the finished training: not trained again (a job Snakemake had not seen finish only checks it: nothing to do)
