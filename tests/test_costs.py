@@ -272,7 +272,8 @@ def test_a_real_bench_output_projects_the_runs_on_its_device(tmp_path):
     # SS was not measured: the family default (Softmax), said so, with the phase measured
     assert projection.loc["ss", "time_of"] == "softmax (family default) (sgd steps only)"
     text = subprocess.run(costs_cmd, capture_output=True, text=True, check=True).stdout
-    assert "device-hours on cpu" in text and "V100" not in text.split("## Projected")[1]
+    projected = text.split("## Projected")[1].split("## The study on the cards measured so far")[0]
+    assert "device-hours on cpu" in projected and "V100" not in projected
 
 
 def test_both_phases_weight_an_et_run_by_its_switch_epoch_and_nt_takes_asgd(tmp_path):
@@ -366,3 +367,38 @@ def test_a_run_with_no_measurement_names_the_bench_command(tmp_path):
         costs.project_training([{"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "nt", "runs": 1,
                                 "epochs": 500}],
                                speeds)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------- the cards measured
+def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_measured():
+    """The paper's V100, the H200 from its measured speeds, the H100 and A100 named and not priced; the epochs said
+    as the caps they are; the analyses counted where measured."""
+    from softmax_bottleneck import measured
+
+    runs, _ = costs.load_runs([str(REPO / "config" / "config.yaml")])
+    projection = costs.project_training(runs)
+    section = "\n".join(costs.cards_section(projection))
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in section.splitlines() if line.startswith("| NVIDIA")}  # fmt: skip
+    assert set(rows) == {"NVIDIA V100 (the paper's)", "NVIDIA H200", "NVIDIA H100", "NVIDIA A100"}
+    assert rows["NVIDIA V100 (the paper's)"][1] == f"{projection['gpu_hours'].iloc[-1]:,.0f}"
+    assert rows["NVIDIA H100"][0] == rows["NVIDIA A100"][0] == "no bench measured yet"
+    assert set(rows["NVIDIA H100"][1:]) == {"—"}
+    # the H200: each run at the seconds per epoch measured for it (or its proxy's), e.g. WT2 MoS's 11 main runs
+    speeds, _ = costs.card_speeds()["NVIDIA H200"]
+    on_h200 = costs.project_training(runs, speeds)
+    wt2_mos = on_h200[(on_h200.experiment == "main") & (on_h200.dataset == "wt2") & (on_h200.variant == "mos")]
+    h200 = {(r["dataset"], r["variant"]): float(r["projected_seconds_per_epoch"]) for r in measured.records("speeds")
+            if r["projected_seconds_per_epoch"] and r["phase"] == "sgd"}  # fmt: skip
+    assert float(wt2_mos.gpu_hours.iloc[0]) == pytest.approx(11 * 500 * h200["wt2", "mos"] / 3600)
+    assert rows["NVIDIA H200"][1] == f"{on_h200['gpu_hours'].iloc[-1]:,.0f}"
+    assert 0 < float(on_h200["gpu_hours"].iloc[-1]) < float(projection["gpu_hours"].iloc[-1]) / 3
+    # the analyses: 171 PTB runs at the measured time, 112 WT2 ones at the card's but for the eigenvalues, on the host
+    timed = {(r["device"], r["dataset"], r["memory_budget_gb"], r["what"][:8]): float(r["seconds"])
+             for r in measured.records("analyses")}  # fmt: skip
+    ptb = timed["NVIDIA H200", "ptb", "17", "the whol"]
+    wt2 = timed["NVIDIA H200", "wt2", "50", "the whol"] - timed["NVIDIA H200", "wt2", "50", "of which"]
+    wt2 += next(v for (device, dataset, *_), v in timed.items() if device != "NVIDIA H200" and dataset == "wt2")
+    assert rows["NVIDIA H200"][2] == f"≤ {(171 * ptb + 112 * wt2) / 3600:,.1f}"
+    assert rows["NVIDIA V100 (the paper's)"][2] == "not measured"
+    assert "the presets' caps, chosen for this reproduction" in section and "no early stop" in section

@@ -45,6 +45,15 @@ NEEDS_SLURM_OR_GPUS = {
     " > results/bench/$d-$v-$p.json; done; done; done": "needs a CUDA GPU (24 paper-scale measurements)",
     "snakemake plan && python -m softmax_bottleneck costs --plan results/plan/training_jobs.csv"
     " --bench results/bench/*.json": "needs the bench files of a GPU (tests/test_costs.py runs costs --bench)",
+    # docs/cluster.md: run by hand on the one-node SLURM cluster of .ci/slurm (their output is on the page)
+    "srun --gpus=1 --time=10 python -m softmax_bottleneck cuda-check": "a SLURM cluster (run by hand)",
+    'sinfo -o "%P %l %G"': "a SLURM cluster (run by hand)",
+    'sbatch --time=7-00:00:00 --cpus-per-task=1 --mem=4G --job-name=controller --wrap "snakemake --profile'
+    ' profiles/slurm --directory $STUDY --configfile config/config.yaml"': "a SLURM cluster (run by hand)",
+    'squeue --me -o "%.10i %.9T %.10M %k"': "a SLURM cluster (run by hand)",
+    "scancel --signal=TERM JOBID": "a running SLURM training job (run by hand)",
+    'grep -ho \'"gpu": "[^"]*"\' $STUDY-pilot/results/runs/*/*/*/*/*/metrics.json | sort | uniq -c': "the pilot's "
+    "runs trained on a GPU",
 }
 #: commands that need the small scale's results: run by test_small_scale_end_to_end after it
 NEEDS_SMALL_SCALE_RESULTS = {
@@ -69,7 +78,10 @@ QUICK_START = f"pip install -e . && {SMALL_SCALE}"
 TEST_COMMAND = "pip install -e '.[test]' ./examples/taylor_softmax && pytest"
 #: commands that need the network beyond the package registries
 CPU_TORCH = "pip install --timeout 15 --retries 2 torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-NEEDS_NETWORK = {CPU_TORCH: "PyTorch's own package index (a CPU-only machine's first step)"}
+NEEDS_NETWORK = {
+    CPU_TORCH: "PyTorch's own package index (a CPU-only machine's first step)",
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126": "PyTorch's own index",
+}
 #: commands of docs/ that need what only another test sets up; each runs there
 RUN_ELSEWHERE = {
     "python -m softmax_bottleneck check-layer taylor": "tests/test_plugin_example.py (the example plug-in installed)",
@@ -85,6 +97,9 @@ RUN_ELSEWHERE = {
     "--out-json gpt2-ptb.json --out-spectrum gpt2-ptb-spectrum.csv": "tests/test_analyze_lm.py (a tiny local GPT-2)",
     "python -m softmax_bottleneck lm-report gpt2=gpt2-ptb.json --out-table lm --out-figure lm": "tests/test_analyze_lm.py",  # noqa: E501
     "python -m softmax_bottleneck table table2 --summary-dir results/summary --out reports/tables/table2": "tests/test_tables.py (paper-scale summaries)",  # noqa: E501
+    "snakemake --unlock --profile profiles/slurm --directory $STUDY --configfile config/config.yaml": "tests/test_slurm.py (a controller killed, --unlock, the same command)",  # noqa: E501
+    "snakemake --profile profiles/slurm --directory $STUDY-pilot --configfile config/gpu-smoke.yaml": "tests/test_slurm.py (the pilot, tiny, through the profile)",  # noqa: E501
+    "python -m softmax_bottleneck status --config config/gpu-smoke.yaml --directory $STUDY-pilot": "tests/test_slurm.py (status of the pilot's folder)",  # noqa: E501
     "python -m softmax_bottleneck figure figure2 --summary-dir results/summary --out reports/figures/figure2": "tests/test_figures.py (paper-scale summaries)",  # noqa: E501
     "snakemake claims --configfile config/small.yaml": "tests/test_workflow.py (the small scale's rule all makes the page)",  # noqa: E501
     "python -m softmax_bottleneck claims --paper --out reports/claims-paper": "tests/test_claims.py (in-process)",
@@ -153,9 +168,11 @@ def activated(command: str) -> str:
 
 
 def run_in(repo: Path, command: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``command`` as a user pastes it after the quick start, in ``repo``."""
-    return subprocess.run(["bash", "-c", activated(command)], cwd=repo, env=user_shell(), capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    """``command`` as a user pastes it after the quick start, in ``repo``; ``$STUDY`` (docs/cluster.md's working
+    directory on another file system) a folder beside the repository."""
+    env = dict(user_shell(), STUDY=str(repo.parent / "study"))
+    return subprocess.run(["bash", "-c", activated(command)], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
 
 
 def test_readme_has_the_fresh_machine_commands_on_top():

@@ -596,3 +596,123 @@ def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(sm
 
     assert without_seconds((run_dir / "curve.csv").read_text()) == without_seconds(reference_curve)
     print(f"resumed runs: GPU {gpus}; metrics { ({k: metrics[k] for k in COMPARED_METRICS}) }")
+
+
+# ------------------------------------------------------------------------ the pilot, and its controller killed
+PILOT_CONFIG = REPO / "config" / "gpu-smoke.yaml"
+#: the pilot's tiny version: config/gpu-smoke.yaml with config/small.yaml's tiny models, E7 on the authors' seeds only
+#: (table3: one PTB and one WT2 training and their analyses), the WT2 run several times the PTB one, so that it still
+#: trains when the PTB one has finished
+PILOT_DATASETS = {"ptb": {"train_tokens": 8000}, "wt2": {"epochs": 8, "switch_epoch": 6, "train_tokens": 6000}}
+
+
+def _pilot(workdir: Path) -> tuple[list[str], dict[str, Path]]:
+    """The documented pilot command (a checkout beside the results: --snakefile, --directory) through the CI profile
+    on its tiny configuration, and the run folder of its two trainings by dataset (under ``workdir``)."""
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.runs import Study
+
+    overrides = yaml.safe_load((REPO / "config" / "small.yaml").read_text())["model_overrides"]
+    overrides["datasets"] = PILOT_DATASETS
+    overlay = workdir / "pilot_overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"data_mirror": str(_data_mirror()), "model_overrides": overrides,
+                                       "experiments": {"frozen": {"seeds": "authors"}}}))  # fmt: skip
+    files = [str(PILOT_CONFIG), str(overlay)]
+    study = Study(study_config.check(study_config.load(files)))
+    runs = {r.dataset: workdir / path for path, r in study.jobs.items() if r.variant == "lms_plif_frozen"}
+    cmd = [sys.executable, "-m", "snakemake", "table3", "--snakefile", str(REPO / "Snakefile"), "--directory",
+           str(workdir), "--profile", str(PROFILE), "--profile", str(CI_PROFILE), "--configfile", *files]  # fmt: skip
+    return cmd, runs
+
+
+def _train_jobs_of(log: str, run: Path) -> list[str]:
+    """SLURM ids of the train jobs of ``run`` that a Snakemake log says it submitted."""
+    dataset = run.parts[-5]
+    return [jobid for jobid, path in SUBMITTED.findall(log) if f"/rule_train/{dataset}_" in path]
+
+
+def _controller(cmd: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "w") as handle:  # the child keeps its own descriptor
+        return subprocess.Popen(["timeout", "-k", "30", "900", *cmd], env=_env(), stdout=handle,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+@pytest.mark.slurm
+def test_a_killed_controller_started_again_duplicates_and_redoes_nothing(cluster, tmp_path_factory):
+    """The pilot through the profile, its results in another folder (``--directory``). Its controller is killed
+    (SIGKILL: a reboot, a lost session) once one training has finished and the other trains; the same command is
+    refused (the dead one's lock), ``--unlock``, the same command again: the running training is waited for (no
+    second SLURM job), the finished one is not trained again, and the pilot finishes. The running training is held
+    (``scontrol suspend``) from the kill until the new controller waits for it, so that it cannot finish before."""
+    if not has_data(_data_mirror()):
+        pytest.skip(no_data_reason(_data_mirror()))
+    workdir = tmp_path_factory.mktemp("scratch")
+    cmd, runs = _pilot(workdir)
+    assert sorted(runs) == ["ptb", "wt2"], runs
+    log1, log2 = workdir / "controller1.log", workdir / "controller2.log"
+    t0 = time.monotonic()
+    first = _controller(cmd, log1)
+    second = None
+    submitted: list[str] = []
+    wt2_job: list[str] = []
+    try:
+
+        def one_done_one_training() -> bool:
+            wt2 = runs["wt2"] / ".resume" / "progress.json"
+            return (runs["ptb"] / "model.pt").exists() and wt2.exists() and not (runs["wt2"] / "model.pt").exists()
+
+        _wait_for("the PTB run finished while the WT2 run trains", one_done_one_training, time.monotonic() + 600,
+                  first, log1)  # fmt: skip
+        wt2_job = _train_jobs_of(log1.read_text(), runs["wt2"])
+        assert len(wt2_job) == 1, log1.read_text()[-3000:]
+        subprocess.run(["scontrol", "suspend", wt2_job[0]], check=True)
+        os.killpg(first.pid, signal.SIGKILL)  # the controller and its children; never the SLURM jobs
+        first.wait()
+        killed_at = time.monotonic() - t0
+        submitted += _jobs_in(log1.read_text())
+        assert _job(wt2_job[0]).get("JobState") == "SUSPENDED", _job(wt2_job[0])
+        ptb_model = (runs["ptb"] / "model.pt").read_bytes()
+
+        # after the controller died: status says which runs still run, the same command is refused while the dead
+        # one's lock is there, --unlock lifts it, and the same command goes on
+        status = subprocess.run([sys.executable, "-m", "softmax_bottleneck", "status", "--config", cmd[-2], "--config",
+                                 cmd[-1], "--directory", str(workdir), "--runs"], env=_env(), capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        assert status.returncode == 0 and re.search(r"running \(1\)", status.stdout), status.stdout
+        refused = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+        assert refused.returncode != 0 and "Directory cannot be locked" in refused.stdout + refused.stderr
+        unlock = subprocess.run([*cmd, "--unlock"], env=_env(), capture_output=True, text=True, timeout=300)
+        assert unlock.returncode == 0, unlock.stdout[-2000:] + unlock.stderr[-2000:]
+        second = _controller(cmd, log2)
+        waiting = workdir / "logs" / "await_training" / f"{runs['wt2'].relative_to(workdir / 'results' / 'runs')}.log"
+        _wait_for("the new controller waiting for the WT2 run", lambda: waiting.is_file() and "waiting" in
+                  waiting.read_text(), time.monotonic() + 600, second, log2)  # fmt: skip
+        subprocess.run(["scontrol", "resume", wt2_job[0]], check=True)
+        second.wait(960)
+        again = log2.read_text()
+        submitted += _jobs_in(again)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if wt2_job and _job(wt2_job[0]).get("JobState") == "SUSPENDED":
+            subprocess.run(["scontrol", "resume", wt2_job[0]], check=False)
+        _cancel_leftovers(submitted)
+    print(f"pilot: controller killed after {killed_at:.0f} s; started again, done after {time.monotonic() - t0:.0f} s")
+    assert second.returncode == 0, again[-5000:]
+    assert (workdir / "reports" / "gpu-smoke" / "tables" / "table3.md").is_file()
+    # the running training: waited for on this machine, never submitted again; trained once, by its first job
+    assert not _train_jobs_of(again, runs["wt2"]), again[-4000:]
+    complete = max((workdir / ".snakemake" / "log").glob("*.snakemake.log")).read_text()  # the second's whole log
+    stats = again.split("Job stats:")[1].split("total")[0]  # the terminal shows one line per job, the log every rule
+    assert "localrule await_training:" in complete and "await_training" in stats
+    assert "finished by the process that trained it" in waiting.read_text()
+    metrics = json.loads((runs["wt2"] / "metrics.json").read_text())
+    assert str(_env_field(metrics, "slurm_job_id")) == wt2_job[0]
+    # the finished training: not trained again (a job Snakemake had not seen finish only checks it: nothing to do)
+    assert (runs["ptb"] / "model.pt").read_bytes() == ptb_model
+    for dataset, run in runs.items():
+        train_log = (workdir / "logs" / "train" / run.relative_to(workdir / "results" / "runs")).with_suffix(".log")
+        text = train_log.read_text()
+        assert text.count(f"training {dataset}/lms_plif_frozen") == 1 and "resumed from" not in text, text[-3000:]

@@ -27,6 +27,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the conformance checks on a registered output layer (yours too)",
     ),
     "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
+    "wait-for-run": (
+        "softmax_bottleneck.study.wait_for_run",
+        "wait, without a GPU, for a training another process runs (the workflow's await_training)",
+    ),
+    "cuda-check": (
+        "softmax_bottleneck.training.cuda_check",
+        "whether this PyTorch build trains on this machine's GPUs (its CUDA, kernels, each GPU's capability)",
+    ),
     "bench": ("softmax_bottleneck.training.bench", "time training steps of a preset model, project seconds per epoch"),
     "analyze": ("softmax_bottleneck.analysis.logp", "Press' and ε-effective rank of a model's test log-P matrix"),
     "analyze-lm": (

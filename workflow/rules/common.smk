@@ -225,6 +225,13 @@ def finished_runs():
     return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}
 
 
+# A training already running when Snakemake starts (a cluster job left by a Snakemake that died) is waited for by the
+# local rule await_training (train.smk), never submitted a second time (softmax_bottleneck.study.wait_for_run).
+from softmax_bottleneck.study.wait_for_run import running_runids
+
+RUNNING_RUNIDS = running_runids(STUDY) if workflow.is_main_process else []
+
+
 # A finished run that an older source of its output layer trained is said at once (`snakemake -n` too), never
 # retrained: its tables and figures carry the same note (report/layer_sources.py).
 if workflow.is_main_process:

@@ -52,6 +52,35 @@ rule train:
         "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
 
 
+if RUNNING_RUNIDS:
+
+    rule await_training:
+        """Wait, on this machine and without a GPU, for a training that was already running when Snakemake started
+        (a job left by a Snakemake that died); never trains, never submits it again.
+        """
+        output:
+            model=protected(update(f"{RUN_DIR}/model.pt")),
+            metrics=protected(update(f"{RUN_DIR}/metrics.json")),
+            curve=protected(update(f"{RUN_DIR}/curve.csv")),
+        log:
+            f"logs/await_training/{RUN_LOG}.log",
+        wildcard_constraints:
+            runid="|".join(re.escape(runid) for runid in RUNNING_RUNIDS),
+        localrule: True
+        conda:
+            "../../envs/softmax-bottleneck.yaml"
+        params:
+            out=RUN_DIR,
+            train_log=TRAIN_LOG,
+            epochs=lambda wildcards: STUDY.job(wildcards).hyperparameters["epochs"],
+        shell:
+            "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
+            "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "
+            "{wildcards.seed} --epochs {params.epochs} > {log} 2>&1"
+
+    ruleorder: await_training > train
+
+
 rule check_layer:
     """Check one plug-in layer at every point of its own keys that the config trains (CPU, before training)."""
     output:

@@ -36,7 +36,15 @@ import pandas as pd
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report.bench_speeds import BenchFileError, MeasuredSpeeds, load_speeds
 from softmax_bottleneck.study import config as study_config
-from softmax_bottleneck.study.plan import PROXY_MARK, plan_frame, priced_by_proxy, proxy_notes, seconds_per_epoch
+from softmax_bottleneck.study.plan import (
+    PROXY_MARK,
+    WALL_CLOCK_GPUS,
+    makespan_hours,
+    plan_frame,
+    priced_by_proxy,
+    proxy_notes,
+    seconds_per_epoch,
+)
 from softmax_bottleneck.study.runs import Study, StudyError
 
 log = logging.getLogger(__name__)
@@ -255,6 +263,8 @@ def render_markdown(
         "",
         _total_line(total_h, speeds),
         *(f"\n{note}" for note in proxy_notes(_proxy_priced(body))),
+        "",
+        *cards_section(projection),
     ]
     return "\n".join(lines) + "\n"
 
@@ -274,10 +284,7 @@ def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:
     days = f"({total_h / 24:,.0f} GPU-days; {total_h / 24 / 4:,.0f} days on a 4-GPU workstation)"
     if speeds is not None:
         days = f"({total_h / 24:,.0f} device-days; {total_h / 24 / 4:,.0f} days on 4 such devices)"
-    tail = (
-        "Log-P extraction, ranks, word similarity and figures are not projected: they are minutes per model "
-        "next to training's hours."
-    )
+    tail = "The analyses' GPU time is below, with the cost on the cards measured so far."
     if speeds is None:
         return (
             f"Total: {total_h:,.0f} V100 GPU-hours {days}. Seconds per epoch are the paper's V100 times "
@@ -364,3 +371,115 @@ def run_cli(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# the cards measured so far
+# --------------------------------------------------------------------------------------------------
+
+#: the paper's card, whose seconds per epoch the plan projects with (Table 2)
+PAPER_CARD = "NVIDIA V100 (the paper's)"
+#: cards users have that no ``bench`` of this package has measured yet: named, never priced
+UNMEASURED_CARDS = ("NVIDIA H100", "NVIDIA A100")
+MEASURED_SOURCE = "data/measured/speeds.csv"
+
+
+def card_speeds() -> dict[str, tuple[MeasuredSpeeds, str]]:
+    """Per card of ``data/measured/speeds.csv``: the seconds per epoch that ``bench`` measured for one run alone
+    (:class:`.bench_speeds.MeasuredSpeeds`, as ``costs --bench`` would read its files) and when and with what."""
+    from softmax_bottleneck import measured
+
+    cards: dict[str, tuple[MeasuredSpeeds, str]] = {}
+    for row in measured.records("speeds"):
+        if not row["projected_seconds_per_epoch"] or row["runs"] != "1" or row["mps"] != "false":
+            continue
+        speeds, _ = cards.setdefault(row["device"], (MeasuredSpeeds(row["device"]), f"torch {row['torch']}"))
+        pair = (row["dataset"], row["variant"])
+        speeds.seconds.setdefault(pair, {})[row["phase"]] = float(row["projected_seconds_per_epoch"])
+        speeds.runs.setdefault(pair, {})[row["phase"]] = 1
+        speeds.mps.setdefault(pair, {})[row["phase"]] = False
+        speeds.files[(*pair, row["phase"], 1, False)] = f"{MEASURED_SOURCE} ({row['date']})"
+    return {device: (speeds, f"`bench`, {len(speeds.files)} models × phases, "
+                     f"{', '.join(sorted({f.split('(')[1].rstrip(')') for f in speeds.files.values()}))}, {what}")
+            for device, (speeds, what) in cards.items()}  # fmt: skip
+
+
+def job_hours(projection: pd.DataFrame) -> list[float]:
+    """One entry per training job of a projection: its device-hours (the projection's rows hold ``runs`` jobs)."""
+    body = projection.iloc[:-1]
+    return [float(h) / int(n) for h, n in zip(body["gpu_hours"], body["runs"], strict=True) for _ in range(int(n))]
+
+
+def analyses_hours(runs_per_dataset: dict[str, int], device: str) -> tuple[float, str] | None:
+    """The ``analyze`` jobs' hours on ``device`` (one per run, the workflow's default memory budget), at most, from
+    ``data/measured/analyses.csv``, and how; None where the card's analyses were not measured."""
+    from softmax_bottleneck import measured
+
+    rows = measured.records("analyses")
+    on_card = {(r["dataset"], r["memory_budget_gb"], r["what"].startswith("of which")): float(r["seconds"])
+               for r in rows if r["device"] == device and r["rule"] == "analyze"}  # fmt: skip
+    host = [float(r["seconds"]) for r in rows if r["device"] != device and r["dataset"] == "wt2"]
+    if ("ptb", "17", False) not in on_card or ("wt2", "50", False) not in on_card or not host:
+        return None
+    ptb = on_card["ptb", "17", False]
+    # under the default budget (17 GiB) WT2's eigenvalues run on the host instead of the card
+    wt2 = on_card["wt2", "50", False] - on_card.get(("wt2", "50", True), 0.0) + max(host)
+    hours = (runs_per_dataset.get("ptb", 0) * ptb + runs_per_dataset.get("wt2", 0) * wt2) / 3600
+    how = (
+        f"{runs_per_dataset.get('ptb', 0)} PTB analyses at {ptb:.1f} s each and {runs_per_dataset.get('wt2', 0)} WT2 "
+        f"ones at {wt2 / 60:.1f} min, measured on the whole test sets (more rows than the paper's for WT2), the "
+        f"eigenvalues of WT2's Gram on the host, where the default memory budget puts them ({max(host):.0f} s on 2 CPU "
+        "cores)"
+    )
+    return hours, how
+
+
+def cards_section(projection: pd.DataFrame, gpus=WALL_CLOCK_GPUS) -> list[str]:
+    """The study's training (and analyses') GPU-hours and wall-clock days on the paper's V100 (the projection's own
+    times when they are the paper's) and on each card ``bench`` measured, and which common cards are not measured."""
+    from softmax_bottleneck.study.plan import epoch_caps_text
+
+    body = projection.iloc[:-1]
+    plan_runs = [dict(r) for r in body[["experiment", "dataset", "variant", "schedule", "epochs", "runs"]]
+                 .to_dict("records")]  # fmt: skip
+    per_dataset = body.groupby("dataset")["runs"].sum().astype(int).to_dict()
+    rows = []
+
+    def add(card: str, source: str, frame: pd.DataFrame, analyses: tuple[float, str] | None) -> None:
+        hours = job_hours(frame)
+        rows.append({"card": card, "seconds per epoch": source,
+                     "training GPU-hours": f"{sum(hours):,.0f}",
+                     "analyses GPU-hours": f"≤ {analyses[0]:,.1f}" if analyses else "not measured",
+                     **{f"days on {n}": _days(makespan_hours(hours, n) / 24) for n in gpus}})  # fmt: skip
+
+    add(PAPER_CARD, "the paper's Table 2", project_training(plan_runs), None)
+    notes = []
+    for device, (speeds, source) in card_speeds().items():
+        analyses = analyses_hours(per_dataset, device)
+        add(device, source, project_training(plan_runs, speeds), analyses)
+        if analyses:
+            notes.append(f"{device} analyses, at most: {analyses[1]}.")
+    for card in UNMEASURED_CARDS:
+        rows.append({"card": card, "seconds per epoch": "no bench measured yet", "training GPU-hours": "—",
+                     "analyses GPU-hours": "—", **{f"days on {n}": "—" for n in gpus}})  # fmt: skip
+    from softmax_bottleneck.study.plan import PACKED_PER_GPU, packing_gain
+
+    _, packed = packing_gain(PACKED_PER_GPU)
+    return [
+        "## The study on the cards measured so far",
+        "",
+        epoch_caps_text(zip(body["dataset"], body["variant"], body["schedule"], body["epochs"], strict=True)),
+        "",
+        pd.DataFrame(rows).to_markdown(index=False),
+        "",
+        "Days: the jobs' hours on that card, the longest first onto the first free GPU, one run per GPU "
+        f"({PACKED_PER_GPU} runs sharing a GPU went {packed}: `plan --per-gpu K`). A card's unmeasured variants take "
+        "their cost proxy's or family's measurement, as `costs --bench` does. "
+        + " ".join(notes)
+        + " The V100's analyses were never timed; the paper reports none. An H100 or A100 is priced once `bench` "
+        "has measured it: `costs --bench` with its files.",
+    ]
+
+
+def _days(days: float) -> str:
+    return f"{days:,.0f}" if days >= 10 else f"{days:.1f}"

@@ -215,6 +215,16 @@ def add_cli(parser) -> None:
 
     add_config_option(parser, "to plan")
     parser.add_argument("--csv", default=None, metavar="FILE", help="also write every job (one row per run folder)")
+    from softmax_bottleneck.argtypes import positive_int
+
+    parser.add_argument(
+        "--gpus", nargs="+", type=positive_int, default=list(WALL_CLOCK_GPUS), metavar="N",
+        help="the numbers of GPUs of the wall-clock table (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--per-gpu", type=positive_int, default=PACKED_PER_GPU, metavar="K",
+        help="runs sharing one GPU in the wall-clock's second row, at the gain measured for K (default: %(default)s)",
+    )  # fmt: skip
 
 
 def run_cli(args) -> int:
@@ -235,6 +245,7 @@ def run_cli(args) -> int:
     print(plan_markdown(table))
     for note in [*proxy_notes(proxy_priced(study)), *stale_runs(study)]:
         print(note)
+    print("\n".join(plan_footer(study, args.gpus, args.per_gpu)))
     return 0
 
 
@@ -252,3 +263,167 @@ def train_runtime_minutes(run: Run, attempt: int) -> int:
     """Minutes for one training attempt: 1.5 × the paper's V100 time (at least 10), growing with the attempt;
     a killed or timed-out job resumes from its checkpoint (``<run>/.resume``) on retry."""
     return max(10, math.ceil(90 * gpu_hours(run) * attempt))
+
+
+# --------------------------------------------------------------------------------------------- the epoch caps
+def epoch_caps_text(jobs) -> str:
+    """What the epochs of ``jobs`` (``(dataset, variant, schedule, epochs)`` each) are: every epoch is trained (no
+    early stop), so they are the cost; where they are the presets' caps, that those were chosen for this reproduction
+    (the paper states none but MoS on WT2's 500)."""
+    caps: dict[int, set[str]] = {}
+    presets_caps = True
+    for dataset, variant, schedule, epochs in jobs:
+        caps.setdefault(int(epochs), set()).add(f"{dataset} {variant}")
+        presets_caps &= int(epochs) == presets.resolve(dataset, variant, schedule)["epochs"]
+    common = max(caps, key=lambda epochs: len(caps[epochs]))
+    others = "; ".join(f"{epochs} for {', '.join(sorted(caps[epochs]))}" for epochs in sorted(caps) if epochs != common)
+    text = (
+        f"Epochs: every run trains all its epochs, {common}" + (f" ({others})" if others else "") + "; the training "
+        "has no early stop, so the epochs are the cost."
+    )
+    if presets_caps:
+        text += (
+            " They are the presets' caps, chosen for this reproduction: the paper states none (MoS on WT2's 500 is "
+            "the authors' answer to a reviewer)."
+        )
+    return text
+
+
+def epoch_caps_line(study: Study) -> str:
+    """:func:`epoch_caps_text` of the plan's jobs."""
+    return epoch_caps_text((r.dataset, r.variant, r.schedule, r.hyperparameters["epochs"]) for r in study.jobs.values())
+
+
+# --------------------------------------------------------------------------------------------- disk
+def _measured_runs() -> dict[str, list[dict]]:
+    """The runs of ``data/measured/disk.csv`` by dataset, sizes as numbers."""
+    from softmax_bottleneck import measured
+
+    out: dict[str, list[dict]] = {}
+    for row in measured.records("disk"):
+        if row["kind"] == "run":
+            numbers = {k: float(row[k]) for k in ("parameters", "bytes", "state_bytes", "peak_bytes", "metrics_bytes",
+                                                  "text_bytes_per_epoch")}  # fmt: skip
+            out.setdefault(row["dataset"], []).append({**row, **numbers})
+    return out
+
+
+def run_disk(run: Run) -> tuple[float, float]:
+    """Bytes of one run: ``(finished, while training)``. Finished: ``model.pt`` (its kept hard links in
+    ``.resume/final`` take no more), ``metrics.json``, and the curve and log over its epochs; while training: the
+    largest its folder grew to beyond that (the resume state, and a new one written beside it). From the measured run
+    of its dataset nearest in parameters, scaled by the parameters (the same size: the measured bytes)."""
+    count = presets.parameter_count(run.hyperparameters, presets.VOCAB_SIZES[run.dataset])
+    rows = _measured_runs().get(run.dataset)
+    if not rows:
+        raise ValueError(f"no measured run of {run.dataset} in data/measured/disk.csv")
+    near = min(rows, key=lambda row: abs(row["parameters"] - count))
+    scale = count / near["parameters"]
+    text = near["text_bytes_per_epoch"] * run.hyperparameters["epochs"]
+    finished = near["bytes"] * scale + near["metrics_bytes"] + text
+    training = max(near["peak_bytes"] - near["bytes"], 0.0) * scale
+    return finished, training
+
+
+def analysis_disk(study: Study, run: Run) -> float:
+    """Bytes of one run's rank and spectrum files (one singular value per row up to the vocabulary's size)."""
+    from softmax_bottleneck import measured
+
+    rows = {row["kind"]: row for row in measured.records("disk")}
+    limit = study.config["analysis"]["rank_rows"]
+    vocab = presets.VOCAB_SIZES[run.dataset]
+    values = vocab if isinstance(limit, str) else min(int(limit), vocab)
+    spectrum = rows["spectrum"]
+    return float(rows["rank"]["bytes"]) + float(spectrum["bytes"]) / float(spectrum["rows"]) * values
+
+
+def slice_disk(study: Study) -> float:
+    """Bytes of E12's log-P slice (float32, rows × vocabulary; deleted once E12 has read it)."""
+    from softmax_bottleneck import measured
+
+    e12 = study.config["analysis"]["robustness"]
+    row = next(row for row in measured.records("disk") if row["kind"] == "logp")
+    measured_cells = float(row["rows"]) * presets.VOCAB_SIZES[row["dataset"]]
+    return float(row["bytes"]) * int(e12["rows"]) * presets.VOCAB_SIZES[e12["dataset"]] / measured_cells
+
+
+def disk_line(study: Study, at_once: int) -> str:
+    """What the study needs on disk: every run trained and analysed, and the most while ``at_once`` train."""
+    sizes = [run_disk(run) for run in study.jobs.values()]
+    finished = sum(f for f, _ in sizes) + sum(analysis_disk(study, run) for run in study.jobs.values())
+    per_training = max(t for _, t in sizes)
+    e12 = slice_disk(study)
+    peak = finished + min(at_once, len(sizes)) * per_training + e12
+
+    def gb(n: float) -> str:
+        return f"{n / 1e9:,.1f} GB"
+
+    return (
+        f"Disk: {gb(finished)} once every run is trained and analysed; each training adds up to {gb(per_training)} "
+        f"while it runs (its resume state, and the next one written beside it), E12 {gb(e12)} while it runs: "
+        f"{gb(peak)} with {at_once} trainings at once. Measured from real runs' files (benchmarks/disk_per_run.py)."
+    )
+
+
+# --------------------------------------------------------------------------------------------- wall-clock
+#: the numbers of GPUs of the plan's wall-clock table, and the runs per GPU of its packed row
+WALL_CLOCK_GPUS = (1, 4, 16, 64)
+PACKED_PER_GPU = 4
+#: the card and model whose measured packing gain the packed row uses (the only packing measured so far)
+PACKING_MEASURED_ON = ("NVIDIA H200", "ptb", "softmax")
+
+
+def makespan_hours(hours, gpus: int, per_gpu: int = 1, gain: float = 1.0) -> float:
+    """Wall-clock hours of jobs of ``hours`` on ``gpus`` GPUs, the longest job first onto the least-loaded slot.
+    With ``per_gpu`` runs sharing a GPU (``gpus × per_gpu`` slots) whose throughput together is ``gain`` × one run's,
+    each run takes ``per_gpu / gain`` times as long."""
+    import heapq
+
+    if gpus < 1 or per_gpu < 1 or gain <= 0:
+        raise ValueError(f"gpus {gpus}, runs per GPU {per_gpu} and gain {gain} must be positive")
+    slots = [0.0] * (gpus * per_gpu)
+    for length in sorted(hours, reverse=True):
+        heapq.heapreplace(slots, slots[0] + length * per_gpu / gain)
+    return max(slots)
+
+
+def packing_gain(per_gpu: int) -> tuple[float, str]:
+    """The throughput of ``per_gpu`` runs sharing a GPU over one run's, and where it comes from."""
+    from softmax_bottleneck import measured
+
+    device, dataset, variant = PACKING_MEASURED_ON
+    gain = measured.packing_gain(device, dataset, variant, per_gpu) if per_gpu > 1 else 1.0
+    if gain is None:
+        return 1.0, "not measured: counted as no gain"
+    return gain, f"{gain:.2f}×, as measured on an {device.removeprefix('NVIDIA ')}" if per_gpu > 1 else "1.00×"
+
+
+def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU) -> str:
+    """Days to train the plan's jobs on each number of ``gpus``, one run per GPU and ``per_gpu`` per GPU, from the
+    plan's V100 hours; and the floor no number of GPUs goes under: the longest run."""
+    import pandas as pd
+
+    hours = {path: gpu_hours(run) for path, run in study.jobs.items()}
+    gain, source = packing_gain(per_gpu)
+    rows = {"days, one run per GPU": [makespan_hours(hours.values(), n) / 24 for n in gpus]}
+    if per_gpu > 1:
+        rows[f"days, {per_gpu} runs per GPU ({source})"] = [
+            makespan_hours(hours.values(), n, per_gpu, gain) / 24 for n in gpus
+        ]
+    table = pd.DataFrame(
+        [[label, *(f"{d:,.0f}" if d >= 10 else f"{d:.1f}" for d in days)] for label, days in rows.items()],
+        columns=["GPUs", *map(str, gpus)],
+    )
+    longest = max(hours, key=hours.get)
+    run = study.jobs[longest]
+    return (
+        "Wall-clock on N GPUs (the plan's V100 hours, the longest run first onto the first free GPU; never under "
+        f"{hours[longest] / 24:.1f} days, its longest run, {run.dataset} {run.variant} {run.schedule}):\n\n"
+        + table.to_markdown(index=False, colalign=("left", *["right"] * len(gpus)))
+    )
+
+
+def plan_footer(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU) -> list[str]:
+    """The lines under the plan's table: the epoch caps, the disk (with as many trainings at once as the most GPUs
+    of the wall-clock table) and the wall-clock table."""
+    return ["", epoch_caps_line(study), disk_line(study, max(gpus)), wall_clock_text(study, gpus, per_gpu)]

@@ -1,0 +1,116 @@
+"""A training that runs when Snakemake starts (left by a Snakemake that died) is waited for, never started twice.
+
+``wait-for-run`` against a run folder that another live process writes (a stand-in for a cluster job: it writes the
+progress file as the trainer does, then finishes or dies), and the workflow's routing of such a run to its local rule
+``await_training``. The whole scenario, a controller killed while its SLURM jobs run and started again, is
+``tests/test_slurm.py::test_a_killed_controller_started_again_duplicates_and_redoes_nothing``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import data_dir, needs_data
+
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.runs import TRAIN_LOG, Study
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: a process that writes a run's progress file as the trainer does, then waits for ``<run>/go``: "finish" writes the
+#: three outputs and exits, anything else exits without them (a job cancelled mid-run)
+TRAINING = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from softmax_bottleneck.training.run_files import ProgressFile
+    from softmax_bottleneck.training.state import Progress
+
+    run, identity = Path(sys.argv[1]), json.loads(sys.argv[2])
+    epochs = identity.pop("epochs")
+    progress = ProgressFile(run / ".resume" / "progress.json", run=identity, epochs=epochs, checkpoint_seconds=600)
+    progress.write(Progress(epoch=1))
+    while not (run / "go").exists():
+        time.sleep(0.05)
+    if (run / "go").read_text() == "finish":
+        for name in ("model.pt", "metrics.json", "curve.csv"):
+            (run / name).write_text("{}")
+    """
+)
+
+
+#: the stand-in run's identity and epochs
+IDENTITY = {"dataset": "ptb", "variant": "softmax", "schedule": "et", "seed": 141, "epochs": 5}
+
+
+def start_training(run: Path, identity: dict = IDENTITY) -> subprocess.Popen:
+    (run / ".resume").mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-c", TRAINING, str(run), json.dumps(identity)])
+    deadline = time.monotonic() + 60
+    while not (run / ".resume" / "progress.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the stand-in training did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def wait_for_run(run: Path, log: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "wait-for-run", str(run), "--log", str(log), "--dataset", "ptb",
+           "--variant", "softmax", "--schedule", "et", "--seed", "141", "--epochs", "5", "--poll", "0.2"]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.parametrize("end", ["finish", "die"])
+def test_wait_for_run_waits_while_the_training_runs_and_says_how_it_ended(tmp_path, end):
+    run = tmp_path / "results" / "runs" / "ptb-softmax"
+    training = start_training(run)
+    waiting = wait_for_run(run, tmp_path / "train.log")
+    try:
+        time.sleep(1.5)
+        assert waiting.poll() is None, waiting.communicate()[0]  # the training runs: it waits
+        (run / "go").write_text(end)
+        training.wait(30)
+        out, _ = waiting.communicate(timeout=30)
+    finally:
+        for proc in (training, waiting):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if end == "finish":
+        assert waiting.returncode == 0 and "finished by the process that trained it" in out, out
+    else:
+        assert waiting.returncode == 1, out
+        errors = [line for line in out.splitlines() if " ERROR " in line]
+        assert len(errors) == 1 and "its process" in errors[0] and "is gone" in errors[0], out
+        assert "run the same snakemake command again: it resumes" in errors[0]
+
+
+@needs_data
+def test_the_workflow_waits_for_a_run_already_running_instead_of_training_it(tmp_path):
+    config = [str(REPO / "config" / "small.yaml")]
+    study = Study(study_config.check(study_config.load(config)))
+    path, run = next((p, r) for p, r in study.jobs.items() if (r.dataset, r.variant, r.schedule) == ("ptb", "softmax",
+                                                                                                    "et"))  # fmt: skip
+    other = next(p for p, r in study.jobs.items() if (r.dataset, r.variant, r.schedule) == ("ptb", "ss", "et"))
+    identity = {key: getattr(run, key) for key in ("dataset", "variant", "schedule", "seed")}
+    training = start_training(tmp_path / path, {**identity, "epochs": run.hyperparameters["epochs"]})
+    try:
+        cmd = [sys.executable, "-m", "snakemake", f"{path}/model.pt", f"{other}/model.pt", "-n", "-p", "--snakefile",
+               str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile", *config, "--config",
+               f"data_mirror={data_dir()}"]  # fmt: skip
+        dry = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    finally:
+        (tmp_path / path / "go").write_text("die")
+        training.wait(30)
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    jobs = dry.stdout.split("\n\n")
+    awaited = [block for block in jobs if "rule await_training:" in block]
+    trained = [block for block in jobs if "rule train:" in block]
+    assert len(awaited) == 1 and f"{path}/model.pt" in awaited[0], dry.stdout[-3000:]
+    assert f"wait-for-run {path} --log {TRAIN_LOG.format(**run.wildcards)}" in awaited[0]  # its own log
+    assert len(trained) == 1 and f"{other}/model.pt" in trained[0]  # a run nobody trains is trained as before
