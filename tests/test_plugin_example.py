@@ -229,6 +229,7 @@ def reduced_config(path: Path) -> Path:
     return path
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @needs_data
 def test_naming_the_plugin_in_the_config_puts_it_in_table2_table6_and_figure7(plugin_path, tmp_path):

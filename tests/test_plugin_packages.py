@@ -204,6 +204,7 @@ def _planned(result) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @needs_data
 def test_a_changed_layer_renders_again_what_shows_it_and_nothing_else(site, tmp_path):

@@ -637,6 +637,7 @@ def _controller(cmd: list[str], log: Path) -> subprocess.Popen:
                                 stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.slurm
 def test_a_killed_controller_started_again_duplicates_and_redoes_nothing(cluster, tmp_path_factory):
     """The pilot through the profile, its results in another folder (``--directory``). Its controller is killed

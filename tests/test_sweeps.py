@@ -355,6 +355,7 @@ SHORT = {
 }  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @needs_data
 def test_a_plugins_own_key_swept_from_the_config_alone(plugin_path, tmp_path):

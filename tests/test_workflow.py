@@ -568,6 +568,7 @@ def assert_quiet(*outputs: str) -> None:
     assert re.fullmatch(r"trainings: (\d+) of \1 done, jobs: (\d+) of \2", final), final
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @needs_data
 def test_small_scale_end_to_end(tmp_path):

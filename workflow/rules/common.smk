@@ -13,8 +13,7 @@ from pathlib import Path
 # --sdm conda, the rule environment's; profiles/default lets PYTHONPATH through).
 PACKAGE_SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, PACKAGE_SRC)
-# The logger plug-in (--logger softmax-bottleneck) imported the installed package before this file: where that is
-# not this checkout's src/, it is imported again from here, so that the DAG runs the same code as the jobs.
+# An installed package other than this checkout's (the logger plug-in imports it first) is imported again from src/.
 for _name in [m for m in sys.modules if m.split(".")[0] == "softmax_bottleneck"]:
     _file = os.path.realpath(getattr(sys.modules[_name], "__file__", None) or "")
     if not _file.startswith(os.path.realpath(PACKAGE_SRC) + os.sep):
@@ -55,13 +54,9 @@ from softmax_bottleneck.study.runs import (
 )
 
 # --------------------------------------------------------------------------------------------- configuration
-# With --configfile FILE [FILE ...] those files (then --config) are the whole configuration: nothing is
-# merged underneath, so a key missing from a user's file fails instead of taking the paper's value.
-# The package reads them (study.config.load: a bounded YAML reader that names the file and line of a
-# YAML bomb, a key given twice, bytes that are not UTF-8, ...), merges them as Snakemake does, types
-# the --config values as the schema says, and its result replaces Snakemake's reading of them. Without
-# --configfile it reads config/config.yaml before Snakemake does; a --configfile Snakemake parses first
-# (config/README.md, "How a configuration is read").
+# With --configfile FILE [FILE ...] those files (then --config) are the whole configuration, nothing merged underneath;
+# the package's bounded reader (study.config.load) reads and types them, and its result replaces Snakemake's reading
+# of them (config/README.md, "How a configuration is read").
 DEFAULT_CONFIG = study_config.DEFAULT_CONFIG
 # relative to the working directory where below it, else absolute
 CONFIG_FILES = [
@@ -130,9 +125,7 @@ def ancient_corpus_cache(wildcards):
 
 #: modules of report/ that no summary, table or figure uses (the cost report): editing them renders nothing
 NOT_RENDERING_CODE = {
-    "report/costs.py",
-    "report/bench_speeds.py",
-    "report/language_models.py",
+    f"report/{name}.py" for name in ("costs", "bench_speeds", "language_models")
 }
 
 
@@ -223,13 +216,6 @@ def start_workflow_run():
 def finished_runs():
     """Run folders of the plan whose model is already trained."""
     return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}
-
-
-# A training already running when Snakemake starts (a cluster job left by a Snakemake that died) is waited for by the
-# local rule await_training (train.smk), never submitted a second time (softmax_bottleneck.study.wait_for_run).
-from softmax_bottleneck.study.wait_for_run import running_runids
-
-RUNNING_RUNIDS = running_runids(STUDY) if workflow.is_main_process else []
 
 
 # A finished run that an older source of its output layer trained is said at once (`snakemake -n` too), never

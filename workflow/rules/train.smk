@@ -52,6 +52,12 @@ rule train:
         "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
 
 
+# A training already running when Snakemake starts (a cluster job left by a Snakemake that died) is waited for by the
+# local rule await_training, never submitted a second time (softmax_bottleneck.study.wait_for_run).
+from softmax_bottleneck.study.wait_for_run import running_runids
+
+RUNNING_RUNIDS = running_runids(STUDY) if workflow.is_main_process else []
+
 if RUNNING_RUNIDS:
 
     rule await_training:
