@@ -75,7 +75,7 @@ MIRROR_OPTION = "--config data_mirror=../shared/data"
 ACTIVATE = "python3 -m venv .venv && source .venv/bin/activate"
 #: the quick start's install and small scale, and its install and tests
 QUICK_START = f"pip install -e . && {SMALL_SCALE}"
-TEST_COMMAND = "pip install -e '.[test]' ./examples/taylor_softmax && pytest"
+TEST_COMMAND = "pip install -e '.[test]' && pip install ./examples/taylor_softmax && pytest"
 #: commands that need the network beyond the package registries
 CPU_TORCH = "pip install --timeout 15 --retries 2 torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 NEEDS_NETWORK = {
