@@ -306,9 +306,10 @@ class Run:
     """One Snakemake invocation: its command, exit status and log, and the SLURM jobs it submitted."""
 
     returncode: int
-    log: str
+    log: str  # what the terminal showed: a line per job (the package's logger plug-in, profiles/default)
     seconds: float
     jobs: dict[str, str] = field(default_factory=dict)  # SLURM job id -> rule
+    complete: str = ""  # Snakemake's complete log of the invocation (.snakemake/log/): every job's block
 
 
 def _snakemake_cmd(workdir: Path, *, ci: bool = True, profiles: tuple[Path, ...] = ()) -> list[str]:
@@ -349,7 +350,13 @@ def _finish(proc: subprocess.Popen, log_path: Path, t0: float, timeout: float) -
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     log = log_path.read_text()
-    return Run(proc.returncode, log, time.monotonic() - t0, _jobs_in(log))
+    return Run(proc.returncode, log, time.monotonic() - t0, _jobs_in(log), _complete_log(log_path.parent))
+
+
+def _complete_log(workdir: Path) -> str:
+    """The newest of Snakemake's complete logs in ``workdir`` (the invocation that just ended)."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    return logs[-1].read_text() if logs else ""
 
 
 def _snakemake(workdir: Path, targets: list[str], name: str, extra: list[str] = (), timeout: int = 420) -> Run:
@@ -415,7 +422,7 @@ def test_train_analyze_figure_through_sbatch(small_study):
     workdir, run, _ = small_study
     assert run.returncode == 0, _tail(run)
     assert (workdir / "reports/small/figures/figure7.png").stat().st_size > 0
-    runs = _train_runs(run.log)
+    runs = _train_runs(run.complete)
     assert sorted(runs) == ["softmax", "ss"], runs
     for variant in ("softmax", "ss"):
         rank = json.loads(
@@ -489,7 +496,7 @@ def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(sm
     workdir, first, submitted = small_study
     if first.returncode != 0:
         pytest.fail("the uninterrupted run (test_train_analyze_figure_through_sbatch) failed; nothing to compare")
-    softmax = _train_runs(first.log)["softmax"]
+    softmax = _train_runs(first.complete)["softmax"]
     run_dir = workdir / softmax["run"]
     reference = json.loads((run_dir / "metrics.json").read_text())
     reference_curve = (run_dir / "curve.csv").read_text()
