@@ -29,7 +29,7 @@ def _jobs(study: Study) -> list[tuple[int, str, dict, int]]:
     """A run's jobs as the workflow gives them: a download, every training, an analysis, a table, `all`."""
     trainings = [(i, "train", dict(run.wildcards), 1) for i, run in enumerate(study.jobs.values(), 10)]
     return [(1, "fetch_corpus", {"corpus": "ptb"}, 1), *trainings, (900, "analyze", {}, 1), (901, "table2", {}, 1),
-            (902, "all", {}, 1)]  # fmt: skip
+            (902, "all", {}, 1), (903, "layer_source", {"layer": "ss"}, 1)]  # fmt: skip
 
 
 def test_the_record_holds_every_job_with_its_kind_and_planned_seconds(tmp_path, small, monkeypatch):
@@ -40,9 +40,11 @@ def test_the_record_holds_every_job_with_its_kind_and_planned_seconds(tmp_path, 
     assert workflow_run.path_from_environment() == path  # named to the terminal
     record = workflow_run.read(path)
     kinds = {job["rule"]: job["kind"] for job in record["jobs"]}
-    assert kinds == {"fetch_corpus": "download", "train": "training", "analyze": "job", "table2": "job", "all": "job"}
+    assert kinds == {"fetch_corpus": "download", "train": "training", "analyze": "job", "table2": "job", "all": "job",
+                     "layer_source": "job"}  # fmt: skip
     planned = {job["jobid"]: job["planned_s"] for job in record["jobs"]}
     assert planned[1] == 0 and planned[902] == 0 and planned[900] == job_seconds.RULE_SECONDS["analyze"]
+    assert planned[903] == 0  # an echo: a job planned as a render that ends at once would drag the pace down
     assert planned[901] == job_seconds.RENDER_SECONDS
     trainings = [job["planned_s"] for job in record["jobs"] if job["kind"] == "training"]
     assert len(trainings) == len(small.jobs) and min(trainings) > job_seconds.START_SECONDS
