@@ -491,6 +491,7 @@ def _wait_for(what: str, condition, deadline: float, proc: subprocess.Popen, log
     raise AssertionError(f"{what}: not seen (snakemake exit {proc.poll()})\n{log_path.read_text()[-4000:]}")
 
 
+@pytest.mark.long
 @pytest.mark.slurm
 def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(small_study, tmp_path):
     workdir, first, submitted = small_study
