@@ -713,7 +713,7 @@ def test_a_killed_controller_started_again_duplicates_and_redoes_nothing(cluster
     assert (workdir / "reports" / "gpu-smoke" / "tables" / "table3.md").is_file()
     # the running training: waited for on this machine, never submitted again; trained once, by its first job
     assert not _train_jobs_of(again, runs["wt2"]), again[-4000:]
-    complete = max((workdir / ".snakemake" / "log").glob("*.snakemake.log")).read_text()  # the second's whole log
+    complete = _complete_log(workdir)  # the second's whole log
     stats = again.split("Job stats:")[1].split("total")[0]  # the terminal shows one line per job, the log every rule
     assert "localrule await_training:" in complete and "await_training" in stats
     assert "finished by the process that trained it" in waiting.read_text()
