@@ -271,7 +271,7 @@ def test_a_layer_that_stays_the_softmax_fails_not_softmax_with_the_right_advice(
 # ------------------------------------------------------------------ the conformance stamp
 def test_a_stamp_is_written_only_when_every_check_passes_and_vouches_for_that_source(tmp_path):
     from softmax_bottleneck.models.output_layers.registry import layer_source
-    from softmax_bottleneck.training.conformance import conformance_stamp_ok, write_stamp
+    from softmax_bottleneck.training.conformance_stamp import conformance_stamp_ok, write_stamp
 
     stamp = tmp_path / "ss.json"
     ok, why = conformance_stamp_ok(stamp, "ss")

@@ -75,10 +75,10 @@ def test_installed_example_registers_and_conforms(plugin_path, tmp_path):
     written = json.loads(stamp.read_text())
     assert (written["name"], written["distribution"], written["version"]) == ("taylor", "taylor-softmax-layer", "0.1.0")
     assert written["source_sha256"] == hashlib.sha256(module.read_bytes()).hexdigest()
-    code = ("import json, sys, torch; from softmax_bottleneck.training import conformance, environment as e; "
+    code = ("import json, sys, torch; from softmax_bottleneck.training import conformance_stamp, environment as e; "
             "from softmax_bottleneck.models.output_layers import provenance; "
             "env = e.environment(torch.device('cpu'), output_layer='taylor'); "
-            "print(json.dumps([conformance.conformance_stamp_ok(sys.argv[1], 'taylor'), env['software'], "
+            "print(json.dumps([conformance_stamp.conformance_stamp_ok(sys.argv[1], 'taylor'), env['software'], "
             "provenance.older_layer_source({'environment': env})]))")  # fmt: skip
     path = os.pathsep.join(filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")]))
     checked = subprocess.run([sys.executable, "-c", code, str(stamp)], capture_output=True, text=True, timeout=300,

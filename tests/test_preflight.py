@@ -18,7 +18,8 @@ from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.models.output_layers import Hyperparameter, OutputLayer, register_output_layer
 from softmax_bottleneck.models.output_layers import registry as registry_module
 from softmax_bottleneck.training import step
-from softmax_bottleneck.training.conformance import check_layer, conformance_stamp_ok
+from softmax_bottleneck.training.conformance import check_layer
+from softmax_bottleneck.training.conformance_stamp import conformance_stamp_ok
 from softmax_bottleneck.training.preflight import PreflightError, eval_lengths, preflight, run_shapes
 from softmax_bottleneck.training.trainer import train
 

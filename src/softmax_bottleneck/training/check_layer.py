@@ -8,7 +8,7 @@
     check-layer --all | --list
 
 Each failure prints ``check-layer: LAYER [POINT]: CHECK: what is wrong`` on stderr and the command exits with 1. A
-layer that passes every check is then timed against Softmax (``COST``: :func:`.conformance.relative_cost`).
+layer that passes every check is then timed against Softmax (``COST``: :func:`.layer_cost.relative_cost`).
 """
 
 from __future__ import annotations
@@ -19,14 +19,9 @@ import sys
 import torch
 
 from softmax_bottleneck.models.output_layers.registry import broken_plugins, output_layers
-from softmax_bottleneck.training.conformance import (
-    CheckResult,
-    check_layer,
-    parse_point,
-    point_text,
-    relative_cost,
-    write_stamp,
-)
+from softmax_bottleneck.training.conformance import CheckResult, check_layer, parse_point, point_text
+from softmax_bottleneck.training.conformance_stamp import write_stamp
+from softmax_bottleneck.training.layer_cost import relative_cost
 
 #: what the measured cost means for the plan (printed after it)
 COST_NOTE = (

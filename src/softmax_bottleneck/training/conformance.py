@@ -30,9 +30,9 @@ hyper-parameters instead of its registered defaults: the workflow checks every p
 
 ``check-layer NAME --stamp FILE`` writes a small JSON stamp (the layer's name, distribution, version and the
 SHA-256 of its module file, :func:`~softmax_bottleneck.models.output_layers.registry.layer_source`, and the points
-checked) only when every check passes at every point; :func:`conformance_stamp_ok` tells the trainer whether a stamp
-still vouches for the layer now registered, at the run's point, so a workflow checks each plug-in once, on CPU,
-before training it.
+checked) only when every check passes at every point (:mod:`.conformance_stamp`: the trainer asks it whether a
+stamp still vouches for the layer now registered, at the run's point, so a workflow checks each plug-in once, on
+CPU, before training it).
 """
 
 from __future__ import annotations
@@ -45,26 +45,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from softmax_bottleneck import readback
-from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.models.output_layers.base import OutputLayer
-from softmax_bottleneck.models.output_layers.registry import OutputLayerSpec, layer_source, output_layer
+from softmax_bottleneck.models.output_layers.registry import OutputLayerSpec, output_layer
 
 __all__ = [
     "CHECKS",
     "CheckFailed",
     "CheckResult",
-    "RelativeCost",
     "check_layer",
-    "conformance_stamp_ok",
     "parse_point",
     "point_text",
-    "relative_cost",
-    "write_stamp",
 ]
-#: the fields of a stamp that must equal the layer registered now (layer_source)
-STAMP_FIELDS = ("name", "distribution", "version", "source_sha256")
-
 #: vocabulary and sizes of the checks: nemb = V lets the weight be X·I, so the logits are X·context exactly
 V = 32
 NEMB = V
@@ -110,7 +101,7 @@ def _require_finite(tensor: torch.Tensor, what: str) -> None:
         )
 
 
-class _Subject:
+class Subject:
     """The layer under test: its registration, its own hyper-parameters (``point``, else the defaults) and sizes."""
 
     def __init__(self, spec: OutputLayerSpec, device: torch.device, point: dict | None = None):
@@ -141,7 +132,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ checks
-def _check_build(s: _Subject) -> str:
+def _check_build(s: Subject) -> str:
     layer = s.build()
     context, weight = s.inputs(5.0)
     out = layer.eval()(context, weight)
@@ -154,7 +145,7 @@ def _check_build(s: _Subject) -> str:
     return f"V={V}, nemb={NEMB}, nhidlast={s.nhidlast}, hyper-parameters {s.hp or 'none'}"
 
 
-def _check_parameters(s: _Subject) -> str:
+def _check_parameters(s: Subject) -> str:
     sizes = [(V, NEMB, s.nhidlast), (50, 8, 12 if s.spec.cls.projects_context else 8)]
     for vocab, nemb, nhidlast in sizes:
         built = sum(p.numel() for p in s.build(vocab=vocab, nemb=nemb, nhidlast=nhidlast).parameters())
@@ -168,7 +159,7 @@ def _check_parameters(s: _Subject) -> str:
     return f"{declared} at V={vocab}, nemb={nemb}, nhidlast={nhidlast}"
 
 
-def _check_normalise(s: _Subject) -> str:
+def _check_normalise(s: Subject) -> str:
     layer = s.build()
     worst = 0.0
     for scale in SCALES:
@@ -190,7 +181,7 @@ def _check_normalise(s: _Subject) -> str:
     return f"max |row sum − 1| = {worst:.2g} at logits of ±5, ±50, ±500"
 
 
-def _check_not_softmax(s: _Subject) -> str:
+def _check_not_softmax(s: Subject) -> str:
     if s.spec.cls.projects_context:
         raise CheckSkipped("the layer projects the context: there is no single logit vector W h + b to compare with")
     layer = s.build(torch.float64).eval()
@@ -268,7 +259,7 @@ OUTSIDE_TORCH_RNG = (
 )
 
 
-def _check_loss_path(s: _Subject) -> str:
+def _check_loss_path(s: Subject) -> str:
     layer = s.build(torch.float64).train()
     gen = torch.Generator().manual_seed(4)
     context = torch.randn(5, 3, s.nhidlast, generator=gen, dtype=torch.float64).to(s.device)
@@ -299,7 +290,7 @@ def _check_loss_path(s: _Subject) -> str:
     return ("own nll" if overridden else "default nll (gathered from forward)") + ", equal to 1e-12 / 1e-10"
 
 
-def _check_gradients(s: _Subject) -> str:
+def _check_gradients(s: Subject) -> str:
     layer = s.build().train()
     gen = torch.Generator().manual_seed(5)
     context = torch.randn(8, 4, s.nhidlast, generator=gen).to(s.device)
@@ -322,7 +313,7 @@ def _check_gradients(s: _Subject) -> str:
     return f"finite, non-zero gradients for {', '.join(named)}"
 
 
-def _check_eval_deterministic(s: _Subject) -> str:
+def _check_eval_deterministic(s: Subject) -> str:
     layer = s.build().eval()
     context, weight = s.inputs(5.0)
     targets = torch.randint(V, context.shape[:-1], generator=torch.Generator().manual_seed(6)).to(s.device)
@@ -341,7 +332,7 @@ def _check_eval_deterministic(s: _Subject) -> str:
     return "forward and nll identical across calls and random states"
 
 
-def _check_reload(s: _Subject) -> str:
+def _check_reload(s: Subject) -> str:
     from softmax_bottleneck import presets
     from softmax_bottleneck.models.awd_lstm import AWDLSTM
     from softmax_bottleneck.training.checkpoint import load_model, save_model
@@ -379,12 +370,12 @@ def _check_reload(s: _Subject) -> str:
     return "3 training steps, save_model → load_model: identical log-probabilities"
 
 
-def _tiny_sizes(s: _Subject) -> dict:
+def _tiny_sizes(s: Subject) -> dict:
     """The sizes of the tiny AWD-LSTM of ``reload`` and ``shapes``."""
     return {"nemb": 16, "nhid": 16, "nhidlast": 24 if s.spec.cls.projects_context else 16}
 
 
-def _check_shapes(s: _Subject) -> str:
+def _check_shapes(s: Subject) -> str:
     from softmax_bottleneck import presets
     from softmax_bottleneck.models.awd_lstm import AWDLSTM
     from softmax_bottleneck.training.preflight import PreflightError, check_shapes, run_shapes
@@ -405,79 +396,7 @@ def _check_shapes(s: _Subject) -> str:
     return "training and evaluation mode at every shape a run meets (L×B): " + "; ".join(done)
 
 
-# ------------------------------------------------------------------------------------------------ cost
-#: the size of :func:`relative_cost`: large enough that the layer's arithmetic, not Python's overhead, is timed
-#: (PTB's vocabulary is 10,000, the paper's d 400), small enough to take about a second on a CPU
-COST_V, COST_NEMB, COST_PROJECTED, COST_ROWS, COST_BATCH = 2000, 64, 96, 20, 10
-
-
-@dataclass(frozen=True)
-class RelativeCost:
-    """The layer's training step (``nll`` forward + backward) timed against Softmax's at one size: their ratio."""
-
-    ratio: float
-    layer_s: float
-    softmax_s: float
-    repeats: int
-    size: str
-    device: str
-
-    def text(self) -> str:
-        return (f"{self.ratio:.2f}× Softmax's time for nll forward + backward ({self.layer_s * 1e3:.2f} ms against "
-                f"{self.softmax_s * 1e3:.2f} ms, fastest of {self.repeats}, {self.size}, {self.device})")  # fmt: skip
-
-
-def relative_cost(
-    name: str, device: str | torch.device = "cpu", point: dict | None = None, budget_s: float = 1.0
-) -> RelativeCost:
-    """Time the layer ``name`` (at ``point``) and Softmax, alternately, for about ``budget_s`` seconds: the training
-    step of each output layer alone (``nll`` of :data:`COST_ROWS` × :data:`COST_BATCH` tokens, mean, backward into the
-    tied weight, the context and the layer's parameters) at ``V`` = :data:`COST_V`, on one CPU thread. The ratio of the
-    fastest times (the least disturbed by other work) is a measurement of this machine at this size, not a projection
-    of a paper-scale run (``bench`` measures that)."""
-    import time
-
-    device = torch.device(device)
-    subjects = [_Subject(output_layer(name), device, point), _Subject(output_layer("softmax"), device)]
-    steps = []
-    rng, threads = torch.get_rng_state(), torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # one thread: other work on the machine disturbs a multi-threaded timing most
-    try:
-        for subject in subjects:
-            nhidlast = COST_PROJECTED if subject.spec.cls.projects_context else COST_NEMB
-            layer = subject.build(vocab=COST_V, nemb=COST_NEMB, nhidlast=nhidlast).train()
-            gen = torch.Generator().manual_seed(13)
-            context = torch.randn(COST_ROWS, COST_BATCH, nhidlast, generator=gen).to(device).requires_grad_()
-            weight = (torch.randn(COST_V, COST_NEMB, generator=gen) * 0.1).to(device).requires_grad_()
-            targets = torch.randint(COST_V, (COST_ROWS, COST_BATCH), generator=gen).to(device)
-
-            def step(layer=layer, context=context, weight=weight, targets=targets) -> float:
-                start = time.perf_counter()
-                layer.nll(context, weight, targets).mean().backward()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                context.grad = weight.grad = None
-                layer.zero_grad(set_to_none=True)
-                return time.perf_counter() - start
-
-            step(), step()  # warm-up
-            steps.append(step)
-        times: list[list[float]] = [[], []]
-        deadline = time.perf_counter() + budget_s
-        while len(times[0]) < 3 or (time.perf_counter() < deadline and len(times[0]) < 200):
-            for kept, step in zip(times, steps, strict=True):
-                kept.append(step())
-    finally:
-        torch.set_rng_state(rng)
-        torch.set_num_threads(threads)
-    layer_s, softmax_s = (min(kept) for kept in times)
-    size = f"V={COST_V}, nemb={COST_NEMB}, {COST_ROWS}×{COST_BATCH} tokens"
-    where = f"{device}, 1 thread" if device.type == "cpu" else str(device)
-    return RelativeCost(layer_s / softmax_s, layer_s, softmax_s, len(times[0]), size, where)
-
-
-CHECKS: dict[str, Callable[[_Subject], str]] = {
+CHECKS: dict[str, Callable[[Subject], str]] = {
     "build": _check_build,
     "parameters": _check_parameters,
     "normalise": _check_normalise,
@@ -500,7 +419,7 @@ def check_layer(
     does not build, the other checks are skipped. The global torch random state is restored afterwards.
     """
     spec = output_layer(name)
-    subject = _Subject(spec, torch.device(device), point)
+    subject = Subject(spec, torch.device(device), point)
     text = point_text(subject.point)
     results: list[CheckResult] = []
     rng = torch.get_rng_state()
@@ -542,64 +461,3 @@ def parse_point(name: str, text: str) -> dict:
             raise ValueError(f"--point {text!r}: {key} needs a value (omit it to check the registered default)")
         point[key] = parsed
     return point
-
-
-# ------------------------------------------------------------------------------------------------- stamp
-def write_stamp(name: str, path: str | Path, results: list[CheckResult], points: list[dict] | None = None) -> dict:
-    """Write the conformance stamp of ``name`` to ``path`` (JSON: :data:`STAMP_FIELDS`, the class, the checks run,
-    the ``points`` checked, each with every own hyper-parameter filled in; default: the registered defaults);
-    ValueError, and nothing written, unless every check passed or was skipped at every point."""
-    failed = [r for r in results if r.status == "fail"]
-    if failed or not results:
-        raise ValueError(f"{name}: no stamp written: {len(failed)} conformance check(s) failed")
-    spec = output_layer(name)
-    stamp = {**layer_source(name), "checks": {r.check: r.status for r in results}}
-    stamp["points"] = [spec.layer_hp(point) for point in points or [{}]]
-    stamp.pop("module_file", None)  # where it is installed is not what it is
-    atomic_write_json(stamp, Path(path))
-    return stamp
-
-
-def conformance_stamp_ok(path: str | Path, name: str, hp: dict | None = None) -> tuple[bool, str]:
-    """Whether the stamp at ``path`` vouches for the output layer ``name`` registered now (at the point of ``hp``, a
-    run's hyper-parameters, when given), and why not.
-
-    ``(True, "")`` when the stamp exists, is ``name``'s, records every check of :data:`CHECKS` as passed (or
-    skipped), names the same distribution, version and module SHA-256 as :func:`layer_source` gives now and, with
-    ``hp``, lists the run's values of the layer's own hyper-parameters among its points; otherwise
-    ``(False, one-line reason)`` saying to run ``check-layer`` again. Cheap: no check is run, no module is built.
-    """
-    redo = f"run: python -m softmax_bottleneck check-layer {name} --stamp {path}"
-    try:
-        stamp = readback.load_json(path)
-    except FileNotFoundError:
-        return False, f"{name}: no conformance stamp at {path}; {redo}"
-    except readback.ReadbackError as err:
-        return False, f"{name}: unreadable conformance stamp ({err}); {redo}"
-    try:
-        now = layer_source(name)
-        spec = output_layer(name)
-    except ValueError as err:
-        return False, f"{name}: {err}"
-    checks = stamp.get("checks") if isinstance(stamp, dict) else None
-    if not isinstance(checks, dict) or not set(CHECKS) <= set(checks):
-        return False, f"{name}: the stamp {path} does not record every conformance check; {redo}"
-    if any(status not in ("pass", "skip") for status in checks.values()):
-        return False, f"{name}: the stamp {path} does not record passed checks; {redo}"
-    changed = [field for field in STAMP_FIELDS if stamp.get(field) != now[field]]
-    if changed:
-        was = ", ".join(f"{f} {stamp.get(f)!r} → {now[f]!r}" for f in changed)
-        return False, f"{name}: the layer changed since it was checked ({was}); {redo}"
-    if hp is not None:
-        point = spec.layer_hp(hp)
-        try:
-            points = [spec.layer_hp(p) for p in stamp.get("points") or [{}]]
-        except (TypeError, ValueError, AttributeError):
-            points = []
-        if point not in points:
-            text = point_text(point)
-            return False, (f"{name}: the stamp {path} does not vouch for {text} (checked: "
-                           f"{'; '.join(point_text(p) for p in points) or 'nothing'}); run: python -m "
-                           f"softmax_bottleneck check-layer {name} --point {text.replace(', ', ',')} --stamp "
-                           f"{path}")  # fmt: skip
-    return True, ""

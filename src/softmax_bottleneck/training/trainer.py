@@ -516,7 +516,7 @@ def run_cli(args) -> int:
     try:
         overrides = presets.parse_overrides(args.overrides)
         if args.conformance_stamp:  # the stamp must vouch for this layer's source, at this run's values of its own keys
-            from softmax_bottleneck.training.conformance import conformance_stamp_ok
+            from softmax_bottleneck.training.conformance_stamp import conformance_stamp_ok
 
             hp = presets.resolve(args.dataset, args.variant, args.schedule, overrides)
             ok, why = conformance_stamp_ok(args.conformance_stamp, hp["output_layer"], hp)

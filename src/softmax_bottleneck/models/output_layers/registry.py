@@ -45,7 +45,6 @@ import functools
 import hashlib
 import importlib.metadata
 import logging
-import math
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -58,6 +57,8 @@ import yaml
 
 from . import colours
 from .base import OutputLayer
+from .errors import RegistryError
+from .hyperparameters import Hyperparameter
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -84,17 +85,6 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 #: a display name: a label of tables, figures and legends, and a top-5 model's key in a configuration (with ``*``
 #: for NT-ASGD: ``analysis/top5/models`` of ``data/config.schema.yaml`` takes this pattern with ``*``)
 DISPLAY = re.compile(r"^[A-Za-z][A-Za-z0-9_+†‡-]*$")
-_TYPES = (float, int, bool, str)
-_INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
-
-
-class RegistryError(ValueError):
-    """A registration or a plug-in is invalid (the message names the layer or the entry point); ``name``: the layer
-    name a refused registration asked for (None where there is none)."""
-
-    def __init__(self, message: str, name: str | None = None):
-        super().__init__(message)
-        self.name = name
 
 
 class NameTaken(RegistryError):
@@ -103,122 +93,6 @@ class NameTaken(RegistryError):
     def __init__(self, message: str, name: str, holder: OutputLayerSpec):
         super().__init__(message, name)
         self.holder = holder
-
-
-_NULL_WORDS = ("null", "none", "~", "")
-_TRUE_WORDS, _FALSE_WORDS = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
-
-
-@dataclass(frozen=True)
-class Hyperparameter:
-    """One hyper-parameter: default value, type (float, int, bool or str), help line and allowed range.
-
-    The range follows JSON Schema's words: ``minimum``/``maximum`` (inclusive), ``exclusive_minimum``/
-    ``exclusive_maximum``; ``nullable`` allows ``None`` as a value of its own (e.g. "the whole split"). Floats must
-    be finite. The base network declares its hyper-parameters the same way (``presets.yaml``,
-    ``hyperparameters:``), so every value, from a preset, a workflow config or ``--set``, is checked once here.
-    """
-
-    default: Any
-    type: type = float
-    help: str = ""
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive_minimum: float | None = None
-    exclusive_maximum: float | None = None
-    nullable: bool = False
-
-    def __post_init__(self):
-        if self.type not in _TYPES:
-            raise RegistryError(f"hyper-parameter type must be one of float, int, bool, str; got {self.type!r}")
-
-    def range_text(self) -> str:
-        """The allowed range in words, e.g. ``in [0, 1)`` or ``> 0`` (empty when unbounded)."""
-        lo = (f"[{self.minimum:g}" if self.minimum is not None else
-              f"({self.exclusive_minimum:g}" if self.exclusive_minimum is not None else None)  # fmt: skip
-        hi = (f"{self.maximum:g}]" if self.maximum is not None else
-              f"{self.exclusive_maximum:g})" if self.exclusive_maximum is not None else None)  # fmt: skip
-        if lo and hi:
-            return f"in {lo}, {hi}"
-        if lo:
-            return (">= " if lo[0] == "[" else "> ") + lo[1:]
-        if hi:
-            return ("<= " if hi[-1] == "]" else "< ") + hi[:-1]
-        return ""
-
-    def check(self, value, key: str):
-        """``value`` as this hyper-parameter's type, inside its range; ValueError naming ``key`` otherwise.
-
-        An int given for a float becomes a float, an integral float given for an int an int; ``None`` passes only
-        when ``nullable``.
-        """
-        if value is None:
-            if self.nullable:
-                return None
-            raise ValueError(f"{key} must be a {self.type.__name__}, got null")
-        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        elif self.type is int and isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
-            hint = ""
-            if self.type is float and isinstance(value, str):
-                hint = " (YAML 1.1 reads 1e-3 as a string: write 1.0e-3)"
-            raise ValueError(f"{key} must be of type {self.type.__name__}, got {value!r}{hint}")
-        if self.type is float and not math.isfinite(value):
-            raise ValueError(f"{key} must be a finite number, got {value!r}")
-        if self.type in (int, float) and not self._in_range(value):
-            raise ValueError(f"{key} must be {self.range_text()}, got {value!r}")
-        return value
-
-    def _in_range(self, value) -> bool:
-        return (
-            (self.minimum is None or value >= self.minimum)
-            and (self.maximum is None or value <= self.maximum)
-            and (self.exclusive_minimum is None or value > self.exclusive_minimum)
-            and (self.exclusive_maximum is None or value < self.exclusive_maximum)
-        )
-
-    def coerce(self, value, key: str):
-        """Like :meth:`check`, but ``None`` means the default (how output layers read a whole preset)."""
-        return self.default if value is None else self.check(value, key)
-
-    def parse(self, text: str, key: str):
-        """The typed value of the command-line text ``text`` (``--set key=text``), checked; ``None`` for null.
-
-        Parsed by the declared type, never as YAML: ``1e-3`` is a float, ``1`` for a float is 1.0, ``yes`` is a
-        bool only where a bool is declared. ``null``/``none``/``~``/empty give ``None`` (the caller decides
-        whether that is allowed).
-        """
-        raw = text.strip()
-        if raw.lower() in _NULL_WORDS:
-            return None
-        if self.type is str:
-            return self.check(raw, key)
-        if self.type is bool:
-            if raw.lower() in _TRUE_WORDS + _FALSE_WORDS:
-                return raw.lower() in _TRUE_WORDS
-            raise ValueError(f"{key} must be true or false, got {text!r}")
-        try:
-            number = float(raw)
-            value = int(raw.replace("_", "")) if self.type is int and _INT.match(raw) else number
-        except ValueError:
-            raise ValueError(f"{key} must be a{'n' if self.type is int else ''} {self.type.__name__}, "
-                             f"got {text!r}") from None  # fmt: skip
-        if self.type is int and isinstance(value, float) and not value.is_integer():
-            raise ValueError(f"{key} must be an int, got {text!r}")
-        return self.check(value, key)
-
-    def json_schema(self) -> dict:
-        """This declaration as a JSON Schema (for config validation)."""
-        kind = {float: "number", int: "integer", bool: "boolean", str: "string"}[self.type]
-        schema: dict[str, Any] = {"type": [kind, "null"] if self.nullable else kind}
-        bounds = {"minimum": self.minimum, "maximum": self.maximum}
-        bounds.update(exclusiveMinimum=self.exclusive_minimum, exclusiveMaximum=self.exclusive_maximum)
-        schema.update({word: bound for word, bound in bounds.items() if bound is not None})
-        if self.help:
-            schema["description"] = self.help
-        return schema
 
 
 @dataclass(frozen=True)
@@ -512,8 +386,6 @@ def _warn_shadowed(claims: dict[str, set[str]]) -> None:
 
 def plugin_warnings() -> list[str]:
     """The warning lines of the plug-ins refused under a name another variant holds (:func:`_load_plugins`)."""
-    from . import builtin  # noqa: F401
-
     _load_plugins()
     return list(_WARNINGS)
 
@@ -535,16 +407,12 @@ def _withdraw(name: str, entry: importlib.metadata.EntryPoint, why: str) -> None
 def broken_plugins() -> dict[str, str]:
     """``{entry-point name: one-line reason}`` of the plug-ins that failed to load (empty when all load); a layer
     name a broken plug-in registered (or that two plug-ins register) has its entry too."""
-    from . import builtin  # noqa: F401
-
     _load_plugins()
     return dict(_BROKEN)
 
 
 def output_layers() -> dict[str, OutputLayerSpec]:
     """Every registered output layer: built-ins in the paper's order, then plug-ins sorted by name."""
-    from . import builtin  # noqa: F401  (registers the paper's layers, in the paper's order)
-
     _load_plugins()
     builtins = [spec for spec in _REGISTRY.values() if spec.builtin]
     plugins = sorted((spec for spec in _REGISTRY.values() if not spec.builtin), key=lambda s: s.name)
