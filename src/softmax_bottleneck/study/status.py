@@ -244,8 +244,10 @@ def last_line(path: Path) -> str | None:
 
 
 def log_event(line: str | None) -> tuple[str | None, str | None]:
-    """``(error, stop)`` read from a log's last line: the trainer's one-line failure (``train: ...``), a traceback's
-    last line or a logged ERROR; or its pre-emption warning / a signal that ended the command. A line that carriage
+    """``(error, stop)`` read from a log's last line: the trainer's one-line failure (``train: ...`` on a bare line,
+    as ``SystemExit`` ends the command), a traceback's last line or a logged ERROR; or its pre-emption warning / a
+    signal that ended the command. A logged line below ERROR (the heartbeat's ``train: still working, 4m 21s in``)
+    says the command was still at work: neither. A line that carriage
     returns cut into parts (a progress bar, a CRLF line) says what its last part saying anything says."""
     for part in reversed((line or "").split("\r")):
         event = _line_event(part.strip())
@@ -259,10 +261,12 @@ def _line_event(line: str) -> tuple[str | None, str | None]:
         return None, None
     logged = LOG_LINE.match(line)  # the package's log format: the message, without the time and logger
     if logged:
+        # a logged line below ERROR is the command still at work (its heartbeat "train: still working, ..." too),
+        # unless it says the command was stopped; its failures are logged as errors or end it on a bare line
         level, message = logged.groups()
         if level in ("ERROR", "CRITICAL"):
             return message, None
-        line = message
+        return (None, message) if "pre-empted (" in message or "died of signal" in message else (None, None)
     if line.startswith("train: "):
         return line, None
     if line.startswith("KeyboardInterrupt"):  # Ctrl-C before the trainer could save a state: resumable
