@@ -58,6 +58,10 @@ def test_the_page_reloads_itself_and_links_what_lies_beside_it(tmp_path, small):
     )
     assert "tables/table2.html" in links and "figures/sm_figure2.png" in links and "figures/figure1.png" in links
     assert ">Table 2</a>" in page and ">SM Figure 2</a>" in page
+    # the provisional claims page, and why its "n of N runs in" is not the training jobs' count
+    assert "claims.html" in links  # beside the page, where `snakemake preview` writes it (tests/test_smoke.py)
+    assert f"Its N is thus not the {len(small.jobs)} training jobs above" in html.unescape(page)
+    assert f"<p>{len(small.jobs)} training jobs; runs by state per experiment" in page
     assert "All 51 trainings have finished" not in page
 
 

@@ -59,3 +59,4 @@ def test_the_smoke_check_runs_end_to_end(tmp_path):
     page = repo / "reports" / "smoke" / "preview" / "progress.html"
     assert page.is_file() and "reports/smoke/preview" in output, output[-3000:]
     assert (repo / "reports" / "smoke" / "preview" / "tables" / "table2.md").is_file()
+    assert (page.parent / "claims.html").is_file() and 'href="claims.html"' in page.read_text()  # the page's link
