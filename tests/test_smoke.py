@@ -60,3 +60,5 @@ def test_the_smoke_check_runs_end_to_end(tmp_path):
     assert page.is_file() and "reports/smoke/preview" in output, output[-3000:]
     assert (repo / "reports" / "smoke" / "preview" / "tables" / "table2.md").is_file()
     assert (page.parent / "claims.html").is_file() and 'href="claims.html"' in page.read_text()  # the page's link
+    assert "The workflow running this study, at " in page.read_text()  # the time left the terminal wrote
+    assert "trainings: 2 of 2 done, jobs: 13 of 13." in page.read_text()
