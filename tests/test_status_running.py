@@ -4,9 +4,7 @@ its interval) is running, read from a real run folder whose process still runs."
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -20,15 +18,30 @@ from softmax_bottleneck.study.runs import TRAIN_LOG, Study
 from softmax_bottleneck.study.status import last_line, log_event, status_text, study_status
 from softmax_bottleneck.training.run_files import PROGRESS_NAME
 
-#: ``python -m softmax_bottleneck train`` as the workflow runs it, with a heartbeat every 0.3 s and an epoch that
-#: logs nothing (the trainer's work replaced by a wait): its log gets the real heartbeat's lines
+#: ``python -m softmax_bottleneck train`` as the workflow runs it, with a heartbeat every 0.3 s, its trainer's work
+#: replaced by what a trainer does up to a long second epoch: it takes the run's lock, writes its progress file with
+#: the trainer's own writer (epoch 1 done), then logs nothing for the epoch; its log gets the real heartbeat's lines
 LONG_EPOCH = """
 import sys, time
+from pathlib import Path
 from softmax_bottleneck import cli, heartbeat
 from softmax_bottleneck.training import trainer
+from softmax_bottleneck.training.lock import run_lock
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile
+from softmax_bottleneck.training.state import Progress
+
+def long_epoch(args):
+    run = {"dataset": args.dataset, "variant": args.variant, "schedule": args.schedule, "seed": args.seed}
+    with run_lock(args.out):
+        writer = ProgressFile(Path(args.out) / ".resume" / PROGRESS_NAME, run=run, epochs=EPOCHS,
+                              checkpoint_seconds=600.0)
+        writer.epoch_done(1, 60.0)
+        writer.write(Progress(epoch=1, best_epoch=1, curve=[{"epoch": 1, "valid_ppl": 612.5, "seconds": 50.0}]))
+        time.sleep(120)
+
 beat = heartbeat.start
 heartbeat.start = lambda command: beat(command, seconds=0.3)
-trainer.run_cli = lambda args: time.sleep(120)
+trainer.run_cli = long_epoch
 sys.exit(cli.main(sys.argv[1:], heartbeat=True))
 """
 
@@ -38,40 +51,27 @@ def small() -> Study:
     return Study(study_config.check(study_config.read(REPO / "config" / "small.yaml")))
 
 
-def _progress(run, pid: int) -> dict:
-    now = time.time()
-    return {
-        "format": 1, "dataset": run.dataset, "variant": run.variant, "schedule": run.schedule, "seed": run.seed,
-        "epochs": int(run.hyperparameters["epochs"]), "epoch": 1, "phase": "sgd", "best_valid_ppl": 612.5,
-        "best_epoch": 1, "checkpoint_seconds": 600.0, "started": now - 60, "attempt_started": now - 1,
-        "attempts": 1, "host": platform.node(), "pid": pid, "updated": now, "stopped": None, "error": None,
-        "curve": [{"epoch": 1, "valid_ppl": 612.5, "seconds": 50.0, "wall_seconds": 60.0}],
-    }  # fmt: skip
-
-
 def test_a_run_whose_last_log_line_is_the_heartbeat_is_running(tmp_path, small):
     run = next(iter(small.jobs.values()))
     folder, log = tmp_path / run.dir, tmp_path / TRAIN_LOG.format(**run.wildcards)
     folder.mkdir(parents=True)
     log.parent.mkdir(parents=True)
-    argv = ["train", "--dataset", run.dataset, "--variant", run.variant, "--out", str(folder)]
+    argv = ["train", "--dataset", run.dataset, "--variant", run.variant, "--schedule", run.schedule, "--seed",
+            str(run.seed), "--out", str(folder)]  # fmt: skip
+    code = LONG_EPOCH.replace("EPOCHS", str(int(run.hyperparameters["epochs"])))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     with open(log, "ab") as out:  # as the workflow's rule: ``>> {log} 2>&1``
-        child = subprocess.Popen([sys.executable, "-c", LONG_EPOCH, *argv], stdout=out, stderr=out, env=env)
+        child = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=out, stderr=out, env=env)
     try:
-        (folder / ".lock").write_text(f"{child.pid} {platform.node()}\n")
-        progress = folder / ".resume" / PROGRESS_NAME
-        progress.parent.mkdir()
-        progress.write_text(json.dumps(_progress(run, child.pid)))
-        then = time.time() - 5  # the progress file and the lock written before the epoch's silence
-        for path in (progress, folder / ".lock"):
-            os.utime(path, (then, then))
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while "still working" not in log.read_text() and time.time() < deadline:
+            assert child.poll() is None, log.read_text()
             time.sleep(0.1)
         line = last_line(log)
-        assert line is not None and " INFO softmax_bottleneck.heartbeat: train: still working, " in line
+        assert line is not None and " INFO softmax_bottleneck.heartbeat: train: still working, " in line, line
         assert log_event(line) == (None, None)
+        progress = folder / ".resume" / PROGRESS_NAME
+        assert log.stat().st_mtime >= progress.stat().st_mtime  # the log is the newest record of the attempt
         status = study_status(small, directory=tmp_path, config="config/small.yaml")
         assert child.poll() is None  # still training while read
     finally:
