@@ -82,3 +82,18 @@ def test_a_data_skip_names_the_folder_and_the_file(tmp_path):
     )
     shutil.rmtree(data)
     assert conftest.no_data_reason(data) == f"{conftest.NO_DATA}: {data} does not exist"
+
+
+def test_a_skip_after_falling_back_to_the_cache_names_the_folders_looked_in_first(tmp_path, monkeypatch):
+    """A quick start still fetching (18 of the 19 files in resources/data): the tests fall back to the user's cache,
+    and the skip names resources/data and the file it lacks, then the cache."""
+    import conftest
+
+    checkout, last = _partial_data(tmp_path)
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(conftest, "CHECKOUT", checkout)
+    monkeypatch.setattr(conftest, "BESIDE", tmp_path / "no-shared-data")
+    monkeypatch.setattr(conftest, "CACHE", cache)
+    assert conftest.no_data_reason(cache) == (
+        f"{conftest.NO_DATA}: {checkout} lacks {last} (18 of the 19 data files are there); {cache} does not exist"
+    )
