@@ -124,8 +124,31 @@ def pytest_configure(config):
     os.environ[DATA_VARIABLE] = str(path)
 
 
+def lacks(path: Path) -> str:
+    """What ``path`` lacks of the study data, in words: the folder absent, or its first missing file (and how many of
+    the files are there), or for this checkout's ``resources/data`` a file that does not match its pinned SHA-256."""
+    from softmax_bottleneck.corpora.download import FILES, sha256_file
+
+    if not path.is_dir():
+        return f"{path} does not exist"
+    missing = [name for name in FILES if not (path / name).is_file()]
+    if missing:
+        return f"{path} lacks {missing[0]} ({len(FILES) - len(missing)} of the {len(FILES)} data files are there)"
+    if path == CHECKOUT:
+        wrong = next((name for name, spec in FILES.items() if sha256_file(path / name) != spec.sha256), None)
+        if wrong:
+            return f"{path / wrong} does not match its pinned SHA-256 (a fetch still under way?)"
+    return f"{path} holds every data file"
+
+
 def no_data_reason(path: Path) -> str:
-    return f"{NO_DATA} in {path}"
+    """Why a test that needs the data skips: the folder it looked in and the file it missed; where the tests fell back
+    to the user's cache, what the folders looked in before it lack too (a quick start still fetching into
+    resources/data, say)."""
+    looked = [path]
+    if path.resolve() == CACHE.resolve():
+        looked = [folder for folder in (BESIDE, CHECKOUT) if folder.is_dir()] + [path]
+    return f"{NO_DATA}: " + "; ".join(lacks(folder) for folder in looked)
 
 
 @pytest.fixture(scope="session")
@@ -140,6 +163,32 @@ def shared_data() -> Path:
 #: for tests that reach the data by :func:`data_dir` (Snakemake's data_mirror, a copied layout) rather than the fixture
 needs_data = pytest.mark.usefixtures("shared_data")
 
+#: the one line a run ends with when every test it selected skipped (set by :func:`pytest_sessionfinish`)
+_ALL_SKIPPED = pytest.StashKey[str]()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A run in which every selected test skipped tested nothing: it fails (exit status 5, as when pytest finds no
+    test), and its summary ends with one line saying why and what to do. pytest-xdist: on the controller, which holds
+    every worker's reports."""
+    config = session.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if hasattr(config, "workerinput") or reporter is None or exitstatus != pytest.ExitCode.OK:
+        return
+    ran = [key for key in ("passed", "failed", "error", "xfailed", "xpassed") if reporter.stats.get(key)]
+    skipped = reporter.stats.get("skipped", [])
+    if ran or not skipped:
+        return
+    no_data = [r for r in skipped if NO_DATA in str(getattr(r, "longrepr", ""))]
+    if no_data:
+        what = (f"{no_data_reason(data_dir())}. Put the data there (the README's quick start fetches it into "
+                f"resources/data; wait for it to finish) or set {DATA_VARIABLE}=DIR, DIR holding ptb/, wikitext-2/ "
+                "and word-sim/ (python -m softmax_bottleneck fetch --list names the files)")  # fmt: skip
+    else:
+        what = "see why with pytest -rs, and run where what they need is there"
+    config.stash[_ALL_SKIPPED] = f"All {len(skipped)} selected tests skipped, none ran: a failure. {what}"
+    session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -153,7 +202,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         result = yield
     finally:
         terminalreporter.stats["skipped"] = skipped
-    if missing:
+    line = config.stash.get(_ALL_SKIPPED, None)
+    if line:
+        terminalreporter.write_line(line, red=True, bold=True)
+    elif missing:
         terminalreporter.write_line(
             f"{len(missing)} tests did not run: {no_data_reason(data_dir())}, and no network to fetch it. Run them "
             f"with {DATA_VARIABLE}=DIR pytest, DIR holding ptb/, wikitext-2/ and word-sim/ "

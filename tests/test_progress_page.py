@@ -5,8 +5,10 @@ a CPU, and shows the workflow's own time left; its learning curves tell two seed
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,10 @@ def test_the_page_reloads_itself_and_links_what_lies_beside_it(tmp_path, small):
     )
     assert "tables/table2.html" in links and "figures/sm_figure2.png" in links and "figures/figure1.png" in links
     assert ">Table 2</a>" in page and ">SM Figure 2</a>" in page
+    # the provisional claims page, and why its "n of N runs in" is not the training jobs' count
+    assert "claims.html" in links  # beside the page, where `snakemake preview` writes it (tests/test_smoke.py)
+    assert f"Its N is thus not the {len(small.jobs)} training jobs above" in html.unescape(page)
+    assert f"<p>{len(small.jobs)} training jobs; runs by state per experiment" in page
     assert "All 51 trainings have finished" not in page
 
 
@@ -69,16 +75,30 @@ def test_at_the_small_scale_the_page_and_status_speak_of_cpu_time(tmp_path, smal
 
 
 def test_status_and_the_page_show_the_workflows_own_time_left(tmp_path, small):
+    """The record and the time left written as the workflow and its terminal write them, now (the real clock)."""
     logs = tmp_path / "logs" / "small"
-    workflow_run.write(logs / workflow_run.RECORD, files=["config/small.yaml"], values={}, slots=2, jobs=[],
-                       started=1000.0)  # fmt: skip
+    workflow_run.write(logs / workflow_run.RECORD, files=["config/small.yaml"], values={}, slots=2, jobs=[])
     line = "trainings: 3 of 51 done, jobs: 20 of 186; about 7m 40s left (every job still to run, at this run's pace)"
-    workflow_run.write_time_left(logs / workflow_run.RECORD, line, 460.0, now=2000.0)
-    status = study_status(small, directory=tmp_path, now=2060.0)
-    assert status.workflow["line"] == line
-    assert f"(1m 00s ago): {line}." in status_text(status)
-    (logs / "workflow" / "time_left.json").write_text('{"written": "soon"}')
-    assert "time_left.json" in study_status(small, directory=tmp_path).workflow["error"]
+    workflow_run.write_time_left(logs / workflow_run.RECORD, line, 460.0)
+    written = json.loads((logs / workflow_run.TIME_LEFT).read_text())["written"]
+    assert abs(written - time.time()) < 60  # a Unix time, read back as one
+    status = study_status(small, directory=tmp_path)
+    assert status.workflow == {"written": written, "line": line, "seconds_left": 460.0}
+    stamp = time.strftime("%H:%M", time.localtime(written))
+    shown = f"The workflow running this study, at {stamp} ("
+    assert shown in status_text(status) and f"{line}." in status_text(status)
+    page = progress.progress_page(status)
+    assert shown in page and html.escape(line) in page
+    # a file that is not one is named with what is wrong, and shown as that line instead
+    (logs / workflow_run.TIME_LEFT).write_text('{"written": "soon", "line": "x", "seconds_left": null}')
+    error = study_status(small, directory=tmp_path).workflow["error"]
+    assert "time_left.json" in error and "written = 'soon' is not a number" in error
+    # a time left written before the workflow now running started is an older run's: not shown
+    later = time.time() + 5
+    workflow_run.write(logs / workflow_run.RECORD, files=["config/small.yaml"], values={}, slots=2, jobs=[],
+                       started=later)  # fmt: skip
+    workflow_run.write_time_left(logs / workflow_run.RECORD, line, 460.0)
+    assert study_status(small, directory=tmp_path).workflow is None
 
 
 def test_after_the_last_training_the_page_says_when_and_what_is_still_to_come(tmp_path, small):

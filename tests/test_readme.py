@@ -73,8 +73,10 @@ MIRROR_OPTION = "--config data_mirror=../shared/data"
 #: the quick start's first line: the environment every other command runs in (:func:`run_in` runs it first; run
 #: itself, it would rebuild the test's venv, which .venv links to)
 ACTIVATE = "python3 -m venv .venv && source .venv/bin/activate"
-#: the quick start's install and small scale, and its install and tests
-QUICK_START = f"pip install -e . && {SMALL_SCALE}"
+#: the smoke check (config/smoke.yaml: two tables in a minute or two); tests/test_smoke.py runs it with the mirror
+SMOKE = "snakemake table2 table6 --cores 2 --configfile config/smoke.yaml"
+#: the quick start's install and smoke check, and its install and tests
+QUICK_START = f"pip install -e . && {SMOKE}"
 TEST_COMMAND = "pip install -e '.[test]' && pip install ./examples/taylor_softmax && pytest"
 #: commands that need the network beyond the package registries
 CPU_TORCH = "pip install --timeout 15 --retries 2 torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
@@ -179,7 +181,7 @@ def test_readme_has_the_fresh_machine_commands_on_top():
     """The quick start: the environment made and activated, the optional CPU-only PyTorch step, install + small scale
     (downloading), install + tests; none of them, and none after them, names a program inside .venv."""
     top = readme_commands(README.read_text(encoding="utf-8").split("## Running the study")[0])
-    assert top == [ACTIVATE, CPU_TORCH, QUICK_START, TEST_COMMAND]
+    assert top == [ACTIVATE, CPU_TORCH, QUICK_START, SMALL_SCALE, TEST_COMMAND]
     assert "data_mirror" not in QUICK_START  # downloads by default
     assert not [c for c in readme_commands() if ".venv/bin/" in c and c != ACTIVATE]
 
@@ -209,7 +211,7 @@ def test_every_listed_command_is_in_the_readme():
     commands = set(readme_commands())
     listed = set(NEEDS_SLURM_OR_GPUS) | NEEDS_SMALL_SCALE_RESULTS | set(NEEDS_NETWORK) | set(RUN_ELSEWHERE)
     assert listed <= commands, listed - commands
-    assert {ACTIVATE, QUICK_START, TEST_COMMAND} <= commands
+    assert {ACTIVATE, QUICK_START, SMALL_SCALE, TEST_COMMAND} <= commands
 
 
 def _project() -> dict:

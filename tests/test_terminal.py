@@ -5,6 +5,7 @@ terminal line per job with errors in full, the trainings and jobs done with the 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -108,10 +109,10 @@ def test_the_progress_line_comes_at_the_first_job_and_after_each_training(tmp_pa
     _a_job(logger, 12, 1)
     lines = _shown(manager, capsys)
     estimating = "time left: estimating until the first training has finished"
-    assert lines[0] == f"trainings: 0 of 2 done, jobs: 0 of 3; {estimating}"
+    assert re.fullmatch(rf"\[\d\d:\d\d:\d\d\] trainings: 0 of 2 done, jobs: 0 of 3; {estimating}", lines[0])
     assert lines[1].endswith("] job 12: train dataset=ptb, variant=mos")
     # the job lasted the milliseconds between its records: the 35 s planned for the others take no longer
-    assert lines[2].startswith("trainings: 1 of 2 done, jobs: 1 of 3; about ")
+    assert re.match(r"\[\d\d:\d\d:\d\d\] trainings: 1 of 2 done, jobs: 1 of 3; about ", lines[2])  # stamped
     assert lines[2].endswith(" left (every job still to run, at this run's pace)") and len(lines) == 3
 
 

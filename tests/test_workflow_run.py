@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,25 @@ def test_the_newest_readable_record_wins_and_a_broken_one_is_named(tmp_path, cap
     (folder / "logs" / workflow_run.RECORD).write_text(json.dumps({"config": "x"}))
     assert study_config.recorded_study(folder)[0] == [str(folder / "config" / "small.yaml")]
     assert f"{folder / 'logs' / workflow_run.RECORD}: config" in caplog.text
+
+
+def test_the_time_left_the_terminal_writes_now_reads_back(tmp_path):
+    """Written by the writer the terminal calls, with the real clock: ``written`` is a Unix time (≈ 1.8·10⁹ s), not
+    a duration, and is read back as one; ``seconds_left`` is a duration, null while estimating."""
+    record = tmp_path / "logs" / workflow_run.RECORD
+    workflow_run.write(record, files=["config/small.yaml"], values={}, slots=2, jobs=[])
+    path = tmp_path / "logs" / workflow_run.TIME_LEFT
+    assert workflow_run.read_time_left(path) is None  # nothing written yet
+    before = time.time()
+    workflow_run.write_time_left(record, "trainings: 0 of 51 done, jobs: 0 of 186; time left: estimating", None)
+    read = workflow_run.read_time_left(path)
+    assert before <= read["written"] <= time.time() and read["written"] > readback.MAX_SECONDS
+    assert read["seconds_left"] is None and read["line"].startswith("trainings: 0 of 51 done")
+    workflow_run.write_time_left(record, "about 7m 40s left", 460.0)
+    assert workflow_run.read_time_left(path)["seconds_left"] == 460.0
+    for content, why in (({"written": -1.0}, "written = -1.0 is impossible"),
+                         ({"seconds_left": -5}, "seconds_left = -5 is impossible"),
+                         ({"line": 3}, "line: expected")):  # fmt: skip
+        path.write_text(json.dumps({"written": time.time(), "line": "x", "seconds_left": 1.0, **content}))
+        with pytest.raises(readback.ReadbackError, match=why):
+            workflow_run.read_time_left(path)

@@ -112,9 +112,9 @@ def path_from_environment() -> Path | None:
     return Path(value) if value else None
 
 
-def write_time_left(record_path, line: str, seconds_left: float | None, now: float | None = None) -> None:
-    """The terminal's progress ``line`` beside the record at ``record_path`` (atomically)."""
-    text = {"written": time.time() if now is None else now, "line": line, "seconds_left": seconds_left}
+def write_time_left(record_path, line: str, seconds_left: float | None) -> None:
+    """The terminal's progress ``line`` beside the record at ``record_path`` (atomically), written now."""
+    text = {"written": time.time(), "line": line, "seconds_left": seconds_left}
     atomic_write_text(json.dumps(text) + "\n", Path(record_path).parent / Path(TIME_LEFT).name)
 
 
@@ -126,8 +126,11 @@ def read_time_left(path) -> dict | None:
     except FileNotFoundError:
         return None
     written, line, left = text.get("written"), text.get("line"), text.get("seconds_left")
-    if not isinstance(line, str) or readback.SECONDS.violation(written) or (
-        left is not None and readback.SECONDS.violation(left)
-    ):  # fmt: skip
-        raise readback.ReadbackError(path, "expected written (a time), line (text) and seconds_left (seconds or null)")
+    if not isinstance(line, str):
+        raise readback.ReadbackError(path, f"line: expected the terminal's progress line (text), got {line!r}")
+    # ``written`` is a Unix time (when), ``seconds_left`` a duration (how long): each within its own bounds
+    for key, value, bound in (("written", written, readback.TIMESTAMP), ("seconds_left", left, readback.SECONDS)):
+        why = None if key == "seconds_left" and value is None else bound.violation(value)
+        if why:
+            raise readback.ReadbackError(path, f"{key} = {value!r} {why}")
     return text

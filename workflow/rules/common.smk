@@ -35,6 +35,9 @@ from softmax_bottleneck.cluster import lock_free
 READING_TARGETS = ("status", "progress", "preview")
 if workflow.is_main_process:
     lock_free.rerun_without_lock(READING_TARGETS)
+    # where another run's lock holds files of this one, one line saying why and what to do (never --unlock while
+    # a Snakemake runs here) instead of Snakemake's, which invites --unlock (a dry run's too, logged as an error)
+    lock_free.explain_locks()
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
@@ -64,6 +67,23 @@ CONFIG_FILES = [
     for p in map(os.path.relpath, workflow.overwrite_configfiles)
 ] or [DEFAULT_CONFIG]
 CONFIG_VALUES = dict(workflow.config_settings.config)
+# `snakemake status|progress|preview` without --configfile follow the study the workflow last started in this folder,
+# as `python -m softmax_bottleneck status` does (its record, softmax_bottleneck.workflow_run), saying so in one line;
+# the paper's configuration where none is recorded. --config values go on top of the recorded ones.
+FOLLOWED = None
+if not workflow.overwrite_configfiles and lock_free.reading_targets(
+    sys.argv[1:], READING_TARGETS
+):
+    FOLLOWED = study_config.recorded_study()
+    if FOLLOWED is not None:
+        CONFIG_FILES = [os.path.relpath(p) for p in FOLLOWED[0]]
+        CONFIG_VALUES = {**FOLLOWED[1], **CONFIG_VALUES}
+        if workflow.is_main_process:
+            what = "/".join(lock_free.reading_targets(sys.argv[1:], READING_TARGETS))
+            print(
+                study_config.following_line(what, FOLLOWED, "--configfile FILE"),
+                file=sys.stderr,
+            )
 CONFIG_SOURCE = " + ".join(CONFIG_FILES)
 
 
@@ -77,7 +97,7 @@ try:
 except study_config.ConfigError as err:
     config_failure(err)
 
-if not workflow.overwrite_configfiles:
+if not workflow.overwrite_configfiles and FOLLOWED is None:
 
     configfile: DEFAULT_CONFIG
 
@@ -207,7 +227,7 @@ def start_workflow_run():
         LOGS,
         files=CONFIG_FILES,
         values=CONFIG_VALUES,
-        named=bool(workflow.overwrite_configfiles),
+        named=bool(workflow.overwrite_configfiles) or FOLLOWED is not None,
         cpu_checked=local and not config.get("allow_cpu_training"),
         slots=min(v for v in (workflow.cores, gpus) if v) if local else workflow.nodes,
     )

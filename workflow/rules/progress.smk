@@ -14,10 +14,11 @@ from softmax_bottleneck.study.status import state_digest, study_status
 
 PROGRESS_PAGE, LEARNING_CURVES = progress_files(STUDY)
 PREVIEW_FILES = study_preview.output_files(STUDY)
-#: `snakemake <target>` again for this configuration (the retry command `status` prints)
+#: `snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
+#: the study followed is the one last started in this folder (common.smk, FOLLOWED)
 RETRY_OPTIONS = (
-    " ".join(f"--configfile {p}" for p in CONFIG_FILES)
-    if workflow.overwrite_configfiles
+    "--configfile " + " ".join(CONFIG_FILES)
+    if workflow.overwrite_configfiles or FOLLOWED is not None
     else ""
 )
 
@@ -37,7 +38,6 @@ rule status:
     params:
         config=CONFIG_SOURCE,
         retry=RETRY_OPTIONS,
-        follow=not workflow.overwrite_configfiles,
     script:
         "../scripts/status.py"
 

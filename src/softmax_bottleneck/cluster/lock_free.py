@@ -15,27 +15,42 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
 
-def reading_only(argv: Sequence[str], reading: Collection[str]) -> bool:
-    """Whether Snakemake's command line ``argv`` (its arguments, without the program) names targets, every one of them
-    in ``reading``, and would lock the directory (neither ``--nolock`` nor ``--unlock``). It is parsed by Snakemake's
-    own parser, so that ``--configfile A B status`` and ``status --configfile A B`` read alike."""
-    if not set(argv) & set(reading):  # most command lines: no parsing needed
-        return False
+def _parsed(argv: Sequence[str]):
+    """Snakemake's command line ``argv`` read by Snakemake's own parser (so that ``--configfile A B status`` and
+    ``status --configfile A B`` read alike); None for one Snakemake itself will refuse."""
     from snakemake.cli import get_argument_parser
 
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            args = get_argument_parser().parse_args(list(argv))
-    except (Exception, SystemExit):  # a command line Snakemake itself will refuse
+            return get_argument_parser().parse_args(list(argv))
+    except (Exception, SystemExit):
+        return None
+
+
+def reading_targets(argv: Sequence[str], reading: Collection[str]) -> list[str]:
+    """The targets of Snakemake's command line ``argv`` (its arguments, without the program) where it names some and
+    every one is in ``reading``, else none."""
+    if not set(argv) & set(reading):  # most command lines: no parsing needed
+        return []
+    args = _parsed(argv)
+    targets = list(args.targets or []) if args is not None else []
+    return targets if set(targets) <= set(reading) else []
+
+
+def reading_only(argv: Sequence[str], reading: Collection[str]) -> bool:
+    """Whether Snakemake's command line ``argv`` names targets, every one of them in ``reading``
+    (:func:`reading_targets`), and would lock the directory (neither ``--nolock`` nor ``--unlock``)."""
+    if not reading_targets(argv, reading):
         return False
-    targets = list(args.targets or [])
-    return bool(targets) and set(targets) <= set(reading) and not args.nolock and not args.unlock
+    args = _parsed(argv)
+    return not args.nolock and not args.unlock
 
 
 def snakemake_program(argv0: str) -> bool:
@@ -53,3 +68,83 @@ def rerun_without_lock(reading: Collection[str]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "snakemake", "--nolock", *sys.argv[1:]])
+
+
+# --------------------------------------------------------------------------------------------- another run's lock
+#: Snakemake's message where a run cannot take the lock (``LockException``): it invites ``--unlock``
+LOCKED = "Directory cannot be locked. Please make sure"
+#: Snakemake's message where a dry run (which takes no lock) finds another run's lock, logged before it goes on
+LOCKED_DRY = "Error: Directory cannot be locked. Another Snakemake instance is running."
+
+
+def _started(pid: int) -> float | None:
+    """When process ``pid`` started (Unix seconds; Linux), None where unknown."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))  # fmt: skip
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def snakemakes_here(directory=".") -> list[tuple[int, float | None]]:
+    """``(pid, start)`` of the other Snakemake processes on this machine whose working directory is ``directory``
+    (Linux's ``/proc``; none elsewhere), the oldest first."""
+    here, found = os.path.realpath(directory), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        if pid == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        words = [Path(os.fsdecode(word)) for word in argv[:3]]
+        if cwd == here and any(snakemake_program(str(w)) or w.name == "snakemake" for w in words):
+            found.append((pid, _started(pid)))
+    return sorted(found, key=lambda item: item[1] or 0.0)
+
+
+def lock_line(dry_run: bool, directory=".") -> str:
+    """The one line that replaces Snakemake's where another run's lock holds files of this one: while a Snakemake
+    runs in the folder (this machine), wait or work elsewhere, never ``--unlock``; where none does, the lock is a
+    killed run's, and ``--unlock`` lifts it (after checking that none runs on another machine)."""
+    import time
+
+    running = snakemakes_here(directory)
+    if running:
+        pid, start = running[0]
+        since = f", started {time.strftime('%H:%M', time.localtime(start))}" if start else ""
+        who = f"another Snakemake runs in this folder (process {pid}{since}) and holds files this command needs"
+        if dry_run:
+            return (f"note: {who}; this dry run changes nothing, but a run of it would stop until that one ends "
+                    "(snakemake status follows it)")  # fmt: skip
+        return (f"snakemake: {who}, so this run stops here, changing nothing. Wait for it to end (snakemake status "
+                "follows it; snakemake preview renders what is finished so far) or build this in another folder "
+                "(--directory); do not --unlock while it runs: both would write the same files")  # fmt: skip
+    who = "this folder holds the lock of a Snakemake that no longer runs on this machine (killed, or lost)"
+    check = "if none runs on this folder from another machine (ps -u $USER -o pid,cmd | grep snakemake there)"
+    if dry_run:
+        return f"note: {who}; this dry run changes nothing. Before a run, {check}: snakemake --unlock"
+    return f"snakemake: {who}. {check[0].upper()}{check[1:]}, lift it with snakemake --unlock, then run this again"
+
+
+class LockNote(logging.Filter):
+    """Replaces Snakemake's lock messages (:data:`LOCKED`, :data:`LOCKED_DRY`) by :func:`lock_line`'s."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        if LOCKED_DRY in message or LOCKED in message:
+            record.msg, record.args = lock_line(dry_run=LOCKED_DRY in message), ()
+            if hasattr(record, "exception"):  # Snakemake formats an error with its traceback: one line instead
+                record.exception = None
+        return True
+
+
+def explain_locks() -> None:
+    """Put :class:`LockNote` on Snakemake's logger (the workflow calls it while Snakemake reads it)."""
+    logger = logging.getLogger("snakemake.logging")
+    if not any(isinstance(f, LockNote) for f in logger.filters):
+        logger.addFilter(LockNote())

@@ -171,7 +171,7 @@ class LogHandler(LogHandlerBase):
     def _write_progress(self) -> None:
         line = self._progress()
         if line:
-            self.write(line)
+            self.write(f"[{time.strftime('%H:%M:%S')}] {line}")  # stamped as every other line
             self._keep(line)
             self._last_progress = time.time()
 

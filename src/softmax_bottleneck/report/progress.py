@@ -202,7 +202,19 @@ def page_links(study: Study, status: StudyStatus) -> str:
     drawn = [(f"figures/{name}.png", item.label) for name, item in figures.FIGURES.items()]
     drawn += [(f"figures/{name}.png", name) for name in sweeps]
     return (_links("Learning curves", curves) + _links("Provisional tables (snakemake preview)", shown)
-            + _links("Provisional figures", drawn))  # fmt: skip
+            + _links("Provisional figures", drawn) + claims_link(len(status.runs)))  # fmt: skip
+
+
+def claims_link(jobs: int) -> str:
+    """The provisional claims page's link, and why its count is not the training jobs' (its "n of N runs in" counts
+    the rows of the summaries its claims read, as the provisional tables do theirs)."""
+    return (
+        '<p>Provisional claims: <a href="claims.html">the paper\'s claims decided from the runs in so far</a>. Its '
+        '"n of N runs in" counts results, not training jobs: each row of the summaries its claims read, so a run that '
+        "several experiments share counts once in each of their summaries, and an analysis of a run (its word "
+        f"similarity) counts as a row of its own. Its N is thus not the {jobs} training jobs above; the provisional "
+        "tables count their own summaries' rows alike.</p>\n"
+    )
 
 
 def still_to_come(study: Study, root: Path) -> tuple[int, int, int, int]:

@@ -1,0 +1,58 @@
+"""Another Snakemake's lock on files of this run, said in one line with what to do: while a Snakemake runs in the
+folder, a run stops (wait, or work in another folder; never ``--unlock``) and a dry run notes it instead of
+Snakemake's "Error: Directory cannot be locked" before exiting 0 (a dry run takes no lock and goes on); where the
+lock is a killed run's, ``--unlock`` lifts it. The lock is a real Snakemake's, running a tiny workflow of its own in
+the same folder whose output is one of the study's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import REPO
+
+#: an output of the smoke configuration's `training_plan`, which the other Snakemake also builds
+PLAN_OUTPUT = "results/smoke/plan/training_jobs.csv"
+HOLDER = f"""
+rule hold:
+    output: "{PLAN_OUTPUT}"
+    shell: "sleep 120; touch {{output}}"
+"""
+
+
+def _snakemake(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "training_plan", *args, "--cores", "1", "-s", str(REPO / "Snakefile"),
+               "--configfile", str(REPO / "config" / "smoke.yaml"), "--directory", str(folder)]  # fmt: skip
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_run_beside_a_running_snakemake_stops_in_one_line_and_never_invites_unlock(tmp_path):
+    (tmp_path / "holder.smk").write_text(HOLDER)
+    holder = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", "holder.smk", "--cores", "1"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        locks, deadline = tmp_path / ".snakemake" / "locks", time.monotonic() + 120
+        while not any(PLAN_OUTPUT in p.read_text() for p in locks.glob("*.lock")) if locks.is_dir() else True:
+            assert holder.poll() is None and time.monotonic() < deadline, "the other Snakemake took no lock"
+            time.sleep(0.2)
+        refused = _snakemake(tmp_path)
+        out = refused.stdout + refused.stderr
+        assert refused.returncode != 0, out[-3000:]
+        assert f"snakemake: another Snakemake runs in this folder (process {holder.pid}, started " in out, out[-3000:]
+        assert "do not --unlock while it runs" in out and "can be removed with the --unlock argument" not in out
+        assert not (tmp_path / PLAN_OUTPUT).exists()
+        dry = _snakemake(tmp_path, "-n")
+        out = dry.stdout + dry.stderr
+        assert dry.returncode == 0 and "Directory cannot be locked" not in out, out[-3000:]
+        assert f"note: another Snakemake runs in this folder (process {holder.pid}, " in out
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # killed: its lock stays behind
+        holder.wait()
+    stale = _snakemake(tmp_path)
+    out = stale.stdout + stale.stderr
+    assert stale.returncode != 0 and "no longer runs on this machine" in out, out[-3000:]
+    assert "lift it with snakemake --unlock, then run this again" in out
