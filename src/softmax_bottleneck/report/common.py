@@ -265,3 +265,10 @@ class Registry:
     def items(self) -> dict[str, PaperItem]:
         """Every registered item, by name, in the paper's order (:func:`paper_order`)."""
         return {name: self._items[name] for name in sorted(self._items, key=paper_order)}
+
+
+def stamp_banner(stamp: str, done: int, planned: int, banner: str | None) -> str:
+    """The banner of a provisional table, figure or claims page: ``PROVISIONAL, <stamp>: n of N runs in``, then the
+    configuration's own banner."""
+    text = f"PROVISIONAL, {stamp}: {done} of {planned} runs in"
+    return f"{text} — {banner}" if banner else text

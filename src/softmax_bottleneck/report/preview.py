@@ -32,7 +32,7 @@ import pandas as pd
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_csv, atomic_write_text
 from softmax_bottleneck.report import claims, figures, summaries, sweeps, tables
-from softmax_bottleneck.report.common import fkey, require_summaries
+from softmax_bottleneck.report.common import fkey, require_summaries, stamp_banner
 from softmax_bottleneck.report.figures.common import (
     COLUMN,
     STYLE,
@@ -196,11 +196,6 @@ def _unit(kinds: set[str], table: pd.DataFrame) -> str:
 
 
 # --------------------------------------------------------------------------------------------- files
-def stamp_banner(stamp: str, done: int, planned: int, banner: str | None) -> str:
-    text = f"PROVISIONAL, {stamp}: {done} of {planned} runs in"
-    return f"{text} — {banner}" if banner else text
-
-
 def _write_table(prefix: str, name: str, tidy: pd.DataFrame, shown: pd.DataFrame, caption: str, banner: str) -> None:
     atomic_write_text(tidy.to_csv(index=False, lineterminator="\n"), prefix + ".csv")
     atomic_write_text(markdown_page(name, shown, caption, banner), prefix + ".md")

@@ -223,7 +223,7 @@ def render_preview(summary_dir, out_prefix, found: dict, stamp: str, config_bann
     """The provisional page from the preview's summaries (``found``: summary file → its kind, the planned inputs,
     each with a ``record`` and ``keys``, and which are in), with a column ``runs in`` (n of N) per claim, stamped
     provisional with the distinct runs in of those the claims read; returns ``rendered``."""
-    from softmax_bottleneck.report.preview import stamp_banner
+    from softmax_bottleneck.report.common import stamp_banner
 
     planned = {
         file: [({**p.record, **p.keys}, there) for p, there in zip(inputs, present, strict=True)]
