@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from softmax_bottleneck import workflow_run
+from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.report import progress
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.runs import Study

@@ -1,6 +1,6 @@
 """A running training is never shown failed: a run whose newest log line is the heartbeat
-(:mod:`softmax_bottleneck.heartbeat`, ``train: still working, 4m 21s in``, written whenever an epoch takes longer than
-its interval) is running, read from a real run folder whose process still runs."""
+(:mod:`softmax_bottleneck.cluster.heartbeat`, ``train: still working, 4m 21s in``, written whenever an epoch takes
+longer than its interval) is running, read from a real run folder whose process still runs."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from softmax_bottleneck.training.run_files import PROGRESS_NAME
 LONG_EPOCH = """
 import sys, time
 from pathlib import Path
-from softmax_bottleneck import cli, heartbeat
+from softmax_bottleneck import cli
+from softmax_bottleneck.cluster import heartbeat
 from softmax_bottleneck.training import trainer
 from softmax_bottleneck.training.lock import run_lock
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile

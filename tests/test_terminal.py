@@ -16,8 +16,7 @@ from snakemake_interface_common.plugin_registry.plugin import SettingsBase
 from snakemake_interface_logger_plugins.common import LogEvent
 from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
 
-from softmax_bottleneck import workflow_run
-from softmax_bottleneck.cluster import terminal
+from softmax_bottleneck.cluster import terminal, workflow_run
 from softmax_bottleneck.cluster.time_left import Clock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,11 +168,11 @@ def test_a_run_without_trainings_takes_its_pace_from_any_job():
 
 
 def test_a_command_silent_for_a_while_says_in_its_log_that_it_still_works():
-    """softmax_bottleneck.heartbeat: a line after every silence of its length, none while the command logs."""
+    """softmax_bottleneck.cluster.heartbeat: a line after every silence of its length, none while the command logs."""
     import io
     import time
 
-    from softmax_bottleneck import heartbeat
+    from softmax_bottleneck.cluster import heartbeat
 
     logger = logging.getLogger("heartbeat-test")
     logger.propagate, logger.level = False, logging.INFO

@@ -1,4 +1,4 @@
-"""What a workflow run records at its start (softmax_bottleneck.workflow_run, .study.workflow_start): its
+"""What a workflow run records at its start (softmax_bottleneck.cluster.workflow_run, .study.workflow_start): its
 configuration, for `status` and `preview` without a configuration, and every job with its planned seconds
 (softmax_bottleneck.study.job_seconds), for the terminal's time left."""
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from softmax_bottleneck import readback, workflow_run
+from softmax_bottleneck import readback
+from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study import job_seconds, workflow_start
 from softmax_bottleneck.study.plan import gpu_hours

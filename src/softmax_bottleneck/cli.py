@@ -125,7 +125,7 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, *, heartbeat: bool = False) -> int:
     """Run one command; ``heartbeat`` (``python -m softmax_bottleneck``): a line in its log after every minute
-    without one (:mod:`softmax_bottleneck.heartbeat`)."""
+    without one (:mod:`softmax_bottleneck.cluster.heartbeat`)."""
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
     try:
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None, *, heartbeat: bool = False) -> int:
             stream=sys.stderr,
         )
         if heartbeat:
-            from softmax_bottleneck import heartbeat as beat
+            from softmax_bottleneck.cluster import heartbeat as beat
 
             beat.start(args.command)
         module, _ = COMMANDS[args.command]

@@ -68,7 +68,7 @@ CONFIG_FILES = [
 ] or [DEFAULT_CONFIG]
 CONFIG_VALUES = dict(workflow.config_settings.config)
 # `snakemake status|progress|preview` without --configfile follow the study the workflow last started in this folder,
-# as `python -m softmax_bottleneck status` does (its record, softmax_bottleneck.workflow_run), saying so in one line;
+# as `python -m softmax_bottleneck status` does (its record, softmax_bottleneck.cluster.workflow_run), saying so in one line;
 # the paper's configuration where none is recorded. --config values go on top of the recorded ones.
 FOLLOWED = None
 if not workflow.overwrite_configfiles and lock_free.reading_targets(

@@ -12,7 +12,7 @@ What it prints, in a run (not a dry run, not ``--verbose``):
   being Snakemake's "N of M steps done" when the job started;
 * at the first job, after each training, after the last job and at most once a minute after any other job: how many
   trainings and jobs are done and the time left of every job still to run (:mod:`.time_left`, from the record the
-  workflow writes at its start, :mod:`softmax_bottleneck.workflow_run`);
+  workflow writes at its start, :mod:`softmax_bottleneck.cluster.workflow_run`);
 * a heartbeat after a minute without a line while a job runs: ``[15:31:04] running: robustness dataset=ptb, ...
   for 8m 10s; trainings: ...; about 3m left``;
 * everything else as Snakemake formats it (its formatter and its filter, so ``--quiet`` and ``-p`` act as usual):
@@ -34,7 +34,7 @@ import time
 
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 
-from softmax_bottleneck import workflow_run
+from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.cluster.time_left import TRAINING, Clock
 from softmax_bottleneck.durations import duration_text
 

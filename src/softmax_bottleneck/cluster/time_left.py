@@ -1,6 +1,6 @@
 """The time left of a workflow run: every job still to run at the pace this run has shown so far.
 
-A run's record (:mod:`softmax_bottleneck.workflow_run`) lists every job it will run with its planned seconds ``p``
+A run's record (:mod:`.workflow_run`) lists every job it will run with its planned seconds ``p``
 and its kind (a training, a download, any other job: analyses, summaries, tables, figures). The terminal
 (:mod:`.terminal`) tells the clock when each job starts and finishes. Then
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from softmax_bottleneck.cluster.workflow_run import OTHER, TRAINING
 from softmax_bottleneck.durations import duration_text
-from softmax_bottleneck.workflow_run import OTHER, TRAINING
 
 #: the weight of a finished job in the pace, against the job that finished after it: the pace follows the machine's
 #: load as it changes (measured on a small-scale run whose load average rose from 2 to 19: with 0.9 the time left

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import jsonschema
 
-from softmax_bottleneck import presets, workflow_run
+from softmax_bottleneck import presets
+from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configuration's reading, re-exported)
     DEFAULT_CONFIG,
@@ -243,7 +244,7 @@ def check(config: dict, schema: dict | None = None) -> dict:
 def recorded_study(directory=".") -> tuple[list[str], dict, float] | None:
     """``(files, --config values, start)`` of the study the workflow last started in ``directory``: the newest record
     of a configuration's logs folder (``logs/``, ``logs/<output_subdir>/``;
-    :mod:`softmax_bottleneck.workflow_run`), its files relative to ``directory``; None where it started none."""
+    :mod:`softmax_bottleneck.cluster.workflow_run`), its files relative to ``directory``; None where it started none."""
     logs = Path(directory) / output_roots({})[2]
     found = workflow_run.latest([logs / workflow_run.RECORD, *sorted(logs.glob(f"*/{workflow_run.RECORD}"))])
     if found is None:

@@ -22,9 +22,9 @@ had made LMS-PLIF's and SigSoftmax's trainings and the robustness job 2-7 times 
 
 from __future__ import annotations
 
+from softmax_bottleneck.cluster.workflow_run import DOWNLOAD, OTHER, TRAINING
 from softmax_bottleneck.study.plan import gpu_hours, time_sources
 from softmax_bottleneck.study.runs import Run, Study
-from softmax_bottleneck.workflow_run import DOWNLOAD, OTHER, TRAINING
 
 #: the CPU seconds of a small-scale training's job that do not grow with its tokens: about an analysis job's (starting
 #: Python and torch, reading the corpus cache)
@@ -72,7 +72,7 @@ TRAINING_RULE = "train"
 
 
 def job_kind(rule: str) -> str:
-    """The kind of a job of ``rule`` in the record (:mod:`softmax_bottleneck.workflow_run`)."""
+    """The kind of a job of ``rule`` in the record (:mod:`softmax_bottleneck.cluster.workflow_run`)."""
     return TRAINING if rule == TRAINING_RULE else DOWNLOAD if rule in DOWNLOADS else OTHER
 
 
@@ -106,7 +106,7 @@ def planned_seconds(study: Study, rule: str, wildcards: dict) -> float:
 
 
 def planned_jobs(study: Study, jobs) -> list[dict]:
-    """The record's ``jobs`` (:mod:`softmax_bottleneck.workflow_run`) of ``jobs``, each ``(jobid, rule,
+    """The record's ``jobs`` (:mod:`softmax_bottleneck.cluster.workflow_run`) of ``jobs``, each ``(jobid, rule,
     wildcards, threads)``."""
     return [
         {"jobid": int(jobid), "rule": rule, "what": ", ".join(f"{k}={v}" for k, v in wildcards.items()),

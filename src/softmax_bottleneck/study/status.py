@@ -42,7 +42,8 @@ import json
 import time
 from pathlib import Path
 
-from softmax_bottleneck import readback, workflow_run
+from softmax_bottleneck import readback
+from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
 from softmax_bottleneck.study.plan import gpu_hours
 from softmax_bottleneck.study.run_folder import (

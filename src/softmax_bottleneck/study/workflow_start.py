@@ -5,7 +5,7 @@ its record.
   runs stops in one line naming it and the command;
 * :func:`cpu_refusal`: paper-scale training (over :data:`PAPER_SCALE_HOURS` projected V100 GPU-hours a run)
   that would run on this machine's CPU stops the workflow in one line, unless ``allow_cpu_training`` is set;
-* :func:`record`: the run's record (:mod:`softmax_bottleneck.workflow_run`): its configuration and every
+* :func:`record`: the run's record (:mod:`softmax_bottleneck.cluster.workflow_run`): its configuration and every
   job with its planned seconds (:mod:`.job_seconds`), for the terminal's time left and for ``status`` and
   ``preview`` without ``--config``. A run of rules that run nothing of the study (``status``, ``progress``,
   ``preview``, ``plan``: :data:`UNRECORDED_RULES`) records nothing: it must not hide the study that runs beside it.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from softmax_bottleneck import workflow_run
+from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, describe_files
 from softmax_bottleneck.study.job_seconds import TRAINING_RULE, planned_jobs
 from softmax_bottleneck.study.plan import gpu_hours
@@ -75,7 +75,7 @@ def other_study(study: Study, jobs) -> str | None:
 
 def record(study: Study, jobs, logs: str, *, files: list[str], values: dict, slots: int) -> Path | None:
     """Write the run's record under ``logs`` (the configuration's logs folder) and name it in
-    :data:`~softmax_bottleneck.workflow_run.RECORD_VARIABLE` for the terminal; None, and the variable unset,
+    :data:`~softmax_bottleneck.cluster.workflow_run.RECORD_VARIABLE` for the terminal; None, and the variable unset,
     for a run of :data:`UNRECORDED_RULES` alone."""
     os.environ.pop(workflow_run.RECORD_VARIABLE, None)
     jobs = list(jobs)
