@@ -8,6 +8,35 @@
 # finish it did not record, it finds the outputs equal to the copy it kept in <run>/.resume/final/
 # and exits 0; if Snakemake removed the outputs of a job killed after training, it restores them
 # from that copy. To retrain a run on purpose, delete its whole folder.
+#
+# The run's training log (logs/train/<run>.log) is not the rule's `log:`: Snakemake empties a job's `log:` before the
+# job starts, and a job that finds its run finished or taken (a no-op, or one that fails on the run's lock) would
+# wipe the log of the training that did the work. Each attempt appends to it; the rule's own log
+# (logs/train_jobs/<run>.log) gets its last lines when an attempt fails (what `show-failed-logs` prints). The
+# job's first act (job-start) takes the run's lock, before `import torch`, and refuses a GPU job without CUDA.
+
+
+class Unrecorded:
+    """A rule parameter Snakemake does not record in its metadata (not a builtin type), shown in a shell command as
+    its text: the await rules below record exactly what `train` records (its inputs and parameters), so that a run
+    finished under them is not trained again by the next controller."""
+
+    def __init__(self, text):
+        self.text = str(text)
+
+    def __str__(self):
+        return self.text
+
+    def __format__(self, spec):
+        return format(self.text, spec)
+
+
+def train_log(wildcards):
+    return Unrecorded(TRAIN_LOG.format(**dict(wildcards.items())))
+
+
+def train_epochs(wildcards):
+    return Unrecorded(STUDY.job(wildcards).hyperparameters["epochs"])
 
 
 onstart:
@@ -29,7 +58,7 @@ rule train:
         metrics=protected(update(f"{RUN_DIR}/metrics.json")),
         curve=protected(update(f"{RUN_DIR}/curve.csv")),
     log:
-        TRAIN_LOG,
+        f"logs/train_jobs/{RUN_LOG}.log",
     benchmark:
         f"benchmarks/train/{RUN_LOG}.tsv"
     conda:
@@ -45,18 +74,87 @@ rule train:
         data=corpus_data_dir,
         sets=train_sets,
         out=RUN_DIR,
+        train_log=train_log,
     shell:
-        "python -m softmax_bottleneck gpu-lease -- "
+        'mkdir -p "$(dirname {params.train_log})" && '
+        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --run {params.out} -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
-        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
+        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {params.train_log} 2>&1 "
+        "|| {{ code=$?; tail -n 40 {params.train_log} > {log}; exit $code; }}"
 
 
 # A training already running when Snakemake starts (a cluster job left by a Snakemake that died) is waited for by the
-# local rule await_training, never submitted a second time (softmax_bottleneck.study.wait_for_run).
+# local rule await_training, never submitted a second time (softmax_bottleneck.study.wait_for_run); one whose `train`
+# job SLURM still lists as pending or running (its comment names the rule and wildcards) by the local rule
+# await_scheduled_training, which waits for that job to leave the queue first (softmax_bottleneck.cluster.scheduler).
+# Both declare `train`'s inputs and parameters (the others Unrecorded), so Snakemake's record of a run they finished is
+# the record `train` would have made: the next controller does not submit it again.
+from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
 from softmax_bottleneck.study.wait_for_run import running_runids
 
-RUNNING_RUNIDS = running_runids(STUDY) if workflow.is_main_process else []
+
+def scheduled_trainings():
+    """runid -> SLURM job id of every training of the study whose `train` job is pending or running."""
+    queued = queued_jobs("train")
+    found = {}
+    for run in STUDY.jobs.values() if queued else ():
+        key = job_comment(
+            "train", [run.dataset, run.variant, run.schedule, run.seed, run.runid]
+        )
+        if key in queued:
+            found[run.runid] = queued[key][0]
+    return found
+
+
+# asked only of a cluster executor (squeue without a SLURM controller would wait for one)
+SCHEDULED_TRAININGS = (
+    scheduled_trainings()
+    if workflow.is_main_process and workflow.non_local_exec
+    else {}
+)
+RUNNING_RUNIDS = (
+    sorted(set(running_runids(STUDY)) - set(SCHEDULED_TRAININGS))
+    if workflow.is_main_process
+    else []
+)
+
+if SCHEDULED_TRAININGS:
+
+    rule await_scheduled_training:
+        """Wait, on this machine and without a GPU, for a training whose `train` job an earlier Snakemake submitted and
+        SLURM still lists (pending or running), then for its run as await_training does; never submits it again.
+        """
+        input:
+            corpus=ancient_corpus,
+            cache=ancient_corpus_cache,
+            stamp=conformance_stamp,
+        output:
+            model=protected(update(f"{RUN_DIR}/model.pt")),
+            metrics=protected(update(f"{RUN_DIR}/metrics.json")),
+            curve=protected(update(f"{RUN_DIR}/curve.csv")),
+        log:
+            f"logs/await_training/{RUN_LOG}.log",
+        wildcard_constraints:
+            runid="|".join(re.escape(runid) for runid in SCHEDULED_TRAININGS),
+        localrule: True
+        conda:
+            "../../envs/softmax-bottleneck.yaml"
+        params:
+            data=corpus_data_dir,
+            sets=train_sets,
+            out=RUN_DIR,
+            job=lambda wildcards: Unrecorded(SCHEDULED_TRAININGS[wildcards.runid]),
+            train_log=train_log,
+            epochs=train_epochs,
+        shell:
+            "python -m softmax_bottleneck wait-for-job {params.job} > {log} 2>&1 && "
+            "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
+            "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "
+            "{wildcards.seed} --epochs {params.epochs} >> {log} 2>&1"
+
+    ruleorder: await_scheduled_training > train
+
 
 if RUNNING_RUNIDS:
 
@@ -64,6 +162,10 @@ if RUNNING_RUNIDS:
         """Wait, on this machine and without a GPU, for a training that was already running when Snakemake started
         (a job left by a Snakemake that died); never trains, never submits it again.
         """
+        input:
+            corpus=ancient_corpus,
+            cache=ancient_corpus_cache,
+            stamp=conformance_stamp,
         output:
             model=protected(update(f"{RUN_DIR}/model.pt")),
             metrics=protected(update(f"{RUN_DIR}/metrics.json")),
@@ -76,9 +178,11 @@ if RUNNING_RUNIDS:
         conda:
             "../../envs/softmax-bottleneck.yaml"
         params:
+            data=corpus_data_dir,
+            sets=train_sets,
             out=RUN_DIR,
-            train_log=TRAIN_LOG,
-            epochs=lambda wildcards: STUDY.job(wildcards).hyperparameters["epochs"],
+            train_log=train_log,
+            epochs=train_epochs,
         shell:
             "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
             "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "
