@@ -31,6 +31,31 @@ class Unrecorded:
         return format(self.text, spec)
 
 
+def site_time_limit():
+    """The partition's time limit, minutes, that the profile gives train (`set-resources: train: max_runtime:`), or
+    None: each attempt then asks min(that limit, its own estimate) instead of the limit itself.
+    """
+    overrides = workflow.resource_settings.overwrite_resources or {}
+    value = getattr((overrides.get("train") or {}).get("max_runtime"), "value", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SystemExit(
+            f"set-resources: train: max_runtime: {value!r}: expected the partition's time limit in whole minutes"
+        )
+    return value
+
+
+SITE_TIME_LIMIT = site_time_limit()
+
+
+def train_runtime(wildcards, attempt):
+    """Minutes one training attempt asks: 1.5 × the paper's V100 time (at least 10) × the attempt, at most the
+    site's limit (a longer run resumes in the next attempt)."""
+    minutes = train_runtime_minutes(STUDY.job(wildcards), attempt)
+    return min(minutes, SITE_TIME_LIMIT) if SITE_TIME_LIMIT else minutes
+
+
 def train_log(wildcards):
     return Unrecorded(TRAIN_LOG.format(**dict(wildcards.items())))
 
@@ -67,9 +92,7 @@ rule train:
     resources:
         gpu=1,
         mem_mb=lambda wildcards, attempt: train_memory_mb(wildcards.dataset, attempt),
-        runtime=lambda wildcards, attempt: train_runtime_minutes(
-            STUDY.job(wildcards), attempt
-        ),
+        runtime=train_runtime,
     params:
         data=corpus_data_dir,
         sets=train_sets,
@@ -91,7 +114,8 @@ rule train:
 # Both declare `train`'s inputs and parameters (the others Unrecorded), so Snakemake's record of a run they finished is
 # the record `train` would have made: the next controller does not submit it again.
 from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
-from softmax_bottleneck.study.wait_for_run import running_runids
+from softmax_bottleneck.study.status import study_status
+from softmax_bottleneck.study.wait_for_run import OUTPUTS
 
 
 def scheduled_trainings():
@@ -113,11 +137,23 @@ SCHEDULED_TRAININGS = (
     if workflow.is_main_process and workflow.non_local_exec
     else {}
 )
-RUNNING_RUNIDS = (
-    sorted(set(running_runids(STUDY)) - set(SCHEDULED_TRAININGS))
-    if workflow.is_main_process
-    else []
-)
+
+
+def runs_to_await():
+    """runid of every run running now (what `status` calls running), and of every finished run with its outputs: a
+    job of such a run that Snakemake would start again (its finish unrecorded by a controller that died, `-R`) runs
+    await_training on this machine, a no-op, instead of a GPU job."""
+    found = set()
+    for r in study_status(STUDY).runs:
+        finished = r.state == "finished" and all(
+            (Path(r.run) / name).is_file() for name in OUTPUTS
+        )
+        if r.state == "running" or finished:
+            found.add(STUDY.jobs[r.run].runid)
+    return sorted(found - set(SCHEDULED_TRAININGS))
+
+
+RUNNING_RUNIDS = runs_to_await() if workflow.is_main_process else []
 
 if SCHEDULED_TRAININGS:
 

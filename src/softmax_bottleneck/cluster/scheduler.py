@@ -11,6 +11,7 @@ torch`` from a shared file system, the corpus).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import time
@@ -24,6 +25,8 @@ QUEUED_STATES = frozenset(
 )  # fmt: skip
 #: seconds a squeue call may take
 SQUEUE_TIMEOUT = 60
+#: seconds between two asks of ``wait-for-job`` (30 unless this variable says otherwise)
+POLL_ENV = "SOFTMAX_BOTTLENECK_SCHEDULER_POLL"
 
 
 class SchedulerError(RuntimeError):
@@ -108,8 +111,18 @@ def add_cli(parser) -> None:
     from softmax_bottleneck.argtypes import positive_float
 
     parser.add_argument("job", help="the SLURM job id")
-    parser.add_argument("--poll", type=positive_float, default=30.0, metavar="S", help="seconds between asks (30)")
+    parser.add_argument("--poll", type=positive_float, default=None, metavar="S",
+                        help=f"seconds between asks (${POLL_ENV}, else 30)")  # fmt: skip
 
 
 def run_cli(args) -> int:
-    return wait_for_job(args.job, args.poll)
+    import argparse
+
+    from softmax_bottleneck.argtypes import positive_float
+
+    try:
+        poll = args.poll if args.poll is not None else positive_float(os.environ.get(POLL_ENV, "30"))
+    except argparse.ArgumentTypeError as err:
+        log.error("$%s: %s", POLL_ENV, err)
+        return 2
+    return wait_for_job(args.job, poll)
