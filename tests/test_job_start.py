@@ -122,11 +122,16 @@ def _fake_squeue(tmp_path: Path, states: list[str]) -> str:
 
 def test_queued_train_jobs_are_found_by_their_comment_and_waited_for(tmp_path):
     squeue = _fake_squeue(tmp_path, ["PENDING", "RUNNING", "RUNNING", "COMPLETING"])
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text("#!/bin/sh\necho 'Slurmctld(primary) at head is UP'\n")
+    scontrol.chmod(0o755)
     key = scheduler.job_comment("train", ["ptb", "mos", "et", 28, "default-1"])
-    assert scheduler.queued_jobs("train", squeue) == {key: ("41", "PENDING")}
+    assert scheduler.queued_jobs("train", squeue, str(scontrol)) == {key: ("41", "PENDING")}
     slept: list[float] = []
     assert scheduler.wait_for_job("41", 7.0, squeue, sleep=slept.append) == 0
     assert slept == [7.0, 7.0, 7.0]  # pending, running, running, completing: waited; then gone
-    assert scheduler.queued_jobs("train", squeue) == {}
-    # no SLURM here: nothing queued, nothing to wait for
-    assert scheduler.queued_jobs("train", str(tmp_path / "no-squeue")) == {}
+    assert scheduler.queued_jobs("train", squeue, str(scontrol)) == {}
+    # no SLURM controller here (the tests' scontrol says so), or no SLURM at all: nothing queued, squeue never asked
+    calls = (tmp_path / "calls").read_text()
+    assert scheduler.queued_jobs("train", squeue) == {} and (tmp_path / "calls").read_text() == calls
+    assert scheduler.queued_jobs("train", str(tmp_path / "no-squeue"), str(tmp_path / "no-scontrol")) == {}

@@ -2,9 +2,10 @@
 
 The window the run folder cannot show: a ``train`` job that is pending, or in its first seconds (Snakemake's job step,
 ``import torch``, the corpus), writes nothing to its run folder yet. The pilot's controller is killed (SIGKILL) as
-soon as it has submitted its two trainings, started again, killed again while it waits, and started a third time:
-every training is submitted once (Snakemake's logs and SLURM's own list of jobs by their comment agree), its log is
-whole, and a fourth controller finds nothing to do. Uses the cluster and helpers of ``tests/test_slurm.py``.
+soon as it has submitted its two trainings (one of them pending: another job holds one of the node's two CPUs),
+started again, killed again while it waits, and started a third time: every training is submitted once (Snakemake's
+logs and SLURM's own list of jobs by their comment agree), its log is whole, and a fourth controller finds nothing to
+do. Uses the cluster and helpers of ``tests/test_slurm.py``.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def test_a_controller_killed_in_its_trainings_first_seconds_and_started_twice_su
     procs: list[subprocess.Popen] = []
     submitted: list[str] = []
     t0 = time.monotonic()
+    # one of the node's two CPUs taken until controller 3 starts: of the two trainings one runs, the other pends
+    blocker = ["sbatch", "--parsable", "--cpus-per-task=1", "--mem=100", "-t", "30", "--wrap", "sleep 1200"]
+    blocker = subprocess.run(blocker, capture_output=True, text=True, check=True)
+    submitted.append(blocker.stdout.strip().split(";")[0])
     try:
         # 1. killed as soon as both trainings are submitted: their jobs pending, or running for seconds
         procs.append(_controller(cmd, logs[0]))
@@ -96,17 +101,20 @@ def test_a_controller_killed_in_its_trainings_first_seconds_and_started_twice_su
             assert info.get("JobState") in ("PENDING", "CONFIGURING", "RUNNING"), info
             assert _seconds(info.get("RunTime", "0:00:00")) < 30, info
             assert info.get("Comment") == comments[dataset], (info.get("Comment"), comments[dataset])
+        assert "PENDING" in {info.get("JobState") for info in at_kill.values()}, at_kill  # one never started
         print(f"controller 1 killed after {time.monotonic() - t0:.0f} s; its train jobs then: "
               f"{ {d: (i.get('JobState'), i.get('RunTime')) for d, i in at_kill.items()} }")  # fmt: skip
 
         # 2. started again at once: it waits for both (SLURM lists their jobs); killed again while it waits
         _unlock(cmd)
         procs.append(_controller(cmd, logs[1]))
-        awaited = workdir / "logs" / "await_training" / f"{runs['wt2'].relative_to(workdir / 'results' / 'runs')}.log"
-        _wait_for("controller 2 waiting for the WT2 training", lambda: awaited.is_file() and "waiting" in
-                  awaited.read_text(), time.monotonic() + 600, procs[1], logs[1])  # fmt: skip
+        awaited = [workdir / "logs" / "await_training" / f"{run.relative_to(workdir / 'results' / 'runs')}.log"
+                   for run in runs.values()]  # fmt: skip
+        _wait_for("controller 2 waiting for both trainings", lambda: all(p.is_file() and "waiting" in p.read_text()
+                  for p in awaited), time.monotonic() + 600, procs[1], logs[1])  # fmt: skip
         _kill(procs[1])
         submitted += _jobs_in(logs[1].read_text())
+        subprocess.run(["scancel", submitted[0]], check=True)  # the pending training starts now
 
         # 3. a third time: it waits for what still runs and finishes the pilot
         _unlock(cmd)

@@ -131,12 +131,8 @@ def scheduled_trainings():
     return found
 
 
-# asked only of a cluster executor (squeue without a SLURM controller would wait for one)
-SCHEDULED_TRAININGS = (
-    scheduled_trainings()
-    if workflow.is_main_process and workflow.non_local_exec
-    else {}
-)
+# asked where a SLURM controller answers (scontrol ping), also of a dry run: what it lists is what would run
+SCHEDULED_TRAININGS = scheduled_trainings() if workflow.is_main_process else {}
 
 
 def runs_to_await():

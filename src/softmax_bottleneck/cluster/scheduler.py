@@ -58,15 +58,28 @@ def squeue_jobs(squeue: str = "squeue") -> list[tuple[str, str, str]]:
     return jobs
 
 
-def queued_jobs(rule: str, squeue: str = "squeue") -> dict[str, tuple[str, str]]:
-    """comment -> ``(job id, state)`` of this user's pending or running jobs of ``rule`` (:func:`job_comment`); empty,
-    saying why in one warning, where SLURM cannot be asked (no SLURM here: nothing to wait for)."""
+def controller_up(scontrol: str = "scontrol") -> bool:
+    """Whether a SLURM controller answers here (``scontrol ping``): where none does, there is no queue to ask."""
+    exe = shutil.which(scontrol)
+    if exe is None:
+        return False
+    try:
+        proc = subprocess.run([exe, "ping"], capture_output=True, text=True, timeout=SQUEUE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "is UP" in proc.stdout
+
+
+def queued_jobs(rule: str, squeue: str = "squeue", scontrol: str = "scontrol") -> dict[str, tuple[str, str]]:
+    """comment -> ``(job id, state)`` of this user's pending or running jobs of ``rule`` (:func:`job_comment`); empty
+    where no SLURM controller answers (nothing to wait for), or, said in one warning, where squeue fails."""
+    if not controller_up(scontrol):
+        return {}
     try:
         jobs = squeue_jobs(squeue)
     except SchedulerError as err:
-        if shutil.which(squeue) is not None:
-            log.warning("cannot ask SLURM which %s jobs are queued (%s): a run whose job has not started yet may be "
-                        "submitted a second time", rule, err)  # fmt: skip
+        log.warning("cannot ask SLURM which %s jobs are queued (%s): a run whose job has not started yet may be "
+                    "submitted a second time", rule, err)  # fmt: skip
         return {}
     prefix = f"rule_{rule}_wildcards_"
     return {comment: (jobid, state) for jobid, state, comment in jobs
