@@ -98,3 +98,24 @@ def test_site_check_names_the_refused_request_and_checks_the_file_system(tmp_pat
     assert verdict.get("hard") == "PASS" and verdict.get("cluster-wide") == "PASS", proc.stdout
     assert verdict.get("file") == "PASS", proc.stdout
     assert lines[-1].startswith("site-check: ") and "failed" in lines[-1]
+
+
+def test_a_copied_profile_outside_the_checkout_with_its_optional_site_lines(tmp_path):
+    """The user's copy of profiles/slurm, its commented SITE options (QOS, reservation, job-name prefix) uncommented:
+    Snakemake takes it by its path and knows every option (a misspelt one stops it)."""
+    site = tmp_path / "softmax-site"
+    shutil.copytree(REPO / "profiles" / "slurm", site)
+    text = (site / "config.yaml").read_text()
+    optional = ("slurm-qos", "slurm-reservation", "slurm-jobname-prefix")
+    for key in optional:
+        assert f"\n# {key}: " in text, f"profiles/slurm lost its commented {key}"
+        text = text.replace(f"\n# {key}: ", f"\n{key}: ")
+    (site / "config.yaml").write_text(text)
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(REPO / "config" / "small.yaml"), "--config", f"data_mirror={_data_mirror()}",
+           "--profile", str(site), "--dry-run", "figure7"]  # fmt: skip
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (site / "config.yaml").write_text(text.replace("\nslurm-qos: ", "\nslurm-qso: "))
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "slurm-qso" in proc.stdout + proc.stderr
