@@ -19,6 +19,7 @@ Each item prints ``PASS`` or ``FAIL`` with what to change; the exit status is 1 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shlex
@@ -34,6 +35,8 @@ from pathlib import Path
 JOB_BLOCK = re.compile(r"^(local)?rule (\w+):\n((?:    .*\n?)+)", re.M)
 #: seconds the file-system job may wait for a CPU and run
 FS_JOB_SECONDS = 300
+#: cores the dry run is given: a rule's threads as a node gets them, not capped at this machine's cores
+DRY_RUN_CORES = 1024
 #: the most a compute node's file times may differ from this machine's clock
 CLOCK_SKEW_SECONDS = 60
 
@@ -98,12 +101,13 @@ def _value(text: str) -> str:
     return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
 
 
-def heaviest_requests(listing: str) -> dict[str, Request]:
-    """rule -> its heaviest request, from a dry run's job listing (local rules left out: they never reach sbatch)."""
+def heaviest_requests(listing: str, local: set[str] = frozenset()) -> dict[str, Request]:
+    """rule -> its heaviest request, from a dry run's job listing; the rules in ``local`` (and those the listing marks
+    local) are left out: they run on the controller's machine, never through sbatch."""
     requests: dict[str, Request] = {}
     for match in JOB_BLOCK.finditer(listing):
-        local, rule, body = match.groups()
-        if local:
+        marked, rule, body = match.groups()
+        if marked or rule in local:
             continue
         fields = dict(re.findall(r"^    (\w+): (.*)$", body, flags=re.M))
         resources = dict(re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,]+)", fields.get("resources", "")))
@@ -236,13 +240,43 @@ class SiteCheckError(RuntimeError):
     """The check cannot be made (a profile that cannot be read, a dry run that fails)."""
 
 
-def study_listing(args) -> str:
-    """The dry run's job listing of the whole study through the profiles, in a scratch folder (every job listed)."""
+#: prints the workflow's local rules (a dry run's listing does not mark them): Snakemake's API, read as parsed
+LOCAL_RULES_SCRIPT = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+snakefile, workdir, *configs = sys.argv[1:]
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path(snakefile),
+                            config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]),
+                            workdir=Path(workdir))._workflow
+    local = set(workflow._localrules) | {rule.name for rule in workflow.rules if rule.norun}
+    print("LOCAL-RULES " + json.dumps(sorted(local)))
+"""
+
+
+def local_rules(args, scratch: Path) -> set[str]:
+    """The workflow's local rules (``localrules:``, ``localrule: True``, rules without a command)."""
+    configs = [str(Path(c).resolve()) for c in args.configfile]
+    cmd = [sys.executable, "-c", LOCAL_RULES_SCRIPT, str(args.snakefile), str(scratch), *configs]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    found = [line for line in proc.stdout.splitlines() if line.startswith("LOCAL-RULES ")]
+    if proc.returncode != 0 or not found:
+        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])
+        raise SiteCheckError(f"the workflow's local rules could not be read: {tail[-400:]}")
+    return set(json.loads(found[-1].removeprefix("LOCAL-RULES ")))
+
+
+def study_listing(args) -> tuple[str, set[str]]:
+    """The dry run's job listing of the whole study through the profiles, in a scratch folder (every job listed), and
+    the workflow's local rules."""
     scratch = Path(tempfile.mkdtemp(prefix="site-check-"))
     try:
+        local = local_rules(args, scratch)
         configs = [str(Path(c).resolve()) for c in args.configfile]
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(args.snakefile), "--directory", str(scratch),
-               "--configfile", *configs, "--dry-run"]  # fmt: skip
+               "--configfile", *configs, "--dry-run", "--cores", str(DRY_RUN_CORES)]  # fmt: skip
         for profile in args.profile:
             cmd += ["--profile", str(Path(profile).resolve())]
         cmd += [*(["--config", *args.config] if args.config else [])]
@@ -252,7 +286,7 @@ def study_listing(args) -> str:
     if proc.returncode != 0:
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         raise SiteCheckError(f"the study's dry run through the profile failed: {tail[-600:]}")
-    return proc.stdout
+    return proc.stdout, local
 
 
 def add_cli(parser) -> None:
@@ -276,7 +310,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     try:
         settings = profile_settings([Path(p) for p in args.profile])
-        requests = heaviest_requests(study_listing(args))
+        requests = heaviest_requests(*study_listing(args))
     except (SiteCheckError, OSError, ValueError) as err:
         print(f"site-check: {err}")
         return 1
