@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from test_slurm import (
     _data_mirror,
     _env,
+    _jobs_of,
     cluster,  # noqa: F401  (a fixture: the cluster of test_slurm.py)
     cluster_lock,  # noqa: F401  (the fixture cluster needs)
 )
@@ -72,6 +74,36 @@ def test_the_heaviest_request_of_each_rule_as_the_plugin_would_submit_it():
 )  # fmt: skip
 def test_each_refusal_comes_with_its_fix(answer, fix):
     assert fix in fix_for(answer)
+
+
+def test_trainings_ask_their_own_time_at_most_the_site_limit(tmp_path):
+    """Through profiles/slurm each training asks min(the site's limit, its estimate): the pilot's minutes, the study's
+    long runs the limit, and never the profile's limit for every run."""
+    from softmax_bottleneck.study import config as study_config
+    from softmax_bottleneck.study.plan import train_runtime_minutes
+    from softmax_bottleneck.study.runs import Study
+
+    limit = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())["set-resources"]["train"][
+        "max_runtime"
+    ]
+    asked = {}
+    for name in ("gpu-smoke.yaml", "config.yaml"):
+        config = REPO / "config" / name
+        study = Study(study_config.check(study_config.load([str(config)])))
+        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
+               str(tmp_path / name), "--configfile", str(config), "--config", f"data_mirror={_data_mirror()}",
+               "--profile", str(REPO / "profiles" / "slurm"), "--dry-run", "summarize_top5", "figure7"]  # fmt: skip
+        proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        jobs = _jobs_of(proc.stdout, "train")
+        assert jobs, proc.stdout[-2000:]
+        for job in jobs:
+            run = study.job(job["wildcards"])
+            expected = min(limit, train_runtime_minutes(run, 1))
+            assert int(job["resources"]["runtime"]) == expected, (name, job["wildcards"], job["resources"])
+        asked[name] = sorted(int(j["resources"]["runtime"]) for j in jobs)
+    assert asked["gpu-smoke.yaml"][-1] <= 30, asked  # the pilot's trainings ask minutes
+    assert asked["config.yaml"][0] < limit <= asked["config.yaml"][-1], asked  # the study's: their own, up to the limit
 
 
 @pytest.mark.slow

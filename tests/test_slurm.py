@@ -205,36 +205,6 @@ def test_resource_table_matches_the_rules(tmp_path):
             assert int(res.get("runtime", defaults["runtime"])) == int(row["runtime"]), where
 
 
-def test_trainings_ask_their_own_time_at_most_the_site_limit(tmp_path):
-    """Through profiles/slurm each training asks min(the site's limit, its estimate): the pilot's minutes, the study's
-    long runs the limit, and never the profile's limit for every run."""
-    if not (REPO / "Snakefile").exists():
-        pytest.skip("no Snakefile yet")
-    from softmax_bottleneck.study import config as study_config
-    from softmax_bottleneck.study.plan import train_runtime_minutes
-    from softmax_bottleneck.study.runs import Study
-
-    limit = _profile(PROFILE)["set-resources"]["train"]["max_runtime"]
-    asked = {}
-    for name in ("gpu-smoke.yaml", "config.yaml"):
-        config = REPO / "config" / name
-        study = Study(study_config.check(study_config.load([str(config)])))
-        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-               str(tmp_path / name), "--configfile", str(config), "--config", f"data_mirror={_data_mirror()}",
-               "--profile", str(PROFILE), "--dry-run", "summarize_top5", "figure7"]  # fmt: skip
-        proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        jobs = _jobs_of(proc.stdout, "train")
-        assert jobs, proc.stdout[-2000:]
-        for job in jobs:
-            run = study.job(job["wildcards"])
-            expected = min(limit, train_runtime_minutes(run, 1))
-            assert int(job["resources"]["runtime"]) == expected, (name, job["wildcards"], job["resources"])
-        asked[name] = sorted(int(j["resources"]["runtime"]) for j in jobs)
-    assert asked["gpu-smoke.yaml"][-1] <= 30, asked  # the pilot's trainings ask minutes
-    assert asked["config.yaml"][0] < limit <= asked["config.yaml"][-1], asked  # the study's: their own, up to the limit
-
-
 def test_slurm_profile_dry_run(tmp_path):
     """The profile parses and every GPU job of the small study asks for exactly one GPU."""
     if not (REPO / "Snakefile").exists():
