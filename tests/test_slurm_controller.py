@@ -81,7 +81,17 @@ def test_a_controller_killed_in_its_trainings_first_seconds_and_started_twice_su
     submitted: list[str] = []
     t0 = time.monotonic()
     # one of the node's two CPUs taken until controller 3 starts: of the two trainings one runs, the other pends
-    blocker = ["sbatch", "--parsable", "--cpus-per-task=1", "--mem=100", "-t", "30", "--wrap", "sleep 1200"]
+    blocker = [
+        "sbatch",
+        "--parsable",
+        "--cpus-per-task=1",
+        "--mem=100",
+        "-t",
+        "30",
+        "--output=/dev/null",
+        "--wrap",
+        "sleep 1200",
+    ]
     blocker = subprocess.run(blocker, capture_output=True, text=True, check=True)
     submitted.append(blocker.stdout.strip().split(";")[0])
     try:
