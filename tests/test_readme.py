@@ -54,6 +54,12 @@ NEEDS_SLURM_OR_GPUS = {
     "scancel --signal=TERM JOBID": "a running SLURM training job (run by hand)",
     'grep -ho \'"gpu": "[^"]*"\' $STUDY-pilot/results/runs/*/*/*/*/*/metrics.json | sort | uniq -c': "the pilot's "
     "runs trained on a GPU",
+    "python -m softmax_bottleneck site-check --profile ~/softmax-site --directory $STUDY --configfile "
+    "config/config.yaml": "a SLURM cluster (tests/test_site_check.py runs it on the one-node cluster)",
+    "snakemake --profile ~/softmax-site --directory $STUDY --configfile config/config.yaml --sdm conda "
+    "--conda-create-envs-only": "conda (not on this project's machines)",
+    "snakemake --profile ~/softmax-site --directory $STUDY --configfile config/config.yaml --sdm conda": "conda (not "
+    "on this project's machines)",
 }
 #: commands that need the small scale's results: run by test_small_scale_end_to_end after it
 NEEDS_SMALL_SCALE_RESULTS = {
@@ -107,6 +113,9 @@ RUN_ELSEWHERE = {
     "python -m softmax_bottleneck claims --paper --out reports/claims-paper": "tests/test_claims.py (in-process)",
     "python -m softmax_bottleneck claims --seeds": "tests/test_claims.py (in-process)",
     "python -m softmax_bottleneck claims --seeds --claim table4_ptb --claim figure2_all_ptb": "tests/test_claims.py (in-process)",  # noqa: E501
+    "cp -r profiles/slurm ~/softmax-site": "tests/test_site_check.py (the profile copied outside the checkout)",
+    "snakemake --configfile /path/to/softmax-bottleneck/config/config.yaml --cores 8 my_figure7_copy": "tests/"
+    "test_module.py (the study as a module of a workflow outside the checkout)",
 }
 #: where the commands are: the README, then every page of docs/
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]

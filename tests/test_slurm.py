@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 from conftest import data_dir, has_data, no_data_reason
 
+from softmax_bottleneck.study.runs import TRAIN_LOG
 from softmax_bottleneck.study.status import pid_exists
 
 yaml = pytest.importorskip("yaml")
@@ -131,6 +132,8 @@ def test_slurm_profile_settings():
     assert profile["preemptible-rules"] == ["train"] and profile["preemptible-retries"] >= 10
     train = profile["set-resources"]["train"]
     assert re.fullmatch(r"'--signal=TERM@\d+'", train["slurm_extra"]), train
+    # the site's limit caps each training's own estimate; a profile `runtime` would replace every estimate
+    assert "runtime" not in train and isinstance(train["max_runtime"], int), train
     # the memory of a time-limit retry stops growing after attempt 2: the rule's own mem_mb does that
     # (tests/test_workflow.py), the profile keeps it and its table says so
     assert "mem_mb" not in train, train
@@ -183,7 +186,7 @@ def test_resource_table_matches_the_rules(tmp_path):
     assert {"train", "analyze", "qualitative", "robustness_logp", "robustness", "everything else"} <= set(table)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
     cmd += ["--configfile", str(REPO / "config" / "config.yaml"), "--config", f"data_mirror={_data_mirror()}"]
-    # no profile: the rules' own values (profiles/slurm overrides train's runtime); --cores shows threads
+    # no profile: the rules' own values (profiles/slurm caps train's runtime); --cores shows threads
     cmd += ["--workflow-profile", "none", "--cores", "64", "--dry-run"]
     cmd += ["summarize_robustness", "summarize_top5", "figure7"]  # targets without wildcards
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
@@ -232,6 +235,9 @@ def _env() -> dict[str, str]:
     }
     # the jobs run `python -m softmax_bottleneck ...` with the submitting environment (--export=ALL)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # the test cluster's GPUs are stand-ins and torch a CPU build: its GPU jobs may train on the CPU (job-start)
+    env["SOFTMAX_BOTTLENECK_ALLOW_CPU"] = "1"
+    env["SOFTMAX_BOTTLENECK_SCHEDULER_POLL"] = "3"  # wait-for-job asks squeue every 3 s (30 on a real cluster)
     return env
 
 
@@ -396,8 +402,13 @@ def _tail(run: Run, n: int = 6000) -> str:
 def _train_runs(log: str) -> dict[str, dict]:
     """variant -> {"run": run folder, "log": train log} of the train jobs listed in a Snakemake log."""
     return {
-        job["wildcards"]["variant"]: {"run": _run_dir(job), "log": Path(job["log"])} for job in _jobs_of(log, "train")
+        job["wildcards"]["variant"]: {"run": _run_dir(job), "log": _train_log(job)} for job in _jobs_of(log, "train")
     }
+
+
+def _train_log(job: dict) -> Path:
+    """The run's training log (every attempt appends to it; the rule's own log is another file)."""
+    return Path(TRAIN_LOG.format(**job["wildcards"]))
 
 
 @pytest.fixture(scope="module")
@@ -508,7 +519,7 @@ def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(sm
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     wanted = {"dataset": "ptb", "variant": "gss", "schedule": "et", "seed": "141"}
     gss_job = next(j for j in _jobs_of(plan.stdout, "train") if wanted.items() <= j["wildcards"].items())
-    gss = {"run": _run_dir(gss_job), "log": Path(gss_job["log"])}
+    gss = {"run": _run_dir(gss_job), "log": _train_log(gss_job)}
     runs = {"softmax": softmax, "gss": gss}
     targets = [str(r["run"] / "metrics.json") for r in runs.values()]
 
@@ -715,7 +726,8 @@ def test_a_killed_controller_started_again_duplicates_and_redoes_nothing(cluster
     assert not _train_jobs_of(again, runs["wt2"]), again[-4000:]
     complete = _complete_log(workdir)  # the second's whole log
     stats = again.split("Job stats:")[1].split("total")[0]  # the terminal shows one line per job, the log every rule
-    assert "localrule await_training:" in complete and "await_training" in stats
+    # SLURM still lists its (suspended) job: waited for through the queue, then as await_training does
+    assert "localrule await_scheduled_training:" in complete and "await_scheduled_training" in stats
     assert "finished by the process that trained it" in waiting.read_text()
     metrics = json.loads((runs["wt2"] / "metrics.json").read_text())
     assert str(_env_field(metrics, "slurm_job_id")) == wt2_job[0]

@@ -69,6 +69,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "softmax_bottleneck.cluster.gpu_lease",
         "run a command on a free local GPU slot (--per-gpu K jobs share a GPU)",
     ),
+    "job-start": (
+        "softmax_bottleneck.training.job_start",
+        "a train or analyze job's first act: take the run's lock, refuse a GPU job without CUDA, run the command",
+    ),
+    "wait-for-job": (
+        "softmax_bottleneck.cluster.scheduler",
+        "wait while a SLURM job is pending or running (the workflow's await_scheduled_training)",
+    ),
+    "site-check": (
+        "softmax_bottleneck.cluster.site_check",
+        "ask SLURM (sbatch --test-only) whether the study's heaviest requests are accepted; check the file system",
+    ),
     "costs": ("softmax_bottleneck.report.costs", "time and memory per rule, and training cost at paper scale"),
 }
 

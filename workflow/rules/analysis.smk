@@ -46,7 +46,7 @@ rule analyze:
     params:
         data=corpus_data_dir,
     shell:
-        "python -m softmax_bottleneck gpu-lease -- "
+        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start -- "
         "python -m softmax_bottleneck analyze --checkpoint {input.model} --data {params.data} "
         "--corpus-cache {input.cache} --rows {wildcards.rows} --out-json {output.rank} "
         "--out-spectrum {output.spectrum} > {log} 2>&1"
@@ -92,7 +92,7 @@ rule qualitative:
     params:
         data=corpus_data_dir,
     shell:
-        "python -m softmax_bottleneck gpu-lease -- "
+        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start -- "
         "python -m softmax_bottleneck qualitative --checkpoint {input.model} --data {params.data} "
         "--corpus-cache {input.cache} --out {output} > {log} 2>&1"
 
@@ -121,7 +121,7 @@ rule robustness_logp:
     params:
         data=corpus_data_dir,
     shell:
-        "python -m softmax_bottleneck gpu-lease -- "
+        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start -- "
         "python -m softmax_bottleneck analyze --checkpoint {input.model} --data {params.data} "
         "--corpus-cache {input.cache} --rows {wildcards.rows} --save-logp {output.logp} "
         "--out-json {output.rank} --out-spectrum {output.spectrum} > {log} 2>&1"

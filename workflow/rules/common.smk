@@ -11,7 +11,9 @@ from pathlib import Path
 # Rules and the DAG run the package of THIS checkout (src/ beside the Snakefile), whichever Python
 # environment runs them; `python` in the shell commands is the interpreter that runs Snakemake (with
 # --sdm conda, the rule environment's; profiles/default lets PYTHONPATH through).
-PACKAGE_SRC = str(Path(workflow.basedir) / "src")
+PACKAGE_SRC = str(
+    Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parents[1] / "src"
+)
 sys.path.insert(0, PACKAGE_SRC)
 # An installed package other than this checkout's (the logger plug-in imports it first) is imported again from src/.
 for _name in [m for m in sys.modules if m.split(".")[0] == "softmax_bottleneck"]:

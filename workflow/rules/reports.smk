@@ -73,7 +73,9 @@ for item in paper_tables.TABLES.values():
             "python -m softmax_bottleneck table {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
 
-    workflow.get_rule(item.name).docstring = item.description
+    workflow.get_rule(workflow.modifier.modify_rulename(item.name)).docstring = (
+        item.description
+    )
 
 
 for item in paper_figures.FIGURES.values():
@@ -110,7 +112,9 @@ for item in paper_figures.FIGURES.values():
             "python -m softmax_bottleneck figure {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
 
-    workflow.get_rule(item.name).docstring = item.description
+    workflow.get_rule(workflow.modifier.modify_rulename(item.name)).docstring = (
+        item.description
+    )
 
 
 #: the HTML report's caption of each sweep's table and figure (what was swept, from the configuration)
@@ -164,6 +168,6 @@ for name in SWEEPS:
             "python -m softmax_bottleneck sweep {params.name} --summary-dir {params.summary_dir} "
             "--out-table {params.table} --out-figure {params.figure} {params.banner} > {log} 2>&1"
 
-    workflow.get_rule(f"{SWEEP_PREFIX}{name}").docstring = (
-        config_sweeps.description(name, config["sweeps"][name])
-    )
+    workflow.get_rule(
+        workflow.modifier.modify_rulename(f"{SWEEP_PREFIX}{name}")
+    ).docstring = config_sweeps.description(name, config["sweeps"][name])

@@ -8,6 +8,15 @@
 # finish it did not record, it finds the outputs equal to the copy it kept in <run>/.resume/final/
 # and exits 0; if Snakemake removed the outputs of a job killed after training, it restores them
 # from that copy. To retrain a run on purpose, delete its whole folder.
+#
+# The run's training log (logs/train/<run>.log) is not the rule's `log:`: Snakemake empties a job's `log:` before the
+# job starts, and a job that finds its run finished or taken (a no-op, or one that fails on the run's lock) would
+# wipe the log of the training that did the work. Each attempt appends to it; the rule's own log
+# (logs/train_jobs/<run>.log) gets its last lines when an attempt fails (what `show-failed-logs` prints). The
+# job's first act (job-start) takes the run's lock, before `import torch`, and refuses a GPU job without CUDA.
+
+
+include: "training_jobs.smk"
 
 
 onstart:
@@ -29,7 +38,7 @@ rule train:
         metrics=protected(update(f"{RUN_DIR}/metrics.json")),
         curve=protected(update(f"{RUN_DIR}/curve.csv")),
     log:
-        TRAIN_LOG,
+        f"logs/train_jobs/{RUN_LOG}.log",
     benchmark:
         f"benchmarks/train/{RUN_LOG}.tsv"
     conda:
@@ -38,25 +47,59 @@ rule train:
     resources:
         gpu=1,
         mem_mb=lambda wildcards, attempt: train_memory_mb(wildcards.dataset, attempt),
-        runtime=lambda wildcards, attempt: train_runtime_minutes(
-            STUDY.job(wildcards), attempt
-        ),
+        runtime=train_runtime,
     params:
         data=corpus_data_dir,
         sets=train_sets,
         out=RUN_DIR,
+        train_log=train_log,
     shell:
-        "python -m softmax_bottleneck gpu-lease -- "
+        'mkdir -p "$(dirname {params.train_log})" && '
+        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --run {params.out} -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
-        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {log} 2>&1"
+        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {params.train_log} 2>&1 "
+        "|| {{ code=$?; tail -n 40 {params.train_log} > {log}; exit $code; }}"
 
 
-# A training already running when Snakemake starts (a cluster job left by a Snakemake that died) is waited for by the
-# local rule await_training, never submitted a second time (softmax_bottleneck.study.wait_for_run).
-from softmax_bottleneck.study.wait_for_run import running_runids
+# A run SLURM still lists, or one running or finished when Snakemake starts, is waited for on this machine, never
+# submitted again (training_jobs.smk says how each is found).
+if SCHEDULED_TRAININGS:
 
-RUNNING_RUNIDS = running_runids(STUDY) if workflow.is_main_process else []
+    rule await_scheduled_training:
+        """Wait, on this machine and without a GPU, for a training whose `train` job an earlier Snakemake submitted and
+        SLURM still lists (pending or running), then for its run as await_training does; never submits it again.
+        """
+        input:
+            corpus=ancient_corpus,
+            cache=ancient_corpus_cache,
+            stamp=conformance_stamp,
+        output:
+            model=protected(update(f"{RUN_DIR}/model.pt")),
+            metrics=protected(update(f"{RUN_DIR}/metrics.json")),
+            curve=protected(update(f"{RUN_DIR}/curve.csv")),
+        log:
+            f"logs/await_training/{RUN_LOG}.log",
+        wildcard_constraints:
+            runid="|".join(re.escape(runid) for runid in SCHEDULED_TRAININGS),
+        localrule: True
+        conda:
+            "../../envs/softmax-bottleneck.yaml"
+        params:
+            data=corpus_data_dir,
+            sets=train_sets,
+            out=RUN_DIR,
+            job=lambda wildcards: Unrecorded(SCHEDULED_TRAININGS[wildcards.runid]),
+            train_log=train_log,
+            epochs=train_epochs,
+        shell:
+            "python -m softmax_bottleneck wait-for-job {params.job} > {log} 2>&1 && "
+            "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
+            "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "
+            "{wildcards.seed} --epochs {params.epochs} >> {log} 2>&1"
+
+    ruleorder: await_scheduled_training > train
+
 
 if RUNNING_RUNIDS:
 
@@ -64,6 +107,10 @@ if RUNNING_RUNIDS:
         """Wait, on this machine and without a GPU, for a training that was already running when Snakemake started
         (a job left by a Snakemake that died); never trains, never submits it again.
         """
+        input:
+            corpus=ancient_corpus,
+            cache=ancient_corpus_cache,
+            stamp=conformance_stamp,
         output:
             model=protected(update(f"{RUN_DIR}/model.pt")),
             metrics=protected(update(f"{RUN_DIR}/metrics.json")),
@@ -76,9 +123,11 @@ if RUNNING_RUNIDS:
         conda:
             "../../envs/softmax-bottleneck.yaml"
         params:
+            data=corpus_data_dir,
+            sets=train_sets,
             out=RUN_DIR,
-            train_log=TRAIN_LOG,
-            epochs=lambda wildcards: STUDY.job(wildcards).hyperparameters["epochs"],
+            train_log=train_log,
+            epochs=train_epochs,
         shell:
             "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
             "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "

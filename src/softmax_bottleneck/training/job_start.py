@@ -1,0 +1,91 @@
+"""``job-start``: the first act of a ``train`` or ``analyze`` job, before the command it wraps imports anything.
+
+``python -m softmax_bottleneck job-start [--run DIR] -- CMD ...``
+
+* ``--run DIR``: take the run folder's lock at once (:func:`softmax_bottleneck.training.lock.take_run_lock`), its
+  holder (PID, host) written, so that ``status`` and a controller started meanwhile see the run running from the
+  job's first second, not only once the training has imported PyTorch and read its corpus; a run another process
+  holds fails here, in one line. The training that CMD starts adopts the lock (the descriptor is inherited).
+* A job the scheduler gave a GPU (``SLURM_JOB_GPUS``, or ``CUDA_VISIBLE_DEVICES`` naming a device inside a SLURM job)
+  that sees no usable CUDA device fails at once, in one line with ``cuda-check``'s diagnosis, instead of training
+  on the node's CPU. ``SOFTMAX_BOTTLENECK_ALLOW_CPU=1`` allows it (a test cluster whose GPUs are stand-ins).
+
+Then CMD runs as a supervised child (signals forwarded, its exit status returned): the wrapper, and with it the lock,
+lives as long as the command does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+from softmax_bottleneck.cluster.supervise import run_supervised
+from softmax_bottleneck.training.lock import INHERITED_ENV, RunFolderBusy, take_run_lock
+
+log = logging.getLogger("softmax_bottleneck.job_start")
+
+#: set to 1 to let a job that was given a GPU run without CUDA (a test cluster's stand-in GPUs)
+ALLOW_CPU_ENV = "SOFTMAX_BOTTLENECK_ALLOW_CPU"
+#: values of CUDA_VISIBLE_DEVICES that name no device
+NO_DEVICE = {"", "-1", "NoDevFiles", "none"}
+
+
+def scheduler_gpus(environ: Mapping[str, str] | None = None) -> str | None:
+    """The GPUs the scheduler gave this job (``SLURM_JOB_GPUS``; ``CUDA_VISIBLE_DEVICES`` inside a SLURM job), or
+    None where it gave none (or this is not a scheduler's job)."""
+    env = os.environ if environ is None else environ
+    gpus = env.get("SLURM_JOB_GPUS", "").strip()
+    if gpus and gpus not in NO_DEVICE:
+        return f"SLURM_JOB_GPUS={gpus}"
+    visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if env.get("SLURM_JOB_ID") and visible not in NO_DEVICE:
+        return f"CUDA_VISIBLE_DEVICES={visible}"
+    return None
+
+
+def cuda_refusal(environ: Mapping[str, str] | None = None, check=None) -> str | None:
+    """One line saying why this job must not run, where the scheduler gave it a GPU and no CUDA device is usable;
+    None otherwise. ``check`` is :func:`softmax_bottleneck.training.cuda_check.check` (torch imported only here)."""
+    env = os.environ if environ is None else environ
+    given = scheduler_gpus(env)
+    if given is None or env.get(ALLOW_CPU_ENV) == "1":
+        return None
+    if check is None:
+        from softmax_bottleneck.training.cuda_check import check
+    usable, lines = check()
+    if usable:
+        return None
+    why = lines[-1].removeprefix("cuda-check: ")
+    return (f"this job was given a GPU ({given}) but cannot use it: {why}; not training on the node's CPU "
+            f"({ALLOW_CPU_ENV}=1 allows it)")  # fmt: skip
+
+
+def add_cli(parser) -> None:
+    parser.description = (
+        "The first act of a train or analyze job: take the run folder's lock (--run), refuse a job that was given a "
+        "GPU and sees no usable CUDA device (cuda-check's diagnosis, one line), then run CMD."
+    )
+    parser.add_argument("--run", metavar="DIR", help="the run folder whose lock to take first (train)")
+    parser.add_argument("cmd", nargs="+", metavar="CMD", help="the command to run (after --)")
+
+
+def run_cli(args) -> int:
+    # the command's own log lines (and heartbeat) go to the same log: the wrapper stays silent while it runs
+    logging.getLogger("softmax_bottleneck.heartbeat").disabled = True
+    fd = None
+    env = dict(os.environ)
+    if args.run:
+        try:
+            fd, path = take_run_lock(args.run)
+        except RunFolderBusy as err:
+            log.error("%s", err)
+            return 1
+        env[INHERITED_ENV] = f"{fd}:{path}"
+    refusal = cuda_refusal(env)
+    if refusal:
+        log.error("%s", refusal)
+        return 1
+    if fd is None:
+        fd = os.open(os.devnull, os.O_RDONLY)  # run_supervised keeps one descriptor open in the child
+    return run_supervised(args.cmd, env, fd)

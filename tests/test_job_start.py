@@ -1,0 +1,137 @@
+"""``job-start``: a job's first act takes its run's lock (which the training adopts), and a job the scheduler gave a
+GPU that sees no CUDA device stops at once in one line; ``wait-for-job`` and the queued ``train`` jobs of squeue."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from softmax_bottleneck.cluster import scheduler
+from softmax_bottleneck.study.status import RunStatus, read_run_status
+from softmax_bottleneck.training.job_start import cuda_refusal, scheduler_gpus
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+#: the variables a SLURM job that was given one GPU has
+GPU_JOB = {"SLURM_JOB_ID": "17", "SLURM_JOB_GPUS": "0", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "CUDA_VISIBLE_DEVICES"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+    return {**env, **extra}
+
+
+def _job_start(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "softmax_bottleneck", "job-start", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)  # fmt: skip
+
+
+def test_the_run_lock_is_taken_first_and_adopted_by_the_training(tmp_path):
+    run = tmp_path / "results" / "runs" / "ptb" / "softmax" / "et" / "seed1" / "default-0"
+    release = tmp_path / "release"
+    # the "training": takes the run's lock as the trainer does, says whose it is, waits until told to stop
+    child = (
+        "import sys, time, os, pathlib; from softmax_bottleneck.training.lock import run_lock\n"
+        f"with run_lock({str(run)!r}) as path:\n"
+        "    print(os.getpid(), path.read_text().split()[0], flush=True)\n"
+        f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.05)\n"
+    )
+    first = _job_start(["--run", str(run), "--", sys.executable, "-c", child], _env())
+    try:
+        pid, holder = first.stdout.readline().split()
+        assert pid == holder, "the training did not adopt the lock its job took (it would have failed on it)"
+        # what status reads: the run is running from the job's first act on, before any progress file
+        base = RunStatus(run=str(run), tag=run.name, experiments=[], state="not started", projected_hours=0.0,
+                         dataset="ptb", variant="softmax", schedule="et", seed=1, epochs=3)  # fmt: skip
+        status = read_run_status(run, tmp_path / "none.log", "rank.json", base, time.time())
+        assert status.state == "running", status
+        # a second job for the same run stops at once, in one line, and never starts its command
+        marker = tmp_path / "second-ran"
+        second = _job_start(["--run", str(run), "--", "touch", str(marker)], _env())
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 1 and not marker.exists()
+        lines = err.strip().splitlines()
+        assert (
+            len(lines) == 1 and "another training process" in lines[0] and f"PID {pid} on {platform.node()}" in lines[0]
+        )
+    finally:
+        release.touch()
+        first.communicate(timeout=60)
+    assert first.returncode == 0
+    # released with its process: the next attempt takes it
+    again = _job_start(["--run", str(run), "--", "true"], _env())
+    again.communicate(timeout=60)
+    assert again.returncode == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a usable GPU passes the check")
+def test_a_job_given_a_gpu_without_cuda_stops_in_one_line_with_cuda_checks_diagnosis(tmp_path):
+    marker = tmp_path / "ran"
+    check = subprocess.run([sys.executable, "-m", "softmax_bottleneck", "cuda-check"], env=_env(),
+                           capture_output=True, text=True)  # fmt: skip
+    diagnosis = check.stdout.strip().splitlines()[-1].removeprefix("cuda-check: ")
+    for given in (GPU_JOB, {"SLURM_JOB_ID": "17", "CUDA_VISIBLE_DEVICES": "2"}, {"SLURM_JOB_GPUS": "1"}):
+        proc = _job_start(["--", "touch", str(marker)], _env(**given))
+        out, err = proc.communicate(timeout=120)
+        lines = err.strip().splitlines()
+        assert proc.returncode == 1 and not marker.exists(), (given, out, err)
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert "was given a GPU" in lines[0] and diagnosis in lines[0], (lines[0], diagnosis)
+    # no GPU given (a CPU job, a local run), or the test cluster's stand-in GPUs allowed: the command runs
+    for env in (_env(), _env(SLURM_JOB_ID="17", CUDA_VISIBLE_DEVICES=""),
+                _env(**GPU_JOB, SOFTMAX_BOTTLENECK_ALLOW_CPU="1")):  # fmt: skip
+        proc = _job_start(["--", "touch", str(marker)], env)
+        proc.communicate(timeout=120)
+        assert proc.returncode == 0 and marker.exists()
+        marker.unlink()
+
+
+def test_which_jobs_count_as_given_a_gpu():
+    assert scheduler_gpus(GPU_JOB) == "SLURM_JOB_GPUS=0"
+    assert scheduler_gpus({"SLURM_JOB_ID": "3", "CUDA_VISIBLE_DEVICES": "1,2"}) == "CUDA_VISIBLE_DEVICES=1,2"
+    assert scheduler_gpus({"CUDA_VISIBLE_DEVICES": "0"}) is None  # set by hand or by gpu-lease: not the scheduler
+    assert scheduler_gpus({"SLURM_JOB_ID": "3", "CUDA_VISIBLE_DEVICES": "NoDevFiles"}) is None
+    assert cuda_refusal(GPU_JOB, check=lambda: (True, ["GPU 0: usable"])) is None
+    why = cuda_refusal(GPU_JOB, check=lambda: (False, ["torch x", "cuda-check: CUDA is not available: no GPU"]))
+    assert why.startswith("this job was given a GPU (SLURM_JOB_GPUS=0) but cannot use it: CUDA is not available")
+
+
+def _fake_squeue(tmp_path: Path, states: list[str]) -> str:
+    """An squeue that lists job 41 (a train job) in ``states``, one per call, then no more; and a CPU job 42."""
+    counter = tmp_path / "calls"
+    lines = "\n".join(
+        f"  {i}) echo '41|{s}|rule_train_wildcards_ptb_mos_et_28_default-1' ;;" for i, s in enumerate(states)
+    )
+    script = tmp_path / "squeue"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}\n"
+        "echo '42|RUNNING|rule_analyze_wildcards_ptb_mos_et_28_default-1_2000'\n"
+        f'case "$n" in\n{lines}\nesac\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_queued_train_jobs_are_found_by_their_comment_and_waited_for(tmp_path):
+    squeue = _fake_squeue(tmp_path, ["PENDING", "RUNNING", "RUNNING", "COMPLETING"])
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text("#!/bin/sh\necho 'Slurmctld(primary) at head is UP'\n")
+    scontrol.chmod(0o755)
+    key = scheduler.job_comment("train", ["ptb", "mos", "et", 28, "default-1"])
+    assert scheduler.queued_jobs("train", squeue, str(scontrol)) == {key: ("41", "PENDING")}
+    slept: list[float] = []
+    assert scheduler.wait_for_job("41", 7.0, squeue, sleep=slept.append) == 0
+    assert slept == [7.0, 7.0, 7.0]  # pending, running, running, completing: waited; then gone
+    assert scheduler.queued_jobs("train", squeue, str(scontrol)) == {}
+    # no SLURM controller here (the tests' scontrol says so), or no SLURM at all: nothing queued, squeue never asked
+    calls = (tmp_path / "calls").read_text()
+    assert scheduler.queued_jobs("train", squeue) == {} and (tmp_path / "calls").read_text() == calls
+    assert scheduler.queued_jobs("train", str(tmp_path / "no-squeue"), str(tmp_path / "no-scontrol")) == {}
