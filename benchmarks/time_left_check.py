@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LEFT = re.compile(r"^trainings: (\d+) of (\d+) done, jobs: (\d+) of (\d+); about (.+) left \(")
+LEFT = re.compile(r"^(?:\[\d\d:\d\d:\d\d\] )?trainings: (\d+) of (\d+) done, jobs: (\d+) of (\d+); about (.+) left \(")
 
 
 def seconds(text: str) -> float:

@@ -558,13 +558,18 @@ def assert_quiet(*outputs: str) -> None:
     for output in outputs:  # one line per job start, each job once
         starts = [line for line in output.splitlines() if re.fullmatch(r"\[\d\d:\d\d:\d\d\] job \d+: \w+.*", line)]
         assert starts and len(starts) == len({line.split(": ", 1)[0].split("] ", 1)[1] for line in starts})
+    stamp = re.compile(r"\[\d\d:\d\d:\d\d\] (?=trainings: )")  # progress lines carry their time too
+
+    def progress_lines(output: str) -> list[str]:
+        return [stamp.sub("", line, count=1) for line in output.splitlines() if stamp.match(line)]
+
     for output in outputs:  # each invocation counts its own trainings and jobs, as Snakemake counts its steps
-        progress = [line for line in output.splitlines() if line.startswith("trainings: ")]
+        progress = progress_lines(output)
         assert progress[0].startswith("trainings: 0 of ") and progress[0].endswith(
             "; time left: estimating until the first training has finished"
         ), progress[:3]
         assert any(line.endswith(" left (every job still to run, at this run's pace)") for line in progress), progress
-    final = [line for line in outputs[-1].splitlines() if line.startswith("trainings: ")][-1]
+    final = progress_lines(outputs[-1])[-1]
     assert re.fullmatch(r"trainings: (\d+) of \1 done, jobs: (\d+) of \2", final), final
 
 
