@@ -38,8 +38,14 @@ TRAINING = textwrap.dedent(
     progress.write(Progress(epoch=1))
     while not (run / "go").exists():
         time.sleep(0.05)
-    if (run / "go").read_text() == "finish":
-        for name in ("model.pt", "metrics.json", "curve.csv"):
+    end = (run / "go").read_text()
+    if end.startswith("finish"):  # "finish" or "finish{...}": its metrics.json with those fields changed
+        metrics = {"dataset": identity["dataset"], "variant": identity["variant"], "schedule": identity["schedule"],
+                   "seed": identity["seed"], "epochs_run": epochs, "hyperparameters": {"epochs": epochs},
+                   "run_fingerprint": sys.argv[3]}
+        metrics.update(json.loads(end[len("finish"):] or "{}"))
+        (run / "metrics.json").write_text(json.dumps(metrics))
+        for name in ("model.pt", "curve.csv"):
             (run / name).write_text("{}")
     """
 )
@@ -49,9 +55,13 @@ TRAINING = textwrap.dedent(
 IDENTITY = {"dataset": "ptb", "variant": "softmax", "schedule": "et", "seed": 141, "epochs": 5}
 
 
+#: the identity hash of a run folder named ``default-0123abcd``, as the trainer records it
+FINGERPRINT = "0123abcd" + "5" * 56
+
+
 def start_training(run: Path, identity: dict = IDENTITY) -> subprocess.Popen:
     (run / ".resume").mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", TRAINING, str(run), json.dumps(identity)])
+    proc = subprocess.Popen([sys.executable, "-c", TRAINING, str(run), json.dumps(identity), FINGERPRINT])
     deadline = time.monotonic() + 60
     while not (run / ".resume" / "progress.json").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "the stand-in training did not start"
@@ -59,9 +69,10 @@ def start_training(run: Path, identity: dict = IDENTITY) -> subprocess.Popen:
     return proc
 
 
-def wait_for_run(run: Path, log: Path) -> subprocess.Popen:
+def wait_for_run(run: Path, log: Path, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "softmax_bottleneck", "wait-for-run", str(run), "--log", str(log), "--dataset", "ptb",
-           "--variant", "softmax", "--schedule", "et", "--seed", "141", "--epochs", "5", "--poll", "0.2"]  # fmt: skip
+           "--variant", "softmax", "--schedule", "et", "--seed", "141", "--epochs", "5", "--poll", "0.2",
+           *extra]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -88,6 +99,71 @@ def test_wait_for_run_waits_while_the_training_runs_and_says_how_it_ended(tmp_pa
         errors = [line for line in out.splitlines() if " ERROR " in line]
         assert len(errors) == 1 and "its process" in errors[0] and "is gone" in errors[0], out
         assert "run the same snakemake command again: it resumes" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("written", "named"),
+    [
+        ({"seed": 999}, "seed 999, not 141"),
+        ({"epochs_run": 3}, "3 epochs run of 5"),
+        ({"hyperparameters": {"epochs": 6}, "epochs_run": 6}, "6 planned epochs, not 5"),
+        ({"variant": "mos"}, "variant 'mos', not 'softmax'"),
+        ({"run_fingerprint": "ffffffff" + "0" * 56}, "not the folder's '0123abcd'"),
+    ],
+)
+def test_a_finished_run_of_another_identity_or_length_is_not_taken_for_the_rules(tmp_path, written, named):
+    """Under await_training, Snakemake takes what wait-for-run accepts as this run's model: another seed, fewer
+    epochs or another identity hash in metrics.json is refused in one line naming what differs."""
+    run = tmp_path / "results" / "runs" / "default-0123abcd"
+    training = start_training(run)
+    waiting = wait_for_run(run, tmp_path / "train.log")
+    try:
+        (run / "go").write_text("finish" + json.dumps(written))
+        training.wait(30)
+        out, _ = waiting.communicate(timeout=60)
+    finally:
+        for proc in (training, waiting):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert waiting.returncode == 1, out
+    errors = [line for line in out.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "not as this rule's run" in errors[0] and named in errors[0], out
+    assert "Traceback" not in out
+
+
+def test_a_finished_run_as_asked_is_accepted(tmp_path):
+    run = tmp_path / "results" / "runs" / "default-0123abcd"
+    training = start_training(run)
+    waiting = wait_for_run(run, tmp_path / "train.log")
+    try:
+        (run / "go").write_text("finish")
+        training.wait(30)
+        out, _ = waiting.communicate(timeout=60)
+    finally:
+        for proc in (training, waiting):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert waiting.returncode == 0 and "finished by the process that trained it" in out, out
+
+
+def test_the_wait_gives_up_after_its_limit(tmp_path):
+    """A run that another host trains and that stops writing is not waited for for ever: --max-wait ends it."""
+    run = tmp_path / "results" / "runs" / "default-0123abcd"
+    training = start_training(run)
+    start = time.monotonic()
+    waiting = wait_for_run(run, tmp_path / "train.log", "--max-wait", "2")
+    try:
+        out, _ = waiting.communicate(timeout=60)
+    finally:
+        for proc in (training, waiting):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert waiting.returncode == 1 and time.monotonic() - start < 30, out
+    errors = [line for line in out.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "the most this wait may take (--max-wait)" in errors[0], out
 
 
 @needs_data

@@ -92,11 +92,12 @@ if SCHEDULED_TRAININGS:
             job=lambda wildcards: Unrecorded(SCHEDULED_TRAININGS[wildcards.runid]),
             train_log=train_log,
             epochs=train_epochs,
+            max_wait=await_max_wait,
         shell:
             "python -m softmax_bottleneck wait-for-job {params.job} > {log} 2>&1 && "
             "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
             "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "
-            "{wildcards.seed} --epochs {params.epochs} >> {log} 2>&1"
+            "{wildcards.seed} --epochs {params.epochs} --max-wait {params.max_wait} >> {log} 2>&1"
 
     ruleorder: await_scheduled_training > train
 
@@ -128,10 +129,11 @@ if RUNNING_RUNIDS:
             out=RUN_DIR,
             train_log=train_log,
             epochs=train_epochs,
+            max_wait=await_max_wait,
         shell:
             "python -m softmax_bottleneck wait-for-run {params.out} --log {params.train_log} --dataset "
             "{wildcards.dataset} --variant {wildcards.variant} --schedule {wildcards.schedule} --seed "
-            "{wildcards.seed} --epochs {params.epochs} > {log} 2>&1"
+            "{wildcards.seed} --epochs {params.epochs} --max-wait {params.max_wait} > {log} 2>&1"
 
     ruleorder: await_training > train
 

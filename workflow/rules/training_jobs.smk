@@ -53,6 +53,12 @@ def train_runtime(wildcards, attempt):
     return min(minutes, SITE_TIME_LIMIT) if SITE_TIME_LIMIT else minutes
 
 
+def await_max_wait(wildcards):
+    """Seconds an await rule waits at most for a training another process runs: three times the time limit that
+    train's first attempt of that run asks (the site's limit at most: that job cannot outlive it)."""
+    return Unrecorded(60 * 3 * train_runtime(wildcards, 1))
+
+
 def train_log(wildcards):
     return Unrecorded(TRAIN_LOG.format(**dict(wildcards.items())))
 
