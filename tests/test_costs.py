@@ -326,7 +326,7 @@ def test_each_model_takes_its_cheapest_packing_and_says_which(tmp_path):
 BAD_BENCH = {
     "overrides": ({"overrides": {"lr": 1.0}}, "measured with --set lr=1.0, not at the paper's hyper-parameters"),
     "variant": ({"variant": "sofmax"}, "unknown variant 'sofmax'"),
-    "seconds": ({"seconds": float("nan")}, "is not a positive number"),
+    "seconds": ({"seconds": float("nan")}, "NaN is not a JSON number"),  # the strict reader refuses it
     "negative": ({"seconds": -3.0}, "is not a positive number"),
     "runs": ({"runs": 0}, "runs 0 is not a positive integer"),
     "phase": ({"phase": "warm"}, "phase 'warm' unknown"),

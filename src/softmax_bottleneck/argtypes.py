@@ -24,6 +24,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_int_up_to(limit: int):
+    """An integer in [1, ``limit``] (``plan --gpus``: more GPUs than any cluster has is a typo)."""
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"expected a positive integer up to {limit:,}, not {text!r}")
+        return value
+
+    return parse
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0 (``--memory-budget-gb``, ``--poll``, ...)."""
     value = _number(text)

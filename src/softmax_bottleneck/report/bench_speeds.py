@@ -23,13 +23,12 @@ bound. With one phase measured, that phase's time is used and ``time_of`` says s
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from softmax_bottleneck import presets
+from softmax_bottleneck import presets, readback
 from softmax_bottleneck.study.plan import first_time, time_sources
 
 PHASES = ("sgd", "asgd")
@@ -100,11 +99,13 @@ class MeasuredSpeeds:
 
 
 def _read(path: Path) -> dict:
+    """``bench``'s JSON through the package's bounded reader: a regular file only (a FIFO or a device is refused,
+    never waited on), its size bounded, strict JSON."""
     try:
-        result = json.loads(path.read_text())
+        result = readback.load_json(path)
     except FileNotFoundError:
         raise BenchFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, readback.ReadbackError) as err:
         raise BenchFileError(f"{path}: not the JSON that bench prints ({err})") from None
     missing = [key for key in _KEYS if not isinstance(result, dict) or key not in result]
     if missing:
@@ -134,6 +135,8 @@ def load_speeds(paths: list[str | os.PathLike]) -> MeasuredSpeeds:
         sec = result["projected_seconds_per_epoch"]
         if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not (math.isfinite(sec) and sec > 0):
             raise BenchFileError(f"{path}: projected_seconds_per_epoch {sec!r} is not a positive number")
+        if sec > readback.MAX_SECONDS:
+            raise BenchFileError(f"{path}: projected_seconds_per_epoch {sec!r} is impossible: an epoch takes < 1 year")
         device = str(result.get("device_name") or result["device"])
         runs = result["runs"]
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:

@@ -215,14 +215,14 @@ def add_cli(parser) -> None:
 
     add_config_option(parser, "to plan")
     parser.add_argument("--csv", default=None, metavar="FILE", help="also write every job (one row per run folder)")
-    from softmax_bottleneck.argtypes import positive_int
+    from softmax_bottleneck.argtypes import positive_int_up_to
 
     parser.add_argument(
-        "--gpus", nargs="+", type=positive_int, default=list(WALL_CLOCK_GPUS), metavar="N",
+        "--gpus", nargs="+", type=positive_int_up_to(MAX_GPUS), default=list(WALL_CLOCK_GPUS), metavar="N",
         help="the numbers of GPUs of the wall-clock table (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument(
-        "--per-gpu", type=positive_int, default=PACKED_PER_GPU, metavar="K",
+        "--per-gpu", type=positive_int_up_to(MAX_PER_GPU), default=PACKED_PER_GPU, metavar="K",
         help="runs sharing one GPU in the wall-clock's second row, at the gain measured for K (default: %(default)s)",
     )  # fmt: skip
 
@@ -369,6 +369,8 @@ def disk_line(study: Study, at_once: int) -> str:
 #: the numbers of GPUs of the plan's wall-clock table, and the runs per GPU of its packed row
 WALL_CLOCK_GPUS = (1, 4, 16, 64)
 PACKED_PER_GPU = 4
+#: the most GPUs and runs per GPU `plan` takes (more is a typo: no cluster is larger, no card holds more runs)
+MAX_GPUS, MAX_PER_GPU = 1_000_000, 64
 #: the card and model whose measured packing gain the packed row uses (the only packing measured so far)
 PACKING_MEASURED_ON = ("NVIDIA H200", "ptb", "softmax")
 
@@ -381,8 +383,9 @@ def makespan_hours(hours, gpus: int, per_gpu: int = 1, gain: float = 1.0) -> flo
 
     if gpus < 1 or per_gpu < 1 or gain <= 0:
         raise ValueError(f"gpus {gpus}, runs per GPU {per_gpu} and gain {gain} must be positive")
-    slots = [0.0] * (gpus * per_gpu)
-    for length in sorted(hours, reverse=True):
+    hours = sorted(hours, reverse=True)
+    slots = [0.0] * max(1, min(gpus * per_gpu, len(hours)))  # a slot without a job changes nothing
+    for length in hours:
         heapq.heapreplace(slots, slots[0] + length * per_gpu / gain)
     return max(slots)
 
