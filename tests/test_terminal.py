@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,63 @@ def test_the_pace_follows_the_last_jobs_more_than_the_first():
     expected = (time_left.DECAY * 10.0 + 30.0) / (time_left.DECAY * 10.0 + 10.0)
     assert clock.pace() == pytest.approx(expected) and clock.pace() > 2.0
     assert clock.seconds_left(40.0) == pytest.approx(10.0 * expected)
+
+
+def test_control_characters_of_a_wildcard_are_shown_escaped_never_obeyed(capsys):
+    """A wildcard holding a clear-screen or a terminal-title sequence is printed as text."""
+    logger, manager = _terminal("escape")
+    job = {**JOB, "wildcards": {"dataset": "ptb\x1b[2J", "variant": "mos\x1b]0;title\x07"}}
+    logger.info(" Rule: train, Jobid: 12", extra=dict(event=LogEvent.JOB_INFO, **job))
+    lines = _shown(manager, capsys)
+    assert lines[0].endswith(r"] job 12: train dataset=ptb\x1b[2J, variant=mos\x1b]0;title\x07"), lines
+    assert not any(ch in "".join(lines) for ch in "\x1b\x07")
+
+
+@pytest.mark.parametrize("jump", [-3600.0, 10 * 365 * 24 * 3600.0])
+def test_a_clock_that_jumps_gives_time_left_unknown_until_measured_again(jump):
+    """A clock stepped back an hour or forward ten years: never 'about 0 s' or 'about 4197 d' left."""
+    clock = _clock(slots=1)
+    clock.start(2, 0.0)
+    clock.finish(2, 5.0)  # pace 0.5
+    assert "about 20s left" in clock.line(5.0)
+    clock.start(3, 5.0)
+    if jump < 0:
+        clock.finish(3, 5.0 + jump)  # it ended before it began: the clock stepped back
+    else:
+        clock.clock_jumped()  # the terminal saw the wall clock move against the monotonic one
+        clock.finish(3, 5.0 + jump)
+    line = clock.line(6.0 + jump)
+    assert "time left unknown: the clock jumped" in line and "about" not in line, line
+    clock.start(4, 10.0 + jump)
+    clock.finish(4, 11.0 + jump)  # a job from start to end on the new clock: measured again
+    assert "about" in clock.line(11.0 + jump) and "unknown" not in clock.line(11.0 + jump)
+
+
+def test_the_terminal_tells_the_clock_when_the_wall_clock_jumps(tmp_path, capsys, monkeypatch):
+    """The wall clock moved ten years against the monotonic one while a training ran: the time left is unknown (not
+    'about 0s left' with a training still to finish), until a job has run from start to end on the new clock. The
+    records go to the handler as they happen (Snakemake's queue would hand them over only at its end here)."""
+    record = _record(tmp_path, [(12, "train", "training", 10.0), (13, "train", "training", 30.0),
+                                (14, "table2", "job", 5.0)])  # fmt: skip
+    monkeypatch.setenv(workflow_run.RECORD_VARIABLE, str(record))
+    _, manager = _terminal("jump")
+    (handler,) = [h for h in manager.plugin_handlers if isinstance(h, terminal.LogHandler)]
+
+    def emit(msg, **extra):
+        handler.emit(logging.makeLogRecord({"msg": msg, "levelno": logging.INFO, "levelname": "INFO", **extra}))
+
+    for jobid in (12, 13):
+        emit(f" Rule: train, Jobid: {jobid}", event=LogEvent.JOB_INFO, **{**JOB, "jobid": jobid})
+    emit("Finished jobid: 12 (Rule: train)", event=LogEvent.JOB_FINISHED, job_id=12)  # a time left from here
+    assert "about" in handler.clock.line()
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 10 * 365 * 24 * 3600.0)
+    emit(None, event=LogEvent.PROGRESS, done=1, total=3)  # any record: the terminal looks at the clock
+    line = handler.clock.line()
+    assert "time left unknown: the clock jumped" in line and "about" not in line, line
+    emit(" Rule: table2, Jobid: 14", event=LogEvent.JOB_INFO, **{**JOB, "jobid": 14, "rule_name": "table2"})
+    emit("Finished jobid: 14 (Rule: table2)", event=LogEvent.JOB_FINISHED, job_id=14)  # measured on the new clock
+    line = handler.clock.line()
+    monkeypatch.setattr(time, "time", real)
+    assert "about" in line and "unknown" not in line, line
+    _shown(manager, capsys)

@@ -28,6 +28,7 @@ and the step counts but the last. Snakemake's ``--quiet`` choices cannot do this
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 import time
@@ -35,7 +36,7 @@ import time
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 
 from softmax_bottleneck.cluster import workflow_run
-from softmax_bottleneck.cluster.time_left import TRAINING, Clock
+from softmax_bottleneck.cluster.time_left import JUMP_SECONDS, TRAINING, Clock
 from softmax_bottleneck.durations import duration_text
 
 #: the beginnings of plain messages (no event) left out: the scheduler's of every round and each job's output
@@ -62,9 +63,18 @@ def _event(record: logging.LogRecord) -> str | None:
     return getattr(getattr(record, "event", None), "name", None)
 
 
+#: control characters (C0, DEL, C1): an escape sequence in a wildcard must not reach the terminal
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(text) -> str:
+    """``text`` with every control character escaped (``\\x1b[2J`` is printed, not obeyed)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
 def _what(record: logging.LogRecord) -> str:
     wildcards = getattr(record, "wildcards", None) or {}
-    return ", ".join(f"{key}={value}" for key, value in wildcards.items())
+    return ", ".join(f"{shown(key)}={shown(value)}" for key, value in wildcards.items())
 
 
 def job_line(record: logging.LogRecord, steps: tuple[int, int] | None = None) -> str:
@@ -73,7 +83,7 @@ def job_line(record: logging.LogRecord, steps: tuple[int, int] | None = None) ->
     stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
     what = _what(record)
     count = f" ({steps[0]} of {steps[1]} steps done)" if steps else ""
-    return f"[{stamp}] job {getattr(record, 'jobid', '?')}: {getattr(record, 'rule_name', '?')}" + (
+    return f"[{stamp}] job {getattr(record, 'jobid', '?')}: {shown(getattr(record, 'rule_name', '?'))}" + (
         f" {what}" if what else ""
     ) + count  # fmt: skip
 
@@ -105,6 +115,7 @@ class LogHandler(LogHandlerBase):
         self._record_read = False
         self._lock = threading.RLock()  # the records' thread (Snakemake's queue listener) and the heartbeat's
         self._last_line = self._last_progress = time.time()
+        self._skew = time.time() - time.monotonic()  # the wall clock against the monotonic one: a change is a jump
         self._stopped = threading.Event()
         if self.compact:
             threading.Thread(target=self._beat, name="softmax-bottleneck-heartbeat", daemon=True).start()
@@ -183,13 +194,26 @@ class LogHandler(LogHandlerBase):
         except Exception:  # the terminal must not stop the workflow
             self.handleError(record)
 
+    def _check_clock(self) -> None:
+        """Tell the clock of the time left when the wall clock jumped since the last look (:data:`JUMP_SECONDS`)."""
+        skew = time.time() - time.monotonic()
+        if abs(skew - self._skew) > JUMP_SECONDS:
+            self._skew = skew
+            if self.clock is not None:
+                self.clock.clock_jumped()
+            self.running = {jobid: (time.time(), label) for jobid, (_, label) in self.running.items()}
+
     def _emit(self, record: logging.LogRecord) -> None:
+        self._check_clock()
         event = _event(record)
         if event == "JOB_INFO":
             first = self.clock is None and not self._record_read
             jobid = getattr(record, "jobid", None)
             if isinstance(jobid, int):
-                self.running[jobid] = (record.created, f"{getattr(record, 'rule_name', '?')} {_what(record)}".strip())
+                self.running[jobid] = (
+                    record.created,
+                    f"{shown(getattr(record, 'rule_name', '?'))} {_what(record)}".strip(),
+                )
             if first:
                 self._write_progress()
             if self.clock is not None and isinstance(jobid, int):
@@ -222,6 +246,7 @@ class LogHandler(LogHandlerBase):
         """Every few seconds: a heartbeat line after :data:`HEARTBEAT_SECONDS` without a line while a job runs."""
         while not self._stopped.wait(POLL_SECONDS):
             with self._lock:
+                self._check_clock()
                 now = time.time()
                 if self.running and now - self._last_line >= HEARTBEAT_SECONDS:
                     progress = self.clock.line(now) if self.clock else None

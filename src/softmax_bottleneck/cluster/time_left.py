@@ -28,6 +28,9 @@ from softmax_bottleneck.durations import duration_text
 #: load as it changes (measured on a small-scale run whose load average rose from 2 to 19: with 0.9 the time left
 #: said after half the trainings was 0.63 of the time it took, with every job weighing the same 0.35)
 DECAY = 0.9
+#: seconds the wall clock may move against the monotonic clock before it counts as a jump (an NTP step, a suspended
+#: machine, a hand-set clock): the times taken before it cannot be compared with those after
+JUMP_SECONDS = 120.0
 
 
 @dataclass
@@ -42,6 +45,8 @@ class Job:
     threads: int = 1
     started: float | None = None
     finished: float | None = None
+    #: whether started and finished were read on one clock (False: the clock jumped in between)
+    timed: bool = True
 
     @property
     def label(self) -> str:
@@ -52,6 +57,7 @@ class Clock:
     """The jobs of one workflow run and the time left (module docstring)."""
 
     def __init__(self, record: dict):
+        self.jumped = False  # the wall clock jumped, and no job has run from start to end since
         self.slots = max(1, int(record["slots"]))
         self.jobs = {
             int(j["jobid"]): Job(int(j["jobid"]), j["rule"], str(j.get("what", "")), str(j.get("kind", OTHER)),
@@ -62,7 +68,15 @@ class Clock:
     def start(self, jobid: int, when: float | None = None) -> None:
         job = self.jobs.get(jobid)
         if job is not None:
-            job.started, job.finished = time.time() if when is None else when, None
+            job.started, job.finished, job.timed = time.time() if when is None else when, None, True
+
+    def clock_jumped(self) -> None:
+        """The wall clock jumped (:data:`JUMP_SECONDS`): every time taken so far is of the old clock. The time left
+        is unknown until a job has run from its start to its end on the new one."""
+        self.jumped = True
+        for job in self.jobs.values():
+            if job.started is not None:
+                job.timed = False
 
     def finish(self, jobid: int, when: float | None = None) -> Job | None:
         """Mark ``jobid`` finished; the job, or None if the record does not list it."""
@@ -71,6 +85,10 @@ class Clock:
             job.finished = time.time() if when is None else when
             if job.started is None:
                 job.started = job.finished
+            if job.finished < job.started:  # it ended before it began: the clock stepped back in between
+                self.clock_jumped()
+            elif job.timed and self.jumped and job.planned_s > 0:
+                self.jumped = False  # measured again on the new clock
         return job
 
     def running(self) -> list[Job]:
@@ -80,9 +98,9 @@ class Clock:
         """``k``: wall seconds per planned second over the finished jobs with a planned time; None while there is
         nothing of this run to take it from (no training finished yet, where the run trains)."""
         timed = sorted((j for j in self.jobs.values() if j.finished is not None and j.planned_s > 0
-                        and j.started is not None), key=lambda j: j.finished)  # fmt: skip
+                        and j.started is not None and j.timed), key=lambda j: j.finished)  # fmt: skip
         trainings = [j for j in self.jobs.values() if j.kind == TRAINING]
-        if not timed or (trainings and not any(j.finished is not None for j in trainings)):
+        if self.jumped or not timed or (trainings and not any(j.finished is not None for j in trainings)):
             return None
         weights = [DECAY ** (len(timed) - 1 - i) for i in range(len(timed))]
         wall = sum(w * (j.finished - j.started) for w, j in zip(weights, timed, strict=True))
@@ -98,7 +116,7 @@ class Clock:
         for job in self.jobs.values():
             if job.finished is not None:
                 continue
-            ran = now - job.started if job.started is not None else 0.0
+            ran = max(0.0, now - job.started) if job.started is not None and job.timed else 0.0
             remaining.append((max(0.0, k * job.planned_s - ran), min(job.threads, self.slots)))
         if not remaining:
             return 0.0
@@ -120,6 +138,8 @@ class Clock:
         if all(j.finished is not None for j in self.jobs.values()):
             return self.counts()
         left = self.seconds_left(now)
+        if left is None and self.jumped:
+            return f"{self.counts()}; time left unknown: the clock jumped, measured again once a job has run since"
         if left is None:
             first = "training" if any(j.kind == TRAINING for j in self.jobs.values()) else "job"
             return f"{self.counts()}; time left: estimating until the first {first} has finished"
