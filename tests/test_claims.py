@@ -259,7 +259,7 @@ def _contradict(claim: catalog.Claim, folder: Path) -> None:
     elif name.startswith("table5"):  # MoS† clearly better
         _edit(folder, "fair.csv", {"variant": "mos_fair"}, test_ppl=lambda f: f["test_ppl"] - 1.0)
     elif name.startswith("mos_k_rank"):  # rank falling with K
-        _edit(folder, "mos_k.csv", {"dataset": ds}, press_rank=lambda f: 20000 - 500 * f["n_experts"])
+        _edit(folder, "mos_k.csv", {"dataset": ds}, press_rank=lambda f: 9999 - 400 * f["n_experts"])
     elif name.startswith("mos_k_ppl"):  # a large gain at the last K
         last = pd.read_csv(folder / "mos_k.csv").query("dataset == @ds")["n_experts"].max()
         _edit(folder, "mos_k.csv", {"dataset": ds, "n_experts": last}, test_ppl=lambda f: f["test_ppl"] - 3.0)

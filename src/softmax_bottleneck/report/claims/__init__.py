@@ -18,7 +18,10 @@ Command line::
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from softmax_bottleneck.readback import ReadbackError
 from softmax_bottleneck.report.claims.catalog import CLAIMS, REQUIRES
@@ -63,6 +66,8 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     if args.paper and args.summary_dir:
         raise SystemExit("claims: give --summary-dir or --paper, not both")
+    if args.summary_dir and not Path(args.summary_dir).is_dir():
+        raise SystemExit(f"claims: --summary-dir {args.summary_dir}: no such folder (the study's results/summary)")
     names = set(args.claim) if args.claim else None
     try:
         decisions = decide_all(args.summary_dir, names) if args.summary_dir else decide_paper(names)
@@ -77,6 +82,34 @@ def run_cli(args) -> int:
     if args.paper:
         banner = f"{banner} — " if banner else ""
         banner += "the paper's own numbers as input (the paper checked against itself)"
-    table = write(decisions, args.out, banner)
+    try:
+        table = write_whole(decisions, args.out, banner)
+    except OSError as err:
+        raise SystemExit(f"claims: --out {args.out}: cannot write the page there ({err.strerror or err})") from None
     log.info("wrote %s.{%s}: %s", args.out, ",".join(FORMATS), tally(table))
     return 0
+
+
+def out_prefix_problem(prefix: str) -> str | None:
+    """Why ``--out PREFIX`` cannot name the page's files (PREFIX.csv, .md, .html, .tex), or None."""
+    if prefix.endswith(("/", os.sep)) or Path(prefix).name in ("", ".", ".."):
+        return "a prefix of file names (e.g. reports/claims), not a folder"
+    for ext in FORMATS:
+        target = Path(f"{prefix}.{ext}")
+        if os.path.lexists(target) and (target.is_symlink() or not target.is_file()):
+            return f"{target} is there and is not a regular file; remove it or choose another prefix"
+    return None
+
+
+def write_whole(decisions, prefix: str, banner: str | None):
+    """The page written whole or not at all: its four files written beside their place, then moved into it."""
+    problem = out_prefix_problem(prefix)
+    if problem:
+        raise SystemExit(f"claims: --out {prefix}: {problem}")
+    folder = Path(prefix).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".claims-") as scratch:
+        table = write(decisions, Path(scratch) / "page", banner)
+        for ext in FORMATS:
+            os.replace(Path(scratch) / f"page.{ext}", f"{prefix}.{ext}")
+    return table

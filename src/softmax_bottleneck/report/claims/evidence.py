@@ -4,8 +4,9 @@
   the claim's evidence is built from exactly these rows, and the preview counts its runs in and planned with them;
 * :class:`Summaries`: the summary CSVs of a study, each read once through the strict readers of the tables
   (:func:`~softmax_bottleneck.report.common.read_runs`, :func:`~softmax_bottleneck.report.tables.wordsim.read_wordsim`:
-  a binary or malformed file, or an impossible number, is one line naming the file); an absent file reads as no
-  runs;
+  a binary or malformed file, or an impossible number, is one line naming the file), then by the claims' own checks
+  (:mod:`.inputs`: a run counted once, a rank within the vocabulary, a known dataset and schedule, a whole seed, a test
+  perplexity in every row); an absent file reads as no runs, a link, FIFO or device in its place is refused;
 * :func:`at_paper_scale`: a run is comparable with the paper when it has the paper's model size and training length,
   the #Param and epochs of its preset (the paper's hyper-parameters, §4 and SM Tables 6, 9) at its own swept values.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pandas as pd
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.report.claims.inputs import check_once, check_runs
 from softmax_bottleneck.report.common import read_runs
 from softmax_bottleneck.report.summaries import RUN_COLUMNS
 from softmax_bottleneck.report.tables.cells import missing
@@ -75,14 +78,15 @@ class Summaries:
 
     def frame(self, file: str) -> pd.DataFrame:
         if file not in self._frames:
-            if not (self.dir / file).is_file():
-                log.warning("%s: no such summary; its claims have no runs", self.dir / file)
+            path = self.dir / file
+            if not os.path.lexists(path):  # a link, a FIFO or a device is there: the reader refuses it, naming it
+                log.warning("%s: no such summary; its claims have no runs", path)
                 columns = ["dataset", "variant", "benchmark", "spearman"] if file == WORDSIM else RUN_COLUMNS
                 self._frames[file] = pd.DataFrame(columns=columns)
             elif file == WORDSIM:
-                self._frames[file] = read_wordsim(self.dir)
+                self._frames[file] = check_once(read_wordsim(self.dir), path)
             else:
-                self._frames[file] = read_runs(self.dir, file, extra=["n_experts"])
+                self._frames[file] = check_runs(read_runs(self.dir, file, extra=["n_experts"]), path)
         return self._frames[file]
 
     def rows(self, basis: Basis) -> pd.DataFrame:

@@ -1,0 +1,75 @@
+"""What the claims page accepts from a summary, beyond the bounds every reader applies (:mod:`softmax_bottleneck.
+readback`): a verdict is never made of an impossible or doubled run.
+
+Each row of a run summary names a known dataset and schedule and a whole seed ≥ 0, has its test perplexity, and
+ranks (Press' and the ε-effective ones) no larger than its dataset's vocabulary (a log-P matrix has V columns); a
+run appears once, by its identity (dataset, output layer, schedule, seed and the swept values a summary records),
+and a word-similarity row once per model and benchmark. Anything else is a :class:`~softmax_bottleneck.readback.
+ReadbackError` naming the file, the row (1 = the first data row) and the column: one line, and no page.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.readback import ReadbackError
+
+#: the columns that tell one run of a run summary from another
+RUN_IDENTITY = ("dataset", "variant", "schedule", "seed", "gss_c", "gss_k", "n_experts", "dropoutl")
+#: the columns that tell one row of the word-similarity summary from another
+WORDSIM_IDENTITY = ("dataset", "variant", "benchmark")
+#: the rank columns of a run summary, each at most the vocabulary of the run's dataset
+RANKS = ("press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5")
+
+
+def _empty(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value)
+
+
+def check_runs(frame: pd.DataFrame, path) -> pd.DataFrame:
+    """``frame`` (a run summary read from ``path``) when every row is a possible, single run (module docstring)."""
+    for row, record in enumerate(frame.to_dict("records"), start=1):
+        dataset = record.get("dataset")
+        if dataset not in presets.DATASETS:
+            raise ReadbackError(
+                path, f"row {row}, column dataset: {dataset!r} is not one of {', '.join(presets.DATASETS)}"
+            )
+        schedule = record.get("schedule")
+        if str(schedule) not in presets.SCHEDULES:
+            raise ReadbackError(
+                path, f"row {row}, column schedule: {schedule!r} is not one of {', '.join(presets.SCHEDULES)}"
+            )
+        seed = pd.to_numeric(pd.Series([record.get("seed")]), errors="coerce").iloc[0]
+        if pd.isna(seed) or seed < 0 or not float(seed).is_integer():
+            raise ReadbackError(path, f"row {row}, column seed: {record.get('seed')!r} is not a whole number >= 0")
+        if "test_ppl" in record and _empty(record["test_ppl"]):
+            why = "empty; a run without its test perplexity is not dropped silently: rebuild the summary, or drop it"
+            raise ReadbackError(path, f"row {row}, column test_ppl: {why}")
+        vocab = presets.VOCAB_SIZES[dataset]
+        for column in RANKS:
+            value = pd.to_numeric(pd.Series([record.get(column)]), errors="coerce").iloc[0]
+            if not pd.isna(value) and value > vocab:
+                why = f"is impossible: a rank of a log-P matrix of {dataset} is at most its vocabulary, {vocab:,}"
+                raise ReadbackError(path, f"row {row}, column {column}: {record[column]!r} {why}")
+    return check_once(frame, path, RUN_IDENTITY)
+
+
+def check_once(frame: pd.DataFrame, path, identity=WORDSIM_IDENTITY) -> pd.DataFrame:
+    """``frame`` when no two rows share the ``identity`` columns it has: a run (or a model's benchmark) counts once."""
+    columns = [column for column in identity if column in frame.columns]
+    if not columns or frame.empty:
+        return frame
+    keys = [tuple(row) for row in frame[columns].astype(str).itertuples(index=False)]
+    seen: dict[tuple, int] = {}
+    for second, key in enumerate(keys):
+        if key not in seen:
+            seen[key] = second
+            continue
+        first, shown = seen[key], frame.iloc[second]
+        what = ", ".join(f"{column} {shown[column]}" for column in columns if not _empty(shown[column]))
+        raise ReadbackError(path, f"row {second + 1} repeats row {first + 1} ({what}): a run is counted once; "
+                                  "rebuild the summary (snakemake) or remove the repeated row")  # fmt: skip
+    return frame
