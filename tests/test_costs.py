@@ -399,6 +399,27 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     ptb = timed["NVIDIA H200", "ptb", "17", "the whol"]
     wt2 = timed["NVIDIA H200", "wt2", "50", "the whol"] - timed["NVIDIA H200", "wt2", "50", "of which"]
     wt2 += next(v for (device, dataset, *_), v in timed.items() if device != "NVIDIA H200" and dataset == "wt2")
-    assert rows["NVIDIA H200"][2] == f"≤ {(171 * ptb + 112 * wt2) / 3600:,.1f}"
-    assert rows["NVIDIA V100 (the paper's)"][2] == "not measured"
+    assert rows["NVIDIA H200"][3] == f"≤ {(171 * ptb + 112 * wt2) / 3600:,.1f}"
+    assert rows["NVIDIA V100 (the paper's)"][3] == "not measured"
+    # priced by proxy: the hours of the layers the card did not measure (SS and GSS at Softmax's time, MoC at MoS's)
+    body = on_h200.iloc[:-1]
+    proxied = body[body.variant.isin(["ss", "gss", "moc", "lms_plif_frozen", "softmax_fair", "softmax_fair_large",
+                                      "mos_fair"])]  # fmt: skip
+    share = float(proxied.gpu_hours.sum()) / float(body.gpu_hours.sum())
+    assert costs.proxy_share(on_h200) == pytest.approx(share) and 0.3 < share < 1
+    assert rows["NVIDIA H200"][2] == f"{share:.0%} of the hours"
     assert "the presets' caps, chosen for this reproduction" in section and "no early stop" in section
+
+
+def test_every_document_quotes_the_price_costs_computes():
+    """One price of the paper's study on the H200 everywhere: each 'N H200-hours' of the README, docs/ and
+    BENCHMARKS.md is the figure `costs` computes now from the measured speeds (data/measured/speeds.csv)."""
+    import re
+
+    price = f"{costs.study_price('NVIDIA H200', [str(REPO / 'config' / 'config.yaml')]):,.0f}"
+    quoted = {}
+    for path in [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for number in re.findall(r"([\d,]{3,}) H200-hours", path.read_text(encoding="utf-8")):
+            quoted.setdefault(number, []).append(path.name)
+    assert price in quoted, f"no document quotes {price} H200-hours: {quoted}"
+    assert set(quoted) == {price}, quoted

@@ -434,6 +434,23 @@ def analyses_hours(runs_per_dataset: dict[str, int], device: str) -> tuple[float
     return hours, how
 
 
+def proxy_share(projection: pd.DataFrame) -> float:
+    """The share of a projection's GPU-hours whose seconds per epoch are another model's (``time_of`` set)."""
+    body = projection.iloc[:-1]
+    total = float(body["gpu_hours"].sum())
+    other = body["time_of"].astype(str).str.split("(", n=1, regex=False).str[0].str.strip()  # "mos (NT: ...)"
+    proxied = float(body.loc[(other != "") & (other != body["variant"]), "gpu_hours"].sum())
+    return proxied / total if total else 0.0
+
+
+def study_price(device: str, config_path) -> float:
+    """The training GPU-hours of a configuration's study (``config/config.yaml``: the paper's) on the measured card
+    ``device``: the figure `costs` prints, and the one every document quotes."""
+    runs, _ = load_runs(config_path)
+    speeds, _ = card_speeds()[device]
+    return sum(job_hours(project_training(runs, speeds)))
+
+
 def cards_section(projection: pd.DataFrame, gpus=WALL_CLOCK_GPUS) -> list[str]:
     """The study's training (and analyses') GPU-hours and wall-clock days on the paper's V100 (the projection's own
     times when they are the paper's) and on each card ``bench`` measured, and which common cards are not measured."""
@@ -447,8 +464,10 @@ def cards_section(projection: pd.DataFrame, gpus=WALL_CLOCK_GPUS) -> list[str]:
 
     def add(card: str, source: str, frame: pd.DataFrame, analyses: tuple[float, str] | None) -> None:
         hours = job_hours(frame)
+        share = proxy_share(frame)
         rows.append({"card": card, "seconds per epoch": source,
                      "training GPU-hours": f"{sum(hours):,.0f}",
+                     "priced by proxy": f"{share:.0%} of the hours" if share else "none",
                      "analyses GPU-hours": f"≤ {analyses[0]:,.1f}" if analyses else "not measured",
                      **{f"days on {n}": _days(makespan_hours(hours, n) / 24) for n in gpus}})  # fmt: skip
 
@@ -461,7 +480,8 @@ def cards_section(projection: pd.DataFrame, gpus=WALL_CLOCK_GPUS) -> list[str]:
             notes.append(f"{device} analyses, at most: {analyses[1]}.")
     for card in UNMEASURED_CARDS:
         rows.append({"card": card, "seconds per epoch": "no bench measured yet", "training GPU-hours": "—",
-                     "analyses GPU-hours": "—", **{f"days on {n}": "—" for n in gpus}})  # fmt: skip
+                     "priced by proxy": "—", "analyses GPU-hours": "—",
+                     **{f"days on {n}": "—" for n in gpus}})  # fmt: skip
     from softmax_bottleneck.study.plan import PACKED_PER_GPU, packing_gain
 
     _, packed = packing_gain(PACKED_PER_GPU)
@@ -474,7 +494,9 @@ def cards_section(projection: pd.DataFrame, gpus=WALL_CLOCK_GPUS) -> list[str]:
         "",
         "Days: the jobs' hours on that card, the longest first onto the first free GPU, one run per GPU "
         f"({PACKED_PER_GPU} runs sharing a GPU went {packed}: `plan --per-gpu K`). A card's unmeasured variants take "
-        "their cost proxy's or family's measurement, as `costs --bench` does. "
+        "their cost proxy's or family's measurement, as `costs --bench` does (\"priced by proxy\": the share of the "
+        "hours so priced, a lower bound where the layer costs more per step than its proxy: `bench` those layers on "
+        "the next card). "
         + " ".join(notes)
         + " The V100's analyses were never timed; the paper reports none. An H100 or A100 is priced once `bench` "
         "has measured it: `costs --bench` with its files.",
