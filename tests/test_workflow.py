@@ -818,21 +818,24 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
     # a new banner re-renders every table and figure, and nothing else (not even the summaries)
     rebanner = planned_jobs(run_in(repo, f"snakemake -n --quiet rules {SMALL} 'report_banner=another mark'"))
     assert set(rebanner) - {"all"} == {*tables.REQUIRES, *figures.REQUIRES, "claims"}, rebanner
-    # -F and -R train keep a finished model: the job finds the copy it kept in .resume/final and trains nothing;
-    # the model stays as it was and read-only (Snakemake touches it, so only its date changes), and its analyses
-    # do not run again (the largest model: above Snakemake's 1 MB checksum limit, only the date counts)
+    # -F and -R train keep a finished model: the workflow routes the finished run to await_training, a local no-op
+    # that checks its files are this run's, and trains nothing; the model stays as it was and read-only (Snakemake
+    # touches it, so only its date changes), and its analyses do not run again (the largest model: above
+    # Snakemake's 1 MB checksum limit, only the date counts)
     model = max(models, key=lambda path: path.stat().st_size)
     assert model.stat().st_size > 1_000_000
     digest = hashlib.sha256(model.read_bytes()).hexdigest()
     target = model.relative_to(repo)
-    # the job's own log (Snakemake starts it afresh for each job; a training stopped between its end and
-    # Snakemake's record earlier in this test wrote the same line into its own log)
+    # the training log is only appended to (never emptied by a job), the await rule's log is its job's own
     run_folder = model.parent.relative_to(repo / "results" / "runs")
     log = repo / "logs" / "train" / run_folder.parent / f"{run_folder.name}.log"
+    awaited = repo / "logs" / "await_training" / run_folder.parent / f"{run_folder.name}.log"
+    trainings = log.read_text().count("done: train ppl")
     for force in ("-F", "-R train"):
         forced = run_in(repo, f"snakemake {target} --cores 1 {force} {SMALL}")
         assert forced.returncode == 0, (forced.stdout + forced.stderr)[-3000:]
-        assert log.read_text().count("already holds this finished run") == 1, force
+        assert "finished by the process that trained it" in awaited.read_text(), force
+        assert log.read_text().count("done: train ppl") == trainings, force
         assert hashlib.sha256(model.read_bytes()).hexdigest() == digest
         assert not model.stat().st_mode & 0o222, oct(model.stat().st_mode)
     assert nothing_to_do(run_in(repo, f"snakemake -n {SMALL}"))
