@@ -23,9 +23,15 @@ torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow and the SLURM tests first: with several workers (pytest-xdist) the longest ones start at once instead
-    of last."""
-    items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.get_closest_marker("slurm")))
+    """The long tests first (the small scale end to end, the longest, before them all), then the slow and the SLURM
+    ones: with several workers (pytest-xdist) the longest ones start at once instead of last."""
+
+    def order(item) -> int:
+        if item.get_closest_marker("long"):
+            return 0 if "small_scale_end_to_end" in item.name else 1
+        return 2 if (item.get_closest_marker("slow") or item.get_closest_marker("slurm")) else 3
+
+    items.sort(key=order)
 
 
 @pytest.fixture(scope="session")
