@@ -423,3 +423,18 @@ def test_every_document_quotes_the_price_costs_computes():
             quoted.setdefault(number, []).append(path.name)
     assert price in quoted, f"no document quotes {price} H200-hours: {quoted}"
     assert set(quoted) == {price}, quoted
+
+
+def test_days_on_your_number_of_cards_for_every_measured_card():
+    """``costs --gpus N``: the days of the study on N of each measured card (the longest job first onto the first
+    free card), not only on the paper's V100."""
+    from softmax_bottleneck.study.plan import makespan_hours
+
+    runs, _ = costs.load_runs([str(REPO / "config" / "config.yaml")])
+    section = "\n".join(costs.cards_section(costs.project_training(runs), gpus=[8, 300]))
+    header = next(line for line in section.splitlines() if line.startswith("| card"))
+    assert [c.strip() for c in header.split("|")[-3:-1]] == ["days on 8", "days on 300"]
+    h200 = next(line for line in section.splitlines() if line.startswith("| NVIDIA H200"))
+    speeds, _ = costs.card_speeds()["NVIDIA H200"]
+    hours = costs.job_hours(costs.project_training(runs, speeds))
+    assert [c.strip() for c in h200.split("|")[-3:-1]] == [costs._days(makespan_hours(hours, n) / 24) for n in (8, 300)]

@@ -232,6 +232,7 @@ def render_markdown(
     source: str,
     runs_source: str,
     speeds: MeasuredSpeeds | None = None,
+    gpus=WALL_CLOCK_GPUS,
 ) -> str:
     lines = [f"## Measured cost per rule ({source})", ""]
     if measured.empty:
@@ -264,7 +265,7 @@ def render_markdown(
         _total_line(total_h, speeds),
         *(f"\n{note}" for note in proxy_notes(_proxy_priced(body))),
         "",
-        *cards_section(projection),
+        *cards_section(projection, gpus),
     ]
     return "\n".join(lines) + "\n"
 
@@ -331,6 +332,13 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
         "paper hyper-parameters, one device) instead of the paper's V100 times",
     )  # fmt: skip
     parser.add_argument("--out", default=None, help="report file: .md (Markdown) or .csv (default: Markdown to stdout)")
+    from softmax_bottleneck.argtypes import positive_int_up_to
+    from softmax_bottleneck.study.plan import MAX_GPUS
+
+    parser.add_argument(
+        "--gpus", nargs="+", type=positive_int_up_to(MAX_GPUS), default=list(WALL_CLOCK_GPUS), metavar="N",
+        help="the numbers of cards of the days on each measured card (default: %(default)s)",
+    )  # fmt: skip
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -364,7 +372,8 @@ def run_cli(args: argparse.Namespace) -> int:
         atomic_write_text(projection.to_csv(index=False), out.with_suffix(".projection.csv"))
         log.info("wrote %s and %s", out, out.with_suffix(".projection.csv"))
         return 0
-    text = render_markdown(measured, projection, source=str(args.benchmarks), runs_source=runs_source, speeds=speeds)
+    text = render_markdown(measured, projection, source=str(args.benchmarks), runs_source=runs_source, speeds=speeds,
+                           gpus=args.gpus)  # fmt: skip
     if args.out:
         atomic_write_text(text, Path(args.out))
         log.info("wrote %s", args.out)
