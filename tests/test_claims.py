@@ -24,7 +24,7 @@ from softmax_bottleneck import presets
 from softmax_bottleneck.analysis import power
 from softmax_bottleneck.cli import main
 from softmax_bottleneck.report import claims, reported
-from softmax_bottleneck.report.claims import catalog, page, rules
+from softmax_bottleneck.report.claims import catalog, differences, page
 from softmax_bottleneck.report.claims.seeds import seeds_table
 from softmax_bottleneck.report.summaries import RUN_COLUMNS, WORDSIM_COLUMNS
 
@@ -42,8 +42,9 @@ def _exact(mean: float, sd: float, n: int, rng) -> np.ndarray:
     return mean + sd * (z - z.mean()) / z.std(ddof=1)
 
 
-def _run(experiment, dataset, variant, schedule, seed, seed_kind, test_ppl, rank, **swept) -> dict:
-    """One run-summary row at the paper's scale: the #Param and epochs of its preset."""
+def _run(experiment, dataset, variant, schedule, seed, seed_kind, test_ppl, rank, train=None, erank=None, **swept):
+    """One run-summary row at the paper's scale: the #Param and epochs of its preset (``train``: its training
+    perplexity, else 20 below the test's; ``erank``: its ε-effective rank at 10⁻³)."""
     hp = presets.resolve(dataset, variant, schedule, swept)
     row = dict.fromkeys(RUN_COLUMNS, math.nan)
     row.update(
@@ -54,24 +55,26 @@ def _run(experiment, dataset, variant, schedule, seed, seed_kind, test_ppl, rank
         seed=seed,
         seed_kind=seed_kind,
         parameters=presets.parameter_count(hp, presets.VOCAB_SIZES[dataset]),
-        train_ppl=test_ppl - 20,
+        train_ppl=test_ppl - 20 if train is None else round(float(train), 6),
         valid_ppl=test_ppl + 2,
         test_ppl=round(float(test_ppl), 6),
         seconds_per_epoch=60.0,
         epochs_run=hp["epochs"],
         press_rank=max(1, round(float(rank))),
+        **({"erank_1e-3": erank} if erank is not None else {}),
         **swept,
     )
     return row
 
 
-def _seeds(dataset, variant, test, rank, experiment, schedule="et", n_random=10, rng=None):
-    """The authors' seed (first ``test``/``rank`` value) and ``n_random`` random seeds (the rest)."""
+def _seeds(dataset, variant, test, rank, experiment, schedule="et", n_random=10, train=None, erank=None):
+    """The authors' seed (first ``test``/``rank``/``train`` value) and ``n_random`` random seeds (the rest)."""
     family = presets.family(variant) if variant not in ("mos_fair", "softmax_fair_large") else "mixture"
     seeds = [(AUTHORS_SEED[dataset, family], "authors")] + [(s, "random") for s in RANDOM_SEEDS[:n_random]]
+    train = [None] * len(seeds) if train is None else train
     return [
-        _run(experiment, dataset, variant, schedule, seed, kind, t, r)
-        for (seed, kind), t, r in zip(seeds, test, rank, strict=True)
+        _run(experiment, dataset, variant, schedule, seed, kind, t, r, train=tr, erank=erank)
+        for (seed, kind), t, r, tr in zip(seeds, test, rank, train, strict=True)
     ]
 
 
@@ -87,10 +90,12 @@ def paper_study(
     """Summaries of a paper-scale study whose statistics are the paper's: per model, 10 random seeds with exactly
     SM Table 1's (Table 4's, Table 5's) mean and SD of test perplexity and, with the authors' seed, about Table 2's
     Press' ranks; the GSS grid = Figure 2's digitised points; the K sweep, NT/ET runs and word similarity = SM Tables
-    4, 5, 10, 11 and 3. ``n_random``, ``grid_points``, ``k_values``, ``models``: fewer runs."""
+    4, 5, 10, 11, 12 and 3, Table 6's ε-effective ranks; every seed's training perplexity exactly Table 2's (3's)
+    mean and SD. ``n_random``, ``grid_points``, ``k_values`` (also the dropout values), ``models``: fewer runs."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     main, sm1, t4, t3 = (reported.load(n) for n in ("main", "sm_table1", "table4", "table3"))
+    t6 = reported.load("table6").set_index(["dataset", "variant"])
     rows = []
     for rec in main.to_dict("records"):
         ds, var = rec["dataset"], rec["variant"]
@@ -99,17 +104,20 @@ def paper_study(
         random = sm1[(sm1["dataset"] == ds) & (sm1["variant"] == var)].iloc[0]
         test = [rec["test_ppl_mean"], *_exact(random["test_ppl_mean"], random["test_ppl_sd"], n_random, rng)]
         rank = _exact(rec["press_rank_mean"], rec["press_rank_sd"], n_random + 1, rng)
-        rows += _seeds(ds, var, test, rank, "main", n_random=n_random)
+        train = _exact(rec["train_ppl_mean"], rec["train_ppl_sd"], n_random + 1, rng)
+        erank = float(t6.loc[(ds, var), "erank_1e-3"])
+        rows += _seeds(ds, var, test, rank, "main", n_random=n_random, train=train, erank=erank)
     pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "main.csv", index=False)
     rows = []
     for rec in t4.to_dict("records"):
         ds = rec["dataset"]
-        authors = t3.loc[t3["dataset"] == ds, "test_ppl_mean"].iloc[0]
+        frozen = t3[t3["dataset"] == ds].iloc[0]
         test = [
-            authors,
+            frozen["test_ppl_mean"],
             *_exact(rec["lms_plif_frozen_test_ppl_mean"], rec["lms_plif_frozen_test_ppl_sd"], n_random, rng),
         ]
-        rows += _seeds(ds, "lms_plif_frozen", test, [500] * (n_random + 1), "frozen", n_random=n_random)
+        train = _exact(frozen["train_ppl_mean"], frozen["train_ppl_sd"], n_random + 1, rng)
+        rows += _seeds(ds, "lms_plif_frozen", test, [500] * (n_random + 1), "frozen", n_random=n_random, train=train)
     pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "frozen.csv", index=False)
     ntet = reported.load("ntet")
     keep = reported.paper_order("ntet")[:models] if models is not None else reported.paper_order("ntet")
@@ -160,12 +168,32 @@ def paper_study(
             "authors",
             r["test_ppl"],
             r["press_rank"],
+            train=r["train_ppl"],
             n_experts=int(r["n_experts"]),
         )
         for ds in ("ptb", "wt2")
         for r in mos_k[mos_k["dataset"] == ds].tail(k_values or len(mos_k)).to_dict("records")
     ]
     pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "mos_k.csv", index=False)
+    dropout = reported.load("mos_dropoutl")
+    rows = [
+        _run(
+            "mos_dropoutl",
+            r["dataset"],
+            "mos",
+            "nt",
+            AUTHORS_SEED[r["dataset"], "mixture"],
+            "authors",
+            r["test_ppl"],
+            r["press_rank"],
+            train=r["train_ppl"],
+            n_experts=int(r["n_experts"]),
+            dropoutl=float(r["dropoutl"]),
+        )
+        for ds in ("ptb", "wt2")
+        for r in dropout[dropout["dataset"] == ds].tail(k_values or len(dropout)).to_dict("records")
+    ]
+    pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "mos_dropoutl.csv", index=False)
     t5 = reported.load("table5")
     rows = []
     for rec in t5.to_dict("records"):
@@ -189,31 +217,57 @@ def paper_dir(tmp_path_factory) -> Path:
 
 
 # --------------------------------------------------------------------------------------------- the paper agrees
-def test_the_papers_numbers_are_consistent_with_every_claim():
+#: the claims the paper's own numbers cannot decide (docs/claims.md says why for each)
+UNDECIDED_ON_THE_PAPER = {
+    "figure2_window_wt2",  # 26 points: the interval [−0.19, +0.55] reaches past ±0.5
+    "table4_wt2",  # Δ = −0.15 at 10 seeds: the 90 % interval reaches −0.28, past the margin
+    "wordsim_ptb",  # 6 layers detect r = 0.5 with power 0.24
+    "wordsim_wt2",
+    "rank_ppl_ptb",  # 5 layers: power 0.19
+    "rank_ppl_wt2",
+}
+
+
+def _expected_on_the_papers_numbers() -> dict[str, str]:
+    return {name: page.UNDECIDED if name in UNDECIDED_ON_THE_PAPER else page.CONSISTENT for name in claims.CLAIMS}
+
+
+def test_the_papers_numbers_are_consistent_with_every_claim_or_undecided_where_they_cannot_decide():
     decisions = page.decide_paper()
     assert {d.claim.name for d in decisions} == set(claims.CLAIMS)
-    assert {d.claim.name: d.verdict for d in decisions} == dict.fromkeys(claims.CLAIMS, page.CONSISTENT)
+    assert {d.claim.name: d.verdict for d in decisions} == _expected_on_the_papers_numbers()
+    text = (ROOT / "docs" / "claims.md").read_text()
+    section = text[text.index("## Undecided on the paper's own numbers") :]
+    for name in UNDECIDED_ON_THE_PAPER:
+        assert f"`{name}`" in section, name
 
 
 def test_a_paper_scale_study_with_the_papers_statistics_is_consistent_everywhere(paper_dir):
     """The same, through the summaries: the strict readers, the basis rows, the scale check and the rules."""
     decisions = page.decide_all(paper_dir)
     assert all(d.comparable for d in decisions)
-    assert {d.claim.name: d.verdict for d in decisions} == dict.fromkeys(claims.CLAIMS, page.CONSISTENT)
+    assert {d.claim.name: d.verdict for d in decisions} == _expected_on_the_papers_numbers()
     by_name = {d.claim.name: d for d in decisions}
     # the t-tests see the paper's 10 random seeds, the grid the paper's digitised points
     assert by_name["table2_mos_ptb"].estimate.n == 10 and by_name["figure2_all_ptb"].estimate.n == 70
     assert by_name["table4_ptb"].estimate.p == pytest.approx(0.826, abs=5e-4)
+    assert by_name["table3_train_ptb"].estimate.value == pytest.approx(37.16 - 33.91)
+    assert by_name["table6_ptb"].estimate.value == pytest.approx(402 / 52)
 
 
 def _sig3(x: float) -> float:
     return float(f"{x:.3g}")
 
 
-def test_the_published_p_values_come_back_from_the_papers_means_and_sds():
-    """Where the paper prints only means and SDs, ``ttest_ind_from_stats`` (n = 10) gives back every printed p; the
-    text's p = 0.62 of Table 5 is the one that does not follow from its table (0.39), and the page says so."""
-    t_claims = [c for c in claims.CLAIMS.values() if isinstance(c.rule, rules.SameSideOfAlpha) and not c.rule.paired]
+def test_the_published_p_values_come_back_from_sm_table_1s_and_table_4s_means_and_sds():
+    """Where the paper prints only means and SDs, ``ttest_ind_from_stats`` (n = 10) on SM Table 1's and Table 4's
+    gives back every printed p; the text's p = 0.62 of Table 5 is the one that does not follow from its table (0.39),
+    and the page says so."""
+    t_claims = [
+        c
+        for c in claims.CLAIMS.values()
+        if isinstance(c.rule, differences.DifferenceRule) and not c.rule.paired and c.paper().printed
+    ]
     assert len(t_claims) == 11
     for claim in t_claims:
         paper = claim.paper()
@@ -243,26 +297,43 @@ def _contradict(claim: catalog.Claim, folder: Path) -> None:
         _edit(folder, "gss_grid.csv", {"dataset": ds}, press_rank=lambda f: (100 * f["test_ppl"]).round() - 5000)
     elif name.startswith("lms_plif_rank"):  # LMS-PLIF as high as SS
         _edit(folder, "main.csv", {"dataset": ds, "variant": "lms_plif"}, press_rank=lambda f: f["press_rank"] + 9000)
-    elif name.startswith("table2_"):  # the paper's side of 0.05 turned: a gap where it had none, none where it had one
-        variant = claim.basis[0].variants[0]
-        significant = claim.paper().value < rules.ALPHA
-        shift = 0.0 if significant else -1.0
-        softmax = pd.read_csv(folder / "main.csv").query("dataset == @ds and variant == 'softmax'")["test_ppl"]
+    elif name.startswith("table2_"):  # a gap the other way where the paper found one, a clear gap where it had none
+        variant, other = claim.basis[0].variants[0], claim.basis[1].variants[0]  # noqa: F841 (read by the query)
+        significant = isinstance(claim.rule, differences.Differs)
+        shift = 1.0 if significant else -1.0
+        runs = pd.read_csv(folder / "main.csv").query("dataset == @ds and variant == @other")["test_ppl"]
         _edit(
             folder,
             "main.csv",
             {"dataset": ds, "variant": variant},
-            test_ppl=lambda f: f["test_ppl"] - f["test_ppl"].mean() + softmax.mean() + shift,
+            test_ppl=lambda f: f["test_ppl"] - f["test_ppl"].mean() + runs.mean() + shift,
         )
+    elif name.startswith("table3_"):  # LMS-PLIF† training better than Softmax, testing worse
+        column = "train_ppl" if "train" in name else "test_ppl"
+        shift = -5.0 if "train" in name else 2.0
+        _edit(folder, "frozen.csv", {"dataset": ds}, **{column: lambda f: f[column] + shift})
     elif name.startswith("table4"):  # the frozen slopes clearly worse
         _edit(folder, "frozen.csv", {"dataset": ds}, test_ppl=lambda f: f["test_ppl"] + 1.0)
     elif name.startswith("table5"):  # MoS† clearly better
         _edit(folder, "fair.csv", {"variant": "mos_fair"}, test_ppl=lambda f: f["test_ppl"] - 1.0)
     elif name.startswith("mos_k_rank"):  # rank falling with K
         _edit(folder, "mos_k.csv", {"dataset": ds}, press_rank=lambda f: 9999 - 400 * f["n_experts"])
-    elif name.startswith("mos_k_ppl"):  # a large gain at the last K
-        last = pd.read_csv(folder / "mos_k.csv").query("dataset == @ds")["n_experts"].max()
-        _edit(folder, "mos_k.csv", {"dataset": ds, "n_experts": last}, test_ppl=lambda f: f["test_ppl"] - 3.0)
+    elif name.startswith("mos_k_rank_ppl"):  # perplexity rising with the rank over K
+        _edit(folder, "mos_k.csv", {"dataset": ds}, test_ppl=lambda f: 50 + f["press_rank"] / 1000)
+    elif name.startswith("mos_k_gap"):  # the gap narrowing as K grows
+        _edit(folder, "mos_k.csv", {"dataset": ds}, train_ppl=lambda f: f["test_ppl"] - 30 + f["n_experts"])
+    elif name.startswith("mos_dropout"):  # perplexity falling as the rank rises
+        _edit(folder, "mos_dropoutl.csv", {"dataset": ds}, test_ppl=lambda f: 90 - f["press_rank"] / 1000)
+    elif name.startswith("table6"):  # a slow decay: the effective rank half of Press' rank
+        _edit(folder, "main.csv", {"dataset": ds}, **{"erank_1e-3": lambda f: f["press_rank"] // 2})
+    elif name.startswith("wordsim_moc_mos"):  # MoS better than MoC on every benchmark
+        moc = pd.read_csv(folder / "wordsim.csv").query("dataset == @ds and variant == 'moc'")
+        _edit(
+            folder,
+            "wordsim.csv",
+            {"dataset": ds, "variant": "mos"},
+            spearman=lambda f: f["benchmark"].map(moc.set_index("benchmark")["spearman"]) + 0.05,
+        )
     elif name.startswith("wordsim"):  # word similarity rising with the rank
         ranks = pd.read_csv(folder / "ntet.csv").query("dataset == @ds and schedule == 'et'").set_index("variant")
         top = ranks["press_rank"].max()
@@ -282,6 +353,8 @@ def _contradict(claim: catalog.Claim, folder: Path) -> None:
 
 @pytest.mark.parametrize("name", list(claims.CLAIMS))
 def test_a_study_built_to_contradict_a_claim_is_not_consistent_with_it(paper_dir, tmp_path, name):
+    """Every claim can fail: the study is edited the other way (a gap where the paper found none, the other sign,
+    a trend reversed, a slow decay, MoS ahead of MoC) and the claim's verdict is "not consistent"."""
     folder = tmp_path / "study"
     folder.mkdir()
     for file in paper_dir.iterdir():
@@ -291,7 +364,8 @@ def test_a_study_built_to_contradict_a_claim_is_not_consistent_with_it(paper_dir
 
 
 def test_too_few_runs(tmp_path):
-    """Every claim below its minimum: 4 seeds per model, 9 grid points, 2 values of K, 3 output layers."""
+    """Every claim below its minimum: 4 seeds per model, 9 grid points, 2 values of K and of the dropout, 3 output
+    layers (so neither MoS nor MoC: no benchmark to compare them on)."""
     folder = paper_study(tmp_path, n_random=3, grid_points=9, k_values=2, models=3)
     found = verdicts(folder)
     assert found == dict.fromkeys(claims.CLAIMS, page.TOO_FEW), {k: v for k, v in found.items() if v != page.TOO_FEW}
@@ -309,13 +383,14 @@ def test_runs_without_the_papers_size_or_epochs_are_not_comparable(paper_dir, tm
         decisions = page.decide_all(folder)
         assert {d.verdict for d in decisions} == {page.NOT_COMPARABLE}
         assert all(not math.isnan(d.estimate.value) for d in decisions)
-        assert sum(d.claim.name.startswith("table2") and d.estimate.p < 0.05 for d in decisions) == 6
+        assert sum(d.claim.name.startswith("table2") and d.estimate.p < 0.05 for d in decisions) == 8
 
 
 # --------------------------------------------------------------------------------------------- output layers
-def test_a_layer_that_is_not_the_papers_enters_only_the_claims_about_any_layer(paper_dir, tmp_path):
-    """A new layer's runs (named with characters a page must escape) join the correlations across layers and the
-    schedules' comparison, and no claim about one of the paper's models; its name is escaped on the page."""
+def test_a_layer_that_is_not_the_papers_changes_no_claim_about_the_papers_layers(paper_dir, tmp_path):
+    """A new layer's runs (named with characters a page must escape, ranked like SS in every summary) enter no claim:
+    every claim reads the paper's layers only, so every verdict and estimate is the one without it; the names shown
+    are the paper's, escaped on the page."""
     folder = tmp_path / "study"
     folder.mkdir()
     for file in paper_dir.iterdir():
@@ -323,25 +398,21 @@ def test_a_layer_that_is_not_the_papers_enters_only_the_claims_about_any_layer(p
     layer = "<b>my|layer</b>"
     for file in ("main.csv", "ntet.csv"):
         frame = pd.read_csv(folder / file)
-        new = frame[(frame["variant"] == "ss")].assign(variant=layer)
+        new = frame[(frame["variant"] == "ss")].assign(variant=layer, press_rank=9_999, test_ppl=50.0)
         pd.concat([frame, new]).to_csv(folder / file, index=False)
     ws = pd.read_csv(folder / "wordsim.csv")
-    pd.concat([ws, ws[ws["variant"] == "ss"].assign(variant=layer)]).to_csv(folder / "wordsim.csv", index=False)
+    new = ws[ws["variant"] == "ss"].assign(variant=layer, spearman=0.9)
+    pd.concat([ws, new]).to_csv(folder / "wordsim.csv", index=False)
+    before = {d.claim.name: d for d in page.decide_all(paper_dir)}
     decisions = {d.claim.name: d for d in page.decide_all(folder)}
     for name, d in decisions.items():
-        names = getattr(d.evidence, "names", ())
-        assert (layer in names) == d.claim.any_layer, name
-        if not d.claim.any_layer:  # named claims read exactly the paper's rows: same verdict as without the layer
-            assert d.verdict == page.CONSISTENT, name
-    assert {n for n, d in decisions.items() if d.claim.any_layer} == {
-        f"{kind}_{ds}" for kind in ("wordsim", "rank_ppl", "ntet") for ds in ("ptb", "wt2")
-    }
+        assert layer not in getattr(d.evidence, "names", ()), name
+        assert d.verdict == before[name].verdict and d.estimate == before[name].estimate, name
     out = tmp_path / "page" / "claims"
-    page.write(list(decisions.values()), out)
+    page.write(list(decisions.values()), out, banner="<i>a|b</i>")
     html = (out.parent / "claims.html").read_text()
-    assert layer not in html and "&lt;b&gt;my|layer&lt;/b&gt;" in html
-    markdown = (out.parent / "claims.md").read_text()
-    assert "<b>my\\|layer</b>" in markdown and "my|layer" not in markdown
+    assert "<i>a|b</i>" not in html and "&lt;i&gt;a|b&lt;/i&gt;" in html
+    assert "Softmax, SS, GSS, LMS-PLIF, MoS" in html
 
 
 # --------------------------------------------------------------------------------------------- the page
@@ -349,24 +420,30 @@ def test_the_cli_writes_the_page_in_four_formats(paper_dir, tmp_path):
     prefix = tmp_path / "reports" / "claims"
     assert main(["claims", "--summary-dir", str(paper_dir), "--out", str(prefix), "--banner", "a mark"]) == 0
     table = pd.read_csv(f"{prefix}.csv")
-    assert list(table["claim"]) == list(claims.CLAIMS) and set(table["verdict"]) == {page.CONSISTENT}
+    assert list(table["claim"]) == list(claims.CLAIMS)
+    assert dict(zip(table["claim"], table["verdict"], strict=True)) == _expected_on_the_papers_numbers()
     markdown = Path(f"{prefix}.md").read_text()
-    assert markdown.startswith("**a mark**") and f"{len(claims.CLAIMS)} consistent" in markdown
+    undecided = len(UNDECIDED_ON_THE_PAPER)
+    assert markdown.startswith("**a mark**")
+    assert f"{len(claims.CLAIMS) - undecided} consistent, {undecided} undecided" in markdown
+    # the power beside each verdict, on the page itself: undecided rows say from how many runs they would decide
+    assert "power at this n" in markdown and "power 0.16; 0.8 from 144 seeds per model" in markdown
     for rule in {c.rule.name for c in claims.CLAIMS.values()}:  # the rules under the table, each once
         assert markdown.count(f"* **{rule}**") == 1, rule
     html = Path(f"{prefix}.html").read_text()
-    assert html.count("<tr") == len(claims.CLAIMS) + 1 and "Rules" in html
+    assert html.count("<tr") == len(claims.CLAIMS) + 1 and "Rules" in html and "power 0.16" in html
     tex = Path(f"{prefix}.tex").read_text()
-    assert "\\label{tab:claims}" in tex and "\\begin{itemize}" in tex
+    assert "\\label{tab:claims}" in tex and "\\begin{itemize}" in tex and "power 0.16" in tex
     assert tex.isascii(), sorted({ch for ch in tex if not ch.isascii()})  # every symbol spelled in LaTeX
 
 
 def test_the_cli_checks_the_paper_against_itself(tmp_path):
-    """``claims --paper`` (docs/claims.md's command): the page of the paper's own numbers, every claim consistent,
-    said on top."""
+    """``claims --paper`` (docs/claims.md's command): the page of the paper's own numbers, every claim consistent
+    or undecided where they cannot decide, said on top."""
     prefix = tmp_path / "reports" / "claims-paper"
     assert main(["claims", "--paper", "--out", str(prefix)]) == 0
-    assert set(pd.read_csv(f"{prefix}.csv")["verdict"]) == {page.CONSISTENT}
+    table = pd.read_csv(f"{prefix}.csv")
+    assert dict(zip(table["claim"], table["verdict"], strict=True)) == _expected_on_the_papers_numbers()
     assert Path(f"{prefix}.md").read_text().startswith("**the paper's own numbers as input")
 
 
@@ -394,7 +471,7 @@ def test_the_preview_counts_each_claims_runs_in_of_those_planned(paper_dir, tmp_
     table = pd.read_csv(f"{prefix}.csv").set_index("claim")
     # SS against Softmax reads the 10 random seeds of each: 20 planned, every other one in
     assert table.loc["table2_ss_ptb", "runs in"] == "10 of 20"
-    assert table.loc["rank_ppl_ptb", "runs in"] == "28 of 55"  # every layer's runs of main.csv on PTB
+    assert table.loc["rank_ppl_ptb", "runs in"] == "28 of 55"  # every paper layer's runs of main.csv on PTB
     assert table.loc["ntet_ptb", "runs in"] == "0 of 0"  # ntet.csv is not in this preview's plan
     # on top: the distinct runs the claims read (every run of main.csv), each counted once
     assert Path(f"{prefix}.md").read_text().startswith("**PROVISIONAL, 2026-01-02 03:04: 55 of 110 runs in — small")
@@ -428,11 +505,16 @@ def test_seeds_before_anything_runs(capsys):
     out = capsys.readouterr().out
     assert "the paper's" in out and "table4_ptb" in out and "figure2_all_ptb" in out and "table4_wt2" not in out
     assert "lms_plif_rank_ptb" not in table.index  # a rule without a test has no row
-    # LMS-PLIF against LMS-PLIF† (PTB): pooled s of 0.11 and 0.09, the paper's 0.01 ppl apart
+    # LMS-PLIF against LMS-PLIF† (PTB): pooled s of 0.11 and 0.09, the paper's 0.01 ppl apart: "not better" is
+    # decided with power 0.8 from the n where the one-sided test of the margin reaches it
     s = math.sqrt((0.11**2 + 0.09**2) / 2)
     assert table.loc["table4_ptb", "spread"] == f"s = {s:.3g} (the paper's)"
-    assert table.loc["table4_ptb", "n for the paper's effect"] == f"{power.seeds_needed(0.01, s):,} seeds per model"
-    assert power.t_power(0.01, s, power.seeds_needed(0.01, s)) >= 0.8 > power.t_power(0.01, s, 10)
+    needed = power.runs_for_power(lambda n: power.noninferiority_power(-0.01, differences.MARGIN, s, n))
+    assert table.loc["table4_ptb", "n for the paper's effect"] == f"{needed:,} seeds per model"
+    at = power.noninferiority_power
+    assert at(-0.01, 0.2, s, needed) >= 0.8 > at(-0.01, 0.2, s, needed - 1)
+    # MoS against Softmax (PTB), a t-test: the seeds its Δ needs
+    assert table.loc["table2_mos_ptb", "n for the paper's effect"] == "2 seeds per model"
     assert table.loc["figure2_all_ptb", "n for the paper's effect"] == f"{power.points_needed(0.48)} grid points"
 
 

@@ -9,7 +9,7 @@ from softmax_bottleneck.report import claims as paper_claims
 
 
 rule claims:
-    """Decide each of the paper's claims from the summaries: consistent, not consistent, too few runs, not comparable."""
+    """Decide each of the paper's claims from the summaries: consistent, not consistent, undecided, ..."""
     input:
         summaries=[f"{RESULTS}/summary/{file}" for file in paper_claims.REQUIRES],
         code=rendering_code,

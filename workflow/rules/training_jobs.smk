@@ -54,8 +54,9 @@ def train_runtime(wildcards, attempt):
 
 
 def await_max_wait(wildcards):
-    """Seconds an await rule waits at most for a training another process runs: three times the time limit that
-    train's first attempt of that run asks (the site's limit at most: that job cannot outlive it)."""
+    """Seconds the await rules wait at most for a training another process runs, three times the time limit that
+    train's first attempt of that run asks (the site's limit at most: that job cannot outlive it).
+    """
     return Unrecorded(60 * 3 * train_runtime(wildcards, 1))
 
 

@@ -6,6 +6,10 @@ For a two-sided test at level α (0.05) and power 1 − β (0.8):
   degrees of freedom and noncentrality δ = effect / SE, power = P(T′ > t_{1−α/2,ν}) + P(T′ < −t_{1−α/2,ν}),
   T′ ~ noncentral t(ν, δ) (``scipy.stats.nct``); two samples: ν = n₁ + n₂ − 2, SE = s·√(1/n₁ + 1/n₂), s the
   common SD; paired: ν = n − 1, SE = s/√n, s the SD of the differences.
+* **the one-sided tests of a margin m** (a claim of "not better": the lower (1 − α) bound of Δ above −m, a
+  non-inferiority test; "no difference": both bounds inside ±m, two one-sided tests, TOST): non-inferiority power =
+  P(T′ > t_{1−α,ν}), T′ ~ noncentral t(ν, (Δ + m)/SE); TOST power integrates, over the χ² law of the sample
+  variance, the normal probability that Δ̂ ± t_{1−α,ν}·ŜE lies inside ±m (``scipy.integrate.quad``), exact;
 * **Pearson's r** (Figure 2, the correlations across models): Fisher's z, atanh(r) ~ N(atanh(ρ), 1/(n − 3)), so
   power = Φ(|atanh ρ|·√(n − 3) − z_{1−α/k}) for a k-sided test (``scipy.stats.norm``).
 
@@ -31,16 +35,15 @@ def t_power(
     runs with common SD ``sd``; ``paired``: ``n1`` pairs whose differences have SD ``sd``)."""
     from scipy import stats
 
-    if paired:
-        df, se = n1 - 1, sd / math.sqrt(n1)
-    else:
-        n2 = n1 if n2 is None else n2
-        df, se = n1 + n2 - 2, sd * math.sqrt(1 / n1 + 1 / n2)
+    df, se = _t_frame(sd, n1, n2, paired)
     if df < 1 or not sd > 0:
         return math.nan
     critical = stats.t.ppf(1 - alpha / 2, df)
     delta = abs(effect) / se
-    return float(stats.nct.sf(critical, df, delta) + stats.nct.cdf(-critical, df, delta))
+    value = float(stats.nct.sf(critical, df, delta) + stats.nct.cdf(-critical, df, delta))
+    if math.isnan(value):  # scipy's nct fails far in the tail (δ in the tens): the power is 1 to any precision shown
+        value = float(stats.norm.sf(critical - delta) + stats.norm.cdf(-critical - delta))
+    return value
 
 
 def detectable_difference(
@@ -58,6 +61,85 @@ def detectable_difference(
     return float(optimize.brentq(lambda e: t_power(e, sd, n1, n2, paired=paired, alpha=alpha) - power, 0.0, high))
 
 
+def _t_frame(sd: float, n1: int, n2: int | None, paired: bool) -> tuple[int, float]:
+    """Degrees of freedom and standard error of the difference (see the module docstring)."""
+    if paired:
+        return n1 - 1, sd / math.sqrt(n1)
+    n2 = n1 if n2 is None else n2
+    return n1 + n2 - 2, sd * math.sqrt(1 / n1 + 1 / n2)
+
+
+def noninferiority_power(
+    effect: float,
+    margin: float,
+    sd: float,
+    n1: int,
+    n2: int | None = None,
+    *,
+    paired: bool = False,
+    alpha: float = ALPHA,
+) -> float:
+    """Power of the one-sided test that the difference is above −``margin`` (the lower (1 − α) bound of Δ̂ above
+    −m) when the true difference is ``effect``: P(T′ > t_{1−α,ν}), T′ ~ nct(ν, (effect + m)/SE)."""
+    from scipy import stats
+
+    df, se = _t_frame(sd, n1, n2, paired)
+    if df < 1 or not sd > 0:
+        return math.nan
+    return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, (effect + margin) / se))
+
+
+def equivalence_power(
+    effect: float,
+    margin: float,
+    sd: float,
+    n1: int,
+    n2: int | None = None,
+    *,
+    paired: bool = False,
+    alpha: float = ALPHA,
+) -> float:
+    """Power of the two one-sided tests (TOST) of ±``margin`` when the true difference is ``effect``: the
+    probability that Δ̂ ± t_{1−α,ν}·ŜE lies inside (−m, m), integrated over ŜE² = SE²·χ²_ν/ν
+    (``scipy.integrate.quad`` over ``scipy.stats.chi2``); exact for normal samples with a common SD."""
+    from scipy import integrate, stats
+
+    df, se = _t_frame(sd, n1, n2, paired)
+    if df < 1 or not sd > 0:
+        return math.nan
+    critical = stats.t.ppf(1 - alpha, df)
+
+    def inside(u: float) -> float:
+        half = critical * se * math.sqrt(u / df)
+        if half >= margin:
+            return 0.0
+        high, low = (margin - half - effect) / se, (-margin + half - effect) / se
+        return float(stats.norm.cdf(high) - stats.norm.cdf(low)) * float(stats.chi2.pdf(u, df))
+
+    top = df * (margin / (critical * se)) ** 2  # beyond it the interval is wider than the margin
+    value, _ = integrate.quad(inside, 0.0, top, limit=200)
+    return min(1.0, max(0.0, float(value)))
+
+
+def runs_for_power(power_of, target: float = POWER, start: int = 2) -> int | None:
+    """The fewest n ≥ ``start`` with ``power_of(n) ≥ target`` (``power_of`` grows with n); None where no n up to
+    :data:`MAX_RUNS` reaches it."""
+
+    def enough(n: int) -> bool:
+        value = power_of(n)
+        return not math.isnan(value) and value >= target
+
+    low, high = start, start
+    while not enough(high):
+        low, high = high, high * 2
+        if high > MAX_RUNS:
+            return None
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle + 1, high)
+    return high
+
+
 def seeds_needed(
     effect: float, sd: float, *, paired: bool = False, power: float = POWER, alpha: float = ALPHA
 ) -> int | None:
@@ -65,19 +147,7 @@ def seeds_needed(
     where no n up to :data:`MAX_RUNS` does (an effect of 0) or the spread is unknown."""
     if not (sd > 0 and math.isfinite(effect)) or effect == 0:
         return None
-
-    def enough(n: int) -> bool:
-        return t_power(effect, sd, n, paired=paired, alpha=alpha) >= power
-
-    low, high = 2, 2
-    while not enough(high):
-        low, high = high, high * 2
-        if high > MAX_RUNS:
-            return None
-    while low < high:  # the power grows with n
-        middle = (low + high) // 2
-        low, high = (low, middle) if enough(middle) else (middle + 1, high)
-    return high
+    return runs_for_power(lambda n: t_power(effect, sd, n, paired=paired, alpha=alpha), power)
 
 
 def _z(alpha: float, sides: int) -> float:

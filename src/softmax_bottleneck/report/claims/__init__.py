@@ -6,13 +6,15 @@ before any run (docs/claims.md).
   :mod:`softmax_bottleneck.analysis.stats`);
 * :mod:`.evidence`: the summary rows of a claim, and whether its runs are at the paper's scale;
 * :mod:`.page`: the verdicts and the page (CSV, Markdown, HTML, LaTeX; the preview's, provisional);
-* :mod:`.seeds`: the smallest effect each claim's n detects and the n the paper's effect needs.
+* :mod:`.seeds`: the smallest effect each claim's n detects and the n the paper's effect needs;
+* :mod:`.operating`: how often each verdict comes out under the paper's truth and the opposite one (simulated).
 
 Command line::
 
     python -m softmax_bottleneck claims --summary-dir results/summary --out reports/claims
     python -m softmax_bottleneck claims --paper --out claims-paper      # the paper's own numbers as input
     python -m softmax_bottleneck claims --seeds [--summary-dir DIR] [--claim NAME ...]
+    python -m softmax_bottleneck claims --simulate [--studies N] [--seed S] [--claim NAME ...]
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from softmax_bottleneck.argtypes import positive_int_up_to
 from softmax_bottleneck.readback import ReadbackError
 from softmax_bottleneck.report.claims.catalog import CLAIMS, REQUIRES
+from softmax_bottleneck.report.claims.operating import MAX_STUDIES, simulate, simulation_markdown
 from softmax_bottleneck.report.claims.page import FORMATS, decide_all, decide_paper, render_preview, tally, write
 from softmax_bottleneck.report.claims.seeds import seeds_markdown, seeds_table
 
@@ -55,6 +59,22 @@ def add_cli(parser) -> None:
         "(nothing run yet) from the paper's spreads",
     )
     parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="print, per claim, how often each verdict comes out over studies simulated from the paper's numbers "
+        "and from the opposite truth, at the paper's n and at the claim's minimum",
+    )
+    parser.add_argument(
+        "--studies",
+        type=positive_int_up_to(MAX_STUDIES),
+        default=2000,
+        metavar="N",
+        help="simulated studies per claim, truth and size (default 2000)",
+    )
+    parser.add_argument(
+        "--seed", type=positive_int_up_to(2**32 - 1), default=1, metavar="S", help="the simulation's seed (default 1)"
+    )
+    parser.add_argument(
         "--claim",
         action="append",
         metavar="NAME",
@@ -69,6 +89,10 @@ def run_cli(args) -> int:
     if args.summary_dir and not Path(args.summary_dir).is_dir():
         raise SystemExit(f"claims: --summary-dir {args.summary_dir}: no such folder (the study's results/summary)")
     names = set(args.claim) if args.claim else None
+    if args.simulate:
+        table = simulate(names, args.studies, args.seed)
+        sys.stdout.write(simulation_markdown(table, args.studies, args.seed))
+        return 0
     try:
         decisions = decide_all(args.summary_dir, names) if args.summary_dir else decide_paper(names)
     except (FileNotFoundError, ReadbackError) as err:

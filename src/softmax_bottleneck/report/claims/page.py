@@ -7,8 +7,9 @@ in of those planned.
 
 A verdict is, in this order: **not comparable at this scale** where a run behind the claim lacks the paper's model
 size or epochs (:func:`~.evidence.at_paper_scale`; the numbers are still shown); **too few runs** where n is below the
-claim's minimum; **undefined** where the statistic does not exist (constant values); else **consistent** or **not
-consistent** by the claim's rule (:mod:`.rules`).
+claim's minimum; **undefined** where the statistic does not exist (constant values); else **consistent**, **not
+consistent** or **undecided** (the evidence at this n decides neither way) by the claim's rule (:mod:`.rules`). Each
+row prints the rule's power at its n and, below 0.8, the n from which it would decide.
 """
 
 from __future__ import annotations
@@ -22,25 +23,25 @@ import pandas as pd
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report.claims.catalog import CLAIMS, Claim
 from softmax_bottleneck.report.claims.evidence import Summaries, comparable
-from softmax_bottleneck.report.claims.rules import Estimate, Evidence, Paper
+from softmax_bottleneck.report.claims.rules import CONSISTENT, NOT_CONSISTENT, UNDECIDED, Estimate, Evidence, Paper
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables.render import html_page, latex_table, latex_text, markdown_page
 
-CONSISTENT = "consistent"
-NOT_CONSISTENT = "not consistent"
 TOO_FEW = "too few runs"
 NOT_COMPARABLE = "not comparable at this scale"
 UNDEFINED = "undefined"
 #: every verdict, in the order of the page's tally
-VERDICTS = (CONSISTENT, NOT_CONSISTENT, TOO_FEW, NOT_COMPARABLE, UNDEFINED)
+VERDICTS = (CONSISTENT, NOT_CONSISTENT, UNDECIDED, TOO_FEW, NOT_COMPARABLE, UNDEFINED)
 #: the files of the page (``PREFIX.<ext>``)
 FORMATS = ("csv", "md", "html", "tex")
 
 CAPTION = (
     "The paper's conclusions, each decided by a rule stated before any run (docs/claims.md): the paper's value, ours "
-    "with its 95 % interval, n, and the verdict: consistent, not consistent, too few runs (n below the rule's "
-    "minimum), not comparable at this scale (a run without the paper's model size and epochs), undefined (constant "
-    "values)."
+    "with its 95 % interval, n, the verdict and the rule's power at this n. A verdict is one of: consistent; not "
+    "consistent; undecided (the runs at this n decide neither way: the power column says how many would); too few "
+    "runs (n below the rule's minimum); not comparable at this scale (a run without the paper's model size and "
+    "epochs); undefined (constant values). A source marked \"the project's statistic\" is a claim the paper makes in "
+    "words, its test this project's."
 )
 
 
@@ -55,6 +56,17 @@ class Decision:
     comparable: bool
     verdict: str
 
+    @property
+    def power(self) -> float:
+        """The rule's power at our n (NaN for a descriptive rule or below 2 runs)."""
+        return self.claim.rule.power(self.estimate.n, self.paper) if self.estimate.n >= 2 else float("nan")
+
+    @property
+    def power_text(self) -> str:
+        if self.estimate.n < 2:
+            return "—"
+        return self.claim.rule.power_text(self.estimate.n, self.paper, self.claim.unit)
+
 
 def verdict(claim: Claim, estimate: Estimate, paper: Paper, at_scale: bool) -> str:
     """The verdict of the module docstring, in its order."""
@@ -62,10 +74,8 @@ def verdict(claim: Claim, estimate: Estimate, paper: Paper, at_scale: bool) -> s
         return NOT_COMPARABLE
     if estimate.n < claim.min_n:
         return TOO_FEW
-    consistent = claim.rule.decide(estimate, paper)
-    if consistent is None:
-        return UNDEFINED
-    return CONSISTENT if consistent else NOT_CONSISTENT
+    decided = claim.rule.verdict(estimate, paper)
+    return UNDEFINED if decided is None else decided
 
 
 def decide(claim: Claim, evidence: Evidence, at_scale: bool = True) -> Decision:
@@ -99,7 +109,7 @@ def _n_text(d: Decision) -> str:
         unit = " ".join(filter(None, [first.removesuffix("s"), rest]))
     text = f"{d.estimate.n} {unit}"
     names = getattr(d.evidence, "names", ())
-    return f"{text} ({', '.join(names)})" if d.claim.any_layer and names else text
+    return f"{text} ({', '.join(names)})" if d.claim.unit == "models" and names else text
 
 
 def tidy(decisions: list[Decision]) -> pd.DataFrame:
@@ -113,8 +123,9 @@ def tidy(decisions: list[Decision]) -> pd.DataFrame:
                 "dataset": c.dataset,
                 "source": c.source,
                 "statement": c.statement,
+                "quote": c.quote,
+                "formalised": c.formalised,
                 "rule": c.rule.name,
-                "any_layer": c.any_layer,
                 "paper_value": d.paper.value,
                 "paper_printed": d.paper.printed,
                 "paper": c.rule.paper_text(d.paper),
@@ -130,13 +141,15 @@ def tidy(decisions: list[Decision]) -> pd.DataFrame:
                 "n_text": _n_text(d),
                 "comparable": d.comparable,
                 "verdict": d.verdict,
+                "power": d.power,
+                "power_text": d.power_text,
             }
         )
     return pd.DataFrame(rows)
 
 
 def display(table: pd.DataFrame) -> pd.DataFrame:
-    """The page's table (strings): claim, the paper's value, ours [95 % interval], n, verdict, source."""
+    """The page's table (strings): claim, the paper's value, ours [95 % interval], n, verdict, power, source."""
     return pd.DataFrame(
         {
             "id": table["claim"],
@@ -147,7 +160,11 @@ def display(table: pd.DataFrame) -> pd.DataFrame:
             "ours [95 % interval]": table["ours"],
             "n": table["n_text"],
             "verdict": table["verdict"],
-            "from": table["source"],
+            "power at this n": table["power_text"],
+            "from": [
+                f"{source}; the project's statistic" if formalised else source
+                for source, formalised in zip(table["source"], table["formalised"], strict=True)
+            ],
         }
     )
 

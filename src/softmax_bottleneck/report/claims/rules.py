@@ -2,14 +2,17 @@
 
 A rule turns *evidence* (the numbers a claim rests on, ours from the summaries or the paper's from its tables) into an
 :class:`Estimate` (the statistic, its 95 % interval, p, n; every statistic from ``scipy.stats`` through
-:mod:`softmax_bottleneck.analysis.stats`), and says whether our estimate is consistent with the paper
-(:meth:`consistent`). The evidence types:
+:mod:`softmax_bottleneck.analysis.stats`) and a verdict (:meth:`Rule.judge`): **consistent**, **not consistent**, or
+**undecided** where the evidence at this n can decide neither way (a rule never says "consistent" from an absence of
+evidence). Each rule states its power at a given n (:meth:`Rule.power`: how likely it is to decide for the paper's
+claim when the paper's effect is true) and draws evidence under the paper's truth or the opposite one for the
+simulation of :mod:`.operating`. The differences of perplexity (t-tests, margins) are in :mod:`.differences`; here
+the evidence types, the base rule and the rules on correlations, ranks and sweeps. The evidence types:
 
 * :class:`Points`: (x, y) pairs (a correlation, a trend);
 * :class:`Groups`: two samples as mean, SD and n (a t-test; the paper publishes only these);
 * :class:`Pairs`: paired values (a paired t-test);
-* :class:`Contrast`: one model's sample against other models' means (a rank that stays low);
-* :class:`Step`: two single runs and the seed-to-seed spread they are judged against.
+* :class:`Contrast`: one model's sample against other models' means (a rank that stays low).
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ from softmax_bottleneck.report.tables import cells
 #: the significance level of every rule, and the confidence of every interval
 ALPHA = 0.05
 CONFIDENCE = 0.95
+#: the power from which a rule that found nothing may say so (below it: "undecided")
+DECIDING_POWER = 0.8
+
+CONSISTENT = "consistent"
+NOT_CONSISTENT = "not consistent"
+UNDECIDED = "undecided"
+#: the truths the simulation draws studies from (:meth:`Rule.sample`)
+TRUTHS = ("paper", "opposite")
 
 
 # --------------------------------------------------------------------------------------------- evidence
@@ -73,6 +84,10 @@ class Pairs:
     b: tuple[float, ...]
     names: tuple[str, ...] = ()
 
+    @property
+    def n(self) -> int:
+        return len(self.a)
+
 
 @dataclass(frozen=True)
 class Contrast:
@@ -83,23 +98,15 @@ class Contrast:
     others: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Step:
-    """A quantity at two points of a sweep (one run each) and the seed-to-seed spread of one run."""
-
-    before: float
-    after: float
-    spread: Sample
-
-
-Evidence = Points | Groups | Pairs | Contrast | Step
+Evidence = Points | Groups | Pairs | Contrast
 
 
 @dataclass(frozen=True)
 class Estimate:
     """What a rule computes from evidence: ``value`` (the statistic shown: r, Δ, mean rank, ρ), its 95 % interval
     [``low``, ``high``] (NaN where none exists), ``p`` (NaN where there is no test), ``n`` (what the rule's minimum
-    counts) and ``bound`` (a rule's threshold computed from the evidence)."""
+    counts), ``bound`` (a rule's threshold computed from the evidence) and, for a difference, its standard error
+    ``se`` and degrees of freedom ``df``."""
 
     value: float
     low: float = math.nan
@@ -107,6 +114,8 @@ class Estimate:
     p: float = math.nan
     n: int = 0
     bound: float = math.nan
+    se: float = math.nan
+    df: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -141,6 +150,19 @@ def _signed(value: float) -> str:
     return cells.MISSING if cells.missing(value) else f"{value:+.2f}".replace("-", "−")
 
 
+def _note(paper: Paper) -> str:
+    return f" ({paper.note})" if paper.note else ""
+
+
+def _bivariate(r: float, n: int, rng) -> Points:
+    """``n`` points of a standard bivariate normal law with correlation ``r``."""
+    import numpy as np
+
+    x = rng.standard_normal(n)
+    y = r * x + math.sqrt(max(0.0, 1 - r * r)) * rng.standard_normal(n)
+    return Points(tuple(np.asarray(x, float)), tuple(np.asarray(y, float)))
+
+
 # --------------------------------------------------------------------------------------------- the rules
 class Rule:
     """A decision rule: its name, its statement (``text``, also in docs/claims.md) and what it computes."""
@@ -151,17 +173,45 @@ class Rule:
     test: str | None = None
     #: the fields of an :class:`Estimate` the rule decides on (NaN in one: the statistic is undefined)
     needs: tuple[str, ...] = ("value",)
+    #: what "power" means for this rule, and the truth the simulation opposes to the paper's
+    power_means: str = ""
+    opposite: str = ""
 
     def estimate(self, evidence) -> Estimate:
         raise NotImplementedError
 
-    def decide(self, ours: Estimate, paper: Paper) -> bool | None:
-        """Whether ``ours`` is consistent with ``paper``; None where the statistic is undefined (constant values)."""
+    def verdict(self, ours: Estimate, paper: Paper) -> str | None:
+        """:data:`CONSISTENT`, :data:`NOT_CONSISTENT` or :data:`UNDECIDED`; None where the statistic is undefined."""
         if any(cells.missing(getattr(ours, key)) for key in self.needs):
             return None
-        return bool(self.consistent(ours, paper))
+        return self.judge(ours, paper)
 
-    def consistent(self, ours: Estimate, paper: Paper) -> bool:
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        raise NotImplementedError
+
+    def power(self, n: int, paper: Paper) -> float:
+        """How likely the rule is to decide for the claim at ``n`` when the paper's effect is true (NaN: a
+        descriptive rule, which tests nothing)."""
+        return math.nan
+
+    def power_text(self, n: int, paper: Paper, unit: str) -> str:
+        """``power 0.23 (0.8 from 17 seeds per model)``, or what the rule says instead of a power."""
+        value = self.power(n, paper)
+        if cells.missing(value):
+            return "descriptive"
+        from softmax_bottleneck.analysis import power
+
+        needed = power.runs_for_power(lambda k: self.power(k, paper), DECIDING_POWER, start=max(2, min(n, 4)))
+        more = (
+            ""
+            if value >= DECIDING_POWER
+            else (f"; {DECIDING_POWER:g} from {needed:,} {unit}" if needed else f"; below {DECIDING_POWER:g} at any n")
+        )
+        return f"power {value:.2f}{more}"
+
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Evidence:
+        """Evidence of ``n`` runs (seeds, points, ...) drawn under ``truth`` ("paper": the paper's own effect and
+        spread; "opposite": :attr:`opposite`)."""
         raise NotImplementedError
 
     def ours_text(self, est: Estimate) -> str:
@@ -171,16 +221,29 @@ class Rule:
         raise NotImplementedError
 
 
+#: the |r| from which a correlation is not "weak" (Figure 2's "around 0.50": the paper's "fairly weak" is below it)
+MODERATE_R = 0.5
+
+
+def _fisher(r: float) -> float:
+    return math.atanh(max(-0.999999, min(0.999999, r)))
+
+
 class RInInterval(Rule):
-    """Pearson's r of our points; consistent when the paper's r lies in our 95 % interval (Fisher's z)."""
+    """Pearson's r of our points; consistent when the paper's r lies in our 95 % interval (Fisher's z) and our n
+    would tell the paper's r from no correlation, undecided when it would not, not consistent otherwise."""
 
     name = "r in our 95 % interval"
     text = (
         "Pearson's r of our points (scipy.stats.pearsonr) and its 95 % interval (Fisher's z, "
-        "pearsonr(...).confidence_interval()); consistent when the paper's r lies in the interval."
+        "pearsonr(...).confidence_interval()); not consistent when the paper's r lies outside the interval; "
+        "consistent when it lies inside and n points tell the paper's r from r = 0 with power ≥ 0.8 (Fisher's z: "
+        "Φ(|atanh r| √(n − 3) − 1.96)), else undecided."
     )
     test = "correlation"
     needs = ("low", "high")
+    power_means = "the chance that n points tell the paper's r from no correlation"
+    opposite = "no correlation (r = 0)"
 
     def estimate(self, evidence: Points) -> Estimate:
         n = evidence.n
@@ -189,69 +252,75 @@ class RInInterval(Rule):
         r, low, high, p = stats.pearson_interval(evidence.x, evidence.y, CONFIDENCE)
         return Estimate(r, low, high, p, n)
 
-    def consistent(self, ours: Estimate, paper: Paper) -> bool:
-        return ours.low <= paper.value <= ours.high
+    def power(self, n: int, paper: Paper) -> float:
+        from scipy import stats as sps
+
+        if n < 4:
+            return math.nan
+        return float(sps.norm.cdf(abs(_fisher(paper.value)) * math.sqrt(n - 3) - sps.norm.ppf(1 - ALPHA / 2)))
+
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        if not ours.low <= paper.value <= ours.high:
+            return NOT_CONSISTENT
+        return CONSISTENT if self.power(ours.n, paper) >= DECIDING_POWER else UNDECIDED
+
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Points:
+        return _bivariate(paper.value if truth == "paper" else 0.0, n, rng)
 
     def ours_text(self, est: Estimate) -> str:
         return f"r = {_r(est.value)}{_interval(est.low, est.high, _r)}"
 
     def paper_text(self, paper: Paper) -> str:
-        return f"r = {_r(paper.value)}" + (f" ({paper.note})" if paper.note else "")
+        return f"r = {_r(paper.value)}{_note(paper)}"
 
 
-class SameSideOfAlpha(Rule):
-    """Student's pooled t-test (two samples) or the paired t-test; consistent when our p is on the paper's side of
-    0.05 and, where both are significant, our difference has the paper's sign."""
+class Weak(Rule):
+    """A weak correlation: consistent when our 95 % interval of r lies inside ±:data:`MODERATE_R`, not consistent
+    when it lies wholly beyond, undecided when it straddles the bound."""
 
-    needs = ("value", "p")
+    name = f"r inside ±{MODERATE_R}"
+    text = (
+        f"Pearson's r of our points and its 95 % interval (Fisher's z); consistent when the interval lies inside "
+        f'±{MODERATE_R} (the paper\'s "around 0.50" is where "weak" ends), not consistent when it lies wholly '
+        f"beyond ±{MODERATE_R}, else undecided."
+    )
+    test = "correlation"
+    needs = ("low", "high")
+    power_means = f"the chance that n points at the paper's r give an interval inside ±{MODERATE_R}"
+    opposite = "a correlation of r = ±0.7 (the sign of the paper's)"
 
-    def __init__(self, paired: bool = False):
-        self.paired = paired
-        self.name = "paired t-test, the paper's side of 0.05" if paired else "t-test, the paper's side of 0.05"
-        self.test = "paired t" if paired else "t"
-        how = (
-            "the paired t-test over the units both sides have (scipy.stats.ttest_rel), the mean difference and its "
-            "95 % interval"
-            if paired
-            else "Student's two-sided t-test with pooled variances from the means, SDs and sizes "
-            "(scipy.stats.ttest_ind_from_stats, as the paper), the difference of the means and its 95 % interval"
-        )
-        self.text = (
-            f"{how[0].upper()}{how[1:]}; consistent when our p is on the same side of 0.05 as the paper's and, where "
-            "the paper's p < 0.05, our difference has the sign of the paper's."
-        )
+    estimate = RInInterval.estimate
 
-    def estimate(self, evidence) -> Estimate:
-        if self.paired:
-            n = len(evidence.a)
-            if n < 2:
-                return Estimate(math.nan, n=n)
-            diff, low, high, p = stats.paired_difference(evidence.a, evidence.b, CONFIDENCE)
-            return Estimate(diff, low, high, p, n)
-        a, b = evidence.a, evidence.b
-        n = min(a.n, b.n)
-        if n < 2:
-            return Estimate(a.mean - b.mean if n else math.nan, n=n)
-        diff, low, high, p = stats.student_difference_from_stats(a.mean, a.sd, a.n, b.mean, b.sd, b.n, CONFIDENCE)
-        return Estimate(diff, low, high, p, n)
+    def power(self, n: int, paper: Paper) -> float:
+        from scipy import stats as sps
 
-    def consistent(self, ours: Estimate, paper: Paper) -> bool:
-        if paper.value >= ALPHA:
-            return ours.p >= ALPHA
-        paper_sign = math.copysign(1, self.estimate(paper.evidence).value)
-        return ours.p < ALPHA and math.copysign(1, ours.value) == paper_sign
+        if n < 4:
+            return math.nan
+        se, edge = 1 / math.sqrt(n - 3), math.atanh(MODERATE_R)
+        half = sps.norm.ppf(1 - ALPHA / 2) * se
+        if half >= edge:
+            return 0.0
+        z = _fisher(paper.value)
+        return float(sps.norm.cdf((edge - half - z) / se) - sps.norm.cdf((-edge + half - z) / se))
 
-    def ours_text(self, est: Estimate) -> str:
-        return f"Δ = {_signed(est.value)}{_interval(est.low, est.high, _signed)}, p = {_p(est.p)}"
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        if -MODERATE_R < ours.low and ours.high < MODERATE_R:
+            return CONSISTENT
+        if ours.low > MODERATE_R or ours.high < -MODERATE_R:
+            return NOT_CONSISTENT
+        return UNDECIDED
 
-    def paper_text(self, paper: Paper) -> str:
-        diff = self.estimate(paper.evidence).value
-        text = f"Δ = {_signed(diff)}, p = {_p(paper.value)}"
-        return text + (f" ({paper.note})" if paper.note else "")
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Points:
+        return _bivariate(paper.value if truth == "paper" else math.copysign(0.7, paper.value), n, rng)
+
+    ours_text = RInInterval.ours_text
+    paper_text = RInInterval.paper_text
 
 
 class NoAssociation(Rule):
-    """A one-sided test of Pearson's r in the direction a claim denies; consistent when it is not significant."""
+    """A one-sided test of Pearson's r in the direction a claim denies: not consistent when significant; consistent
+    when not and n points detect a moderate r (:data:`MODERATE_R`) in that direction with power ≥ 0.8; else
+    undecided."""
 
     needs = ("value", "p")
 
@@ -260,10 +329,13 @@ class NoAssociation(Rule):
         sign = "positive" if direction == "greater" else "negative"
         self.name = f"no significant {sign} r"
         self.test = f"correlation, one-sided ({sign})"
+        self.power_means = f"the chance that n points detect r = {'+' if direction == 'greater' else '−'}{MODERATE_R}"
+        self.opposite = f"r = {'+' if direction == 'greater' else '−'}{MODERATE_R} (the association the claim denies)"
         self.text = (
             f"Pearson's r across the models (scipy.stats.pearsonr) with its two-sided 95 % interval, and the "
             f"one-sided p-value of r {'>' if direction == 'greater' else '<'} 0 (alternative='{direction}': "
-            f"{meaning}); consistent when p ≥ 0.05."
+            f"{meaning}); not consistent when p < 0.05; consistent when p ≥ 0.05 and n detects a {sign} r of "
+            f"{MODERATE_R} with power ≥ 0.8 (n ≥ 24); else undecided (an absence of evidence is no evidence)."
         )
 
     def estimate(self, evidence: Points) -> Estimate:
@@ -273,31 +345,47 @@ class NoAssociation(Rule):
         r, low, high, p = stats.pearson_interval(evidence.x, evidence.y, CONFIDENCE, alternative=self.direction)
         return Estimate(r, low, high, p, n)
 
-    def consistent(self, ours: Estimate, paper: Paper) -> bool:
-        return ours.p >= ALPHA
+    def power(self, n: int, paper: Paper) -> float:
+        from scipy import stats as sps
+
+        if n < 4:
+            return math.nan
+        return float(sps.norm.cdf(math.atanh(MODERATE_R) * math.sqrt(n - 3) - sps.norm.ppf(1 - ALPHA)))
+
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        if ours.p < ALPHA:
+            return NOT_CONSISTENT
+        return CONSISTENT if self.power(ours.n, paper) >= DECIDING_POWER else UNDECIDED
+
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Points:
+        denied = MODERATE_R if self.direction == "greater" else -MODERATE_R
+        return _bivariate(paper.value if truth == "paper" else denied, n, rng)
 
     def ours_text(self, est: Estimate) -> str:
         return f"r = {_r(est.value)}{_interval(est.low, est.high, _r)}, one-sided p = {_p(est.p)}"
 
     def paper_text(self, paper: Paper) -> str:
         est = self.estimate(paper.evidence)
-        return f"r = {_r(paper.value)}, one-sided p = {_p(est.p)}" + (f" ({paper.note})" if paper.note else "")
+        return f"r = {_r(paper.value)}, one-sided p = {_p(est.p)}{_note(paper)}"
 
 
 class StaysLow(Rule):
-    """A model's mean rank stays near the baseline's: the top of its 95 % interval below the midpoint between the
-    baseline's mean and the lowest mean of the other models."""
+    """A model's mean rank stays near the baseline's: the top of its 95 % interval below the geometric midpoint
+    between the baseline's mean and the lowest mean of the other models (ranks live on a ratio scale)."""
 
-    name = "interval below the midpoint"
+    name = "interval below the geometric midpoint"
     needs = ("high", "bound")
+    power_means = "the chance that the interval's top falls below the midpoint at the paper's mean and SD"
 
     def __init__(self, baseline: str, others: tuple[str, ...]):
         far = f"{', '.join(others[:-1])} and {others[-1]}" if len(others) > 1 else others[0]
+        self.opposite = f"a mean rank at the lowest of {far}'s"
         self.text = (
             "The mean of the model's Press' ranks over its seeds and its 95 % interval (Student's t, "
-            f"scipy.stats.t.interval); consistent when the interval's top lies below the midpoint between {baseline}'s "
-            f"mean rank (its bound d + 2) and the lowest mean rank of {far}: closer to {baseline}'s than to any of "
-            "theirs."
+            f"scipy.stats.t.interval); consistent when the interval's top lies below the geometric midpoint "
+            f"√(a · b) between {baseline}'s mean rank a (its bound d + 2) and the lowest mean rank b of {far}; not "
+            "consistent when the interval's bottom lies above it; else undecided. A coarse ordinal check: closer to "
+            f"{baseline}'s rank than to any of theirs, on the ratio scale of ranks."
         )
 
     def estimate(self, evidence: Contrast) -> Estimate:
@@ -310,10 +398,28 @@ class StaysLow(Rule):
             if target.sd == 0
             else stats.mean_interval(target.mean, target.sd, target.n, CONFIDENCE)
         )
-        return Estimate(target.mean, low, high, n=target.n, bound=(evidence.baseline + min(others)) / 2)
+        bound = math.sqrt(max(evidence.baseline, 1.0) * max(min(others), 1.0))
+        return Estimate(target.mean, low, high, n=target.n, bound=bound)
 
-    def consistent(self, ours: Estimate, paper: Paper) -> bool:
-        return ours.high < ours.bound
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        if ours.high < ours.bound:
+            return CONSISTENT
+        return NOT_CONSISTENT if ours.low > ours.bound else UNDECIDED
+
+    def power(self, n: int, paper: Paper) -> float:
+        from scipy import stats as sps
+
+        target, bound = paper.evidence.target, self.estimate(paper.evidence).bound
+        if n < 2 or cells.missing(bound) or not target.sd > 0:
+            return math.nan
+        # P(x̄ + t·s/√n < bound) = P(T′ > t), T′ ~ nct(n − 1, (bound − μ)√n/σ)
+        critical = sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)
+        return float(sps.nct.sf(critical, n - 1, (bound - target.mean) * math.sqrt(n) / target.sd))
+
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Contrast:
+        ev = paper.evidence
+        mean = ev.target.mean if truth == "paper" else min(ev.others.values())
+        return Contrast(Sample.of(rng.normal(mean, ev.target.sd, n)), ev.baseline, ev.others)
 
     def ours_text(self, est: Estimate) -> str:
         text = f"{_rank(est.value)}{_interval(est.low, est.high, _rank)}"
@@ -321,92 +427,4 @@ class StaysLow(Rule):
 
     def paper_text(self, paper: Paper) -> str:
         est = self.estimate(paper.evidence)
-        text = f"{cells.integer(paper.value)}; midpoint {cells.integer(est.bound)}"
-        return text + (f" ({paper.note})" if paper.note else "")
-
-
-#: the Spearman ρ from which a rank "rises" with a swept value
-RISING = 0.8
-
-
-class Rises(Rule):
-    """Spearman's ρ between a swept value and a quantity; consistent when ρ ≥ :data:`RISING`."""
-
-    name = f"Spearman ρ ≥ {RISING}"
-    text = (
-        f"Spearman's ρ between the swept value and Press' rank over the sweep's runs (scipy.stats.spearmanr; one run "
-        f"per value, so no interval); consistent when ρ ≥ {RISING} (with 3 values: every step rises)."
-    )
-
-    def estimate(self, evidence: Points) -> Estimate:
-        if evidence.n < 3 or len(set(evidence.y)) < 2:
-            return Estimate(math.nan, n=evidence.n)
-        return Estimate(stats.spearman(evidence.x, evidence.y), n=evidence.n)
-
-    def consistent(self, ours: Estimate, paper: Paper) -> bool:
-        return ours.value >= RISING
-
-    def ours_text(self, est: Estimate) -> str:
-        return f"ρ = {_r(est.value)}"
-
-    def paper_text(self, paper: Paper) -> str:
-        return f"ρ = {_r(paper.value)}" + (f" ({paper.note})" if paper.note else "")
-
-
-class NoGainBeyondNoise(Rule):
-    """The change between two single runs, against the spread of one run; consistent when it is no significant
-    improvement (a fall beyond the 95 % band of the difference of two runs)."""
-
-    name = "no fall beyond seed noise"
-    needs = ("high",)
-    text = (
-        "The change Δ of test perplexity between the last two values of the sweep (one run each) and its 95 % "
-        "interval Δ ± t_{0.975, n−1} · s · √2, s the SD of the same model's test perplexity over the n seeds of "
-        "the main comparison (scipy.stats.t); consistent when the interval reaches 0 or above: no improvement "
-        "beyond the seed-to-seed noise."
-    )
-
-    def estimate(self, evidence: Step) -> Estimate:
-        s = evidence.spread
-        if cells.missing(evidence.before) or cells.missing(evidence.after) or s.n < 2:
-            return Estimate(math.nan, n=s.n if not cells.missing(evidence.after) else 0)
-        from scipy import stats as sps
-
-        diff = evidence.after - evidence.before
-        half = float(sps.t.ppf((1 + CONFIDENCE) / 2, s.n - 1)) * s.sd * math.sqrt(2)
-        return Estimate(diff, diff - half, diff + half, n=s.n)
-
-    def consistent(self, ours: Estimate, paper: Paper) -> bool:
-        return ours.high >= 0
-
-    def ours_text(self, est: Estimate) -> str:
-        return f"Δ = {_signed(est.value)}{_interval(est.low, est.high, _signed)}"
-
-    def paper_text(self, paper: Paper) -> str:
-        est = self.estimate(paper.evidence)
-        return f"Δ = {_signed(paper.value)}{_interval(est.low, est.high, _signed)}" + (
-            f" ({paper.note})" if paper.note else ""
-        )
-
-
-__all__ = [
-    "ALPHA",
-    "CONFIDENCE",
-    "Contrast",
-    "Estimate",
-    "Evidence",
-    "Groups",
-    "NoAssociation",
-    "NoGainBeyondNoise",
-    "Pairs",
-    "Paper",
-    "Points",
-    "RISING",
-    "RInInterval",
-    "Rises",
-    "Rule",
-    "SameSideOfAlpha",
-    "Sample",
-    "StaysLow",
-    "Step",
-]
+        return f"{cells.integer(paper.value)}; midpoint {cells.integer(est.bound)}{_note(paper)}"

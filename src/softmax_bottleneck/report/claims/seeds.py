@@ -13,13 +13,16 @@ import numpy as np
 import pandas as pd
 
 from softmax_bottleneck.analysis import power
+from softmax_bottleneck.report.claims.differences import MARGIN, DifferenceRule, Equivalent, NotBetter
 from softmax_bottleneck.report.claims.page import Decision
-from softmax_bottleneck.report.claims.rules import NoAssociation, RInInterval, SameSideOfAlpha, Sample
+from softmax_bottleneck.report.claims.rules import NoAssociation, RInInterval, Sample, Weak
 from softmax_bottleneck.report.tables.cells import MISSING
 
 HEADER = (
     f"Seeds before GPU-days: two-sided tests (one-sided where the rule's test is) at α = {power.ALPHA}, power "
-    f"{power.POWER}. The spread is ours where our runs are at the paper's scale, else the paper's."
+    f"{power.POWER}; for a claim of no difference or of not better, the n from which the test of the margin decides "
+    "with that power; for a weak correlation, the n from which its interval lies inside ±0.5. The spread is ours "
+    "where our runs are at the paper's scale, else the paper's."
 )
 
 
@@ -44,28 +47,36 @@ def _row(d: Decision, use_ours: bool) -> dict | None:
     claim, rule, paper = d.claim, d.claim.rule, d.paper.evidence
     evidence = d.evidence if use_ours else paper
     row = {"id": claim.name, "claim": claim.label, "test": rule.test}
-    if isinstance(rule, SameSideOfAlpha):
+    if isinstance(rule, DifferenceRule):
         if rule.paired:  # the differences of the pairs, one sample
             diffs = Sample.of(np.subtract(evidence.a, evidence.b))
             n, sd, n2 = diffs.n, diffs.sd, None
-            effect = abs(float(np.mean(np.subtract(paper.a, paper.b))))
+            effect = float(np.mean(np.subtract(paper.a, paper.b)))
         else:
             n, sd, n2 = evidence.a.n, _pooled(evidence.a, evidence.b), evidence.b.n
-            effect = abs(paper.a.mean - paper.b.mean)
+            effect = paper.a.mean - paper.b.mean
         smallest = power.detectable_difference(sd, n, n2, paired=rule.paired)
+        if isinstance(rule, Equivalent | NotBetter):  # the n from which the margin's test decides with power 0.8
+            of_n = power.equivalence_power if isinstance(rule, Equivalent) else power.noninferiority_power
+            needed = power.runs_for_power(lambda k: of_n(effect, MARGIN, sd, k, paired=rule.paired))
+        else:
+            needed = power.seeds_needed(abs(effect), sd, paired=rule.paired)
         return row | {
             "spread": f"s = {sd:.3g} ({SOURCES[use_ours]})",
             "n": f"{min(n, n2 or n)} {claim.unit}",
             "smallest effect at 80 % power": MISSING if math.isnan(smallest) else f"Δ = {smallest:.3g}",
-            "the paper's effect": f"Δ = {effect:.3g}",
-            "n for the paper's effect": _count(power.seeds_needed(effect, sd, paired=rule.paired), claim.unit),
+            "the paper's effect": f"Δ = {abs(effect):.3g}",
+            "n for the paper's effect": _count(needed, claim.unit),
         }
-    if isinstance(rule, RInInterval | NoAssociation):
-        sides = 1 if isinstance(rule, NoAssociation) else 2
+    if isinstance(rule, RInInterval | NoAssociation | Weak):
+        sides = 1 if isinstance(rule, NoAssociation) else 2  # NoAssociation: its test's power for the paper's r
         smallest = power.detectable_correlation(evidence.n, sides=sides)
         r = d.paper.value
         against = isinstance(rule, NoAssociation) and (r > 0) != (rule.direction == "greater")
-        needed = power.points_needed(r, sides=sides)
+        if isinstance(rule, Weak):  # the points from which the interval lies inside ±0.5 with power 0.8
+            needed = power.runs_for_power(lambda k: rule.power(k, d.paper), start=4)
+        else:
+            needed = power.points_needed(r, sides=sides)
         return row | {
             "spread": "—",
             "n": f"{evidence.n} {claim.unit}",

@@ -1,0 +1,161 @@
+"""The descriptive rules: single runs per value or per model, no inference (a trend over a sweep, a ratio of ranks, a
+count of benchmarks). Each says so on the page, with the chance that a random order passes where there is one."""
+
+from __future__ import annotations
+
+import math
+
+from softmax_bottleneck.analysis import stats
+from softmax_bottleneck.report.claims.rules import (
+    CONSISTENT,
+    NOT_CONSISTENT,
+    Estimate,
+    Pairs,
+    Paper,
+    Points,
+    Rule,
+    _note,
+    _p,
+    _r,
+)
+from softmax_bottleneck.report.tables import cells
+
+#: the |Spearman ρ| from which a quantity "rises" (or falls) over a sweep
+RISING = 0.8
+
+
+def chance_of_trend(n: int, threshold: float = RISING) -> float:
+    """The chance that a random order of ``n`` distinct values gives Spearman's ρ ≥ ``threshold`` (exact, over the
+    n! orders; the sweeps have 3 to 6 values)."""
+    import itertools
+
+    if n < 3 or n > 8:
+        return math.nan
+    orders = list(itertools.permutations(range(n)))
+    hits = sum(1 - 6 * sum((i - j) ** 2 for i, j in enumerate(o)) / (n * (n * n - 1)) >= threshold for o in orders)
+    return hits / len(orders)
+
+
+class Trend(Rule):
+    """Spearman's ρ over a sweep (one run per value): consistent when ρ ≥ :data:`RISING` (``sign`` +1) or
+    ρ ≤ −:data:`RISING` (``sign`` −1), not consistent otherwise. Descriptive: one run per value, no inference;
+    the page prints the chance that a random order passes."""
+
+    power_means = "descriptive: the chance that a random order passes is printed instead"
+    opposite = "no trend (the values in a random order)"
+
+    def __init__(self, x: str, y: str, sign: int = 1):
+        self.sign = sign
+        self.name = f"Spearman ρ ≥ {RISING}" if sign > 0 else f"Spearman ρ ≤ −{RISING}"
+        self.text = (
+            f"Spearman's ρ between {x} and {y} over the sweep's runs (scipy.stats.spearmanr; one run per value, so "
+            f"no interval); consistent when ρ {'≥' if sign > 0 else '≤ −'}{RISING} (with 3 values: every step "
+            f"{'rises' if sign > 0 else 'falls'}), else not consistent. Descriptive: a random order of 3 values "
+            "passes with chance 1/6, of 6 values 0.03."
+        )
+
+    def estimate(self, evidence: Points) -> Estimate:
+        if evidence.n < 3 or len(set(evidence.y)) < 2 or len(set(evidence.x)) < 2:
+            return Estimate(math.nan, n=evidence.n)
+        return Estimate(stats.spearman(evidence.x, evidence.y), n=evidence.n)
+
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        return CONSISTENT if self.sign * ours.value >= RISING else NOT_CONSISTENT
+
+    def power_text(self, n: int, paper: Paper, unit: str) -> str:
+        chance = chance_of_trend(n)
+        return "descriptive" if cells.missing(chance) else f"descriptive; a random order passes: {chance:.2g}"
+
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Points:
+        ev = paper.evidence
+        x, y = ev.x[-n:], ev.y[-n:]
+        return Points(x, y if truth == "paper" else tuple(rng.permutation(y)))
+
+    def ours_text(self, est: Estimate) -> str:
+        return f"ρ = {_r(est.value)}"
+
+    def paper_text(self, paper: Paper) -> str:
+        return f"ρ = {_r(paper.value)}{_note(paper)}"
+
+
+#: how far below Press' rank an ε-effective rank must lie to be "far below" (the paper's smallest ratio: 7.7)
+FAR_BELOW = 4
+
+
+class FarBelow(Rule):
+    """Every model's ε-effective rank (``a``) far below its Press' rank (``b``): consistent when each ratio b/a is at
+    least :data:`FAR_BELOW`. Descriptive, one run per model."""
+
+    name = f"every ratio ≥ {FAR_BELOW}"
+    needs = ("value",)
+    power_means = "descriptive"
+    opposite = "a slow decay: an ε-effective rank half of Press' rank"
+
+    def __init__(self, epsilon: str):
+        self.text = (
+            f"The ratio of Press' rank to the ε-effective rank at ε = {epsilon} (the fewest singular values holding "
+            f"all but ε of the spectrum, SM §5) of each model (the authors' seed); consistent when the smallest ratio "
+            f"is at least {FAR_BELOW}, else not consistent. Descriptive: one run per model."
+        )
+
+    def estimate(self, evidence: Pairs) -> Estimate:
+        ratios = [b / a for a, b in zip(evidence.a, evidence.b, strict=True) if a > 0 and not cells.missing(b)]
+        return Estimate(min(ratios) if ratios else math.nan, n=len(ratios))
+
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        return CONSISTENT if ours.value >= FAR_BELOW else NOT_CONSISTENT
+
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Pairs:
+        ev = paper.evidence
+        a = ev.a if truth == "paper" else tuple(b / 2 for b in ev.b)
+        return Pairs(a[:n], ev.b[:n], ev.names[:n])
+
+    def ours_text(self, est: Estimate) -> str:
+        return cells.MISSING if cells.missing(est.value) else f"smallest ratio {est.value:.1f}"
+
+    def paper_text(self, paper: Paper) -> str:
+        return f"smallest ratio {paper.value:.1f}{_note(paper)}"
+
+
+class MostWins(Rule):
+    """A count over benchmarks: consistent when ``a`` is at least as good as ``b`` on at least half of the benchmarks
+    both have, not consistent otherwise. Descriptive (the benchmarks are fixed; one run per model)."""
+
+    name = "at least half of the benchmarks"
+    needs = ("value",)
+    power_means = "descriptive"
+    opposite = "MoS better on each benchmark with probability 0.8"
+
+    def __init__(self, a: str, b: str):
+        self.text = (
+            f"The number of word-similarity benchmarks on which {a}'s Spearman ρ is above {b}'s, of those both "
+            f"have; consistent when it is at least half, else not consistent. Descriptive: the benchmarks are fixed "
+            f"and each model is one run; the paper's sign test is shown beside it."
+        )
+
+    def estimate(self, evidence: Pairs) -> Estimate:
+        from scipy import stats as sps
+
+        n = evidence.n
+        if n == 0:
+            return Estimate(math.nan, n=0)
+        wins = sum(a > b for a, b in zip(evidence.a, evidence.b, strict=True))
+        p = float(sps.binomtest(wins, n, 0.5, alternative="greater").pvalue)
+        return Estimate(wins / n, p=p, n=n, bound=wins)
+
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        return CONSISTENT if ours.value >= 0.5 else NOT_CONSISTENT
+
+    def sample(self, paper: Paper, truth: str, n: int, rng) -> Pairs:
+        share = paper.value if truth == "paper" else 0.2
+        wins = rng.random(n) < share
+        return Pairs(tuple(1.0 if w else 0.0 for w in wins), (0.5,) * n)
+
+    def ours_text(self, est: Estimate) -> str:
+        if cells.missing(est.value):
+            return cells.MISSING
+        return f"{int(est.bound)} of {est.n} (sign test p = {_p(est.p)})"
+
+    def paper_text(self, paper: Paper) -> str:
+        est = self.estimate(paper.evidence)
+        return f"{int(est.bound)} of {est.n} (sign test p = {_p(est.p)}){_note(paper)}"

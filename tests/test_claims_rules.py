@@ -1,0 +1,147 @@
+"""The claims' rules can fail both ways and say how likely they were to (report/claims/differences.py, rules.py,
+descriptive.py, operating.py):
+
+* "not better" holds for a worse result; "no difference" holds for a negligible gain however many seeds; five noisy
+  seeds are "undecided", never "consistent";
+* each rule's power is the share of "consistent" in studies simulated under the paper's truth (exact formulas
+  against the simulation);
+* under the opposite truth, at the paper's n, no claim reads "consistent" more than 20 % of the time;
+* ``claims --simulate`` is reproducible, and docs/claims.md's table is what it prints.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softmax_bottleneck.analysis import power
+from softmax_bottleneck.cli import main
+from softmax_bottleneck.report.claims import CLAIMS, operating
+from softmax_bottleneck.report.claims.descriptive import Trend, chance_of_trend
+from softmax_bottleneck.report.claims.differences import MARGIN, Differs, Equivalent, NotBetter
+from softmax_bottleneck.report.claims.rules import (
+    CONSISTENT,
+    NOT_CONSISTENT,
+    UNDECIDED,
+    Groups,
+    NoAssociation,
+    Paper,
+    Points,
+    Sample,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _verdict(rule, a: Sample, b: Sample, paper: Paper) -> str:
+    return rule.verdict(rule.estimate(Groups(a, b)), paper)
+
+
+def _paper(name: str) -> Paper:
+    return CLAIMS[name].paper()
+
+
+def test_a_worse_result_is_consistent_with_not_better_and_a_better_one_is_not():
+    """Table 4, PTB: LMS-PLIF 1 perplexity *worse* than LMS-PLIF† is "not better" (the two-sided rule called it "not
+    consistent"); 1 perplexity better is not consistent; 0.1 apart with SD 0.5 at 5 seeds decides nothing."""
+    rule, paper = NotBetter(), _paper("table4_ptb")
+    frozen = Sample(56.82, 0.09, 10)
+    assert _verdict(rule, Sample(57.82, 0.11, 10), frozen, paper) == CONSISTENT
+    assert _verdict(rule, Sample(55.82, 0.11, 10), frozen, paper) == NOT_CONSISTENT
+    assert _verdict(rule, Sample(56.72, 0.5, 5), Sample(56.82, 0.5, 5), paper) == UNDECIDED
+
+
+def test_a_negligible_gain_stays_consistent_with_no_difference_however_many_seeds():
+    """SS against Softmax on PTB: a true gain of 0.05 perplexity measured on 200 seeds each is significant (p < 0.05:
+    the paper's side of 0.05 flipped, and the old rule said "not consistent"), and inside the margin: consistent."""
+    rule, paper = Equivalent(), _paper("table2_ss_ptb")
+    a, b = Sample(57.03, 0.15, 200), Sample(57.08, 0.10, 200)
+    assert rule.estimate(Groups(a, b)).p < 0.05
+    assert _verdict(rule, a, b, paper) == CONSISTENT
+    assert _verdict(rule, Sample(57.08 - 3 * MARGIN, 0.15, 10), b, paper) == NOT_CONSISTENT
+    assert _verdict(rule, Sample(57.03, 1.0, 5), Sample(57.08, 1.0, 5), paper) == UNDECIDED
+
+
+def test_a_significant_claim_is_undecided_at_low_power_and_contradicted_by_the_other_sign_or_no_gap():
+    rule, paper = Differs(), _paper("table2_mos_ptb")  # MoS 2.20 below Softmax
+    softmax = Sample(57.08, 0.10, 10)
+    assert _verdict(rule, Sample(54.88, 0.20, 10), softmax, paper) == CONSISTENT
+    assert _verdict(rule, Sample(58.00, 0.20, 10), softmax, paper) == NOT_CONSISTENT  # significantly higher
+    assert _verdict(rule, Sample(57.06, 0.10, 10), softmax, paper) == NOT_CONSISTENT  # inside ±0.2: no gap
+    assert _verdict(rule, Sample(56.5, 3.0, 5), Sample(57.08, 3.0, 5), paper) == UNDECIDED
+
+
+def test_a_correlation_across_five_layers_is_undecided_never_consistent():
+    """Five layers detect r = 0.5 with power 0.19: no r at all among them reads "undecided"; a significant r in the
+    direction the claim denies reads "not consistent"; 40 layers without one read "consistent"."""
+    rule, paper = NoAssociation("less", "a higher rank, a lower perplexity"), _paper("rank_ppl_ptb")
+    flat = Points((1.0, 2.0, 3.0, 4.0, 5.0), (3.0, 1.0, 4.0, 1.0, 5.0))
+    assert rule.verdict(rule.estimate(flat), paper) == UNDECIDED
+    falling = Points((1.0, 2.0, 3.0, 4.0, 5.0), (5.0, 4.0, 3.0, 2.0, 1.1))
+    assert rule.verdict(rule.estimate(falling), paper) == NOT_CONSISTENT
+    rng = np.random.default_rng(3)
+    many = Points(tuple(rng.standard_normal(40)), tuple(rng.standard_normal(40)))
+    estimate = rule.estimate(many)
+    assert estimate.p >= 0.05 and rule.power(40, paper) >= 0.8 and rule.verdict(estimate, paper) == CONSISTENT
+
+
+@pytest.mark.parametrize(
+    ("name", "n"), [("table2_ss_ptb", 10), ("table4_wt2", 10), ("table4_ptb", 5), ("table2_gss_wt2", 10)]
+)
+def test_a_rules_power_is_how_often_the_paper_s_truth_reads_consistent(name, n):
+    """The exact power (TOST by integration, the one-sided test and the t-test by the noncentral t) against 4,000
+    studies simulated under the paper's means and SDs: within 3.5 standard errors (claims whose two SDs are close:
+    the power assumes the t-test's common SD)."""
+    claim = CLAIMS[name]
+    expected = claim.rule.power(n, claim.paper())
+    studies = 4000
+    found = operating.shares(claim, "paper", n, studies, np.random.default_rng(11))[CONSISTENT]
+    assert abs(found - expected) <= 3.5 * math.sqrt(expected * (1 - expected) / studies) + 1e-3, (found, expected)
+
+
+def test_tost_power_is_one_far_inside_the_margin_and_at_most_alpha_at_its_edge():
+    assert power.equivalence_power(0.0, MARGIN, 0.01, 10) == pytest.approx(1.0)
+    assert power.equivalence_power(MARGIN, MARGIN, 0.1, 10) <= 0.05 + 1e-9
+    assert power.equivalence_power(0.0, MARGIN, 1.0, 5) < 1e-6  # the interval is almost always wider than the margin
+    assert power.noninferiority_power(-MARGIN, MARGIN, 0.1, 10) == pytest.approx(0.05)
+
+
+def test_under_the_opposite_truth_no_claim_reads_consistent_more_than_a_fifth_of_the_time():
+    """At the paper's n (the study's planned runs): a descriptive trend by its exact chance over random orders, every
+    other claim over 300 simulated studies (fixed seed)."""
+    for name, claim in CLAIMS.items():
+        n = operating.papers_n(claim)
+        if isinstance(claim.rule, Trend):
+            share = chance_of_trend(n)
+        else:
+            rng = np.random.default_rng([7, len(name)])
+            share = operating.shares(claim, "opposite", n, 300, rng)[CONSISTENT]
+        assert share <= 0.2, (name, share)
+
+
+def test_the_simulation_is_reproducible_and_the_docs_print_it(capsys):
+    """``claims --simulate`` twice gives the same table; a subset of claims gives the rows of the whole table, which
+    docs/claims.md prints (2,000 studies, seed 1)."""
+    args = ["claims", "--simulate", "--studies", "2000", "--seed", "1"]
+    names = ("table4_wt2", "wordsim_moc_mos_ptb")
+    for name in names:
+        args += ["--claim", name]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert main(args) == 0
+    assert capsys.readouterr().out == first
+    rows = [line for line in first.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in names]
+    assert len(rows) == 8
+    docs = (ROOT / "docs" / "claims.md").read_text()
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        assert any([c.strip() for c in line.split("|")[1:-1]] == cells for line in docs.splitlines()), row
+
+
+def test_the_simulation_refuses_a_bad_count(capsys):
+    with pytest.raises(SystemExit):
+        main(["claims", "--simulate", "--studies", "0"])
+    assert "--studies" in capsys.readouterr().err
