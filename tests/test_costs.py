@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -399,8 +400,8 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     ptb = timed["NVIDIA H200", "ptb", "17", "the whol"]
     wt2 = timed["NVIDIA H200", "wt2", "50", "the whol"] - timed["NVIDIA H200", "wt2", "50", "of which"]
     wt2 += next(v for (device, dataset, *_), v in timed.items() if device != "NVIDIA H200" and dataset == "wt2")
-    assert rows["NVIDIA H200"][3] == f"≤ {(171 * ptb + 112 * wt2) / 3600:,.1f}"
-    assert rows["NVIDIA V100 (the paper's)"][3] == "not measured"
+    assert rows["NVIDIA H200"][4] == f"≤ {(171 * ptb + 112 * wt2) / 3600:,.1f}"
+    assert rows["NVIDIA V100 (the paper's)"][4] == "not measured"
     # priced by proxy: the hours of the layers the card did not measure (SS and GSS at Softmax's time, MoC at MoS's)
     body = on_h200.iloc[:-1]
     proxied = body[body.variant.isin(["ss", "gss", "moc", "lms_plif_frozen", "softmax_fair", "softmax_fair_large",
@@ -416,13 +417,26 @@ def test_every_document_quotes_the_price_costs_computes():
     BENCHMARKS.md is the figure `costs` computes now from the measured speeds (data/measured/speeds.csv)."""
     import re
 
-    price = f"{costs.study_price('NVIDIA H200', [str(REPO / 'config' / 'config.yaml')]):,.0f}"
-    quoted = {}
+    config = [str(REPO / "config" / "config.yaml")]
+    price = f"{costs.study_price('NVIDIA H200', config):,.0f}"
+    found = costs.study_price_range("NVIDIA H200", config)
+    priced = f"{found.low:,.0f}–{found.high:,.0f}"
+    quoted, ranges = {}, {}
     for path in [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md"))]:
-        for number in re.findall(r"([\d,]{3,}) H200-hours", path.read_text(encoding="utf-8")):
+        text = path.read_text(encoding="utf-8")
+        for number in re.findall(r"(?<![\d,–])([\d,]{3,}) H200-hours", text):
             quoted.setdefault(number, []).append(path.name)
+        # the range if the proxies are off (costs' "range if proxies are off"), "LOW–HIGH H200-hours"
+        for low, high in re.findall(r"([\d,]{3,})–([\d,]{3,}) H200-hours", text):
+            ranges.setdefault(f"{low}–{high}", []).append(path.name)
     assert price in quoted, f"no document quotes {price} H200-hours: {quoted}"
     assert set(quoted) == {price}, quoted
+    assert set(ranges) <= {priced}, ranges
+    # the cost page quotes the range, in its prose and in its table's H200 row as `costs` prints it
+    assert "costs.md" in ranges.get(priced, []), ranges
+    row = next(line for line in (REPO / "docs" / "costs.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| NVIDIA H200 |"))  # fmt: skip
+    assert f"| {costs._range_cell(found)} |" in row
 
 
 def test_days_on_your_number_of_cards_for_every_measured_card():
@@ -438,3 +452,140 @@ def test_days_on_your_number_of_cards_for_every_measured_card():
     speeds, _ = costs.card_speeds()["NVIDIA H200"]
     hours = costs.job_hours(costs.project_training(runs, speeds))
     assert [c.strip() for c in h200.split("|")[-3:-1]] == [costs._days(makespan_hours(hours, n) / 24) for n in (8, 300)]
+
+
+# --------------------------------------------------------------------------------------------- proxies off: the range
+def _speeds(device, **seconds):
+    """A card's speeds as ``card_speeds`` reads them: ``ptb_softmax=10.0`` is PTB Softmax's SGD seconds per epoch."""
+    from softmax_bottleneck.report.bench_speeds import MeasuredSpeeds
+
+    speeds = MeasuredSpeeds(device)
+    for name, sec in seconds.items():
+        pair = tuple(name.split("_", 1))
+        speeds.seconds[pair], speeds.runs[pair], speeds.mps[pair] = {"sgd": sec}, {"sgd": 1}, {"sgd": False}
+    return speeds
+
+
+GSS_RUNS = [{"experiment": "x", "dataset": "ptb", "variant": v, "schedule": "et", "runs": n, "epochs": 100}
+            for v, n in (("softmax", 3), ("gss", 5))]  # fmt: skip
+
+
+def _times(*cards):
+    return {speeds.device: {pair: dict(phases) for pair, phases in speeds.seconds.items()} for speeds in cards}
+
+
+def test_the_range_prices_the_proxied_runs_at_the_ratios_other_cards_measured():
+    """A card that timed Softmax only prices GSS at Softmax's time (the one price); the range takes GSS at the lowest
+    and the highest GSS/Softmax ratio of the cards that timed both: exactly what the card would cost had it timed GSS
+    so, and with the one price inside it."""
+    card = _speeds("C", ptb_softmax=10.0)
+    one = costs.project_training(GSS_RUNS, card)
+    price, gss_hours = float(one["gpu_hours"].iloc[-1]), 5 * 100 * 10.0 / 3600
+    slow, fast = _speeds("A", ptb_softmax=20.0, ptb_gss=30.0), _speeds("B", ptb_softmax=50.0, ptb_gss=40.0)  # 1.5, 0.8
+    found = costs.proxy_range(one, _times(card, slow, fast))
+    as_if = {r: float(costs.project_training(GSS_RUNS, _speeds("C", ptb_softmax=10.0, ptb_gss=10.0 * r))["gpu_hours"]
+                      .iloc[-1]) for r in (0.8, 1.5)}  # fmt: skip
+    assert found.low == pytest.approx(as_if[0.8]) == pytest.approx(price - 0.2 * gss_hours)
+    assert found.high == pytest.approx(as_if[1.5]) == pytest.approx(price + 0.5 * gss_hours)
+    assert found.low < price < found.high and found.unknown == 0 and found.untimed == []
+    assert found.proxied == pytest.approx(gss_hours / price)
+    assert costs._range_cell(found) == f"{found.low:,.0f}–{found.high:,.0f}"
+    # two cards that measured the same ratio: one end is the one price (the proxy's time), the other that ratio
+    same = costs.proxy_range(one, _times(card, slow, _speeds("B", ptb_softmax=4.0, ptb_gss=6.0)))
+    assert (same.low, same.high) == (pytest.approx(price), pytest.approx(as_if[1.5]))
+    # cards where the layer costs what its proxy costs: the range collapses to the one price
+    equal = costs.proxy_range(one, _times(card, _speeds("A", ptb_softmax=20.0, ptb_gss=20.0),
+                                          _speeds("B", ptb_softmax=7.0, ptb_gss=7.0)))  # fmt: skip
+    assert equal.low == pytest.approx(price) == pytest.approx(equal.high)
+    # nothing priced by proxy: no range to give
+    own = costs.project_training(GSS_RUNS, _speeds("C", ptb_softmax=10.0, ptb_gss=12.0))
+    alone = costs.proxy_range(own, _times(slow))
+    assert alone.low == alone.high == pytest.approx(float(own["gpu_hours"].iloc[-1])) and alone.proxied == 0
+    assert costs._range_cell(alone) == "none priced by proxy"
+
+
+def test_a_layer_no_card_timed_beside_its_proxy_has_an_unknown_range_not_an_invented_one():
+    card = _speeds("C", ptb_softmax=10.0)
+    one = costs.project_training(GSS_RUNS, card)
+    price = float(one["gpu_hours"].iloc[-1])
+    # another card timed GSS but not Softmax, and one Softmax but not GSS: no ratio anywhere
+    found = costs.proxy_range(one, _times(card, _speeds("A", ptb_gss=30.0), _speeds("B", ptb_softmax=5.0)))
+    assert found.low == pytest.approx(price) == pytest.approx(found.high)
+    assert found.untimed == ["gss"] and found.proxied > 0 and found.unknown == pytest.approx(found.proxied)
+    assert costs._range_cell(found).startswith("unknown")
+    # a ratio of another dataset is not this dataset's: WT2's GSS/Softmax leaves PTB's unknown
+    wt2 = costs.proxy_range(one, _times(card, _speeds("A", wt2_softmax=20.0, wt2_gss=30.0)))
+    assert wt2.untimed == ["gss"]
+
+
+def test_the_h200_range_takes_ss_and_gss_at_the_v100_ratios_and_brackets_the_price():
+    """On the measured H200, SS and GSS (timed there on no run) at their V100 ratios to Softmax give the high end; no
+    card timed LMS-PLIF†, MoC, MoS† or Softmax‡ beside their proxy: unknown, not counted in the range."""
+    from softmax_bottleneck.study.plan import paper_seconds_per_epoch
+
+    config = [str(REPO / "config" / "config.yaml")]
+    runs, _ = costs.load_runs(config)
+    speeds, _ = costs.card_speeds()["NVIDIA H200"]
+    found = costs.study_price_range("NVIDIA H200", config)
+    price = costs.study_price("NVIDIA H200", config)
+    assert found.low <= price <= found.high and found.high > price
+    paper = paper_seconds_per_epoch()
+    scaled = copy.deepcopy(speeds)
+    for dataset in ("ptb", "wt2"):
+        for layer in ("ss", "gss"):
+            ratio = paper[dataset, layer] / paper[dataset, "softmax"]
+            scaled.seconds[dataset, layer] = {p: s * ratio for p, s in speeds.seconds[dataset, "softmax"].items()}
+            scaled.runs[dataset, layer] = dict(speeds.runs[dataset, "softmax"])
+            scaled.mps[dataset, layer] = dict(speeds.mps[dataset, "softmax"])
+    assert found.high == pytest.approx(sum(costs.job_hours(costs.project_training(runs, scaled))))
+    assert found.low == pytest.approx(price)  # every measured ratio is above 1
+    assert sorted(found.untimed) == ["lms_plif_frozen", "moc", "mos_fair", "softmax_fair_large"]
+    section = "\n".join(costs.cards_section(costs.project_training(runs)))
+    h200 = next(line for line in section.splitlines() if line.startswith("| NVIDIA H200"))
+    assert f"{found.low:,.0f}–{found.high:,.0f} ({found.unknown:.0%} of the hours unknown)" in h200
+    v100 = next(line for line in section.splitlines() if line.startswith("| NVIDIA V100"))
+    assert "unknown (no card timed those layers beside their proxy)" in v100
+    assert "range if proxies are off" in section.splitlines()[4]
+
+
+# --------------------------------------------------------------------------------------------- plan --card
+def _plan(*args):
+    return subprocess.run([sys.executable, "-m", "softmax_bottleneck", "plan", *args], cwd=REPO,
+                          capture_output=True, text=True)  # fmt: skip
+
+
+def _days_row(out: str) -> list[str]:
+    row = next(line for line in out.splitlines() if line.startswith("| days, one run per GPU"))
+    return [c.strip() for c in row.strip("|").split("|")][1:]
+
+
+def test_plan_card_gives_the_days_of_that_cards_price():
+    """``plan --card H200``: the days on N GPUs from each run's hours on the H200 as `costs` prices them; on one GPU
+    the card's price over 24, on N the longest-first schedule of the same hours."""
+    from softmax_bottleneck.study.plan import makespan_hours
+
+    config = [str(REPO / "config" / "config.yaml")]
+    price = costs.study_price("NVIDIA H200", config)
+    study = Study(study_config.check(study_config.load(config)))
+    hours, projection = costs.card_job_hours(study.jobs, "NVIDIA H200")
+    assert sum(hours.values()) == pytest.approx(price)
+    done = _plan("--gpus", "1", "8", "--card", "h200")
+    assert done.returncode == 0, done.stderr
+    assert _days_row(done.stdout) == [f"{price / 24:,.0f}", costs._days(makespan_hours(hours.values(), 8) / 24)]
+    share = costs.proxy_share(projection)
+    assert f"Wall-clock on N NVIDIA H200 GPUs (the runs' hours on that card as `costs` prices them, {price:,.0f} in " \
+           f"all, {share:.0%} of them priced by proxy;" in done.stdout  # fmt: skip
+    longest = max(hours.values())
+    assert f"never under {longest / 24:.1f} days" in done.stdout
+    # the paper's V100, by name, is the default
+    v100, default = _plan("--gpus", "1", "8", "--card", "V100"), _plan("--gpus", "1", "8")
+    assert v100.returncode == 0 and v100.stdout == default.stdout
+    assert _days_row(default.stdout)[0] == f"{sum(plan.gpu_hours(r) for r in study.jobs.values()) / 24:,.0f}"
+
+
+def test_plan_refuses_a_card_not_measured_in_one_line_naming_it():
+    done = _plan("--card", "A100")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"argument --card: 'A100' is not a measured card (measured: {', '.join(costs.card_names())})" in last
+    assert set(costs.card_names()) == {"V100", *(d.removeprefix("NVIDIA ") for d in costs.card_speeds())}

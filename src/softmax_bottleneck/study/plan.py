@@ -225,6 +225,25 @@ def add_cli(parser) -> None:
         "--per-gpu", type=positive_int_up_to(MAX_PER_GPU), default=PACKED_PER_GPU, metavar="K",
         help="runs sharing one GPU in the wall-clock's second row, at the gain measured for K (default: %(default)s)",
     )  # fmt: skip
+    from softmax_bottleneck.report import costs
+
+    parser.add_argument(
+        "--card", type=_card, default=None, metavar="NAME",
+        help="the card whose times per run give the wall-clock's days, as `costs` prices them: "
+        f"{', '.join(costs.card_names())} (default: V100, the paper's Table 2; the others: data/measured/speeds.csv)",
+    )  # fmt: skip
+
+
+def _card(name: str) -> str:
+    """``--card``: a card whose times per run are known (:func:`softmax_bottleneck.report.costs.card_named`)."""
+    import argparse
+
+    from softmax_bottleneck.report import costs
+
+    try:
+        return costs.card_named(name)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def run_cli(args) -> int:
@@ -245,7 +264,7 @@ def run_cli(args) -> int:
     print(plan_markdown(table))
     for note in [*proxy_notes(proxy_priced(study)), *stale_runs(study)]:
         print(note)
-    print("\n".join(plan_footer(study, args.gpus, args.per_gpu)))
+    print("\n".join(plan_footer(study, args.gpus, args.per_gpu, args.card)))
     return 0
 
 
@@ -401,12 +420,22 @@ def packing_gain(per_gpu: int) -> tuple[float, str]:
     return gain, f"{gain:.2f}×, as measured on an {device.removeprefix('NVIDIA ')}" if per_gpu > 1 else "1.00×"
 
 
-def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU) -> str:
+def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU, card: str | None = None) -> str:
     """Days to train the plan's jobs on each number of ``gpus``, one run per GPU and ``per_gpu`` per GPU, from the
-    plan's V100 hours; and the floor no number of GPUs goes under: the longest run."""
+    plan's V100 hours, or with ``card`` (a card of :func:`softmax_bottleneck.report.costs.card_names`) from the jobs'
+    hours on that card as `costs` prices them; and the floor no number of GPUs goes under: the longest run."""
     import pandas as pd
 
     hours = {path: gpu_hours(run) for path, run in study.jobs.items()}
+    whose, on = "the plan's V100 hours,", "GPUs"
+    from softmax_bottleneck.report import costs  # here: costs imports this module
+
+    if card not in (None, costs.PAPER_CARD):
+        hours, projection = costs.card_job_hours(study.jobs, card)
+        share = costs.proxy_share(projection)
+        whose = f"the runs' hours on that card as `costs` prices them, {sum(hours.values()):,.0f} in all"
+        whose += (f", {share:.0%} of them priced by proxy" if share else "") + ";"
+        on = f"{card} GPUs"
     gain, source = packing_gain(per_gpu)
     rows = {"days, one run per GPU": [makespan_hours(hours.values(), n) / 24 for n in gpus]}
     if per_gpu > 1:
@@ -420,13 +449,13 @@ def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PE
     longest = max(hours, key=hours.get)
     run = study.jobs[longest]
     return (
-        "Wall-clock on N GPUs (the plan's V100 hours, the longest run first onto the first free GPU; never under "
+        f"Wall-clock on N {on} ({whose} the longest run first onto the first free GPU; never under "
         f"{hours[longest] / 24:.1f} days, its longest run, {run.dataset} {run.variant} {run.schedule}):\n\n"
         + table.to_markdown(index=False, colalign=("left", *["right"] * len(gpus)))
     )
 
 
-def plan_footer(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU) -> list[str]:
+def plan_footer(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU, card=None) -> list[str]:
     """The lines under the plan's table: the epoch caps, the disk (with as many trainings at once as the most GPUs
-    of the wall-clock table) and the wall-clock table."""
-    return ["", epoch_caps_line(study), disk_line(study, max(gpus)), wall_clock_text(study, gpus, per_gpu)]
+    of the wall-clock table) and the wall-clock table (on ``card``: :func:`wall_clock_text`)."""
+    return ["", epoch_caps_line(study), disk_line(study, max(gpus)), wall_clock_text(study, gpus, per_gpu, card)]
