@@ -16,7 +16,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
     "describe": ("softmax_bottleneck.presets", "print a model's resolved hyper-parameters and size"),
-    "plan": ("softmax_bottleneck.study.plan", "print a configuration's training plan: jobs and projected GPU-hours"),
+    "plan": (
+        "softmax_bottleneck.report.plan_on_card",
+        "print a configuration's training plan: jobs and projected GPU-hours",
+    ),
     "status": (
         "softmax_bottleneck.study.status",
         "where every run of a configuration stands: finished, running, stalled, failed, unreadable, not started; "

@@ -225,28 +225,11 @@ def add_cli(parser) -> None:
         "--per-gpu", type=positive_int_up_to(MAX_PER_GPU), default=PACKED_PER_GPU, metavar="K",
         help="runs sharing one GPU in the wall-clock's second row, at the gain measured for K (default: %(default)s)",
     )  # fmt: skip
-    from softmax_bottleneck.report import costs
-
-    parser.add_argument(
-        "--card", type=_card, default=None, metavar="NAME",
-        help="the card whose times per run give the wall-clock's days, as `costs` prices them: "
-        f"{', '.join(costs.card_names())} (default: V100, the paper's Table 2; the others: data/measured/speeds.csv)",
-    )  # fmt: skip
 
 
-def _card(name: str) -> str:
-    """``--card``: a card whose times per run are known (:func:`softmax_bottleneck.report.costs.card_named`)."""
-    import argparse
-
-    from softmax_bottleneck.report import costs
-
-    try:
-        return costs.card_named(name)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def run_cli(args) -> int:
+def run_cli(args, on_card=None) -> int:
+    """The plan of ``args``; ``on_card(study)``: the wall-clock's hours per job on another card and how they were
+    priced (``(card, hours, whose)``, from the report layer's ``plan --card``), else the paper's V100 hours."""
     import os
 
     from softmax_bottleneck.atomic import atomic_write_text
@@ -264,7 +247,7 @@ def run_cli(args) -> int:
     print(plan_markdown(table))
     for note in [*proxy_notes(proxy_priced(study)), *stale_runs(study)]:
         print(note)
-    print("\n".join(plan_footer(study, args.gpus, args.per_gpu, args.card)))
+    print("\n".join(plan_footer(study, args.gpus, args.per_gpu, on_card(study) if on_card else None)))
     return 0
 
 
@@ -420,21 +403,16 @@ def packing_gain(per_gpu: int) -> tuple[float, str]:
     return gain, f"{gain:.2f}×, as measured on an {device.removeprefix('NVIDIA ')}" if per_gpu > 1 else "1.00×"
 
 
-def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU, card: str | None = None) -> str:
+def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU, on_card=None) -> str:
     """Days to train the plan's jobs on each number of ``gpus``, one run per GPU and ``per_gpu`` per GPU, from the
-    plan's V100 hours, or with ``card`` (a card of :func:`softmax_bottleneck.report.costs.card_names`) from the jobs'
-    hours on that card as `costs` prices them; and the floor no number of GPUs goes under: the longest run."""
+    plan's V100 hours, or ``on_card`` = (card, hours per job, how they were priced: ``plan --card``); and the floor
+    no number of GPUs goes under: the longest run."""
     import pandas as pd
 
     hours = {path: gpu_hours(run) for path, run in study.jobs.items()}
     whose, on = "the plan's V100 hours,", "GPUs"
-    from softmax_bottleneck.report import costs  # here: costs imports this module
-
-    if card not in (None, costs.PAPER_CARD):
-        hours, projection = costs.card_job_hours(study.jobs, card)
-        share = costs.proxy_share(projection)
-        whose = f"the runs' hours on that card as `costs` prices them, {sum(hours.values()):,.0f} in all"
-        whose += (f", {share:.0%} of them priced by proxy" if share else "") + ";"
+    if on_card is not None:
+        card, hours, whose = on_card
         on = f"{card} GPUs"
     gain, source = packing_gain(per_gpu)
     rows = {"days, one run per GPU": [makespan_hours(hours.values(), n) / 24 for n in gpus]}
@@ -455,7 +433,7 @@ def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PE
     )
 
 
-def plan_footer(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU, card=None) -> list[str]:
+def plan_footer(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PER_GPU, on_card=None) -> list[str]:
     """The lines under the plan's table: the epoch caps, the disk (with as many trainings at once as the most GPUs
-    of the wall-clock table) and the wall-clock table (on ``card``: :func:`wall_clock_text`)."""
-    return ["", epoch_caps_line(study), disk_line(study, max(gpus)), wall_clock_text(study, gpus, per_gpu, card)]
+    of the wall-clock table) and the wall-clock table (``on_card``: :func:`wall_clock_text`)."""
+    return ["", epoch_caps_line(study), disk_line(study, max(gpus)), wall_clock_text(study, gpus, per_gpu, on_card)]

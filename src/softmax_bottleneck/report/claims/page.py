@@ -40,7 +40,7 @@ CAPTION = (
     "with its 95 % interval, n, the verdict and the rule's power at this n. A verdict is one of: consistent; not "
     "consistent; undecided (the runs at this n decide neither way: the power column says how many would); too few "
     "runs (n below the rule's minimum); not comparable at this scale (a run without the paper's model size and "
-    "epochs); undefined (constant values). A source marked \"the project's statistic\" is a claim the paper makes in "
+    'epochs); undefined (constant values). A source marked "the project\'s statistic" is a claim the paper makes in '
     "words, its test this project's."
 )
 
