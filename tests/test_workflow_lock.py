@@ -56,3 +56,29 @@ def test_a_run_beside_a_running_snakemake_stops_in_one_line_and_never_invites_un
     out = stale.stdout + stale.stderr
     assert stale.returncode != 0 and "no longer runs on this machine" in out, out[-3000:]
     assert "lift it with snakemake --unlock, then run this again" in out
+
+
+def test_a_jobs_snakemake_in_the_folder_is_not_taken_for_a_running_controller(tmp_path):
+    """A cluster job on this node runs Snakemake in the study's folder for one job (``--target-jobs``): it holds no
+    lock, so a killed controller's lock is still a dead one's (``--unlock`` offered), while a controller's own
+    Snakemake in the folder is one that runs."""
+    from softmax_bottleneck.cluster.lock_free import snakemakes_here
+
+    fake = tmp_path / "bin" / "snakemake"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nsleep 60\n")
+    fake.chmod(0o755)
+    job = subprocess.Popen([str(fake), "--target-jobs", "train:seed=1", "--mode", "remote"], cwd=tmp_path)
+    controller = subprocess.Popen([str(fake), "all", "--cores", "1"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while not (Path(f"/proc/{job.pid}/cmdline").exists() and Path(f"/proc/{controller.pid}/cmdline").exists()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(0.3)  # the shell has read its arguments
+        pids = [pid for pid, _ in snakemakes_here(tmp_path)]
+        assert controller.pid in pids and job.pid not in pids, pids
+    finally:
+        for proc in (job, controller):
+            proc.kill()
+            proc.wait()

@@ -90,7 +90,8 @@ def _started(pid: int) -> float | None:
 
 def snakemakes_here(directory=".") -> list[tuple[int, float | None]]:
     """``(pid, start)`` of the other Snakemake processes on this machine whose working directory is ``directory``
-    (Linux's ``/proc``; none elsewhere), the oldest first."""
+    (Linux's ``/proc``; none elsewhere), the oldest first; the Snakemake of a job (``--target-jobs``: a cluster job
+    running on this node, a job step) is not one: it holds no lock of the folder."""
     here, found = os.path.realpath(directory), []
     for entry in Path("/proc").glob("[0-9]*"):
         pid = int(entry.name)
@@ -100,6 +101,8 @@ def snakemakes_here(directory=".") -> list[tuple[int, float | None]]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
             cwd = os.readlink(entry / "cwd")
         except OSError:  # gone meanwhile, or another user's
+            continue
+        if b"--target-jobs" in argv:  # a job a controller spawned (a cluster job, a local job step): not a controller
             continue
         words = [Path(os.fsdecode(word)) for word in argv[:3]]
         if cwd == here and any(snakemake_program(str(w)) or w.name == "snakemake" for w in words):
