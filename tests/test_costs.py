@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.report import costs
+from softmax_bottleneck.report import cards, costs
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study import plan
 from softmax_bottleneck.study.runs import Study
@@ -84,9 +84,9 @@ def test_empty_and_missing(tmp_path):
 
 
 def test_paper_rates_and_epochs():
-    assert costs.seconds_per_epoch("ptb", "softmax") == (55.0, "softmax")
-    assert costs.seconds_per_epoch("wt2", "mos") == (600.0, "mos")
-    assert costs.seconds_per_epoch("ptb", "lms_plif_frozen") == (59.0, "lms_plif")
+    assert plan.seconds_per_epoch("ptb", "softmax") == (55.0, "softmax")
+    assert plan.seconds_per_epoch("wt2", "mos") == (600.0, "mos")
+    assert plan.seconds_per_epoch("ptb", "lms_plif_frozen") == (59.0, "lms_plif")
     assert presets.resolve("wt2", "mos")["epochs"] == 500
     assert presets.resolve("ptb", "mos")["epochs"] == 1000
 
@@ -209,12 +209,12 @@ def test_paper_times_are_table2s():
 
 
 def test_a_variant_without_a_paper_time_uses_its_family_and_says_so(plugins):
-    assert costs.seconds_per_epoch("ptb", "toy_soft") == (55.0, "softmax (family default)")
-    assert costs.seconds_per_epoch("wt2", "toy_mix") == (600.0, "mos (family default)")
-    assert costs.seconds_per_epoch("wt2", "toy_gss") == (87.0, "gss")  # its registered cost proxy
-    assert costs.seconds_per_epoch("ptb", "moc") == (100.0, "mos")
+    assert plan.seconds_per_epoch("ptb", "toy_soft") == (55.0, "softmax (family default)")
+    assert plan.seconds_per_epoch("wt2", "toy_mix") == (600.0, "mos (family default)")
+    assert plan.seconds_per_epoch("wt2", "toy_gss") == (87.0, "gss")  # its registered cost proxy
+    assert plan.seconds_per_epoch("ptb", "moc") == (100.0, "mos")
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
-        costs.seconds_per_epoch("ptb", "nope")
+        plan.seconds_per_epoch("ptb", "nope")
     runs = [{"experiment": "mine", "dataset": "wt2", "variant": "toy_mix", "schedule": "et", "runs": 2, "epochs": 1000}]
     proj = costs.project_training(runs)
     assert proj["time_of"].iloc[0] == "mos (family default) *"  # a plug-in priced at another's time: marked
@@ -436,7 +436,7 @@ def test_every_document_quotes_the_price_costs_computes():
     assert "costs.md" in ranges.get(priced, []), ranges
     row = next(line for line in (REPO / "docs" / "costs.md").read_text(encoding="utf-8").splitlines()
                if line.startswith("| NVIDIA H200 |"))  # fmt: skip
-    assert f"| {costs._range_cell(found)} |" in row
+    assert f"| {cards._range_cell(found)} |" in row
 
 
 def test_days_on_your_number_of_cards_for_every_measured_card():
@@ -451,7 +451,7 @@ def test_days_on_your_number_of_cards_for_every_measured_card():
     h200 = next(line for line in section.splitlines() if line.startswith("| NVIDIA H200"))
     speeds, _ = costs.card_speeds()["NVIDIA H200"]
     hours = costs.job_hours(costs.project_training(runs, speeds))
-    assert [c.strip() for c in h200.split("|")[-3:-1]] == [costs._days(makespan_hours(hours, n) / 24) for n in (8, 300)]
+    assert [c.strip() for c in h200.split("|")[-3:-1]] == [cards._days(makespan_hours(hours, n) / 24) for n in (8, 300)]
 
 
 # --------------------------------------------------------------------------------------------- proxies off: the range
@@ -489,7 +489,7 @@ def test_the_range_prices_the_proxied_runs_at_the_ratios_other_cards_measured():
     assert found.high == pytest.approx(as_if[1.5]) == pytest.approx(price + 0.5 * gss_hours)
     assert found.low < price < found.high and found.unknown == 0 and found.untimed == []
     assert found.proxied == pytest.approx(gss_hours / price)
-    assert costs._range_cell(found) == f"{found.low:,.0f}–{found.high:,.0f}"
+    assert cards._range_cell(found) == f"{found.low:,.0f}–{found.high:,.0f}"
     # two cards that measured the same ratio: one end is the one price (the proxy's time), the other that ratio
     same = costs.proxy_range(one, _times(card, slow, _speeds("B", ptb_softmax=4.0, ptb_gss=6.0)))
     assert (same.low, same.high) == (pytest.approx(price), pytest.approx(as_if[1.5]))
@@ -501,7 +501,7 @@ def test_the_range_prices_the_proxied_runs_at_the_ratios_other_cards_measured():
     own = costs.project_training(GSS_RUNS, _speeds("C", ptb_softmax=10.0, ptb_gss=12.0))
     alone = costs.proxy_range(own, _times(slow))
     assert alone.low == alone.high == pytest.approx(float(own["gpu_hours"].iloc[-1])) and alone.proxied == 0
-    assert costs._range_cell(alone) == "none priced by proxy"
+    assert cards._range_cell(alone) == "none priced by proxy"
 
 
 def test_a_layer_no_card_timed_beside_its_proxy_has_an_unknown_range_not_an_invented_one():
@@ -512,7 +512,7 @@ def test_a_layer_no_card_timed_beside_its_proxy_has_an_unknown_range_not_an_inve
     found = costs.proxy_range(one, _times(card, _speeds("A", ptb_gss=30.0), _speeds("B", ptb_softmax=5.0)))
     assert found.low == pytest.approx(price) == pytest.approx(found.high)
     assert found.untimed == ["gss"] and found.proxied > 0 and found.unknown == pytest.approx(found.proxied)
-    assert costs._range_cell(found).startswith("unknown")
+    assert cards._range_cell(found).startswith("unknown")
     # a ratio of another dataset is not this dataset's: WT2's GSS/Softmax leaves PTB's unknown
     wt2 = costs.proxy_range(one, _times(card, _speeds("A", wt2_softmax=20.0, wt2_gss=30.0)))
     assert wt2.untimed == ["gss"]
@@ -571,7 +571,7 @@ def test_plan_card_gives_the_days_of_that_cards_price():
     assert sum(hours.values()) == pytest.approx(price)
     done = _plan("--gpus", "1", "8", "--card", "h200")
     assert done.returncode == 0, done.stderr
-    assert _days_row(done.stdout) == [f"{price / 24:,.0f}", costs._days(makespan_hours(hours.values(), 8) / 24)]
+    assert _days_row(done.stdout) == [f"{price / 24:,.0f}", cards._days(makespan_hours(hours.values(), 8) / 24)]
     share = costs.proxy_share(projection)
     assert f"Wall-clock on N NVIDIA H200 GPUs (the runs' hours on that card as `costs` prices them, {price:,.0f} in " \
            f"all, {share:.0%} of them priced by proxy;" in done.stdout  # fmt: skip

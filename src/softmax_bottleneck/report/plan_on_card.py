@@ -1,17 +1,17 @@
 """``plan --card NAME``: the study's training plan (:mod:`softmax_bottleneck.study.plan`) with its wall-clock on a
-measured card, each job's hours priced as ``costs`` prices them (:func:`.costs.card_job_hours`). The plan itself
+measured card, each job's hours priced as ``costs`` prices them (:func:`.cards.card_job_hours`). The plan itself
 knows only the paper's V100 hours; the cards' times are the report layer's, so the command is wired here."""
 
 from __future__ import annotations
 
 import argparse
 
-from softmax_bottleneck.report import costs
+from softmax_bottleneck.report import cards as costs
 from softmax_bottleneck.study import plan
 
 
 def _card(name: str) -> str:
-    """``--card``: a card whose times per run are known (:func:`~softmax_bottleneck.report.costs.card_named`)."""
+    """``--card``: a card whose times per run are known (:func:`~softmax_bottleneck.report.cards.card_named`)."""
     try:
         return costs.card_named(name)
     except ValueError as err:

@@ -1,0 +1,106 @@
+"""The study's training projected to paper scale: GPU-hours per (experiment, dataset, variant, schedule), from the
+paper's V100 seconds per epoch (Table 2) × epochs × runs, or from the seconds ``bench`` measured on a device
+(:mod:`.bench_speeds`); a variant the paper did not time takes its cost proxy's (``time_of``). The runs come from the
+workflow's plan or a configuration (:func:`load_runs`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+
+import pandas as pd
+
+from softmax_bottleneck.report.bench_speeds import MeasuredSpeeds
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.plan import (
+    PROXY_MARK,
+    plan_frame,
+    priced_by_proxy,
+    seconds_per_epoch,
+)
+from softmax_bottleneck.study.runs import Study
+
+log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------------------
+# projection
+# --------------------------------------------------------------------------------------------------
+
+PROJECTION_COLUMNS = [
+    "experiment",
+    "dataset",
+    "variant",
+    "schedule",
+    "runs",
+    "epochs",
+    "s_per_epoch",
+    "time_of",
+    "gpu_hours",
+]
+
+
+def runs_from_study(study: Study) -> list[dict]:
+    """Training runs of an expanded configuration, grouped by the first experiment that uses each run."""
+    return runs_from_plan(plan_frame(study))
+
+
+def runs_from_plan(plan: pd.DataFrame) -> list[dict]:
+    """Training runs of the workflow's own plan (``snakemake plan``: results/plan/training_jobs.csv)."""
+    plan = plan.copy()
+    plan["experiment"] = plan["experiments"].astype(str).str.split().str[0]
+    grouped = plan.groupby(["experiment", "dataset", "variant", "schedule", "epochs"], sort=False).size()
+    return [
+        dict(experiment=e, dataset=d, variant=v, schedule=s, epochs=int(ep), runs=int(n))
+        for (e, d, v, s, ep), n in grouped.items()
+    ]
+
+
+def project_training(runs: Iterable[dict], speeds: MeasuredSpeeds | None = None) -> pd.DataFrame:
+    """GPU-hours per (experiment, dataset, variant, schedule) row, plus a total row.
+
+    Seconds per epoch are the paper's V100 times, or with ``speeds`` those measured by ``bench`` on your device
+    (:mod:`.bench_speeds`); measured with K runs sharing a device, a run holds 1/K of it (``gpu_hours``), while
+    ``s_per_epoch`` stays the run's own wall time.
+    """
+    rows = []
+    for run in runs:
+        epochs = int(run["epochs"])
+        if speeds is None:
+            sec, time_of = seconds_per_epoch(run["dataset"], run["variant"])
+            device_sec = sec
+        else:
+            sec, time_of = speeds.seconds_per_epoch(run["dataset"], run["variant"], run["schedule"], epochs)
+            device_sec = speeds.device_seconds_per_epoch(run["dataset"], run["variant"], run["schedule"], epochs)
+            time_of = " ".join(filter(None, [time_of, speeds.packing_of(run["dataset"], run["variant"])]))
+        if priced_by_proxy(run["variant"], time_of):
+            time_of = f"{time_of} {PROXY_MARK}"  # a plug-in priced at another variant's time (render: footnote)
+        rows.append(
+            {
+                "experiment": run["experiment"],
+                "dataset": run["dataset"],
+                "variant": run["variant"],
+                "schedule": run["schedule"],
+                "runs": int(run["runs"]),
+                "epochs": epochs,
+                "s_per_epoch": sec,
+                "time_of": time_of if time_of != run["variant"] else "",
+                "gpu_hours": int(run["runs"]) * epochs * device_sec / 3600.0,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
+    total = {c: "" for c in PROJECTION_COLUMNS}
+    total.update(experiment="total", runs=int(frame["runs"].sum()), gpu_hours=float(frame["gpu_hours"].sum()))
+    return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+
+
+def load_runs(
+    config_path: str | os.PathLike | list | None, plan_path: str | os.PathLike | None = None
+) -> tuple[list[dict], str]:
+    """The training runs to project: the workflow's plan, else a workflow configuration's (one file, or several
+    merged in order; checked as the workflow checks it)."""
+    if plan_path:
+        return runs_from_plan(pd.read_csv(plan_path)), f"runs of {plan_path}"
+    files = config_path if isinstance(config_path, list) else [config_path]
+    config = study_config.check(study_config.load(files))
+    return runs_from_study(Study(config)), f"runs of {study_config.describe_files(files)}"
