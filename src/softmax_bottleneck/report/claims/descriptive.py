@@ -45,10 +45,11 @@ class Trend(Rule):
     opposite = "no trend (the values in a random order)"
 
     def __init__(self, x: str, y: str, sign: int = 1):
-        self.sign = sign
+        self.x, self.y, self.sign = x, y, sign  # the quantities (the claims of one name share the page's rule text)
         self.name = f"Spearman ρ ≥ {RISING}" if sign > 0 else f"Spearman ρ ≤ −{RISING}"
         self.text = (
-            f"Spearman's ρ between {x} and {y} over the sweep's runs (scipy.stats.spearmanr; one run per value, so "
+            "Spearman's ρ between the two quantities the claim names (K and Press' rank, Press' rank and test "
+            "perplexity, ...) over the sweep's runs (scipy.stats.spearmanr; one run per value, so "
             f"no interval); consistent when ρ {'≥' if sign > 0 else '≤ −'}{RISING} (with 3 values: every step "
             f"{'rises' if sign > 0 else 'falls'}), else not consistent. Descriptive: a random order of 3 values "
             "passes with chance 1/6, of 6 values 0.03."
