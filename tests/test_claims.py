@@ -157,43 +157,25 @@ def paper_study(
             for p, (c, k) in zip(pts.to_dict("records"), grid, strict=False)
         ]
     pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "gss_grid.csv", index=False)
-    mos_k = reported.load("mos_k")
-    rows = [
-        _run(
-            "mos_k",
-            r["dataset"],
-            "mos",
-            "nt",
-            AUTHORS_SEED[r["dataset"], "mixture"],
-            "authors",
-            r["test_ppl"],
-            r["press_rank"],
-            train=r["train_ppl"],
-            n_experts=int(r["n_experts"]),
-        )
-        for ds in ("ptb", "wt2")
-        for r in mos_k[mos_k["dataset"] == ds].tail(k_values or len(mos_k)).to_dict("records")
-    ]
-    pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "mos_k.csv", index=False)
-    dropout = reported.load("mos_dropoutl")
-    rows = [
-        _run(
-            "mos_dropoutl",
-            r["dataset"],
-            "mos",
-            "nt",
-            AUTHORS_SEED[r["dataset"], "mixture"],
-            "authors",
-            r["test_ppl"],
-            r["press_rank"],
-            train=r["train_ppl"],
-            n_experts=int(r["n_experts"]),
-            dropoutl=float(r["dropoutl"]),
-        )
-        for ds in ("ptb", "wt2")
-        for r in dropout[dropout["dataset"] == ds].tail(k_values or len(dropout)).to_dict("records")
-    ]
-    pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / "mos_dropoutl.csv", index=False)
+    for sweep, swept in (("mos_k", ("n_experts",)), ("mos_dropoutl", ("n_experts", "dropoutl"))):  # NT-ASGD MoS
+        table = reported.load(sweep)
+        rows = [
+            _run(
+                sweep,
+                r["dataset"],
+                "mos",
+                "nt",
+                AUTHORS_SEED[r["dataset"], "mixture"],
+                "authors",
+                r["test_ppl"],
+                r["press_rank"],
+                train=r["train_ppl"],
+                **{key: (int if key == "n_experts" else float)(r[key]) for key in swept},
+            )
+            for ds in ("ptb", "wt2")
+            for r in table[table["dataset"] == ds].tail(k_values or len(table)).to_dict("records")
+        ]
+        pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(folder / f"{sweep}.csv", index=False)
     t5 = reported.load("table5")
     rows = []
     for rec in t5.to_dict("records"):

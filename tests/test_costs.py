@@ -13,6 +13,7 @@ import pytest
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.report import cards, costs
+from softmax_bottleneck.report import projection as training_projection
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study import plan
 from softmax_bottleneck.study.runs import Study
@@ -96,8 +97,8 @@ def test_projection_arithmetic():
         {"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "et", "runs": 11, "epochs": 1000},
         {"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "et", "runs": 2, "epochs": 500},
     ]
-    proj = costs.project_training(runs)
-    assert list(proj.columns) == costs.PROJECTION_COLUMNS
+    proj = training_projection.project_training(runs)
+    assert list(proj.columns) == training_projection.PROJECTION_COLUMNS
     assert proj["gpu_hours"].iloc[0] == pytest.approx(11 * 1000 * 55 / 3600)
     assert proj["gpu_hours"].iloc[1] == pytest.approx(2 * 500 * 600 / 3600)
     assert proj["experiment"].iloc[-1] == "total"
@@ -106,9 +107,9 @@ def test_projection_arithmetic():
 
 def test_the_paper_configuration_is_projected_as_the_workflow_plans_it():
     """config/config.yaml: 283 distinct training runs; E1 alone (Table 2: 110 runs) ~2,900 V100-hours."""
-    runs, source = costs.load_runs(REPO / "config" / "config.yaml")
+    runs, source = training_projection.load_runs(REPO / "config" / "config.yaml")
     assert source.startswith("runs of ")
-    proj = costs.project_training(runs)
+    proj = training_projection.project_training(runs)
     body = proj.iloc[:-1]
     assert int(proj["runs"].iloc[-1]) == 283
     main = body[body["experiment"] == "main"]
@@ -142,13 +143,13 @@ def test_runs_from_plan(tmp_path):
             "epochs": [1000, 1000, 1000],
         }
     )
-    runs = costs.runs_from_plan(plan)
+    runs = training_projection.runs_from_plan(plan)
     assert {(r["experiment"], r["variant"]): r["runs"] for r in runs} == {
         ("main", "softmax"): 2,
         ("fair", "mos_fair"): 1,
     }
     plan.to_csv(tmp_path / "plan.csv", index=False)
-    loaded, source = costs.load_runs(None, tmp_path / "plan.csv")
+    loaded, source = training_projection.load_runs(None, tmp_path / "plan.csv")
     assert loaded == runs and "plan.csv" in source
 
 
@@ -216,7 +217,7 @@ def test_a_variant_without_a_paper_time_uses_its_family_and_says_so(plugins):
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         plan.seconds_per_epoch("ptb", "nope")
     runs = [{"experiment": "mine", "dataset": "wt2", "variant": "toy_mix", "schedule": "et", "runs": 2, "epochs": 1000}]
-    proj = costs.project_training(runs)
+    proj = training_projection.project_training(runs)
     assert proj["time_of"].iloc[0] == "mos (family default) *"  # a plug-in priced at another's time: marked
     assert proj["gpu_hours"].iloc[0] == pytest.approx(2 * 1000 * 600 / 3600)
     assert proj["gpu_hours"].notna().all()
@@ -225,7 +226,7 @@ def test_a_variant_without_a_paper_time_uses_its_family_and_says_so(plugins):
     notes = [line for line in text.splitlines() if line.startswith("* ")]  # ... and the footnote says how to measure
     assert notes == [line for line in plan.proxy_notes({"toy_mix": ("mos (family default)", ["wt2"])})]
     assert "check-layer toy_mix" in notes[0] and "bench --dataset wt2 --variant toy_mix" in notes[0]
-    built_in = costs.project_training([{**runs[0], "variant": "moc"}])  # the paper's own layer: no mark
+    built_in = training_projection.project_training([{**runs[0], "variant": "moc"}])  # the paper's own layer: no mark
     assert built_in["time_of"].iloc[0] == "mos"
 
 
@@ -295,8 +296,10 @@ def test_runs_sharing_a_device_cost_their_share(tmp_path):
     from softmax_bottleneck.report.bench_speeds import load_speeds
 
     runs = [{"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "et", "runs": 8, "epochs": 10}]
-    alone = costs.project_training(runs, load_speeds([_bench_json(tmp_path / "one.json", seconds=90.0)]))
-    packed = costs.project_training(runs, load_speeds([_bench_json(tmp_path / "four.json", seconds=120.0, runs=4)]))
+    alone = training_projection.project_training(runs, load_speeds([_bench_json(tmp_path / "one.json", seconds=90.0)]))
+    packed = training_projection.project_training(
+        runs, load_speeds([_bench_json(tmp_path / "four.json", seconds=120.0, runs=4)])
+    )
     assert alone["gpu_hours"].iloc[0] == pytest.approx(8 * 10 * 90.0 / 3600)
     assert packed["gpu_hours"].iloc[0] == pytest.approx(8 * 10 * 120.0 / 3600 / 4)
 
@@ -313,7 +316,7 @@ def test_each_model_takes_its_cheapest_packing_and_says_which(tmp_path):
     speeds = load_speeds(files)
     runs = [{"experiment": "x", "dataset": "ptb", "variant": v, "schedule": "et", "runs": 8, "epochs": 10}
             for v in ("softmax", "mos")]  # fmt: skip
-    proj = costs.project_training(runs, speeds).set_index("variant")
+    proj = training_projection.project_training(runs, speeds).set_index("variant")
     assert proj.loc["softmax", "s_per_epoch"] == 150.0
     assert proj.loc["softmax", "time_of"] == "(sgd steps only) 4 per device under MPS"
     assert proj.loc["softmax", "gpu_hours"] == pytest.approx(8 * 10 * 150.0 / 4 / 3600)
@@ -365,9 +368,8 @@ def test_a_run_with_no_measurement_names_the_bench_command(tmp_path):
 
     speeds = load_speeds([_bench_json(tmp_path / "a.json")])
     with pytest.raises(BenchFileError, match="no bench measurement for wt2/mos .* --dataset wt2 --variant mos"):
-        costs.project_training([{"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "nt", "runs": 1,
-                                "epochs": 500}],
-                               speeds)  # fmt: skip
+        run = {"experiment": "x", "dataset": "wt2", "variant": "mos", "schedule": "nt", "runs": 1, "epochs": 500}
+        training_projection.project_training([run], speeds)
 
 
 # --------------------------------------------------------------------------------------------- the cards measured
@@ -376,9 +378,9 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     as the caps they are; the analyses counted where measured."""
     from softmax_bottleneck import measured
 
-    runs, _ = costs.load_runs([str(REPO / "config" / "config.yaml")])
-    projection = costs.project_training(runs)
-    section = "\n".join(costs.cards_section(projection))
+    runs, _ = training_projection.load_runs([str(REPO / "config" / "config.yaml")])
+    projection = training_projection.project_training(runs)
+    section = "\n".join(cards.cards_section(projection))
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in section.splitlines() if line.startswith("| NVIDIA")}  # fmt: skip
     assert set(rows) == {"NVIDIA V100 (the paper's)", "NVIDIA H200", "NVIDIA H100", "NVIDIA A100"}
@@ -386,8 +388,8 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     assert rows["NVIDIA H100"][0] == rows["NVIDIA A100"][0] == "no bench measured yet"
     assert set(rows["NVIDIA H100"][1:]) == {"—"}
     # the H200: each run at the seconds per epoch measured for it (or its proxy's), e.g. WT2 MoS's 11 main runs
-    speeds, _ = costs.card_speeds()["NVIDIA H200"]
-    on_h200 = costs.project_training(runs, speeds)
+    speeds, _ = cards.card_speeds()["NVIDIA H200"]
+    on_h200 = training_projection.project_training(runs, speeds)
     wt2_mos = on_h200[(on_h200.experiment == "main") & (on_h200.dataset == "wt2") & (on_h200.variant == "mos")]
     h200 = {(r["dataset"], r["variant"]): float(r["projected_seconds_per_epoch"]) for r in measured.records("speeds")
             if r["projected_seconds_per_epoch"] and r["phase"] == "sgd"}  # fmt: skip
@@ -407,7 +409,7 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     proxied = body[body.variant.isin(["ss", "gss", "moc", "lms_plif_frozen", "softmax_fair", "softmax_fair_large",
                                       "mos_fair"])]  # fmt: skip
     share = float(proxied.gpu_hours.sum()) / float(body.gpu_hours.sum())
-    assert costs.proxy_share(on_h200) == pytest.approx(share) and 0.3 < share < 1
+    assert cards.proxy_share(on_h200) == pytest.approx(share) and 0.3 < share < 1
     assert rows["NVIDIA H200"][2] == f"{share:.0%} of the hours"
     assert "the presets' caps, chosen for this reproduction" in section and "no early stop" in section
 
@@ -418,8 +420,8 @@ def test_every_document_quotes_the_price_costs_computes():
     import re
 
     config = [str(REPO / "config" / "config.yaml")]
-    price = f"{costs.study_price('NVIDIA H200', config):,.0f}"
-    found = costs.study_price_range("NVIDIA H200", config)
+    price = f"{cards.study_price('NVIDIA H200', config):,.0f}"
+    found = cards.study_price_range("NVIDIA H200", config)
     priced = f"{found.low:,.0f}–{found.high:,.0f}"
     quoted, ranges = {}, {}
     for path in [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md"))]:
@@ -444,13 +446,13 @@ def test_days_on_your_number_of_cards_for_every_measured_card():
     free card), not only on the paper's V100."""
     from softmax_bottleneck.study.plan import makespan_hours
 
-    runs, _ = costs.load_runs([str(REPO / "config" / "config.yaml")])
-    section = "\n".join(costs.cards_section(costs.project_training(runs), gpus=[8, 300]))
+    runs, _ = training_projection.load_runs([str(REPO / "config" / "config.yaml")])
+    section = "\n".join(cards.cards_section(training_projection.project_training(runs), gpus=[8, 300]))
     header = next(line for line in section.splitlines() if line.startswith("| card"))
     assert [c.strip() for c in header.split("|")[-3:-1]] == ["days on 8", "days on 300"]
     h200 = next(line for line in section.splitlines() if line.startswith("| NVIDIA H200"))
-    speeds, _ = costs.card_speeds()["NVIDIA H200"]
-    hours = costs.job_hours(costs.project_training(runs, speeds))
+    speeds, _ = cards.card_speeds()["NVIDIA H200"]
+    hours = cards.job_hours(training_projection.project_training(runs, speeds))
     assert [c.strip() for c in h200.split("|")[-3:-1]] == [cards._days(makespan_hours(hours, n) / 24) for n in (8, 300)]
 
 
@@ -479,42 +481,43 @@ def test_the_range_prices_the_proxied_runs_at_the_ratios_other_cards_measured():
     and the highest GSS/Softmax ratio of the cards that timed both: exactly what the card would cost had it timed GSS
     so, and with the one price inside it."""
     card = _speeds("C", ptb_softmax=10.0)
-    one = costs.project_training(GSS_RUNS, card)
+    one = training_projection.project_training(GSS_RUNS, card)
     price, gss_hours = float(one["gpu_hours"].iloc[-1]), 5 * 100 * 10.0 / 3600
     slow, fast = _speeds("A", ptb_softmax=20.0, ptb_gss=30.0), _speeds("B", ptb_softmax=50.0, ptb_gss=40.0)  # 1.5, 0.8
-    found = costs.proxy_range(one, _times(card, slow, fast))
-    as_if = {r: float(costs.project_training(GSS_RUNS, _speeds("C", ptb_softmax=10.0, ptb_gss=10.0 * r))["gpu_hours"]
-                      .iloc[-1]) for r in (0.8, 1.5)}  # fmt: skip
+    found = cards.proxy_range(one, _times(card, slow, fast))
+    price_at = training_projection.project_training
+    as_if = {r: float(price_at(GSS_RUNS, _speeds("C", ptb_softmax=10.0, ptb_gss=10.0 * r))["gpu_hours"].iloc[-1])
+             for r in (0.8, 1.5)}  # fmt: skip
     assert found.low == pytest.approx(as_if[0.8]) == pytest.approx(price - 0.2 * gss_hours)
     assert found.high == pytest.approx(as_if[1.5]) == pytest.approx(price + 0.5 * gss_hours)
     assert found.low < price < found.high and found.unknown == 0 and found.untimed == []
     assert found.proxied == pytest.approx(gss_hours / price)
     assert cards._range_cell(found) == f"{found.low:,.0f}–{found.high:,.0f}"
     # two cards that measured the same ratio: one end is the one price (the proxy's time), the other that ratio
-    same = costs.proxy_range(one, _times(card, slow, _speeds("B", ptb_softmax=4.0, ptb_gss=6.0)))
+    same = cards.proxy_range(one, _times(card, slow, _speeds("B", ptb_softmax=4.0, ptb_gss=6.0)))
     assert (same.low, same.high) == (pytest.approx(price), pytest.approx(as_if[1.5]))
     # cards where the layer costs what its proxy costs: the range collapses to the one price
-    equal = costs.proxy_range(one, _times(card, _speeds("A", ptb_softmax=20.0, ptb_gss=20.0),
+    equal = cards.proxy_range(one, _times(card, _speeds("A", ptb_softmax=20.0, ptb_gss=20.0),
                                           _speeds("B", ptb_softmax=7.0, ptb_gss=7.0)))  # fmt: skip
     assert equal.low == pytest.approx(price) == pytest.approx(equal.high)
     # nothing priced by proxy: no range to give
-    own = costs.project_training(GSS_RUNS, _speeds("C", ptb_softmax=10.0, ptb_gss=12.0))
-    alone = costs.proxy_range(own, _times(slow))
+    own = training_projection.project_training(GSS_RUNS, _speeds("C", ptb_softmax=10.0, ptb_gss=12.0))
+    alone = cards.proxy_range(own, _times(slow))
     assert alone.low == alone.high == pytest.approx(float(own["gpu_hours"].iloc[-1])) and alone.proxied == 0
     assert cards._range_cell(alone) == "none priced by proxy"
 
 
 def test_a_layer_no_card_timed_beside_its_proxy_has_an_unknown_range_not_an_invented_one():
     card = _speeds("C", ptb_softmax=10.0)
-    one = costs.project_training(GSS_RUNS, card)
+    one = training_projection.project_training(GSS_RUNS, card)
     price = float(one["gpu_hours"].iloc[-1])
     # another card timed GSS but not Softmax, and one Softmax but not GSS: no ratio anywhere
-    found = costs.proxy_range(one, _times(card, _speeds("A", ptb_gss=30.0), _speeds("B", ptb_softmax=5.0)))
+    found = cards.proxy_range(one, _times(card, _speeds("A", ptb_gss=30.0), _speeds("B", ptb_softmax=5.0)))
     assert found.low == pytest.approx(price) == pytest.approx(found.high)
     assert found.untimed == ["gss"] and found.proxied > 0 and found.unknown == pytest.approx(found.proxied)
     assert cards._range_cell(found).startswith("unknown")
     # a ratio of another dataset is not this dataset's: WT2's GSS/Softmax leaves PTB's unknown
-    wt2 = costs.proxy_range(one, _times(card, _speeds("A", wt2_softmax=20.0, wt2_gss=30.0)))
+    wt2 = cards.proxy_range(one, _times(card, _speeds("A", wt2_softmax=20.0, wt2_gss=30.0)))
     assert wt2.untimed == ["gss"]
 
 
@@ -524,10 +527,10 @@ def test_the_h200_range_takes_ss_and_gss_at_the_v100_ratios_and_brackets_the_pri
     from softmax_bottleneck.study.plan import paper_seconds_per_epoch
 
     config = [str(REPO / "config" / "config.yaml")]
-    runs, _ = costs.load_runs(config)
-    speeds, _ = costs.card_speeds()["NVIDIA H200"]
-    found = costs.study_price_range("NVIDIA H200", config)
-    price = costs.study_price("NVIDIA H200", config)
+    runs, _ = training_projection.load_runs(config)
+    speeds, _ = cards.card_speeds()["NVIDIA H200"]
+    found = cards.study_price_range("NVIDIA H200", config)
+    price = cards.study_price("NVIDIA H200", config)
     assert found.low <= price <= found.high and found.high > price
     paper = paper_seconds_per_epoch()
     scaled = copy.deepcopy(speeds)
@@ -537,10 +540,10 @@ def test_the_h200_range_takes_ss_and_gss_at_the_v100_ratios_and_brackets_the_pri
             scaled.seconds[dataset, layer] = {p: s * ratio for p, s in speeds.seconds[dataset, "softmax"].items()}
             scaled.runs[dataset, layer] = dict(speeds.runs[dataset, "softmax"])
             scaled.mps[dataset, layer] = dict(speeds.mps[dataset, "softmax"])
-    assert found.high == pytest.approx(sum(costs.job_hours(costs.project_training(runs, scaled))))
+    assert found.high == pytest.approx(sum(cards.job_hours(training_projection.project_training(runs, scaled))))
     assert found.low == pytest.approx(price)  # every measured ratio is above 1
     assert sorted(found.untimed) == ["lms_plif_frozen", "moc", "mos_fair", "softmax_fair_large"]
-    section = "\n".join(costs.cards_section(costs.project_training(runs)))
+    section = "\n".join(cards.cards_section(training_projection.project_training(runs)))
     h200 = next(line for line in section.splitlines() if line.startswith("| NVIDIA H200"))
     assert f"{found.low:,.0f}–{found.high:,.0f} ({found.unknown:.0%} of the hours unknown)" in h200
     v100 = next(line for line in section.splitlines() if line.startswith("| NVIDIA V100"))
@@ -565,14 +568,14 @@ def test_plan_card_gives_the_days_of_that_cards_price():
     from softmax_bottleneck.study.plan import makespan_hours
 
     config = [str(REPO / "config" / "config.yaml")]
-    price = costs.study_price("NVIDIA H200", config)
+    price = cards.study_price("NVIDIA H200", config)
     study = Study(study_config.check(study_config.load(config)))
-    hours, projection = costs.card_job_hours(study.jobs, "NVIDIA H200")
+    hours, projection = cards.card_job_hours(study.jobs, "NVIDIA H200")
     assert sum(hours.values()) == pytest.approx(price)
     done = _plan("--gpus", "1", "8", "--card", "h200")
     assert done.returncode == 0, done.stderr
     assert _days_row(done.stdout) == [f"{price / 24:,.0f}", cards._days(makespan_hours(hours.values(), 8) / 24)]
-    share = costs.proxy_share(projection)
+    share = cards.proxy_share(projection)
     assert f"Wall-clock on N NVIDIA H200 GPUs (the runs' hours on that card as `costs` prices them, {price:,.0f} in " \
            f"all, {share:.0%} of them priced by proxy;" in done.stdout  # fmt: skip
     longest = max(hours.values())
@@ -587,5 +590,5 @@ def test_plan_refuses_a_card_not_measured_in_one_line_naming_it():
     done = _plan("--card", "A100")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert f"argument --card: 'A100' is not a measured card (measured: {', '.join(costs.card_names())})" in last
-    assert set(costs.card_names()) == {"V100", *(d.removeprefix("NVIDIA ") for d in costs.card_speeds())}
+    assert f"argument --card: 'A100' is not a measured card (measured: {', '.join(cards.card_names())})" in last
+    assert set(cards.card_names()) == {"V100", *(d.removeprefix("NVIDIA ") for d in cards.card_speeds())}

@@ -38,30 +38,8 @@ import pandas as pd
 
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report.bench_speeds import BenchFileError, MeasuredSpeeds, load_speeds
-from softmax_bottleneck.report.cards import (  # noqa: F401 (the cards' names, read through costs too)
-    PAPER_CARD,
-    ProxyRange,
-    analyses_hours,
-    card_job_hours,
-    card_named,
-    card_names,
-    card_speeds,
-    card_times,
-    cards_section,
-    job_hours,
-    layer_ratios,
-    proxy_range,
-    proxy_share,
-    study_price,
-    study_price_range,
-)
-from softmax_bottleneck.report.projection import (  # noqa: F401
-    PROJECTION_COLUMNS,
-    load_runs,
-    project_training,
-    runs_from_plan,
-    runs_from_study,
-)
+from softmax_bottleneck.report.cards import cards_section
+from softmax_bottleneck.report.projection import load_runs, project_training
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.plan import (
     PROXY_MARK,

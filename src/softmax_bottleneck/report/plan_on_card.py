@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 
-from softmax_bottleneck.report import cards as costs
+from softmax_bottleneck.report import cards
 from softmax_bottleneck.study import plan
 
 
 def _card(name: str) -> str:
     """``--card``: a card whose times per run are known (:func:`~softmax_bottleneck.report.cards.card_named`)."""
     try:
-        return costs.card_named(name)
+        return cards.card_named(name)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
@@ -23,7 +23,7 @@ def add_cli(parser) -> None:
     parser.add_argument(
         "--card", type=_card, default=None, metavar="NAME",
         help="the card whose times per run give the wall-clock's days, as `costs` prices them: "
-        f"{', '.join(costs.card_names())} (default: V100, the paper's Table 2; the others: data/measured/speeds.csv)",
+        f"{', '.join(cards.card_names())} (default: V100, the paper's Table 2; the others: data/measured/speeds.csv)",
     )  # fmt: skip
 
 
@@ -31,8 +31,8 @@ def on_card(card: str):
     """The wall-clock's hours per job on ``card`` and how they were priced, for :func:`plan.wall_clock_text`."""
 
     def hours_of(study):
-        hours, projection = costs.card_job_hours(study.jobs, card)
-        share = costs.proxy_share(projection)
+        hours, projection = cards.card_job_hours(study.jobs, card)
+        share = cards.proxy_share(projection)
         whose = f"the runs' hours on that card as `costs` prices them, {sum(hours.values()):,.0f} in all"
         whose += (f", {share:.0%} of them priced by proxy" if share else "") + ";"
         return card, hours, whose
@@ -42,4 +42,4 @@ def on_card(card: str):
 
 def run_cli(args) -> int:
     card = getattr(args, "card", None)
-    return plan.run_cli(args, None if card in (None, costs.PAPER_CARD) else on_card(card))
+    return plan.run_cli(args, None if card in (None, cards.PAPER_CARD) else on_card(card))

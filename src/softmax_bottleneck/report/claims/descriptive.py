@@ -44,8 +44,8 @@ class Trend(Rule):
     power_means = "descriptive: the chance that a random order passes is printed instead"
     opposite = "no trend (the values in a random order)"
 
-    def __init__(self, x: str, y: str, sign: int = 1):
-        self.x, self.y, self.sign = x, y, sign  # the quantities (the claims of one name share the page's rule text)
+    def __init__(self, sign: int = 1):
+        self.sign = sign
         self.name = f"Spearman ρ ≥ {RISING}" if sign > 0 else f"Spearman ρ ≤ −{RISING}"
         self.text = (
             "Spearman's ρ between the two quantities the claim names (K and Press' rank, Press' rank and test "

@@ -47,15 +47,15 @@ from softmax_bottleneck.report.claims.rules import (
 MARGIN = 0.2
 
 
-def _spread(evidence) -> tuple[float, bool]:
-    """The SD a power is computed with (pooled, or of the pairs' differences) and whether the evidence is paired."""
+def spread(evidence) -> float:
+    """The SD of a difference's test and power: the pooled SD of two samples, or the SD of the pairs' differences."""
     if isinstance(evidence, Pairs):
-        return Sample.of(np.subtract(evidence.a, evidence.b)).sd, True
+        return Sample.of(np.subtract(evidence.a, evidence.b)).sd
     a, b = evidence.a, evidence.b
     if a.n + b.n <= 2:
-        return math.nan, False
+        return math.nan
     pooled = ((a.n - 1) * (a.sd if a.n > 1 else 0) ** 2 + (b.n - 1) * (b.sd if b.n > 1 else 0) ** 2) / (a.n + b.n - 2)
-    return math.sqrt(pooled), False
+    return math.sqrt(pooled)
 
 
 def interval(est: Estimate, level: float) -> tuple[float, float]:
@@ -88,19 +88,17 @@ class DifferenceRule(Rule):
             if n < 2:
                 return Estimate(math.nan, n=n)
             diff, low, high, p = stats.paired_difference(evidence.a, evidence.b, CONFIDENCE)
-            sd = Sample.of(np.subtract(evidence.a, evidence.b)).sd
-            return Estimate(diff, low, high, p, n, se=sd / math.sqrt(n), df=n - 1)
+            return Estimate(diff, low, high, p, n, se=spread(evidence) / math.sqrt(n), df=n - 1)
         a, b = evidence.a, evidence.b
         n = min(a.n, b.n)
         if n < 2:
             return Estimate(a.mean - b.mean if n else math.nan, n=n)
         diff, low, high, p = stats.student_difference_from_stats(a.mean, a.sd, a.n, b.mean, b.sd, b.n, CONFIDENCE)
-        sd, _ = _spread(evidence)
-        return Estimate(diff, low, high, p, n, se=sd * math.sqrt(1 / a.n + 1 / b.n), df=a.n + b.n - 2)
+        return Estimate(diff, low, high, p, n, se=spread(evidence) * math.sqrt(1 / a.n + 1 / b.n), df=a.n + b.n - 2)
 
     def paper_effect(self, paper: Paper) -> tuple[float, float]:
         """The paper's Δ and the SD its power is computed with."""
-        return self.estimate(paper.evidence).value, _spread(paper.evidence)[0]
+        return self.estimate(paper.evidence).value, spread(paper.evidence)
 
     def truth(self, paper: Paper, truth: str) -> float:
         """The true Δ a simulated study is drawn with."""
@@ -110,8 +108,7 @@ class DifferenceRule(Rule):
         delta = self.truth(paper, truth)
         ev = paper.evidence
         if isinstance(ev, Pairs):
-            sd = _spread(ev)[0]
-            return Pairs(tuple(rng.normal(delta, sd, n)), (0.0,) * n)
+            return Pairs(tuple(rng.normal(delta, spread(ev), n)), (0.0,) * n)
         a = Sample.of(rng.normal(ev.b.mean + delta, ev.a.sd, n))
         return Groups(a, Sample.of(rng.normal(ev.b.mean, ev.b.sd, n)))
 

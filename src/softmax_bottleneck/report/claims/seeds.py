@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from softmax_bottleneck.analysis import power
-from softmax_bottleneck.report.claims.differences import MARGIN, DifferenceRule, Equivalent, NotBetter
+from softmax_bottleneck.report.claims.differences import MARGIN, DifferenceRule, Equivalent, NotBetter, spread
 from softmax_bottleneck.report.claims.page import Decision
-from softmax_bottleneck.report.claims.rules import NoAssociation, RInInterval, Sample, Weak
+from softmax_bottleneck.report.claims.rules import NoAssociation, RInInterval, Weak
 from softmax_bottleneck.report.tables.cells import MISSING
 
 HEADER = (
@@ -30,14 +30,6 @@ HEADER = (
 SOURCES = {True: "ours", False: "the paper's"}
 
 
-def _pooled(a: Sample, b: Sample) -> float:
-    if a.n + b.n <= 2:
-        return math.nan
-    return math.sqrt(
-        ((a.n - 1) * (a.sd if a.n > 1 else 0) ** 2 + (b.n - 1) * (b.sd if b.n > 1 else 0) ** 2) / (a.n + b.n - 2)
-    )
-
-
 def _count(n: int | None, unit: str) -> str:
     return f"> {power.MAX_RUNS:,}" if n is None else f"{n:,} {unit}"
 
@@ -49,11 +41,10 @@ def _row(d: Decision, use_ours: bool) -> dict | None:
     row = {"id": claim.name, "claim": claim.label, "test": rule.test}
     if isinstance(rule, DifferenceRule):
         if rule.paired:  # the differences of the pairs, one sample
-            diffs = Sample.of(np.subtract(evidence.a, evidence.b))
-            n, sd, n2 = diffs.n, diffs.sd, None
+            n, sd, n2 = len(evidence.a), spread(evidence), None
             effect = float(np.mean(np.subtract(paper.a, paper.b)))
         else:
-            n, sd, n2 = evidence.a.n, _pooled(evidence.a, evidence.b), evidence.b.n
+            n, sd, n2 = evidence.a.n, spread(evidence), evidence.b.n
             effect = paper.a.mean - paper.b.mean
         smallest = power.detectable_difference(sd, n, n2, paired=rule.paired)
         if isinstance(rule, Equivalent | NotBetter):  # the n from which the margin's test decides with power 0.8

@@ -40,14 +40,15 @@ def _gap(frame: pd.DataFrame) -> pd.Series:
     return frame["test_ppl"].astype(float) - frame["train_ppl"].astype(float)
 
 
-#: the sweeps' claims: name, statement, swept column, x and y of the trend (a column or a function), sign, quote
-K_CLAIMS = (
+#: the sweeps' claims: name, statement, swept column, x and y of the trend (a column or a function of the runs), the
+#: sign of the trend, the paper's words
+SWEEP_CLAIMS = (
     (
         "mos_k_rank",
         "MoS's log-P rank rises with its number of mixtures K",
         "n_experts",
-        ("K", "n_experts"),
-        ("Press' rank", "press_rank"),
+        "n_experts",
+        "press_rank",
         1,
         "increasing the number of mixtures K lead to an increase in the rank",
     ),
@@ -55,8 +56,8 @@ K_CLAIMS = (
         "mos_k_rank_ppl",
         "Over K, MoS's test perplexity falls as its log-P rank rises (rank and performance correlate positively)",
         "n_experts",
-        ("Press' rank", "press_rank"),
-        ("test perplexity", "test_ppl"),
+        "press_rank",
+        "test_ppl",
         -1,
         "observed a positive correlation between the rank of the log P matrix and test performance",
     ),
@@ -64,8 +65,8 @@ K_CLAIMS = (
         "mos_k_gap",
         "MoS's generalisation gap (test − training perplexity) widens with K: more capacity, more overfitting",
         "n_experts",
-        ("K", "n_experts"),
-        ("test − training perplexity", _gap),
+        "n_experts",
+        _gap,
         1,
         "increasing K actually increases the capacity ... which results in a wider generalization gap",
     ),
@@ -74,8 +75,8 @@ K_CLAIMS = (
         "As MoS's latent dropout falls (K = 15), its log-P rank rises while its test perplexity worsens: the high "
         "rank is a by-product",
         "dropoutl",
-        ("Press' rank", "press_rank"),
-        ("test perplexity", "test_ppl"),
+        "press_rank",
+        "test_ppl",
         1,
         "observe a negative correlation between the rank of the log P matrix and test performance. Hence, we think "
         "that the rank of the log P matrix being high is just a by-product",
@@ -89,14 +90,15 @@ def _column(frame: pd.DataFrame, how) -> pd.Series:
 
 def _trend(dataset: str, name, statement, swept, x, y, sign, quote) -> Claim:
     table_name = "mos_dropoutl" if swept == "dropoutl" else "mos_k"
-    needed = [c for c in ("press_rank", "test_ppl", "train_ppl") if c in (x[1], y[1]) or callable(y[1])]
+    needed = [c for c in ("press_rank", "test_ppl", "train_ppl") if c in (x, y) or callable(y)]
 
     def points(frame: pd.DataFrame) -> Points:
-        return Points(tuple(_column(frame, x[1])), tuple(_column(frame, y[1])))
+        return Points(tuple(_column(frame, x)), tuple(_column(frame, y)))
+
+    rule = Trend(sign)
 
     def paper() -> Paper:
         pts = points(in_dataset(reported.load(table_name), dataset).sort_values(swept))
-        rule = Trend(x[0], y[0], sign)
         return Paper(rule.estimate(pts).value, pts, printed=False, note="from the SM's table")
 
     table = "SM Table 12, Figure 5 (right)" if swept == "dropoutl" else f"SM Table {4 if dataset == 'ptb' else 5}"
@@ -106,7 +108,7 @@ def _trend(dataset: str, name, statement, swept, x, y, sign, quote) -> Claim:
         dataset,
         statement,
         table + figure,
-        Trend(x[0], y[0], sign),
+        rule,
         (Basis(f"{table_name}.csv", dataset, (MOS,)),),
         lambda frames: points(_sweep(frames[0], swept, *needed)),
         paper,
@@ -304,13 +306,13 @@ def sweeps_and_layers() -> list[Claim]:
     """The claims of this module, in the paper's order."""
     out = [
         _trend(ds, *spec)
-        for spec in K_CLAIMS
+        for spec in SWEEP_CLAIMS
         for ds in reported.paper_order("mos_k", "dataset")
         if spec[2] == "n_experts"
     ]
     out += [
         _trend(ds, *spec)
-        for spec in K_CLAIMS
+        for spec in SWEEP_CLAIMS
         if spec[2] == "dropoutl"
         for ds in reported.paper_order("mos_dropoutl", "dataset")
     ]
