@@ -1,12 +1,17 @@
 """Everything this project measures on a CUDA card, in one call with a deadline: steps in order of value, each with
 its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card has 15 minutes, start-up included).
 
-``--part`` chooses the steps (comma-separated, run in this order; default ``workflow,measure``), ``--only`` some of
-them by name:
+``--part`` chooses the steps (comma-separated, run in this order; default ``fused,workflow,measure``), ``--only``
+some of them by name:
 
 * ``install``: always first when ``--wheels DIR`` is given: ``pip install --no-index --no-deps --target`` of the
   wheels ``benchmarks/device_wheels.py`` fetched (Snakemake and what the machine lacks), put on ``PYTHONPATH``.
 * ``env``: torch, CUDA, cuDNN, the card.
+* ``fused``: fused training first (``benchmarks/fused_speed.py``: tokens/s of K = 1, 4, 8, 16, 32 PTB Softmax runs
+  and K = 1, 4, 8, 16 PTB MoS runs trained fused in one process beside one run alone, with peak memory);
+  ``fused_invariance`` (``benchmarks/fused_invariance.py``: a run's weights after 30 updates alone, first of K and last
+  of K, K = 4, 8: equal?); ``threads`` (``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax processes with
+  one CPU thread each, without and with MPS: do separate processes gain once their host threads stop competing?).
 * ``graphs``: ``benchmarks/cuda_graphs_check.py`` on PTB Softmax, 80 updates, synchronising after each: do CUDA
   graphs of the cuDNN LSTM's update now replay cleanly (they did not on torch 2.11 / cuDNN 9.19)?
 * ``workflow``: the workflow's own jobs on the card (``benchmarks/smoke_workflow.py``, ``config/gpu-smoke.yaml``):
@@ -59,7 +64,8 @@ from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402  (data
 
 GPU_TEST_FILES = ["test_weight_drop.py", "test_step.py", "test_training.py", "test_analysis_cli.py",
                   "test_conformance.py", "test_loss_path.py", "test_rank.py"]  # fmt: skip
-PARTS = ("graphs", "workflow", "measure", "legacy")
+PARTS = ("fused", "graphs", "workflow", "measure", "legacy")
+DEFAULT_PARTS = "fused,workflow,measure"
 TOY = ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8"]
 MPS_PROBE = """
 import json, shutil, subprocess, sys, tempfile
@@ -93,12 +99,30 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     )
     steps.append(("env", "env", 60, py + ["-c", env_probe]))
 
+    slow = 4 if smoke else 1  # a CPU's toy runs take longer than the card's
+    # fused training: the study's price with K runs per process (most valuable first)
+    fused = py + [str(REPO / "benchmarks" / "fused_speed.py"), "--data-root", data, "--device", dev, "--out",
+                  str(out / "fused")]  # fmt: skip
+    if smoke:
+        fused += ["--models", "ptb/softmax", "--groups", "1,2", "--batches", "1", "--warmup", "1", *TOY]
+        steps.append(("fused_speed", "fused", 120 * slow, fused))
+    else:
+        steps.append(("fused_speed", "fused", 100, fused + ["--models", "ptb/softmax", "--groups", "1,4,8,16,32"]))
+        steps.append(("fused_speed_mos", "fused", 90, fused[:-1] + [str(out / "fused-mos"), "--models", "ptb/mos",
+                                                                      "--groups", "1,4,8,16"]))  # fmt: skip
+    invariance = py + [str(REPO / "benchmarks" / "fused_invariance.py"), "--device", dev, "--out", str(out / "fused")]
+    invariance += ["--groups", "2", "--updates", "2", *TOY] if smoke else ["--groups", "4,8", "--updates", "30"]
+    steps.append(("fused_invariance", "fused", 50 * slow, invariance))
+    threads = py + [str(REPO / "benchmarks" / "packing.py"), "--data-root", data, "--device", dev, "--threads", "1",
+                    "--skip", "identity", "--out", str(out / "threads")]  # fmt: skip
+    threads += ["--smoke"] if smoke else ["--softmax-runs", "1,4", "--mos-runs", "", "--batches", "40", "--warmup", "5"]
+    steps.append(("threads", "fused", 100 * slow, threads))
+
     # the workflow's jobs on the card
     smoke_wf = py + [str(REPO / "benchmarks" / "smoke_workflow.py"), "--data-root", data, "--workdir",
                      str(Path(args.workdir).resolve()), "--cores", str(os.cpu_count() or 2)]  # fmt: skip
     # a paper-size training of gpu-smoke.yaml ends seconds after its first logged batches on a card: kill at once
     smoke_wf += ["--smoke", "--kill-after", "1"] if smoke else ["--kill-after", "0"]
-    slow = 4 if smoke else 1  # a CPU's toy runs take longer than the card's
     first = ["--target", "table3", "--slots", "1", "--resources", "1", "--deadline", str(230 * slow)]
     steps.append(("smoke_gpu1", "workflow", 240 * slow, smoke_wf + first))
     every = "table5" if smoke else "all"  # a CPU runs two small trainings, a card every table and figure
@@ -198,7 +222,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data-root", required=True, help="folder with ptb/, wikitext-2/ and word-sim/")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--deadline", type=float, default=540, help="seconds from start; later steps are skipped")
-    parser.add_argument("--part", default="workflow,measure", help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--part", default=DEFAULT_PARTS, help=f"comma-separated, of {', '.join(PARTS)}")
     parser.add_argument("--only", default=None, help="comma-separated step names to run (default: all of --part)")
     parser.add_argument("--wheels", default=None, help="folder of wheels to install first (device_wheels.py)")
     parser.add_argument("--kit", default=str(REPO / "benchmarks" / "kit"), help="the KIT's files (authors step)")
@@ -261,6 +285,9 @@ def main(argv=None) -> int:
     for name, rc, seconds, last in rows:
         print(f"| {name} | {rc} | {seconds:.0f} | {last} |")
     for table in (
+        "fused/fused-speed.md",
+        "fused-mos/fused-speed.md",
+        "threads/packing.md",
         "graphs/cuda-graphs.md",
         "packing/packing.md",
         "identity/packing.md",

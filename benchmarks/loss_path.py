@@ -65,7 +65,8 @@ def worker(variant: str, path: str, device: str, threads: int, warmup: int, step
             log_prob, _, raw, dropped = model(inputs, hidden)
             loss = F.nll_loss(log_prob.reshape(-1, vocab), targets.reshape(-1))
         elif path == "kit":
-            _, raw, dropped = model._context(inputs, hidden)
+            _, raw = model._context(inputs, hidden)
+            dropped = model.output_drop(raw)
             layer = model.output_layer
             z, log_prior = layer._latents_and_log_prior(dropped)
             prob = F.softmax(F.linear(z, model.encoder.weight, layer.bias), dim=-1)  # [L, B, K, V]

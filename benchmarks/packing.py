@@ -50,6 +50,8 @@ def bench_row(variant: str, runs: int, args, env: dict[str, str], toy: list[str]
     cmd = [*CLI, "bench", "--dataset", args.dataset, "--variant", variant, "--device", args.device, "--runs",
            str(runs), "--batches", str(args.batches), "--warmup", str(args.warmup), "--valid-chunks", "1",
            "--data", str(Path(args.data_root) / CORPUS_DIRS[args.dataset]), *toy]  # fmt: skip
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         return {"variant": variant, "runs": runs, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
@@ -160,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--identity-runs", type=int, default=4)
     parser.add_argument("--identity-seeds", type=lambda s: [int(x) for x in s.split(",")], default=[141, 7])
     parser.add_argument("--skip", default="", help="comma-separated: table, identity")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads per bench run (default: torch's)")
     parser.add_argument("--smoke", action="store_true", help="toy sizes, to check the script on any device")
     args = parser.parse_args(argv)
     toy = []

@@ -108,6 +108,10 @@ def test_the_measure_part_fits_seven_minutes_of_a_lent_card_in_order_of_value(tm
     env = next(limit for name, _, limit, _ in steps if name == "env")
     assert [name for name, _ in measure] == ["packing", "identity", "mps_probe", "profile", "authors", "cost"]
     assert sum(limit for _, limit in measure) <= 7 * 60 - 10 < sum(limit for _, limit in measure) + env
+    fused = [(name, limit) for name, part, limit, _ in steps if part == "fused"]
+    assert [name for name, _ in fused] == ["fused_speed", "fused_speed_mos", "fused_invariance", "threads"]
+    assert sum(limit for _, limit in fused) <= 7 * 60 - env  # the fused part alone also fits one call
+    assert session.DEFAULT_PARTS.split(",")[0] == "fused"  # a lent card measures fused training first
     kill = next(cmd for name, _, _, cmd in steps if name == "smoke_gpu1")
     assert kill[kill.index("--kill-after") + 1] == "0"  # a card's short trainings end seconds after their first log
 

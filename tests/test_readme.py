@@ -90,6 +90,12 @@ NEEDS_NETWORK = {
     CPU_TORCH: "PyTorch's own package index (a CPU-only machine's first step)",
     "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126": "PyTorch's own index",
 }
+#: docs/fused-training.md's example: three small PTB runs trained fused (the data the quick start fetched)
+FUSED_EXAMPLE = (
+    "python -m softmax_bottleneck train-fused --dataset ptb --run softmax et 141 runs/softmax-et-141 --run softmax nt"
+    " 142 runs/softmax-nt-142 --run ss et 141 runs/ss-et-141 switch_epoch=1 --set nemb=32 --set nhid=64 --set"
+    " nhidlast=32 --set epochs=2 --set train_tokens=20000 --set valid_tokens=5000 --set test_tokens=5000"
+)
 #: commands of docs/ that need what only another test sets up; each runs there
 RUN_ELSEWHERE = {
     "python -m softmax_bottleneck check-layer taylor": "tests/test_plugin_example.py (the example plug-in installed)",
@@ -114,6 +120,7 @@ RUN_ELSEWHERE = {
     "python -m softmax_bottleneck claims --seeds": "tests/test_claims.py (in-process)",
     "python -m softmax_bottleneck claims --seeds --claim table4_ptb --claim figure2_all_ptb": "tests/test_claims.py (in-process)",  # noqa: E501
     "cp -r profiles/slurm ~/softmax-site": "tests/test_site_check.py (the profile copied outside the checkout)",
+    FUSED_EXAMPLE: "tests/test_fused_trainer.py (with the fetched PTB; each run checked against its solo training)",
     "snakemake --configfile /path/to/softmax-bottleneck/config/config.yaml --cores 8 my_figure7_copy": "tests/"
     "test_module.py (the study as a module of a workflow outside the checkout)",
 }

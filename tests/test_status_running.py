@@ -26,7 +26,7 @@ import sys, time
 from pathlib import Path
 from softmax_bottleneck import cli
 from softmax_bottleneck.cluster import heartbeat
-from softmax_bottleneck.training import trainer
+from softmax_bottleneck.training import train_command as trainer
 from softmax_bottleneck.training.lock import run_lock
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile
 from softmax_bottleneck.training.state import Progress

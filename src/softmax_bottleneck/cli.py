@@ -29,7 +29,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "softmax_bottleneck.training.check_layer",
         "run the conformance checks on a registered output layer (yours too)",
     ),
-    "train": ("softmax_bottleneck.training.trainer", "train one model (resumable)"),
+    "train": ("softmax_bottleneck.training.train_command", "train one model (resumable)"),
+    "train-fused": (
+        "softmax_bottleneck.training.fused_trainer",
+        "train K runs of one shape in one process, their LSTM recurrences fused (each run resumable, as train's)",
+    ),
     "wait-for-run": (
         "softmax_bottleneck.study.wait_for_run",
         "wait, without a GPU, for a training another process runs (the workflow's await_training)",

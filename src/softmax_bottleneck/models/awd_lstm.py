@@ -50,31 +50,36 @@ class AWDLSTM(nn.Module):
             for rnn in self.rnns
         ]
 
-    def _context(self, tokens: torch.Tensor, hidden: Hidden):
-        """The body shared by :meth:`forward` and :meth:`nll`: (new hidden, raw h³, dropped h³)."""
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The first LSTM's input: embedding dropout, (embedding noise), locked ``dropouti``."""
         hp = self.hp
         last_word_grad = hp.get("embed_last_word_grad", False)  # False: as the authors (padding_idx=-1)
         emb = embedded_dropout(self.encoder, tokens, hp["dropoute"], self.training, last_word_grad)
         emb = embedding_noise(emb, hp.get("emb_noise", 0.0), self.training, hp["dropoute"], self.vocab_size)
-        output = self.input_drop(emb)
+        return self.input_drop(emb)
+
+    def between_layers(self, output: torch.Tensor, layer: int) -> torch.Tensor:
+        """LSTM ``layer``'s output as the next one's input: locked ``dropouth`` (the last layer's output is returned
+        as it is: it is the raw h³ of TAR)."""
+        return output if layer == len(self.rnns) - 1 else self.hidden_drop(output)
+
+    def _context(self, tokens: torch.Tensor, hidden: Hidden):
+        """The body shared by :meth:`forward` and :meth:`nll`: (new hidden, raw h³)."""
+        output = self.embed(tokens)
         new_hidden = []
-        last = len(self.rnns) - 1
         for layer, rnn in enumerate(self.rnns):
             output, state = rnn(output, hidden[layer])
             new_hidden.append(state)
-            if layer != last:
-                output = self.hidden_drop(output)
-        raw_last = output
-        dropped_last = self.output_drop(raw_last)
-        return new_hidden, raw_last, dropped_last
+            output = self.between_layers(output, layer)
+        return new_hidden, output
 
     def forward(self, tokens: torch.Tensor, hidden: Hidden):
         """``tokens`` [L, B] → (log-probabilities [L, B, V], new hidden, raw h³, dropped h³).
 
         The last two feed AR (on the dropped h³) and TAR (on the raw h³) of paper §3 / SM §2.1.
         """
-        new_hidden, raw_last, dropped_last = self._context(tokens, hidden)
-        log_prob = self.output_layer(dropped_last, self.encoder.weight)
+        new_hidden, raw_last = self._context(tokens, hidden)
+        log_prob, dropped_last = self.head(raw_last)
         return log_prob, new_hidden, raw_last, dropped_last
 
     def nll(self, tokens: torch.Tensor, hidden: Hidden, targets: torch.Tensor):
@@ -84,9 +89,18 @@ class AWDLSTM(nn.Module):
         :meth:`~.output_layers.OutputLayer.nll` replaces the full log-probability matrix.
         :func:`mean_nll` of it is the training loss ``F.nll_loss(forward(...)[0], targets)``, bit for bit.
         """
-        new_hidden, raw_last, dropped_last = self._context(tokens, hidden)
-        nll = self.output_layer.nll(dropped_last, self.encoder.weight, targets)
+        new_hidden, raw_last = self._context(tokens, hidden)
+        nll, dropped_last = self.head(raw_last, targets)
         return nll, new_hidden, raw_last, dropped_last
+
+    def head(self, raw_last: torch.Tensor, targets: torch.Tensor | None = None):
+        """(scores, dropped h³): locked ``dropout`` on the raw h³, then the output layer with the tied decoder: the
+        per-token NLL of ``targets`` [L, B] (:meth:`~.output_layers.OutputLayer.nll`), or without targets the
+        log-probabilities [L, B, V]."""
+        dropped_last = self.output_drop(raw_last)
+        if targets is None:
+            return self.output_layer(dropped_last, self.encoder.weight), dropped_last
+        return self.output_layer.nll(dropped_last, self.encoder.weight, targets), dropped_last
 
 
 def mean_nll(nll: torch.Tensor) -> torch.Tensor:

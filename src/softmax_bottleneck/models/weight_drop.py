@@ -35,10 +35,23 @@ class WeightDropLSTM(nn.Module):
     def hidden_size(self) -> int:
         return self.lstm.hidden_size
 
+    def hidden_weight(self) -> torch.Tensor:
+        """The hidden-to-hidden matrix of this call: in training a freshly dropped copy (one Bernoulli draw of the
+        matrix's shape from the global generator), else the raw weight."""
+        if not (self.training and self.dropout > 0):
+            return self.lstm.weight_hh_l0
+        return F.dropout(self.lstm.weight_hh_l0, p=self.dropout, training=True)
+
+    def call_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(W_ih, W_hh, b_ih, b_hh)`` of this call, ``W_hh`` from :meth:`hidden_weight` (the same draw as
+        :meth:`forward`): what a fused recurrence (:mod:`.fused_lstm`) needs of this layer."""
+        lstm = self.lstm
+        return lstm.weight_ih_l0, self.hidden_weight(), lstm.bias_ih_l0, lstm.bias_hh_l0
+
     def forward(self, x: torch.Tensor, hx: tuple[torch.Tensor, torch.Tensor]):
         if not (self.training and self.dropout > 0):
             return self.lstm(x, hx)
-        dropped = F.dropout(self.lstm.weight_hh_l0, p=self.dropout, training=True)
+        dropped = self.hidden_weight()
         with warnings.catch_warnings():
             # cuDNN notes once that the substituted weight is not in its flattened buffer; harmless.
             warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")

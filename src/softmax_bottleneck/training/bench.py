@@ -9,7 +9,8 @@ Without a data folder the splits are random tokens of the published sizes (PTB 9
 ``--runs K`` starts K independent runs at once on the same device (one process each, timed between
 a common start barrier and their ends) and reports their aggregate throughput. ``--loss-path full`` times the
 full-matrix path (``forward``'s [L, B, V] log-probabilities and a gather) instead of the loss path the trainer
-uses (``nll``: the targets' log-probabilities only), for comparison.
+uses (``nll``: the targets' log-probabilities only), for comparison. ``--fused K`` times K runs trained fused in this
+process beside one run alone (:mod:`.bench_fused`).
 """
 
 from __future__ import annotations
@@ -226,6 +227,14 @@ def add_cli(parser) -> None:
     )  # fmt: skip
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--fused", type=positive_int, default=None, metavar="K",
+        help="time K runs (seeds seed … seed+K-1) trained fused in this process beside one run alone",
+    )  # fmt: skip
+    parser.add_argument(
+        "--recurrence", choices=("auto", "batched", "per-run"), default="auto",
+        help="with --fused: the recurrences batched in one GEMM per step (CUDA's default) or run by run (the CPU's)",
+    )  # fmt: skip
 
 
 def run_cli(args) -> int:
@@ -244,9 +253,16 @@ def run_cli(args) -> int:
             "phase": args.phase,
             "threads": args.threads,
             "loss_path": args.loss_path,
+            "fused": args.fused,
+            "recurrence": args.recurrence,
         }
         presets.resolve(args.dataset, args.variant, "et", opts["overrides"])  # fail before any work
-        result = run_bench(opts)
+        if args.fused is not None:
+            from softmax_bottleneck.training.bench_fused import measure_fused
+
+            (result,) = measure_fused(opts, *bench_corpus(args.dataset, args.data, args.corpus_cache))
+        else:
+            result = run_bench(opts)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f"bench: {err}") from None
     for key in ("started", "ended", "tokens"):

@@ -29,11 +29,18 @@ def chunk_loss(model, inputs, targets, hidden, hp: dict, loss_path: str = "nll")
         scores, hidden, raw_last, dropped_last = model(inputs, hidden)
     else:
         raise ValueError(f"loss path must be one of {', '.join(LOSS_PATHS)}, got {loss_path!r}")
+    loss, raw_loss = regularised_loss(scores, targets, raw_last, dropped_last, hp)
+    return loss, raw_loss, hidden
+
+
+def regularised_loss(scores, targets, raw_last, dropped_last, hp: dict):
+    """``(loss, raw NLL)`` of one chunk from its scores (per-token NLLs or log-probabilities) and its h³: the formula
+    of :func:`chunk_loss`, shared with the fused step (:mod:`.fused_step`)."""
     raw_loss = chunk_nll(scores, targets)
     loss = raw_loss + hp["alpha"] * dropped_last.pow(2).mean()
     if raw_last.size(0) > 1:
         loss = loss + hp["beta"] * (raw_last[1:] - raw_last[:-1]).pow(2).mean()
-    return loss, raw_loss, hidden
+    return loss, raw_loss
 
 
 class LossSums:
@@ -71,10 +78,17 @@ def train_batch(
     model, optimizer, hp: dict, data: torch.Tensor, position: int, hidden: list, sums: LossSums, loss_path: str = "nll"
 ) -> int:
     """One update on the rows of ``data`` from ``position``; updates ``hidden`` in place, returns ``seq_len``."""
-    seq_len = sample_seq_len(hp)
-    inputs, targets = get_batch(data, position, seq_len)
+    inputs, targets, seq_len = next_batch(hp, data, position)
     update(model, optimizer, hp, inputs, targets, seq_len, hidden, sums, loss_path)
     return seq_len
+
+
+def next_batch(hp: dict, data: torch.Tensor, position: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(inputs, targets, seq_len)`` of the batch at ``position``: its length drawn (:func:`.sample_seq_len`), then its
+    rows."""
+    seq_len = sample_seq_len(hp)
+    inputs, targets = get_batch(data, position, seq_len)
+    return inputs, targets, seq_len
 
 
 def update(model, optimizer, hp: dict, inputs, targets, seq_len: int, hidden: list, sums: LossSums, loss_path: str):

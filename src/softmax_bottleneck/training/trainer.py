@@ -37,16 +37,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from softmax_bottleneck import argtypes, presets
-from softmax_bottleneck.atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir, os_error_reason
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, batchify, load_corpus
+from softmax_bottleneck import presets
+from softmax_bottleneck.atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir
+from softmax_bottleneck.corpora.corpus import Corpus, batchify, load_corpus
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.checkpoint import error_line, file_sha256, save_model
 from softmax_bottleneck.training.environment import check_model_fits, configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.identity import folder_hash
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
-from softmax_bottleneck.training.lock import LOCK_NAME, RunFolderBusy, run_lock
+from softmax_bottleneck.training.lock import LOCK_NAME, run_lock
 from softmax_bottleneck.training.preflight import preflight
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile, curve_csv, time_left_text
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
@@ -82,6 +82,18 @@ __all__ = [
 
 log = logging.getLogger("softmax_bottleneck.train")
 
+
+class RunLog(logging.LoggerAdapter):
+    """The trainer's log lines, each prefixed with the run's label when a process trains several (fused)."""
+
+    def __init__(self, label: str = ""):
+        super().__init__(log, {})
+        self.label = label
+
+    def process(self, msg, kwargs):
+        return (f"{self.label}: {msg}" if self.label else msg), kwargs
+
+
 PREEMPTED_EXIT = 143  # 128 + SIGTERM
 
 
@@ -97,7 +109,7 @@ class Diverged(FloatingPointError):
     """The training loss became non-finite (or left the sane range); the message names epoch and batch."""
 
 
-class _StopFlag:
+class StopFlag:
     """Turns SIGTERM/SIGINT into a flag checked between batches."""
 
     def __init__(self):
@@ -133,6 +145,7 @@ class Trainer:
     ):  # fmt: skip
         self.dataset, self.variant, self.hp = dataset, variant, dict(hp)
         self.checkpoint_seconds = float(checkpoint_seconds)
+        self.log = RunLog()
         self._epoch_walls: list[float] = []  # wall seconds of the epochs this process ran (time left)
         self._epoch_started = time.monotonic()
         self.corpus = corpus
@@ -215,29 +228,45 @@ class Trainer:
                 "this run from scratch (its progress is lost)"
             ) from None
         p = self.progress
-        log.info("resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1)
+        self.log.info(
+            "resumed from %s: epoch %d done, batch %d of epoch %d", self.state_path, p.epoch, p.batch, p.epoch + 1
+        )
         return True
 
     # ----------------------------------------------------------------- epoch
-    def _train_epoch(self, epoch: int, stop: _StopFlag) -> None:
-        hp, p = self.hp, self.progress
+    def _train_epoch(self, epoch: int, stop: StopFlag) -> None:
+        self._start_epoch_clock()
+        while not self._epoch_over():
+            seq_len = train_batch(self.model, self.optimizer, self.hp, self.train_data, self.progress.position,
+                                  self.hidden, self.sums)  # fmt: skip
+            self._batch_done(epoch, seq_len, stop)
+        self._stop_epoch_clock()
+
+    def _start_epoch_clock(self) -> None:
         self.model.train()
-        data, rows = self.train_data, self.train_data.size(0)
-        started = interval_started = time.monotonic()
-        while p.position < rows - 1 - 1:
-            p.position += train_batch(self.model, self.optimizer, hp, data, p.position, self.hidden, self.sums)
-            p.batch += 1
-            n = interval_batches(p.batch, p.position, rows, hp["log_interval"])
-            if n:
-                self._close_interval(epoch, n, time.monotonic() - interval_started)
-                interval_started = time.monotonic()
-            if stop.signum is not None or self._checkpoint_due():
-                p.epoch_seconds += time.monotonic() - started
-                started = time.monotonic()
-                self._save_state()
-                if stop.signum is not None:
-                    raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
-        p.epoch_seconds += time.monotonic() - started
+        self._clock = self._interval_clock = time.monotonic()
+
+    def _stop_epoch_clock(self) -> None:
+        self.progress.epoch_seconds += time.monotonic() - self._clock
+
+    def _epoch_over(self) -> bool:
+        return self.progress.position >= self.train_data.size(0) - 2
+
+    def _batch_done(self, epoch: int, seq_len: int, stop: StopFlag) -> None:
+        """The bookkeeping after one update of ``seq_len`` rows: position, logging interval, resume state, signal."""
+        p = self.progress
+        p.position += seq_len
+        p.batch += 1
+        n = interval_batches(p.batch, p.position, self.train_data.size(0), self.hp["log_interval"])
+        if n:
+            self._close_interval(epoch, n, time.monotonic() - self._interval_clock)
+            self._interval_clock = time.monotonic()
+        if stop.signum is not None or self._checkpoint_due():
+            self._stop_epoch_clock()
+            self._clock = time.monotonic()
+            self._save_state()
+            if stop.signum is not None:
+                raise Preempted(f"signal {stop.signum} at epoch {epoch}, batch {p.batch}")
 
     def _read_sums(self, epoch: int, first_batch: int) -> float:
         """The open interval's raw-loss sum; stops the run at the first non-finite loss since ``first_batch``."""
@@ -252,7 +281,7 @@ class Trainer:
     def _close_interval(self, epoch: int, n: int, seconds: float) -> None:
         p = self.progress
         cur = self._read_sums(epoch, p.batch - n) / n
-        log.info(
+        self.log.info(
             "epoch %3d | %5d batches | lr %.4g | ms/batch %6.1f | loss %5.2f | ppl %8.2f",
             epoch, p.batch, self.optimizer.param_groups[0]["lr"], seconds * 1000 / n, cur, perplexity(cur),
         )  # fmt: skip
@@ -285,31 +314,47 @@ class Trainer:
         A finished run whose declared outputs were deleted is restored from its kept final set instead.
         """
         with run_lock(self.out_dir):
-            self._remove_stale_temporaries()
-            restored = self._restore_finished()
+            restored = self._open()
             if restored is not None:
                 return restored
-            self.resumed = self._maybe_resume()
-            preflight(self.model, self.hp, self.train_data, self.val_data, self.test_data)  # before any epoch
-            self._last_save = time.monotonic()
-            hp, p = self.hp, self.progress
-            log.info(
-                "training %s/%s schedule=%s seed=%d on %s: %d parameters, %d rows of %d columns, epochs %d",
-                self.dataset, self.variant, hp["schedule"], hp["seed"], self.device,
-                presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
-                hp["epochs"],
-            )  # fmt: skip
-            with self.progress_file.attempt(p, stops=(Preempted,)), _StopFlag() as stop:
-                while p.epoch < hp["epochs"]:
-                    epoch = p.epoch + 1
-                    self._epoch_started = time.monotonic()
+            p = self.progress
+            with self.progress_file.attempt(p, stops=(Preempted,)), StopFlag() as stop:
+                while p.epoch < self.hp["epochs"]:
+                    epoch = self._begin_epoch()
                     self._train_epoch(epoch, stop)
-                    self._end_epoch(epoch)
-                    if stop.signum is not None or self._checkpoint_due():
-                        self._save_state()
-                    if stop.signum is not None:
-                        raise Preempted(f"signal {stop.signum} after epoch {epoch}")
-            return self._finish()
+                    self._close_epoch(epoch, stop)
+                return self._finish()
+
+    def _open(self) -> dict | None:
+        """Under the run's lock, before its first update: the finished run's metrics (:meth:`_restore_finished`), or
+        None after resuming from the saved state (if any) and the preflight."""
+        self._remove_stale_temporaries()
+        restored = self._restore_finished()
+        if restored is not None:
+            return restored
+        self.resumed = self._maybe_resume()
+        preflight(self.model, self.hp, self.train_data, self.val_data, self.test_data)  # before any epoch
+        self._last_save = time.monotonic()
+        hp = self.hp
+        self.log.info(
+            "training %s/%s schedule=%s seed=%d on %s: %d parameters, %d rows of %d columns, epochs %d",
+            self.dataset, self.variant, hp["schedule"], hp["seed"], self.device,
+            presets.parameter_count(hp, self.corpus.vocab_size), self.train_data.size(0), hp["batch_size"],
+            hp["epochs"],
+        )  # fmt: skip
+        return None
+
+    def _begin_epoch(self) -> int:
+        self._epoch_started = time.monotonic()
+        return self.progress.epoch + 1
+
+    def _close_epoch(self, epoch: int, stop: StopFlag) -> None:
+        """Validation, best checkpoint, switch rule (:meth:`_end_epoch`); the resume state when due or signalled."""
+        self._end_epoch(epoch)
+        if stop.signum is not None or self._checkpoint_due():
+            self._save_state()
+        if stop.signum is not None:
+            raise Preempted(f"signal {stop.signum} after epoch {epoch}")
 
     def _remove_stale_temporaries(self) -> None:
         """The temporaries of the resume state and the progress file that a killed write left in ``.resume/`` (the
@@ -346,9 +391,11 @@ class Trainer:
         self.progress_file.remove()
         (self.out_dir / LOCK_NAME).unlink(missing_ok=True)
         if made:
-            log.info("restored the finished run from %s (%s), nothing retrained", self.final_dir, ", ".join(made))
+            self.log.info("restored the finished run from %s (%s), nothing retrained", self.final_dir, ", ".join(made))
         else:
-            log.info("%s already holds this finished run (equal to %s): nothing to do", self.out_dir, self.final_dir)
+            self.log.info(
+                "%s already holds this finished run (equal to %s): nothing to do", self.out_dir, self.final_dir
+            )
         return metrics
 
     def _end_epoch(self, epoch: int) -> None:
@@ -374,7 +421,7 @@ class Trainer:
         )
         self._epoch_walls.append(time.monotonic() - self._epoch_started)
         self.progress_file.epoch_done(epoch, self._epoch_walls[-1])
-        log.info(
+        self.log.info(
             "end of epoch %3d | %5d batches | %7.2fs | train ppl %8.2f | valid loss %6.3f | valid ppl %8.2f | %s%s"
             " | %s",
             epoch, p.batch, p.epoch_seconds, perplexity(train_loss), val_loss, perplexity(val_loss), p.phase.upper(),
@@ -386,7 +433,7 @@ class Trainer:
             p.val_history.append(val_loss)
             if switch:
                 reason = "Epoch triggered" if hp["switch_epoch"] != -1 else "Non monotonically triggered"
-                log.info("%s! Switching to ASGD after epoch %d", reason, epoch)
+                self.log.info("%s! Switching to ASGD after epoch %d", reason, epoch)
                 p.phase, p.switch_epoch = "asgd", epoch
                 self.optimizer = make_optimizer(self.model, hp, "asgd")
         p.epoch, p.position, p.batch = epoch, 0, 0
@@ -443,7 +490,7 @@ class Trainer:
         fsync_dir(self.resume_dir)
         publish_final(self.final_dir, self.out_dir)
         (self.out_dir / LOCK_NAME).unlink(missing_ok=True)  # still held: a later writer sees the finished run
-        log.info(
+        self.log.info(
             "done: train ppl %.2f | valid ppl %.2f | test ppl %.2f | best epoch %d | switch epoch %s",
             metrics["train_ppl"], metrics["valid_ppl"], metrics["test_ppl"], p.best_epoch, p.switch_epoch,
         )  # fmt: skip
@@ -483,53 +530,3 @@ def train(
         trainer = Trainer(dataset=dataset, variant=variant, hp=hp, corpus=corpus, out_dir=out_dir, device=device,
                           checkpoint_seconds=checkpoint_seconds)  # fmt: skip
         return trainer.fit()
-
-
-def add_cli(parser) -> None:
-    parser.add_argument("--dataset", required=True, choices=presets.DATASETS, help="ptb or wt2")
-    parser.add_argument("--variant", required=True, help=f"one of: {', '.join(presets.variants())}")
-    parser.add_argument(
-        "--schedule", default="et", choices=presets.SCHEDULES, help="et: ET-ASGD, nt: NT-ASGD (paper §4; SM §2)"
-    )
-    parser.add_argument("--seed", type=int, default=None, help="default: the authors' seed of the preset")
-    parser.add_argument("--out", required=True, help="run folder: model.pt, metrics.json, curve.csv")
-    parser.add_argument(
-        "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
-    )
-    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument(
-        "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
-        help="write the resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--conformance-stamp", default=None, metavar="FILE",
-        help="train only if FILE (written by check-layer NAME --stamp FILE) vouches for this variant's output layer "
-        "as registered now; the workflow passes it for plug-in layers",
-    )  # fmt: skip
-
-
-def run_cli(args) -> int:
-    data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
-    try:
-        overrides = presets.parse_overrides(args.overrides)
-        if args.conformance_stamp:  # the stamp must vouch for this layer's source, at this run's values of its own keys
-            from softmax_bottleneck.training.conformance_stamp import conformance_stamp_ok
-
-            hp = presets.resolve(args.dataset, args.variant, args.schedule, overrides)
-            ok, why = conformance_stamp_ok(args.conformance_stamp, hp["output_layer"], hp)
-            if not ok:
-                raise SystemExit(f"train: {why}")
-        train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
-              overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
-              device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
-    except Preempted as stop:
-        log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
-        return PREEMPTED_EXIT
-    except (ValueError, FileNotFoundError, RunFolderBusy, Diverged) as err:  # incl. RunFinished, FinalSetError
-        raise SystemExit(f"train: {err}") from None
-    except OSError as err:  # a full disk, a read-only folder, a file where a folder is expected, ...
-        raise SystemExit(f"train: {os_error_reason(err)}") from None
-    return 0

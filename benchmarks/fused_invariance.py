@@ -1,0 +1,71 @@
+"""Does a fused run's training depend on its group? One run (PTB Softmax, the preset's seed) is updated ``--updates``
+times alone (K = 1), as the first of K runs and as the last of K, for each K of ``--groups``; the table gives, per
+group, whether its weights equal the K = 1 run's bit for bit, and the largest difference. On the CPU with the
+per-run recurrence they must be equal (``tests/test_fused.py``); on a GPU with the batched one this is the
+measurement of K-invariance (cuBLAS may choose other kernels for other batch counts).
+
+    python benchmarks/fused_invariance.py --device cuda --groups 4,8 --updates 30 --out /tmp/fused
+    python benchmarks/fused_invariance.py --device cpu --groups 2 --updates 2 --set nemb=16 --set nhid=32 \\
+        --set nhidlast=16 --out /tmp/fused
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from softmax_bottleneck import presets  # noqa: E402
+from softmax_bottleneck.training.bench import synthetic_corpus  # noqa: E402
+from softmax_bottleneck.training.bench_fused import RECURRENCES, _Run  # noqa: E402
+from softmax_bottleneck.training.environment import resolve_device  # noqa: E402
+from softmax_bottleneck.training.fused_step import fused_update  # noqa: E402
+
+
+def trained(hp: dict, corpus, device, k: int, slot: int, updates: int, batched) -> dict:
+    """The weights of run ``hp`` after ``updates`` fused updates in slot ``slot`` of a group of ``k`` runs."""
+    seeds = [hp["seed"] + 1000 + i for i in range(k)]
+    seeds[slot] = hp["seed"]
+    runs = [_Run({**hp, "seed": seed}, corpus, device, "sgd") for seed in seeds]
+    for _ in range(updates):
+        batches = [run.batch()[0] for run in runs]
+        fused_update(runs, batches, batched=batched)
+    return {name: value.detach().cpu().clone() for name, value in runs[slot].model.state_dict().items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--groups", default="4,8")
+    parser.add_argument("--updates", type=int, default=30)
+    parser.add_argument("--recurrence", choices=tuple(RECURRENCES), default="auto")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    device = resolve_device(args.device)
+    hp = presets.resolve("ptb", "softmax", "et", presets.parse_overrides(args.overrides))
+    corpus = synthetic_corpus("ptb").limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
+    batched = RECURRENCES[args.recurrence]
+    alone = trained(hp, corpus, device, 1, 0, args.updates, batched)
+    rows = []
+    for k in (int(x) for x in args.groups.split(",")):
+        for slot in (0, k - 1):
+            other = trained(hp, corpus, device, k, slot, args.updates, batched)
+            diff = max(float((alone[n].double() - other[n].double()).abs().max()) for n in alone)
+            rows.append({"K": k, "slot": slot, "equal": all(torch.equal(alone[n], other[n]) for n in alone),
+                         "max_abs_difference": diff, "updates": args.updates, "device": str(device)})  # fmt: skip
+            print(rows[-1], flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fused-invariance.json").write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

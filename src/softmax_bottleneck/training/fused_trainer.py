@@ -1,0 +1,238 @@
+"""K runs of one shape trained by one process, their LSTM recurrences fused (:mod:`.fused_step`): ``train-fused``.
+
+Each run of the group is a :class:`.Trainer` of its own: its run folder and lock, resume state, progress file,
+curve, logging intervals, validation, best weights, ET/NT switch and final files are the very ones a solo ``train``
+writes, by the same code; only its updates are made together with the group's (:func:`.fused_update`), each from its
+own random streams (:class:`.RunRNG`) and its own data position. A run starts, ends and validates its epochs on its own
+schedule (its batch lengths are its own); a run that finishes, diverges or fails leaves the group and the others go
+on. A run already finished is restored, never trained again; a run whose folder another process holds is left to
+it. On SIGTERM/SIGINT every run saves its state and the process exits 143; the same command resumes every run from
+its own last state (:mod:`.state`).
+
+On the CPU each run's numbers equal its solo training's bit for bit when the solo training runs PyTorch's own LSTM
+(oneDNN's LSTM off); on CUDA the recurrences are batched (:mod:`.fused_lstm`) and a run's numbers are meant not to
+depend on its group (to be measured on a card: ``benchmarks/gpu_session.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.atomic import os_error_reason
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, load_corpus
+from softmax_bottleneck.training.environment import resolve_device
+from softmax_bottleneck.training.fused_step import check_fusable, fused_update
+from softmax_bottleneck.training.lock import run_lock
+from softmax_bottleneck.training.run_rng import RunRNG
+from softmax_bottleneck.training.step import next_batch
+from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Preempted, RunLog, StopFlag, Trainer
+
+log = logging.getLogger("softmax_bottleneck.train")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a group: its variant, schedule, seed, run folder and own hyper-parameter values (``sets``, over the
+    group's ``--set``; the dataset is the group's)."""
+
+    variant: str
+    schedule: str
+    seed: int
+    out: Path
+    sets: tuple = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant}/{self.schedule}/seed {self.seed}"
+
+
+class _Member:
+    """A run while it trains in the group: its trainer, its open lock and progress attempt, its current epoch."""
+
+    def __init__(self, trainer: Trainer, stack: contextlib.ExitStack):
+        self.trainer, self.stack, self.epoch = trainer, stack, None
+
+    def ready(self, stop: StopFlag):
+        """Close finished epochs and open the next; the metrics when the run is done, else None (it wants an
+        update). Runs under the run's random streams."""
+        t = self.trainer
+        while True:
+            if self.epoch is None:
+                if t.progress.epoch >= t.hp["epochs"]:
+                    return t._finish()
+                self.epoch = t._begin_epoch()
+                t._start_epoch_clock()
+            if not t._epoch_over():
+                return None
+            t._stop_epoch_clock()
+            t._close_epoch(self.epoch, stop)
+            self.epoch = None
+
+
+class FusedGroup:
+    """Trainers of one shape (:func:`.check_fusable`) on one device, each with its random streams in ``rng``."""
+
+    def __init__(self, trainers: list[Trainer], labels: list[str]):
+        check_fusable([t.hp for t in trainers], [str(t.out_dir) for t in trainers])
+        if len({t.device for t in trainers}) != 1:
+            raise ValueError("the runs of a fused group train on one device")
+        self.trainers = trainers
+        for trainer, label in zip(trainers, labels, strict=True):
+            trainer.log = RunLog(label)
+
+    def fit(self) -> list:
+        """Every run's metrics, or the exception that ended it, in the group's order."""
+        outcomes: dict[int, object] = {}
+        with StopFlag() as stop:
+            members = []
+            for k, trainer in enumerate(self.trainers):
+                stack = contextlib.ExitStack()
+                try:
+                    stack.enter_context(run_lock(trainer.out_dir))
+                    with trainer.rng:
+                        restored = trainer._open()
+                    if restored is not None:
+                        outcomes[k] = restored
+                        stack.close()
+                        continue
+                    stack.enter_context(trainer.progress_file.attempt(trainer.progress, stops=(Preempted,)))
+                except Exception as err:
+                    stack.close()
+                    outcomes[k] = err
+                    continue
+                members.append((k, _Member(trainer, stack)))
+            while members:
+                members = self._one_update(members, outcomes, stop)
+        return [outcomes[k] for k in range(len(self.trainers))]
+
+    @staticmethod
+    def _settle(k: int, member: _Member, outcomes: dict, step) -> bool:
+        """Run ``step`` under the run's streams; True while the run goes on (its outcome recorded when it ends)."""
+        try:
+            with member.trainer.rng:
+                done = step()
+        except Exception as err:  # the attempt records why (stopped by a signal, or the error); the lock is released
+            member.stack.__exit__(type(err), err, err.__traceback__)
+            outcomes[k] = err
+            return False
+        if done is None:
+            return True
+        member.stack.close()
+        outcomes[k] = done
+        return False
+
+    def _one_update(self, members: list, outcomes: dict, stop: StopFlag) -> list:
+        members = [(k, m) for k, m in members if self._settle(k, m, outcomes, lambda m=m: m.ready(stop))]
+        if not members:
+            return []
+        batches = []
+        for _, member in members:
+            t = member.trainer
+            with t.rng:
+                batches.append(next_batch(t.hp, t.train_data, t.progress.position))
+        try:
+            fused_update([m.trainer for _, m in members], batches)
+        except Exception as err:  # a failure of the shared step ends every run of it
+            for k, member in members:
+                member.stack.__exit__(type(err), err, err.__traceback__)
+                outcomes[k] = err
+            return []
+
+        def after(member, seq_len):
+            member.trainer._batch_done(member.epoch, seq_len, stop)
+
+        return [
+            (k, m)
+            for (k, m), (_, _, seq_len) in zip(members, batches, strict=True)
+            if self._settle(k, m, outcomes, lambda m=m, seq_len=seq_len: after(m, seq_len))
+        ]
+
+
+def train_group(
+    *, dataset: str, runs: list[RunSpec], overrides: dict | None = None, data_dir=None, corpus_cache=None,
+    device: str = "auto", corpus: Corpus | None = None, checkpoint_seconds: float = 600.0,
+) -> list:  # fmt: skip
+    """Resolve every run's preset, load the corpus once, train the group; every run's metrics or exception."""
+    if len({spec.out.resolve() for spec in runs}) != len(runs):
+        raise ValueError("two runs of the group name the same run folder")
+    hps = []
+    for spec in runs:
+        own = {**(overrides or {}), **dict(spec.sets), "seed": int(spec.seed)}
+        hp = presets.resolve(dataset, spec.variant, spec.schedule, own)
+        hps.append(hp)
+    check_fusable(hps, [str(spec.out) for spec in runs])  # before loading anything
+    device = resolve_device(device)
+    if corpus is None:
+        corpus = load_corpus(data_dir, corpus_cache)
+        if corpus.vocab_size != presets.VOCAB_SIZES[dataset]:
+            raise ValueError(f"{data_dir}: {dataset} must have a vocabulary of {presets.VOCAB_SIZES[dataset]} words, "
+                             f"this corpus has {corpus.vocab_size}")  # fmt: skip
+    trainers = []
+    for spec, hp in zip(runs, hps, strict=True):
+        limited = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
+        trainer = Trainer(dataset=dataset, variant=spec.variant, hp=hp, corpus=limited, out_dir=spec.out,
+                          device=device, checkpoint_seconds=checkpoint_seconds)  # fmt: skip
+        trainer.rng = RunRNG(trainer.device).capture()  # where its solo training's streams stand now
+        trainers.append(trainer)
+    return FusedGroup(trainers, [spec.label for spec in runs]).fit()
+
+
+def add_cli(parser) -> None:
+    parser.add_argument("--dataset", required=True, choices=presets.DATASETS, help="ptb or wt2")
+    parser.add_argument(
+        "--run", dest="runs", action="append", nargs="+", required=True,
+        metavar="VARIANT SCHEDULE SEED OUT [KEY=VALUE ...]",
+        help="one run of the group (repeat for each): its variant, schedule (et or nt), seed, run folder, and "
+        "values of its own hyper-parameters over --set",
+    )  # fmt: skip
+    parser.add_argument(
+        "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
+    )
+    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one hyper-parameter of every run's preset (repeatable)")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--checkpoint-seconds", type=float, default=600.0, metavar="S",
+                        help="write each run's resume state at most every S seconds, and on SIGTERM")  # fmt: skip
+
+
+def _spec(values: list[str]) -> RunSpec:
+    if len(values) < 4:
+        raise ValueError(f"--run {' '.join(values)}: give VARIANT SCHEDULE SEED OUT, then any KEY=VALUE")
+    variant, schedule, seed, out, *sets = values
+    if schedule not in presets.SCHEDULES:
+        raise ValueError(f"--run {' '.join(values)}: schedule must be one of {', '.join(presets.SCHEDULES)}")
+    try:
+        number = int(seed)
+    except ValueError:
+        raise ValueError(f"--run {' '.join(values)}: the seed must be an integer, got {seed!r}") from None
+    return RunSpec(variant, schedule, number, Path(out), tuple(presets.parse_overrides(sets).items()))
+
+
+def run_cli(args) -> int:
+    data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
+    try:
+        specs = [_spec(values) for values in args.runs]
+        outcomes = train_group(dataset=args.dataset, runs=specs, overrides=presets.parse_overrides(args.overrides),
+                               data_dir=data_dir, corpus_cache=args.corpus_cache, device=args.device,
+                               checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"train-fused: {err}") from None
+    except OSError as err:
+        raise SystemExit(f"train-fused: {os_error_reason(err)}") from None
+    failed = preempted = 0
+    for spec, outcome in zip(specs, outcomes, strict=True):
+        if isinstance(outcome, Preempted):
+            preempted += 1
+            log.warning("%s: pre-empted (%s); state saved, rerun the same command to resume", spec.label, outcome)
+        elif isinstance(outcome, BaseException):
+            failed += 1
+            reason = os_error_reason(outcome) if isinstance(outcome, OSError) else str(outcome)
+            log.error("%s (%s): %s", spec.label, spec.out, reason)
+    if failed:
+        return 1
+    return PREEMPTED_EXIT if preempted else 0

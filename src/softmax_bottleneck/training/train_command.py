@@ -1,0 +1,61 @@
+"""``train``: one model from its preset to ``model.pt``, ``metrics.json``, ``curve.csv`` (:mod:`.trainer`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from softmax_bottleneck import argtypes, presets
+from softmax_bottleneck.atomic import os_error_reason
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS
+from softmax_bottleneck.training.lock import RunFolderBusy
+from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Diverged, Preempted, log, train
+
+
+def add_cli(parser) -> None:
+    parser.add_argument("--dataset", required=True, choices=presets.DATASETS, help="ptb or wt2")
+    parser.add_argument("--variant", required=True, help=f"one of: {', '.join(presets.variants())}")
+    parser.add_argument(
+        "--schedule", default="et", choices=presets.SCHEDULES, help="et: ET-ASGD, nt: NT-ASGD (paper §4; SM §2)"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="default: the authors' seed of the preset")
+    parser.add_argument("--out", required=True, help="run folder: model.pt, metrics.json, curve.csv")
+    parser.add_argument(
+        "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
+    )
+    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
+        help="write the resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--conformance-stamp", default=None, metavar="FILE",
+        help="train only if FILE (written by check-layer NAME --stamp FILE) vouches for this variant's output layer "
+        "as registered now; the workflow passes it for plug-in layers",
+    )  # fmt: skip
+
+
+def run_cli(args) -> int:
+    data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
+    try:
+        overrides = presets.parse_overrides(args.overrides)
+        if args.conformance_stamp:  # the stamp must vouch for this layer's source, at this run's values of its own keys
+            from softmax_bottleneck.training.conformance_stamp import conformance_stamp_ok
+
+            hp = presets.resolve(args.dataset, args.variant, args.schedule, overrides)
+            ok, why = conformance_stamp_ok(args.conformance_stamp, hp["output_layer"], hp)
+            if not ok:
+                raise SystemExit(f"train: {why}")
+        train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
+              overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
+              device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
+    except Preempted as stop:
+        log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
+        return PREEMPTED_EXIT
+    except (ValueError, FileNotFoundError, RunFolderBusy, Diverged) as err:  # incl. RunFinished, FinalSetError
+        raise SystemExit(f"train: {err}") from None
+    except OSError as err:  # a full disk, a read-only folder, a file where a folder is expected, ...
+        raise SystemExit(f"train: {os_error_reason(err)}") from None
+    return 0

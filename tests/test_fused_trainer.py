@@ -1,0 +1,192 @@
+"""``train-fused``: K runs trained by one process are their solo trainings, file for file; killed and rerun, the group
+resumes every run from its own state; a finished run is never trained again, a held one never touched."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import REPO, TINY, tiny_corpus
+
+from softmax_bottleneck import presets
+from softmax_bottleneck.training.fused_trainer import FusedGroup, RunSpec, train_group
+from softmax_bottleneck.training.lock import RunFolderBusy
+from softmax_bottleneck.training.run_rng import RunRNG
+from softmax_bottleneck.training.trainer import Diverged, Trainer, train
+
+pytestmark = pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")
+
+PPL_KEYS = ("train_ppl", "valid_ppl", "valid_loss", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")
+#: four runs of one shape: three output layers, both schedules, a shared seed, ET switches after epochs 1 and 2
+GROUP = [("softmax", "et", 3, {"switch_epoch": 1}), ("ss", "nt", 4, {}), ("gss", "et", 5, {"switch_epoch": 2}),
+         ("lms_plif", "et", 3, {"switch_epoch": 1})]  # fmt: skip
+SETTINGS = {**TINY, "epochs": 3}
+
+
+def _outputs(folder):
+    metrics = json.loads((folder / "metrics.json").read_text())
+    model = torch.load(folder / "model.pt", weights_only=True)["state_dict"]
+    curve = list(csv.DictReader(io.StringIO((folder / "curve.csv").read_text())))
+    for row in curve:
+        row.pop("seconds")
+    return metrics, model, curve
+
+
+def _assert_same_run(solo, fused, who):
+    (m1, w1, c1), (m2, w2, c2) = _outputs(solo), _outputs(fused)
+    assert [m1[k] for k in PPL_KEYS] == [m2[k] for k in PPL_KEYS], who
+    assert m1["run_fingerprint"] == m2["run_fingerprint"] and m1["hyperparameters"] == m2["hyperparameters"], who
+    assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1), who
+    assert c1 == c2, who
+    assert sorted(p.name for p in solo.rglob("*")) == sorted(p.name for p in fused.rglob("*")), who
+
+
+def test_a_fused_group_writes_each_runs_solo_training(tmp_path):
+    """Four runs (three output layers, two schedules, a shared seed) trained together: every run's metrics, weights,
+    curve and files are those of the run trained alone (same LSTM kernels: oneDNN's LSTM off)."""
+    corpus = tiny_corpus()
+    specs = [
+        RunSpec(v, s, seed, tmp_path / "fused" / f"{v}-{s}-{seed}", tuple(own.items())) for v, s, seed, own in GROUP
+    ]
+    with torch.backends.mkldnn.flags(enabled=False):
+        outcomes = train_group(dataset="ptb", runs=specs, overrides=SETTINGS, corpus=corpus, device="cpu")
+        assert all(isinstance(o, dict) for o in outcomes), outcomes
+        for spec in specs:
+            train(dataset="ptb", variant=spec.variant, schedule=spec.schedule, seed=spec.seed,
+                  overrides={**SETTINGS, **dict(spec.sets)},
+                  corpus=corpus, device="cpu", out_dir=tmp_path / "solo" / spec.out.name)  # fmt: skip
+    for spec, outcome in zip(specs, outcomes, strict=True):
+        _assert_same_run(tmp_path / "solo" / spec.out.name, spec.out, spec.label)
+        assert outcome["test_ppl"] == json.loads((spec.out / "metrics.json").read_text())["test_ppl"]
+    switches = [json.loads((s.out / "metrics.json").read_text())["switch_epoch"] for s in specs]
+    assert switches == [1, None, 2, 1]  # each run switched to ASGD at its own epoch, or not at all
+
+
+def test_a_finished_run_is_restored_and_a_held_one_left_alone(tmp_path):
+    corpus = tiny_corpus()
+    settings = {**SETTINGS, "epochs": 2}
+    done, held, free = (tmp_path / name for name in ("done", "held", "free"))
+    train(dataset="ptb", variant="softmax", schedule="et", seed=1, overrides=settings, corpus=corpus, out_dir=done)
+    model_before = (done / "model.pt").stat()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from softmax_bottleneck.training.lock import run_lock\n"
+         f"with run_lock({str(held)!r}):\n    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        specs = [RunSpec("softmax", "et", 1, done), RunSpec("softmax", "et", 2, held), RunSpec("ss", "et", 3, free)]
+        outcomes = train_group(dataset="ptb", runs=specs, overrides=settings, corpus=corpus, device="cpu")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert outcomes[0]["test_ppl"] == json.loads((done / "metrics.json").read_text())["test_ppl"]
+    assert (done / "model.pt").stat().st_mtime_ns == model_before.st_mtime_ns  # not trained again, not rewritten
+    assert isinstance(outcomes[1], RunFolderBusy) and not (held / "metrics.json").exists()
+    assert isinstance(outcomes[2], dict) and (free / "metrics.json").is_file()
+
+
+def test_a_diverging_run_leaves_the_group_and_the_others_finish(tmp_path):
+    corpus = tiny_corpus()
+    trainers, labels = [], []
+    for k, lr in enumerate((5.0, 1e12, 5.0)):
+        hp = presets.resolve("ptb", "softmax", "et", {**SETTINGS, "epochs": 2, "lr": lr, "seed": k})
+        trainer = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=corpus, out_dir=tmp_path / f"run{k}")
+        trainer.rng = RunRNG().capture()
+        trainers.append(trainer)
+        labels.append(f"run {k}")
+    outcomes = FusedGroup(trainers, labels).fit()
+    assert isinstance(outcomes[1], Diverged)
+    progress = json.loads((tmp_path / "run1" / ".resume" / "progress.json").read_text())
+    assert "diverged" in progress["error"]  # the run's own progress file says why it stopped
+    assert isinstance(outcomes[0], dict) and isinstance(outcomes[2], dict)
+
+
+def test_runs_of_different_shapes_never_start(tmp_path):
+    specs = [RunSpec("softmax", "et", 1, tmp_path / "a"), RunSpec("mos", "et", 1, tmp_path / "b")]
+    with pytest.raises(ValueError, match="cannot train fused with .*: they differ in nemb, nhid, nhidlast"):
+        train_group(dataset="ptb", runs=specs, corpus=tiny_corpus(), device="cpu")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+KILL_SETTINGS = [
+    "nemb=8", "nhid=16", "batch_size=4", "small_batch_size=2", "bptt=10", "max_seq_len_delta=5", "epochs=2",
+    "train_tokens=8000", "valid_tokens=2000", "test_tokens=1000", "log_interval=50",
+]  # fmt: skip
+
+
+def _cli(folder, cache, checkpoint_seconds=None):
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "train-fused", "--dataset", "ptb", "--corpus-cache", str(cache),
+           "--device", "cpu"]  # fmt: skip
+    for variant, schedule, seed, own in (("softmax", "et", 3, ["switch_epoch=1"]), ("ss", "nt", 4, []),
+                                         ("softmax", "nt", 5, [])):  # fmt: skip
+        cmd += ["--run", variant, schedule, str(seed), str(folder / f"{variant}-{schedule}-{seed}"), *own]
+    for item in KILL_SETTINGS:
+        cmd += ["--set", item]
+    if checkpoint_seconds is not None:
+        cmd += ["--checkpoint-seconds", str(checkpoint_seconds)]
+    return cmd
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_a_killed_group_resumes_every_run_as_if_never_stopped(tmp_path, ptb_cache):
+    whole = tmp_path / "whole"
+    subprocess.run(_cli(whole, ptb_cache), check=True, env=_env(), capture_output=True)
+    cut = tmp_path / "cut"
+    log_path = tmp_path / "first.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(_cli(cut, ptb_cache, 0.5), stdout=log, stderr=subprocess.STDOUT, env=_env())
+    deadline = time.monotonic() + 240
+    while "ss/nt/seed 4: epoch   2 |    50 batches" not in log_path.read_text():
+        assert proc.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143, log_path.read_text()
+    folders = sorted(p for p in cut.iterdir())
+    assert len(folders) == 3 and not any((f / "metrics.json").exists() for f in folders)
+    assert all((f / ".resume" / "state.pt").is_file() for f in folders)  # every run saved its own state
+    result = subprocess.run(_cli(cut, ptb_cache), env=_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("resumed from") == 3
+    for folder in folders:
+        _assert_same_run(whole / folder.name, folder, folder.name)
+        assert [p.name for p in (folder / ".resume").iterdir()] == ["final"]
+
+
+@pytest.mark.slow
+def test_the_guides_example_trains_three_runs_each_as_alone(tmp_path, shared_data):
+    """docs/fused-training.md's command as written, where the quick start fetched PTB into resources/data: three
+    runs, each with its own schedule and switch, each equal to its solo training (oneDNN's LSTM off in both)."""
+    from test_readme import FUSED_EXAMPLE, readme_commands
+
+    assert FUSED_EXAMPLE in readme_commands()
+    (tmp_path / "resources" / "data").mkdir(parents=True)
+    (tmp_path / "resources" / "data" / "ptb").symlink_to(shared_data / "ptb")
+    no_onednn = "import sys, torch; torch.backends.mkldnn.enabled = False; from softmax_bottleneck import cli; "
+    argv = FUSED_EXAMPLE.split()[3:]  # after "python -m softmax_bottleneck"
+    run = [sys.executable, "-c", no_onednn + "sys.exit(cli.main(sys.argv[1:]))", *argv]
+    result = subprocess.run(run, cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sets = {"nemb": 32, "nhid": 64, "nhidlast": 32, "epochs": 2, "train_tokens": 20000, "valid_tokens": 5000,
+            "test_tokens": 5000}  # fmt: skip
+    with torch.backends.mkldnn.flags(enabled=False):
+        for variant, schedule, seed, own in (("softmax", "et", 141, {}), ("softmax", "nt", 142, {}),
+                                             ("ss", "et", 141, {"switch_epoch": 1})):  # fmt: skip
+            name = f"{variant}-{schedule}-{seed}"
+            train(dataset="ptb", variant=variant, schedule=schedule, seed=seed, overrides={**sets, **own},
+                  data_dir=shared_data / "ptb", device="cpu", out_dir=tmp_path / "solo" / name)  # fmt: skip
+            _assert_same_run(tmp_path / "solo" / name, tmp_path / "runs" / name, name)
+    assert "ss/et/seed 141: end of epoch   1" in result.stderr
