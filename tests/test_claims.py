@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.analysis import power
@@ -26,11 +27,12 @@ from softmax_bottleneck.cli import main
 from softmax_bottleneck.report import claims, reported
 from softmax_bottleneck.report.claims import catalog, differences, page
 from softmax_bottleneck.report.claims.seeds import seeds_table
-from softmax_bottleneck.report.summaries import RUN_COLUMNS, WORDSIM_COLUMNS
+from softmax_bottleneck.report.summaries import RUN_COLUMNS, TOP5_COLUMNS, WORDSIM_COLUMNS, collect_top5
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTHORS_SEED = {("ptb", "softmax"): 141, ("ptb", "mixture"): 28, ("wt2", "softmax"): 1881, ("wt2", "mixture"): 1881}
 RANDOM_SEEDS = list(range(1001, 1011))
+DS = ("ptb", "wt2")
 
 
 # --------------------------------------------------------------------------------------------- a paper-scale study
@@ -85,13 +87,16 @@ def paper_study(
     grid_points: int | None = None,
     k_values: int | None = None,
     models: int | None = None,
+    contexts: int | None = None,
     seed: int = 0,
 ) -> Path:
     """Summaries of a paper-scale study whose statistics are the paper's: per model, 10 random seeds with exactly
     SM Table 1's (Table 4's, Table 5's) mean and SD of test perplexity and, with the authors' seed, about Table 2's
     Press' ranks; the GSS grid = Figure 2's digitised points; the K sweep, NT/ET runs and word similarity = SM Tables
     4, 5, 10, 11, 12 and 3, Table 6's ε-effective ranks; every seed's training perplexity exactly Table 2's (3's)
-    mean and SD. ``n_random``, ``grid_points``, ``k_values`` (also the dropout values), ``models``: fewer runs."""
+    mean and SD; the top-5 predictions = SM Table 2's, summarised by the workflow's writer for the default
+    configuration's models. ``n_random``, ``grid_points``, ``k_values`` (also the dropout values), ``models``,
+    ``contexts`` (per model): fewer runs."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     main, sm1, t4, t3 = (reported.load(n) for n in ("main", "sm_table1", "table4", "table3"))
@@ -186,7 +191,28 @@ def paper_study(
     ws = ws[ws["variant"].isin(keep)]
     ws = ws.assign(found=ws["pairs"] - ws["not_found"], layer_source="", older_source=None)
     ws[WORDSIM_COLUMNS].to_csv(folder / "wordsim.csv", index=False)
+    top5(folder, keep, contexts)
     return folder
+
+
+def top5(folder: Path, keep, contexts: int | None = None, rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``top5.csv`` as ``summarize --kind top5`` writes it: SM Table 2's predictions (or ``rows``, with its columns)
+    of the default configuration's top-5 models whose variant is in ``keep`` (the first ``contexts`` of each)."""
+    models = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["analysis"]["top5"]["models"]
+    rows = reported.load("sm_table2") if rows is None else rows
+    records = []
+    for name, model in models.items():
+        if model["variant"] not in keep or not (rows["model"] == name).any():
+            continue
+        csv = folder / f"top5-{len(records)}.csv"
+        own = rows[rows["model"] == name].head(contexts).drop(columns="model")
+        own.reindex(columns=[c for c in TOP5_COLUMNS if c in own.columns]).to_csv(csv, index=False)
+        records.append({"model": name, "dataset": "ptb", **model, "csv": str(csv)})
+    frame = collect_top5(records)
+    for record in records:
+        Path(record["csv"]).unlink()
+    frame.to_csv(folder / "top5.csv", index=False)
+    return frame
 
 
 def verdicts(summary_dir: Path, names=None) -> dict[str, str]:
@@ -327,6 +353,8 @@ def _contradict(claim: catalog.Claim, folder: Path) -> None:
         )
     elif name.startswith("rank_ppl"):  # perplexity falling steeply with the rank
         _edit(folder, "main.csv", {"dataset": ds}, test_ppl=lambda f: 80 - f["press_rank"] / 1000 + f["test_ppl"] / 100)
+    elif name.startswith("figure3"):  # a context only a high-rank layer gets right (none does in the authors' #2)
+        _edit(folder, "top5.csv", {"model": "SS", "group": "Ours", "number": 2}, hit=1)
     elif name.startswith("ntet"):  # NT-ASGD better than ET-ASGD
         _edit(folder, "ntet.csv", {"dataset": ds, "schedule": "nt"}, test_ppl=lambda f: f["test_ppl"] - 2.0)
     else:
@@ -347,8 +375,8 @@ def test_a_study_built_to_contradict_a_claim_is_not_consistent_with_it(paper_dir
 
 def test_too_few_runs(tmp_path):
     """Every claim below its minimum: 4 seeds per model, 9 grid points, 2 values of K and of the dropout, 3 output
-    layers (so neither MoS nor MoC: no benchmark to compare them on)."""
-    folder = paper_study(tmp_path, n_random=3, grid_points=9, k_values=2, models=3)
+    layers (so neither MoS nor MoC: no benchmark to compare them on), 17 of Figure 3's contexts."""
+    folder = paper_study(tmp_path, n_random=3, grid_points=9, k_values=2, models=3, contexts=17)
     found = verdicts(folder)
     assert found == dict.fromkeys(claims.CLAIMS, page.TOO_FEW), {k: v for k, v in found.items() if v != page.TOO_FEW}
 
@@ -360,7 +388,7 @@ def test_runs_without_the_papers_size_or_epochs_are_not_comparable(paper_dir, tm
         folder.mkdir()
         for file in paper_dir.iterdir():
             (folder / file.name).write_bytes(file.read_bytes())
-            if file.name != "wordsim.csv":
+            if file.name not in ("wordsim.csv", "top5.csv"):  # model summaries: their runs' files carry the scale
                 _edit(folder, file.name, {}, **change)
         decisions = page.decide_all(folder)
         assert {d.verdict for d in decisions} == {page.NOT_COMPARABLE}
@@ -370,9 +398,9 @@ def test_runs_without_the_papers_size_or_epochs_are_not_comparable(paper_dir, tm
 
 # --------------------------------------------------------------------------------------------- output layers
 def test_a_layer_that_is_not_the_papers_changes_no_claim_about_the_papers_layers(paper_dir, tmp_path):
-    """A new layer's runs (named with characters a page must escape, ranked like SS in every summary) enter no claim:
-    every claim reads the paper's layers only, so every verdict and estimate is the one without it; the names shown
-    are the paper's, escaped on the page."""
+    """A new layer's runs (named with characters a page must escape, ranked like SS in every summary) enter no claim
+    about the paper's layers: each reads the paper's layers only, so every verdict and estimate is the one without
+    it; the names shown are the paper's, escaped on the page (the layer's own rows: tests/test_claims_rows.py)."""
     folder = tmp_path / "study"
     folder.mkdir()
     for file in paper_dir.iterdir():
@@ -387,9 +415,10 @@ def test_a_layer_that_is_not_the_papers_changes_no_claim_about_the_papers_layers
     pd.concat([ws, new]).to_csv(folder / "wordsim.csv", index=False)
     before = {d.claim.name: d for d in page.decide_all(paper_dir)}
     decisions = {d.claim.name: d for d in page.decide_all(folder)}
-    for name, d in decisions.items():
-        assert layer not in getattr(d.evidence, "names", ()), name
-        assert d.verdict == before[name].verdict and d.estimate == before[name].estimate, name
+    assert set(decisions) - set(before) == {f"plugin_{layer}_{what}_{ds}" for what in ("ppl", "rank") for ds in DS}
+    for name, d in before.items():
+        assert layer not in getattr(decisions[name].evidence, "names", ()), name
+        assert decisions[name].verdict == d.verdict and decisions[name].estimate == d.estimate, name
     out = tmp_path / "page" / "claims"
     page.write(list(decisions.values()), out, banner="<i>a|b</i>")
     html = (out.parent / "claims.html").read_text()

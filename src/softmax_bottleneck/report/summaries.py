@@ -23,7 +23,8 @@ metrics=results/.../metrics.json ...
     python -m softmax_bottleneck summarize --kind spectra --out results/summary/spectra.csv \\
         --record dataset=ptb,variant=ss,csv=results/.../spectrum.csv,metrics=results/.../metrics.json ...
     python -m softmax_bottleneck summarize --kind wordsim --out ... --record dataset=ptb,variant=ss,csv=...
-    python -m softmax_bottleneck summarize --kind top5 --out ... --record model=MoS*,csv=...
+    python -m softmax_bottleneck summarize --kind top5 --out ... --record model=MoS*,dataset=ptb,variant=mos,\\
+schedule=nt,csv=...
 
 The output CSV is written atomically (temporary file + ``os.replace``).
 """
@@ -76,6 +77,8 @@ RUN_COLUMNS: list[str] = [
 #: columns of a sweep summary: the run's identity, then its swept hyper-parameters, then these
 SWEEP_ID_COLUMNS: list[str] = RUN_COLUMNS[:6]
 SPECTRA_COLUMNS: list[str] = ["dataset", "variant", "index", "sigma", "sigma_normalised", *SOURCE_COLUMNS]
+#: what a top-5 row's model is, beside its display name: its dataset, variant and schedule (the record's, where given)
+TOP5_MODEL_COLUMNS: list[str] = ["dataset", "variant", "schedule"]
 WORDSIM_COLUMNS: list[str] = [
     "dataset",
     "variant",
@@ -88,6 +91,7 @@ WORDSIM_COLUMNS: list[str] = [
 ]
 TOP5_COLUMNS: list[str] = [
     "model",
+    *TOP5_MODEL_COLUMNS,
     "group",
     "number",
     "token_index",
@@ -117,7 +121,7 @@ RECORD_KEYS: dict[str, list[str]] = {
 
 #: the optional record keys of each kind, as ``--help`` shows them
 OPTIONAL_RECORD_KEYS = {"runs": " [, rank]", "sweep": " [, rank]", "spectra": " [, metrics]", "wordsim": " [, metrics]",
-                        "top5": " [, metrics]"}  # fmt: skip
+                        "top5": " [, dataset, variant, schedule, metrics]"}  # fmt: skip
 
 
 class RecordError(ValueError):
@@ -365,12 +369,15 @@ def collect_wordsim(records: list[dict]) -> pd.DataFrame:
 
 
 def collect_top5(records: list[dict]) -> pd.DataFrame:
-    """Concatenate per-model top-5 CSVs; the record's ``model`` (display name, e.g. ``MoS*``) fills ``model``."""
+    """Concatenate per-model top-5 CSVs; the record's ``model`` (display name, e.g. ``MoS*``) fills ``model``, its
+    ``dataset``, ``variant`` and ``schedule`` (the model behind the name; empty where the record gives none) theirs."""
     parts = []
     for record in records:
         _check_keys(record, "top5")
-        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c not in ("model", *SOURCE_COLUMNS)])
-        frame = frame.assign(model=str(record["model"]), **_layer_source(record))
+        own = ("model", *TOP5_MODEL_COLUMNS, *SOURCE_COLUMNS)
+        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c not in own])
+        model = {key: str(record[key]) if record.get(key) else None for key in TOP5_MODEL_COLUMNS}
+        frame = frame.assign(model=str(record["model"]), **model, **_layer_source(record))
         parts.append(frame[TOP5_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=TOP5_COLUMNS)
     return out.sort_values(["model", "group", "number"], kind="mergesort").reset_index(drop=True)

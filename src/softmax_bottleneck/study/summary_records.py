@@ -7,7 +7,7 @@ The workflow's summarize rules (their inputs and ``--record`` arguments) and the
 * ``<experiment>.csv`` (kind ``runs``) and ``sweep_<name>.csv`` (``sweep``): per run ``experiment, dataset,
   variant, schedule, seed, seed_kind, metrics, rank``;
 * ``spectra.csv``, ``wordsim.csv``: per reference model ``dataset, variant, csv, metrics``; ``top5.csv``: per
-  model ``model, csv, metrics``;
+  model ``model, dataset, variant, schedule, csv, metrics``;
 * ``robustness.csv`` (``copy``): E12's result, ``csv``.
 """
 
@@ -38,7 +38,8 @@ def summary_records(study: Study) -> dict[str, tuple[str, list[tuple[Run, dict]]
         records = [(r, {"dataset": r.dataset, "variant": r.variant, "csv": r.file(file),
                         "metrics": r.file("metrics.json")}) for r in study.model_set(kind)]  # fmt: skip
         out[f"{kind}.csv"] = (kind, records)
-    out["top5.csv"] = ("top5", [(r, {"model": name, "csv": r.file("top5.csv"), "metrics": r.file("metrics.json")})
+    out["top5.csv"] = ("top5", [(r, {"model": name, "dataset": r.dataset, "variant": r.variant, "schedule": r.schedule,
+                                     "csv": r.file("top5.csv"), "metrics": r.file("metrics.json")})
                                 for name, r in study.top5_models.items()])  # fmt: skip
     model = study.robustness_model
     out["robustness.csv"] = ("copy", [(model, {"csv": model.file(f"{robustness}/robustness.csv")})])

@@ -5,8 +5,10 @@ statistic is built from them, the paper's value and the rule that decides, with 
 The claims are expanded from the paper's own numbers (``data/reported``): one per dataset of the paper's table, one per
 model the paper tests. Every claim reads only the paper's output layers, named: a plug-in layer never changes the
 verdict on a claim about the paper's layers. Here Figure 2 and Tables 1-5; the sweeps of MoS and the claims across
-output layers in :mod:`.sweeps_and_layers`. The page (:mod:`.page`), the preview's rows, the seeds table
-(:mod:`.seeds`), the simulation (:mod:`.operating`), the workflow's inputs and docs/claims.md all read :data:`CLAIMS`.
+output layers in :mod:`.sweeps_and_layers`, Figure 3's observation in :mod:`.figure3`. A plug-in layer's own rows
+(the project's, not the paper's) are made from the study's runs by :mod:`.plugins`. The page (:mod:`.page`), the
+preview's rows, the seeds table (:mod:`.seeds`), the simulation (:mod:`.operating`), the workflow's inputs and
+docs/claims.md all read :data:`CLAIMS`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from softmax_bottleneck.report.claims.claim import (
 from softmax_bottleneck.report.claims.claim import display as _display
 from softmax_bottleneck.report.claims.differences import Differs, Equivalent, NotBetter
 from softmax_bottleneck.report.claims.evidence import Basis
+from softmax_bottleneck.report.claims.figure3 import figure3
 from softmax_bottleneck.report.claims.rules import (
     ALPHA,
     Contrast,
@@ -297,13 +300,14 @@ def _claims() -> dict[str, Claim]:
     out += [_frozen(rec) for rec in reported.load("table4").to_dict("records")]
     out += [_fair(ds) for ds in reported.paper_order("table5", "dataset")]
     out += sweeps_and_layers()
+    out.append(figure3())
     claims = {claim.name: claim for claim in out}
     if len(claims) != len(out):
         raise ValueError("two claims share a name")
     return claims
 
 
-#: every claim, by name, in the paper's order (Figure 2, Tables 1-5, MoS's sweeps, then across layers)
+#: every claim, by name, in the paper's order (Figure 2, Tables 1-5, MoS's sweeps, across layers, then Figure 3)
 CLAIMS: dict[str, Claim] = _claims()
 #: the summary files the claims read
 REQUIRES: tuple[str, ...] = tuple(dict.fromkeys(b.file for claim in CLAIMS.values() for b in claim.basis))

@@ -20,6 +20,7 @@ MIN_MODELS = 5  # output layers of a claim across models (the paper: 5 in Table 
 MIN_PAIRED_MODELS = 4  # output layers trained with both schedules (the paper: 6)
 MIN_SWEEP = 3  # values of a sweep (K: 6 on PTB, 3 on WT2; MoS's dropout: 3)
 MIN_BENCHMARKS = 5  # word-similarity benchmarks both models have (the paper: 13)
+MIN_CONTEXTS = 18  # Figure 3's contexts with a high-rank and a low-rank model's top 5: every one (the paper: 18)
 
 #: the paper's seeds per model behind its t-tests (random seeds) and its means ± SD (all seeds, Tables 2, 3)
 PAPER_RANDOM_SEEDS = 10
@@ -33,7 +34,8 @@ class Claim:
     ``statement`` and ``quote`` (the paper's words), ``source`` (its table or figure); ``build`` makes our evidence
     from the rows of each ``basis`` (in its order); ``paper`` gives the paper's value and evidence; ``rule`` decides;
     ``min_n`` is the least ``n`` of the rule's estimate (counted in ``unit``) it decides on; ``formalised``: the
-    paper says it in words and the statistic is this project's (said on the page)."""
+    paper says it in words and the statistic is this project's; ``project``: the statement is this project's, not
+    the paper's (a plug-in layer's row: no paper value); both said on the page."""
 
     name: str
     dataset: str
@@ -47,6 +49,7 @@ class Claim:
     unit: str
     quote: str = ""
     formalised: bool = False
+    project: bool = False
 
     def rows(self, summaries: Summaries) -> list[pd.DataFrame]:
         """The summary rows of each basis."""

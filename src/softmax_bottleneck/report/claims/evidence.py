@@ -3,7 +3,8 @@
 * :class:`Basis`: the rows of one summary file a claim reads (its dataset, output layers, schedule, kind of seed);
   the claim's evidence is built from exactly these rows, and the preview counts its runs in and planned with them;
 * :class:`Summaries`: the summary CSVs of a study, each read once through the strict readers of the tables
-  (:func:`~softmax_bottleneck.report.common.read_runs`, :func:`~softmax_bottleneck.report.tables.wordsim.read_wordsim`:
+  (:func:`~softmax_bottleneck.report.common.read_runs`, :func:`~softmax_bottleneck.report.tables.wordsim.read_wordsim`,
+  :func:`~softmax_bottleneck.report.common.read_summary` for ``top5.csv``:
   a binary or malformed file, or an impossible number, is one line naming the file), then by the claims' own checks
   (:mod:`.inputs`: a run counted once, a rank within the vocabulary, a known dataset and schedule, a whole seed, a test
   perplexity in every row); an absent file reads as no runs, a link, FIFO or device in its place is refused;
@@ -24,16 +25,18 @@ import pandas as pd
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.models.output_layers import output_layer
-from softmax_bottleneck.report.claims.inputs import check_once, check_runs
-from softmax_bottleneck.report.common import read_runs
-from softmax_bottleneck.report.summaries import RUN_COLUMNS
+from softmax_bottleneck.report.claims.inputs import TOP5_IDENTITY, check_once, check_runs
+from softmax_bottleneck.report.common import read_runs, read_summary
+from softmax_bottleneck.report.summaries import RUN_COLUMNS, TOP5_COLUMNS
 from softmax_bottleneck.report.tables.cells import missing
 from softmax_bottleneck.report.tables.wordsim import read_wordsim
 
 log = logging.getLogger(__name__)
 
-#: the summary of word similarity (one row per model and benchmark); every other basis file is a run summary
+#: the summary of word similarity (one row per model and benchmark) and of the top-5 predictions (one row per model
+#: and context); every other basis file is a run summary
 WORDSIM = "wordsim.csv"
+TOP5 = "top5.csv"
 
 
 @dataclass(frozen=True)
@@ -81,16 +84,29 @@ class Summaries:
             path = self.dir / file
             if not os.path.lexists(path):  # a link, a FIFO or a device is there: the reader refuses it, naming it
                 log.warning("%s: no such summary; its claims have no runs", path)
-                columns = ["dataset", "variant", "benchmark", "spearman"] if file == WORDSIM else RUN_COLUMNS
-                self._frames[file] = pd.DataFrame(columns=columns)
+                columns = {WORDSIM: ["dataset", "variant", "benchmark", "spearman"], TOP5: TOP5_COLUMNS}
+                self._frames[file] = pd.DataFrame(columns=columns.get(file, RUN_COLUMNS))
             elif file == WORDSIM:
                 self._frames[file] = check_once(read_wordsim(self.dir), path)
+            elif file == TOP5:
+                self._frames[file] = check_once(_top5(self.dir, path), path, TOP5_IDENTITY)
             else:
                 self._frames[file] = check_runs(read_runs(self.dir, file, extra=["n_experts"]), path)
         return self._frames[file]
 
     def rows(self, basis: Basis) -> pd.DataFrame:
         return basis.select(self.frame(basis.file))
+
+
+def _top5(summary_dir, path) -> pd.DataFrame:
+    """The top-5 summary with every column it should have (empty where missing: a summary written before it named
+    each model's dataset, variant and schedule reads as no model of any layer, said once)."""
+    frame = read_summary(summary_dir, TOP5)
+    if frame.get("variant", pd.Series(dtype=object)).isna().all() and not frame.empty:
+        log.warning(
+            "%s: no model's variant is named (an older summary); rebuild it (snakemake) for Figure 3's claim", path
+        )
+    return frame.reindex(columns=list(dict.fromkeys([*frame.columns, *TOP5_COLUMNS])))
 
 
 # --------------------------------------------------------------------------------------------- the paper's scale

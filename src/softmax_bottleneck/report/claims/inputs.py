@@ -3,9 +3,10 @@ readback`): a verdict is never made of an impossible or doubled run.
 
 Each row of a run summary names a known dataset and schedule and a whole seed ≥ 0, has its test perplexity, and
 ranks (Press' and the ε-effective ones) no larger than its dataset's vocabulary (a log-P matrix has V columns); a
-run appears once, by its identity (dataset, output layer, schedule, seed and the swept values a summary records),
-and a word-similarity row once per model and benchmark. Anything else is a :class:`~softmax_bottleneck.readback.
-ReadbackError` naming the file, the row (1 = the first data row) and the column: one line, and no page.
+run appears once, by its identity (dataset, output layer, schedule, seed and the swept values a summary records), a
+word-similarity row once per model and benchmark, and a top-5 row once per model and context. Anything else is a
+:class:`~softmax_bottleneck.readback.ReadbackError` naming the file, the row (1 = the first data row) and the column:
+one line, and no page.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from softmax_bottleneck.readback import ReadbackError
 RUN_IDENTITY = ("dataset", "variant", "schedule", "seed", "gss_c", "gss_k", "n_experts", "dropoutl")
 #: the columns that tell one row of the word-similarity summary from another
 WORDSIM_IDENTITY = ("dataset", "variant", "benchmark")
+#: the columns that tell one row of the top-5 summary from another (a model's context)
+TOP5_IDENTITY = ("model", "group", "number")
 #: the rank columns of a run summary, each at most the vocabulary of the run's dataset
 RANKS = ("press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5")
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from softmax_bottleneck.report.claims.catalog import CLAIMS, Claim
+from softmax_bottleneck.report.claims.figure3 import Contexts
 from softmax_bottleneck.report.claims.page import TOO_FEW, UNDEFINED
 from softmax_bottleneck.report.claims.rules import (
     CONSISTENT,
@@ -43,7 +44,7 @@ def papers_n(claim: Claim) -> int:
         return min(evidence.a.n, evidence.b.n)
     if isinstance(evidence, Contrast):
         return evidence.target.n
-    if isinstance(evidence, Points | Pairs):
+    if isinstance(evidence, Points | Pairs | Contexts):
         return evidence.n
     raise TypeError(f"{claim.name}: no size for {type(evidence).__name__}")
 

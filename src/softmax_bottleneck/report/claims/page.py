@@ -9,12 +9,14 @@ A verdict is, in this order: **not comparable at this scale** where a run behind
 size or epochs (:func:`~.evidence.at_paper_scale`; the numbers are still shown); **too few runs** where n is below the
 claim's minimum; **undefined** where the statistic does not exist (constant values); else **consistent**, **not
 consistent** or **undecided** (the evidence at this n decides neither way) by the claim's rule (:mod:`.rules`). Each
-row prints the rule's power at its n and, below 0.8, the n from which it would decide.
+row prints the rule's power at its n and, below 0.8, the n from which it would decide. After the paper's claims, the
+rows of each plug-in layer with runs (:mod:`.plugins`: the project's statements, no paper value).
 """
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,7 @@ import pandas as pd
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report.claims.catalog import CLAIMS, Claim
 from softmax_bottleneck.report.claims.evidence import Summaries, comparable
+from softmax_bottleneck.report.claims.plugins import plugin_claims
 from softmax_bottleneck.report.claims.rules import CONSISTENT, NOT_CONSISTENT, UNDECIDED, Estimate, Evidence, Paper
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables.render import html_page, latex_table, latex_text, markdown_page
@@ -41,7 +44,8 @@ CAPTION = (
     "consistent; undecided (the runs at this n decide neither way: the power column says how many would); too few "
     "runs (n below the rule's minimum); not comparable at this scale (a run without the paper's model size and "
     'epochs); undefined (constant values). A source marked "the project\'s statistic" is a claim the paper makes in '
-    "words, its test this project's."
+    "words, its test this project's; \"the project's statement\" marks a row of a plug-in layer, which the paper does "
+    "not have (no paper value)."
 )
 
 
@@ -86,13 +90,15 @@ def decide(claim: Claim, evidence: Evidence, at_scale: bool = True) -> Decision:
 
 
 def decide_all(summary_dir, names=None) -> list[Decision]:
-    """Every claim (``names``: only these) decided from the summaries under ``summary_dir``."""
+    """Every claim (``names``: only these) decided from the summaries under ``summary_dir``, then (without ``names``)
+    the rows of each plug-in layer with runs (:mod:`.plugins`)."""
     summaries = Summaries(summary_dir)
+    claims = [claim for name, claim in CLAIMS.items() if names is None or name in names]
+    claims += plugin_claims(summaries) if names is None else []
     out = []
-    for name, claim in CLAIMS.items():
-        if names is None or name in names:
-            rows = claim.rows(summaries)
-            out.append(decide(claim, claim.build(rows), comparable(rows)))
+    for claim in claims:
+        rows = claim.rows(summaries)
+        out.append(decide(claim, claim.build(rows), comparable(rows)))
     return out
 
 
@@ -125,6 +131,7 @@ def tidy(decisions: list[Decision]) -> pd.DataFrame:
                 "statement": c.statement,
                 "quote": c.quote,
                 "formalised": c.formalised,
+                "project": c.project,
                 "rule": c.rule.name,
                 "paper_value": d.paper.value,
                 "paper_printed": d.paper.printed,
@@ -148,6 +155,13 @@ def tidy(decisions: list[Decision]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _source(source: str, formalised: bool, project: bool) -> str:
+    """The table or figure, marked where the statistic or the whole statement is this project's."""
+    if project:
+        return f"{source}; the project's statement"
+    return f"{source}; the project's statistic" if formalised else source
+
+
 def display(table: pd.DataFrame) -> pd.DataFrame:
     """The page's table (strings): claim, the paper's value, ours [95 % interval], n, verdict, power, source."""
     return pd.DataFrame(
@@ -161,10 +175,7 @@ def display(table: pd.DataFrame) -> pd.DataFrame:
             "n": table["n_text"],
             "verdict": table["verdict"],
             "power at this n": table["power_text"],
-            "from": [
-                f"{source}; the project's statistic" if formalised else source
-                for source, formalised in zip(table["source"], table["formalised"], strict=True)
-            ],
+            "from": [_source(*row) for row in zip(table["source"], table["formalised"], table["project"], strict=True)],
         }
     )
 
@@ -188,8 +199,14 @@ def rules_lines(decisions: list[Decision]) -> list[tuple[str, str]]:
     return [(name, text + ".") for name, text in out.items()]
 
 
+def _markdown_cell(text) -> str:
+    """A cell's text with ``\\``, ``|``, ``<`` and ``>`` escaped: a plug-in's name (``<script>|x``) ends no cell and
+    opens no HTML tag where the Markdown is rendered."""
+    return re.sub(r"([\\|<>])", r"\\\1", str(text))
+
+
 def _markdown(frame, table, rules, banner) -> str:
-    frame = frame.map(lambda text: str(text).replace("|", "\\|"))  # a cell's | (a plug-in's name) ends no cell
+    frame = frame.map(_markdown_cell)
     page = markdown_page("claims", frame, f"{CAPTION} Verdicts: {tally(table)}.", banner)
     return page + "\n**Rules**\n\n" + "".join(f"* **{name}**: {text}\n" for name, text in rules)
 
@@ -246,9 +263,10 @@ def render_preview(summary_dir, out_prefix, found: dict, stamp: str, config_bann
         file: [({**p.record, **p.keys}, there) for p, there in zip(inputs, present, strict=True)]
         for file, (_, inputs, present) in found.items()
     }
-    runs = [planned_runs(claim, planned) for claim in CLAIMS.values()]
+    decisions = decide_all(summary_dir)
+    runs = [planned_runs(d.claim, planned) for d in decisions]
     every = {key: there for claim_runs in runs for key, there in claim_runs.items()}
     banner = stamp_banner(stamp, sum(every.values()), len(every), config_banner)
     counts = [f"{sum(claim_runs.values())} of {len(claim_runs)}" for claim_runs in runs]
-    write(decide_all(summary_dir), out_prefix, banner, extra={"runs in": counts})
+    write(decisions, out_prefix, banner, extra={"runs in": counts})
     return "rendered"

@@ -105,8 +105,9 @@ Evidence = Points | Groups | Pairs | Contrast
 class Estimate:
     """What a rule computes from evidence: ``value`` (the statistic shown: r, Δ, mean rank, ρ), its 95 % interval
     [``low``, ``high``] (NaN where none exists), ``p`` (NaN where there is no test), ``n`` (what the rule's minimum
-    counts), ``bound`` (a rule's threshold computed from the evidence) and, for a difference, its standard error
-    ``se`` and degrees of freedom ``df``."""
+    counts), ``bound`` (a rule's threshold computed from the evidence), for a difference its standard error ``se``
+    and degrees of freedom ``df``, and for a deterministic check the units it fails at (``failed``, named on the
+    page)."""
 
     value: float
     low: float = math.nan
@@ -116,6 +117,7 @@ class Estimate:
     bound: float = math.nan
     se: float = math.nan
     df: float = math.nan
+    failed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 at 80 % power and the n the paper's effect needs (``claims --seeds``; :mod:`softmax_bottleneck.analysis.power`).
 
 The spread is ours where our runs of the claim are at the paper's scale and number at least 2, else the paper's (its
-SDs; before anything runs, always the paper's). A claim on no test (a rank that stays low, a trend over K) has no row.
+SDs; before anything runs, always the paper's). A claim on no test (a rank that stays low, a trend over K) has no row,
+nor has a plug-in layer's (the project's statement: no paper's effect).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def seeds_table(decisions: list[Decision], ours: bool = True) -> pd.DataFrame:
     """One row per claim on a test (see the module docstring); ``ours``: the decisions come from our summaries."""
     rows = []
     for d in decisions:
+        if d.claim.project:  # a plug-in layer's row: no paper's effect to plan for
+            continue
         use_ours = ours and d.comparable and d.estimate.n >= 2
         row = _row(d, use_ours)
         if row is not None:
