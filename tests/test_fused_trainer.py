@@ -19,7 +19,6 @@ from conftest import REPO, TINY, tiny_corpus
 from softmax_bottleneck import presets
 from softmax_bottleneck.training.fused_trainer import FusedGroup, RunSpec, train_group
 from softmax_bottleneck.training.lock import RunFolderBusy
-from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.trainer import Diverged, Trainer, train
 
 pytestmark = pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")
@@ -100,7 +99,6 @@ def test_a_diverging_run_leaves_the_group_and_the_others_finish(tmp_path):
     for k, lr in enumerate((5.0, 1e12, 5.0)):
         hp = presets.resolve("ptb", "softmax", "et", {**SETTINGS, "epochs": 2, "lr": lr, "seed": k})
         trainer = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=corpus, out_dir=tmp_path / f"run{k}")
-        trainer.rng = RunRNG().capture()
         trainers.append(trainer)
         labels.append(f"run {k}")
     outcomes = FusedGroup(trainers, labels).fit()

@@ -27,7 +27,6 @@ from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, load_corpus
 from softmax_bottleneck.training.environment import resolve_device
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
 from softmax_bottleneck.training.lock import run_lock
-from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.step import next_batch
 from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Preempted, RunLog, StopFlag, Trainer
 
@@ -63,18 +62,18 @@ class _Member:
         while True:
             if self.epoch is None:
                 if t.progress.epoch >= t.hp["epochs"]:
-                    return t._finish()
-                self.epoch = t._begin_epoch()
-                t._start_epoch_clock()
-            if not t._epoch_over():
+                    return t.finish()
+                self.epoch = t.begin_epoch()
+                t.start_epoch_clock()
+            if not t.epoch_over():
                 return None
-            t._stop_epoch_clock()
-            t._close_epoch(self.epoch, stop)
+            t.stop_epoch_clock()
+            t.close_epoch(self.epoch, stop)
             self.epoch = None
 
 
 class FusedGroup:
-    """Trainers of one shape (:func:`.check_fusable`) on one device, each with its random streams in ``rng``."""
+    """Trainers of one shape (:func:`.check_fusable`) on one device (each with its random streams in ``rng``)."""
 
     def __init__(self, trainers: list[Trainer], labels: list[str]):
         check_fusable([t.hp for t in trainers], [str(t.out_dir) for t in trainers])
@@ -94,7 +93,7 @@ class FusedGroup:
                 try:
                     stack.enter_context(run_lock(trainer.out_dir))
                     with trainer.rng:
-                        restored = trainer._open()
+                        restored = trainer.open()
                     if restored is not None:
                         outcomes[k] = restored
                         stack.close()
@@ -143,7 +142,7 @@ class FusedGroup:
             return []
 
         def after(member, seq_len):
-            member.trainer._batch_done(member.epoch, seq_len, stop)
+            member.trainer.batch_done(member.epoch, seq_len, stop)
 
         return [
             (k, m)
@@ -176,7 +175,6 @@ def train_group(
         limited = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
         trainer = Trainer(dataset=dataset, variant=spec.variant, hp=hp, corpus=limited, out_dir=spec.out,
                           device=device, checkpoint_seconds=checkpoint_seconds)  # fmt: skip
-        trainer.rng = RunRNG(trainer.device).capture()  # where its solo training's streams stand now
         trainers.append(trainer)
     return FusedGroup(trainers, [spec.label for spec in runs]).fit()
 

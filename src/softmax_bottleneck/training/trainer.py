@@ -49,6 +49,7 @@ from softmax_bottleneck.training.intervals import epoch_train_loss, interval_bat
 from softmax_bottleneck.training.lock import LOCK_NAME, run_lock
 from softmax_bottleneck.training.preflight import preflight
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile, curve_csv, time_left_text
+from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
 from softmax_bottleneck.training.state import (
     FINAL_DIR,
@@ -181,6 +182,8 @@ class Trainer:
         self.best_weights: dict | None = None  # CPU copy of the best checkpoint so far
         self.resumed = False
         self._last_save = time.monotonic()
+        # where the run's random streams stand now: a fused group swaps them in for each of the run's draws
+        self.rng = RunRNG(self.device).capture()
 
     # ----------------------------------------------------------------- state
     def _fresh_hidden(self):
@@ -235,24 +238,24 @@ class Trainer:
 
     # ----------------------------------------------------------------- epoch
     def _train_epoch(self, epoch: int, stop: StopFlag) -> None:
-        self._start_epoch_clock()
-        while not self._epoch_over():
+        self.start_epoch_clock()
+        while not self.epoch_over():
             seq_len = train_batch(self.model, self.optimizer, self.hp, self.train_data, self.progress.position,
                                   self.hidden, self.sums)  # fmt: skip
-            self._batch_done(epoch, seq_len, stop)
-        self._stop_epoch_clock()
+            self.batch_done(epoch, seq_len, stop)
+        self.stop_epoch_clock()
 
-    def _start_epoch_clock(self) -> None:
+    def start_epoch_clock(self) -> None:
         self.model.train()
         self._clock = self._interval_clock = time.monotonic()
 
-    def _stop_epoch_clock(self) -> None:
+    def stop_epoch_clock(self) -> None:
         self.progress.epoch_seconds += time.monotonic() - self._clock
 
-    def _epoch_over(self) -> bool:
+    def epoch_over(self) -> bool:
         return self.progress.position >= self.train_data.size(0) - 2
 
-    def _batch_done(self, epoch: int, seq_len: int, stop: StopFlag) -> None:
+    def batch_done(self, epoch: int, seq_len: int, stop: StopFlag) -> None:
         """The bookkeeping after one update of ``seq_len`` rows: position, logging interval, resume state, signal."""
         p = self.progress
         p.position += seq_len
@@ -262,7 +265,7 @@ class Trainer:
             self._close_interval(epoch, n, time.monotonic() - self._interval_clock)
             self._interval_clock = time.monotonic()
         if stop.signum is not None or self._checkpoint_due():
-            self._stop_epoch_clock()
+            self.stop_epoch_clock()
             self._clock = time.monotonic()
             self._save_state()
             if stop.signum is not None:
@@ -314,18 +317,18 @@ class Trainer:
         A finished run whose declared outputs were deleted is restored from its kept final set instead.
         """
         with run_lock(self.out_dir):
-            restored = self._open()
+            restored = self.open()
             if restored is not None:
                 return restored
             p = self.progress
             with self.progress_file.attempt(p, stops=(Preempted,)), StopFlag() as stop:
                 while p.epoch < self.hp["epochs"]:
-                    epoch = self._begin_epoch()
+                    epoch = self.begin_epoch()
                     self._train_epoch(epoch, stop)
-                    self._close_epoch(epoch, stop)
-                return self._finish()
+                    self.close_epoch(epoch, stop)
+                return self.finish()
 
-    def _open(self) -> dict | None:
+    def open(self) -> dict | None:
         """Under the run's lock, before its first update: the finished run's metrics (:meth:`_restore_finished`), or
         None after resuming from the saved state (if any) and the preflight."""
         self._remove_stale_temporaries()
@@ -344,11 +347,11 @@ class Trainer:
         )  # fmt: skip
         return None
 
-    def _begin_epoch(self) -> int:
+    def begin_epoch(self) -> int:
         self._epoch_started = time.monotonic()
         return self.progress.epoch + 1
 
-    def _close_epoch(self, epoch: int, stop: StopFlag) -> None:
+    def close_epoch(self, epoch: int, stop: StopFlag) -> None:
         """Validation, best checkpoint, switch rule (:meth:`_end_epoch`); the resume state when due or signalled."""
         self._end_epoch(epoch)
         if stop.signum is not None or self._checkpoint_due():
@@ -442,7 +445,7 @@ class Trainer:
         self.hidden = self._fresh_hidden()
         self.progress_file.write(p)
 
-    def _finish(self) -> dict:
+    def finish(self) -> dict:
         hp, p = self.hp, self.progress
         self.model.load_state_dict(self.best_weights)
         test_loss = evaluate(self.model, self.test_data, hp["bptt"])
