@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from softmax_bottleneck import presets
+from softmax_bottleneck import argtypes, presets
 from softmax_bottleneck.atomic import os_error_reason
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, load_corpus
 from softmax_bottleneck.training.environment import resolve_device
@@ -194,8 +194,10 @@ def add_cli(parser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one hyper-parameter of every run's preset (repeatable)")  # fmt: skip
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument("--checkpoint-seconds", type=float, default=600.0, metavar="S",
-                        help="write each run's resume state at most every S seconds, and on SIGTERM")  # fmt: skip
+    parser.add_argument(
+        "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
+        help="write each run's resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
+    )  # fmt: skip
 
 
 def _spec(values: list[str]) -> RunSpec:
