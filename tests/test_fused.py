@@ -209,3 +209,31 @@ def test_runs_of_different_shapes_are_refused_by_name():
         ValueError, match=r"runs/b cannot train fused with runs/a: they differ in nhid \(nhid=16 vs 32\)"
     ):
         check_fusable([small, wide], ["runs/a", "runs/b"])
+
+
+def test_a_runs_streams_go_on_where_they_stopped_and_leave_the_others_alone():
+    import random
+
+    import numpy as np
+
+    def draws():
+        return torch.rand(2).tolist() + [float(np.random.random()), random.random()]
+
+    seed_everything(5)
+    alone = [draws(), draws()]
+    seed_everything(99)
+    untouched = [draws(), draws()]
+
+    seed_everything(5)
+    rng = RunRNG().capture()
+    seed_everything(99)
+    with rng:
+        first = draws()
+    between = draws()  # the outside streams between the run's two blocks
+    with rng:
+        second = draws()
+    after = draws()
+    assert [first, second] == alone  # the run's draws: its solo sequence
+    assert [between, after] == untouched  # the outside's: as if the run had drawn nothing
+    with rng, pytest.raises(RuntimeError, match="already active"):
+        rng.__enter__()
