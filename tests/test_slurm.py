@@ -504,7 +504,7 @@ def _wait_for(what: str, condition, deadline: float, proc: subprocess.Popen, log
 
 @pytest.mark.long
 @pytest.mark.slurm
-def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(small_study, tmp_path):
+def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(small_study, tmp_path, request):
     workdir, first, submitted = small_study
     if first.returncode != 0:
         pytest.fail("the uninterrupted run (test_train_analyze_figure_through_sbatch) failed; nothing to compare")
@@ -512,7 +512,11 @@ def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(sm
     run_dir = workdir / softmax["run"]
     reference = json.loads((run_dir / "metrics.json").read_text())
     reference_curve = (run_dir / "curve.csv").read_text()
-    shutil.rmtree(run_dir)  # train the same run again, from scratch
+    # train the same run again, from scratch; the module's other tests find the first run's folder again afterwards
+    shutil.move(run_dir, tmp_path / "first-run")
+    request.addfinalizer(
+        lambda: (shutil.rmtree(run_dir, ignore_errors=True), shutil.move(tmp_path / "first-run", run_dir))
+    )
 
     # the long GSS run (not trained in step 1): its folder, from the plan
     plan = subprocess.run([*_snakemake_cmd(workdir), "--dry-run"], env=_env(), capture_output=True, text=True)
@@ -522,6 +526,9 @@ def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(sm
     gss = {"run": _run_dir(gss_job), "log": _train_log(gss_job)}
     runs = {"softmax": softmax, "gss": gss}
     targets = [str(r["run"] / "metrics.json") for r in runs.values()]
+
+    # the training logs are appended to: what this test waits for is only what its own trainings write
+    offsets = {v: (workdir / r["log"]).stat().st_size if (workdir / r["log"]).exists() else 0 for v, r in runs.items()}
 
     # 1. both trainings as packed SLURM jobs: one GPU shard each, the same GPU, at the same time
     log_path = workdir / "packed.log"
@@ -561,7 +568,10 @@ def test_packed_trainings_share_a_gpu_and_finish_after_scancel_and_time_limit(sm
         # 2. stop both mid-run: scancel one; let SLURM's time limit stop the other
         def training(variant: str, pattern: str) -> bool:
             path = workdir / runs[variant]["log"]
-            return path.exists() and re.search(pattern, path.read_text()) is not None
+            if not path.exists():
+                return False
+            ours = path.read_bytes()[offsets[variant] :].decode(errors="replace")  # not the earlier training's lines
+            return re.search(pattern, ours) is not None
 
         # slurmctld checks time limits every 30 s: stop the GSS run as soon as it trains (its
         # SIGTERM handler is in place once it logs "training")
