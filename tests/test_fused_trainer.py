@@ -6,15 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
-from conftest import REPO, TINY, tiny_corpus
+from conftest import TINY, tiny_corpus
+from test_training import _env, _run_until, train_options
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.training.fused_trainer import FusedGroup, RunSpec, train_group
@@ -78,7 +77,7 @@ def test_a_finished_run_is_restored_and_a_held_one_left_alone(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from softmax_bottleneck.training.lock import run_lock\n"
          f"with run_lock({str(held)!r}):\n    print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        stdout=subprocess.PIPE, text=True, env=_env(),
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -127,15 +126,7 @@ def _cli(folder, cache, checkpoint_seconds=None):
     for variant, schedule, seed, own in (("softmax", "et", 3, ["switch_epoch=1"]), ("ss", "nt", 4, []),
                                          ("softmax", "nt", 5, [])):  # fmt: skip
         cmd += ["--run", variant, schedule, str(seed), str(folder / f"{variant}-{schedule}-{seed}"), *own]
-    for item in KILL_SETTINGS:
-        cmd += ["--set", item]
-    if checkpoint_seconds is not None:
-        cmd += ["--checkpoint-seconds", str(checkpoint_seconds)]
-    return cmd
-
-
-def _env():
-    return {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    return cmd + train_options(KILL_SETTINGS, checkpoint_seconds)
 
 
 @pytest.mark.slow
@@ -144,15 +135,8 @@ def test_a_killed_group_resumes_every_run_as_if_never_stopped(tmp_path, ptb_cach
     subprocess.run(_cli(whole, ptb_cache), check=True, env=_env(), capture_output=True)
     cut = tmp_path / "cut"
     log_path = tmp_path / "first.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(_cli(cut, ptb_cache, 0.5), stdout=log, stderr=subprocess.STDOUT, env=_env())
-    deadline = time.monotonic() + 240
-    while "ss/nt/seed 4: epoch   2 |    50 batches" not in log_path.read_text():
-        assert proc.poll() is None, log_path.read_text()
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 143, log_path.read_text()
+    marker = "ss/nt/seed 4: epoch   2 |    50 batches"
+    assert _run_until(_cli(cut, ptb_cache, 0.5), log_path, marker, signal.SIGTERM, 240) == 143, log_path.read_text()
     folders = sorted(p for p in cut.iterdir())
     assert len(folders) == 3 and not any((f / "metrics.json").exists() for f in folders)
     assert all((f / ".resume" / "state.pt").is_file() for f in folders)  # every run saved its own state

@@ -206,22 +206,24 @@ def _cli(out, cache, variant="softmax", checkpoint_seconds=None, device="cpu"):
         "--device",
         device,
     ]
-    for item in KILL_SETTINGS:
-        cmd += ["--set", item]
-    if checkpoint_seconds is not None:
-        cmd += ["--checkpoint-seconds", str(checkpoint_seconds)]
-    return cmd
+    return cmd + train_options(KILL_SETTINGS, checkpoint_seconds)
+
+
+def train_options(settings: list[str], checkpoint_seconds=None) -> list[str]:
+    """``--set`` of each of ``settings``, then ``--checkpoint-seconds`` when given (train's, train-fused's)."""
+    options = [part for item in settings for part in ("--set", item)]
+    return options + ([] if checkpoint_seconds is None else ["--checkpoint-seconds", str(checkpoint_seconds)])
 
 
 def _env():
     return {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
 
 
-def _run_until(cmd, log_path, marker, sig):
-    """Start ``cmd``, wait until ``marker`` appears in its log, then send ``sig``."""
+def _run_until(cmd, log_path, marker, sig, seconds: float = 120):
+    """Start ``cmd``, wait (at most ``seconds``) until ``marker`` appears in its log, then send ``sig``."""
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env())
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + seconds
     while marker not in log_path.read_text():
         assert proc.poll() is None, f"run ended before {marker!r}:\n{log_path.read_text()}"
         assert time.monotonic() < deadline, "timed out"

@@ -21,13 +21,14 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from softmax_bottleneck import argtypes, presets
+from softmax_bottleneck import presets
 from softmax_bottleneck.atomic import os_error_reason
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, load_corpus
+from softmax_bottleneck.corpora.corpus import Corpus, load_corpus
 from softmax_bottleneck.training.environment import resolve_device
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
 from softmax_bottleneck.training.lock import run_lock
 from softmax_bottleneck.training.step import next_batch
+from softmax_bottleneck.training.train_command import add_data_and_device, data_folder
 from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Preempted, RunLog, StopFlag, Trainer
 
 log = logging.getLogger("softmax_bottleneck.train")
@@ -187,17 +188,7 @@ def add_cli(parser) -> None:
         help="one run of the group (repeat for each): its variant, schedule (et or nt), seed, run folder, and "
         "values of its own hyper-parameters over --set",
     )  # fmt: skip
-    parser.add_argument(
-        "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
-    )
-    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one hyper-parameter of every run's preset (repeatable)")  # fmt: skip
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument(
-        "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
-        help="write each run's resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
-    )  # fmt: skip
+    add_data_and_device(parser, "every run's preset", "each run's resume state")
 
 
 def _spec(values: list[str]) -> RunSpec:
@@ -214,7 +205,7 @@ def _spec(values: list[str]) -> RunSpec:
 
 
 def run_cli(args) -> int:
-    data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
+    data_dir = data_folder(args)
     try:
         specs = [_spec(values) for values in args.runs]
         outcomes = train_group(dataset=args.dataset, runs=specs, overrides=presets.parse_overrides(args.overrides),

@@ -19,17 +19,7 @@ def add_cli(parser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="default: the authors' seed of the preset")
     parser.add_argument("--out", required=True, help="run folder: model.pt, metrics.json, curve.csv")
-    parser.add_argument(
-        "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
-    )
-    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one hyper-parameter of the preset (repeatable)")  # fmt: skip
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument(
-        "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
-        help="write the resume state at most every S seconds, and on SIGTERM (not a hyper-parameter)",
-    )  # fmt: skip
+    add_data_and_device(parser, "the preset", "the resume state")
     parser.add_argument(
         "--conformance-stamp", default=None, metavar="FILE",
         help="train only if FILE (written by check-layer NAME --stamp FILE) vouches for this variant's output layer "
@@ -37,8 +27,29 @@ def add_cli(parser) -> None:
     )  # fmt: skip
 
 
+def add_data_and_device(parser, preset: str, state: str) -> None:
+    """The options ``train`` and ``train-fused`` share: data, corpus cache, ``--set`` (of ``preset``), device and how
+    often ``state`` is written."""
+    parser.add_argument(
+        "--data", default=None, help="folder with train/valid/test.txt (default resources/data/<dataset>)"
+    )
+    parser.add_argument("--corpus-cache", default=None, help="tensor cache of the corpus (read, or written if absent)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"override one hyper-parameter of {preset} (repeatable)")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
+        help=f"write {state} at most every S seconds, and on SIGTERM (not a hyper-parameter)",
+    )  # fmt: skip
+
+
+def data_folder(args) -> Path:
+    """``--data``, else the folder ``fetch`` fills for ``--dataset``."""
+    return Path(args.data) if args.data else Path("resources/data") / DATASET_DIRS[args.dataset]
+
+
 def run_cli(args) -> int:
-    data_dir = args.data or Path("resources/data") / DATASET_DIRS[args.dataset]
+    data_dir = data_folder(args)
     try:
         overrides = presets.parse_overrides(args.overrides)
         if args.conformance_stamp:  # the stamp must vouch for this layer's source, at this run's values of its own keys
