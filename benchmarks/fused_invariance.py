@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from softmax_bottleneck import presets  # noqa: E402
-from softmax_bottleneck.training.bench import synthetic_corpus  # noqa: E402
-from softmax_bottleneck.training.bench_fused import RECURRENCES, _Run  # noqa: E402
+from softmax_bottleneck.training.bench import BenchRun, synthetic_corpus  # noqa: E402
+from softmax_bottleneck.training.bench_fused import RECURRENCES  # noqa: E402
 from softmax_bottleneck.training.environment import resolve_device  # noqa: E402
 from softmax_bottleneck.training.fused_step import fused_update  # noqa: E402
 
@@ -32,7 +32,7 @@ def trained(hp: dict, corpus, device, k: int, slot: int, updates: int, batched) 
     """The weights of run ``hp`` after ``updates`` fused updates in slot ``slot`` of a group of ``k`` runs."""
     seeds = [hp["seed"] + 1000 + i for i in range(k)]
     seeds[slot] = hp["seed"]
-    runs = [_Run({**hp, "seed": seed}, corpus, device, "sgd") for seed in seeds]
+    runs = [BenchRun({**hp, "seed": seed}, corpus, device, "sgd") for seed in seeds]
     for _ in range(updates):
         batches = [run.batch()[0] for run in runs]
         fused_update(runs, batches, batched=batched)

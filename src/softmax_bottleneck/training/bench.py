@@ -33,9 +33,10 @@ from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.environment import configure_precision, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate
+from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.schedule import make_optimizer
 from softmax_bottleneck.training.state import seed_everything
-from softmax_bottleneck.training.step import LOSS_PATHS, LossSums, train_batch
+from softmax_bottleneck.training.step import LOSS_PATHS, LossSums, next_batch, train_batch
 
 log = logging.getLogger("softmax_bottleneck.bench")
 
@@ -65,6 +66,49 @@ def bench_corpus(dataset: str, data_dir, corpus_cache) -> tuple[Corpus, str]:
     return corpus, "real"
 
 
+class BenchRun:
+    """One benchmarked run: model, optimizer, hidden states, loss sums, random streams, data position (cycling over
+    the training rows)."""
+
+    def __init__(self, hp: dict, corpus, device, phase: str):
+        self.hp = hp
+        seed_everything(hp["seed"])
+        self.model = AWDLSTM(corpus.vocab_size, hp).to(device).train()
+        self.optimizer = make_optimizer(self.model, hp, phase)
+        self.data = batchify(corpus.train, hp["batch_size"]).to(device)
+        chunks = hp["batch_size"] // hp["small_batch_size"]
+        self.hidden = [self.model.init_hidden(hp["small_batch_size"]) for _ in range(chunks)]
+        self.sums = LossSums(device)
+        self.rng = RunRNG(device).capture()
+        self.position = 0
+
+    def _rewind(self) -> int:
+        """Where the next batch starts: back at the first row once the data is used up."""
+        if self.position >= self.data.size(0) - 2:
+            self.position = 0
+        return self.position
+
+    def _advance(self, start: int, seq_len: int) -> int:
+        """Move past the batch of ``seq_len`` rows at ``start``; its tokens (the rows it predicts × the columns)."""
+        self.position = start + seq_len
+        return (min(self.position, self.data.size(0) - 1) - start) * self.hp["batch_size"]
+
+    def batch(self):
+        """The next ``(inputs, targets, seq_len)``, drawn from the run's streams, and its tokens."""
+        start = self._rewind()
+        with self.rng:
+            inputs, targets, seq_len = next_batch(self.hp, self.data, start)
+        return (inputs, targets, seq_len), self._advance(start, seq_len)
+
+    def solo_step(self, loss_path: str = "nll") -> int:
+        """One update of this run alone through the trainer's step (:func:`.step.train_batch`); its tokens."""
+        start = self._rewind()
+        with self.rng:
+            seq_len = train_batch(self.model, self.optimizer, self.hp, self.data, start, self.hidden, self.sums,
+                                  loss_path)  # fmt: skip
+        return self._advance(start, seq_len)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -79,30 +123,16 @@ def measure(opts: dict, barrier=None) -> dict:
     corpus = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
     device = resolve_device(opts["device"])
     configure_precision(hp["tf32"])
-    seed_everything(hp["seed"])
-    model = AWDLSTM(corpus.vocab_size, hp).to(device)
-    optimizer = make_optimizer(model, hp, opts["phase"])
-    data = batchify(corpus.train, hp["batch_size"]).to(device)
-    rows, width = data.size(0), hp["batch_size"]
-    chunks = hp["batch_size"] // hp["small_batch_size"]
-    hidden = [model.init_hidden(hp["small_batch_size"]) for _ in range(chunks)]
-    sums = LossSums(device)
-    state = {"position": 0}
+    run = BenchRun(hp, corpus, device, opts["phase"])
+    rows, width = run.data.size(0), hp["batch_size"]
     loss_path = opts.get("loss_path", "nll")
 
     def steps(n: int) -> int:
-        model.train()
-        tokens = 0
-        for _ in range(n):
-            if state["position"] >= rows - 2:
-                state["position"] = 0
-            start = state["position"]
-            state["position"] += train_batch(model, optimizer, hp, data, start, hidden, sums, loss_path)
-            tokens += min(state["position"], rows - 1) - start
-        return tokens * width
+        run.model.train()
+        return sum(run.solo_step(loss_path) for _ in range(n))
 
     steps(opts["warmup"])
-    sums.read()
+    run.sums.read()
     _sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -110,16 +140,16 @@ def measure(opts: dict, barrier=None) -> dict:
         barrier.wait()
     started = time.monotonic()
     tokens = steps(opts["batches"])
-    sums.read()
+    run.sums.read()
     _sync(device)
     ended = time.monotonic()
     train_seconds = ended - started
 
     val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
     sample = val_data[: min(val_data.size(0), opts["valid_chunks"] * hp["bptt"] + 1)]
-    evaluate(model, sample[: hp["bptt"] + 1], hp["bptt"], loss_path)  # warm-up of the eval path
+    evaluate(run.model, sample[: hp["bptt"] + 1], hp["bptt"], loss_path)  # warm-up of the eval path
     tick = time.monotonic()
-    evaluate(model, sample, hp["bptt"], loss_path)
+    evaluate(run.model, sample, hp["bptt"], loss_path)
     _sync(device)
     valid_seconds = (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
 

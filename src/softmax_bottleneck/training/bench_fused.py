@@ -13,47 +13,12 @@ import time
 import torch
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.corpora.corpus import batchify
-from softmax_bottleneck.models.awd_lstm import AWDLSTM
+from softmax_bottleneck.training.bench import BenchRun, _sync
 from softmax_bottleneck.training.environment import configure_precision, resolve_device
 from softmax_bottleneck.training.fused_step import fused_update
-from softmax_bottleneck.training.run_rng import RunRNG
-from softmax_bottleneck.training.schedule import make_optimizer
-from softmax_bottleneck.training.state import seed_everything
-from softmax_bottleneck.training.step import LossSums, next_batch, update
 
 #: how the fused recurrences run: ``auto`` batched on CUDA and run by run on the CPU (:mod:`.fused_lstm`)
 RECURRENCES = {"auto": None, "batched": True, "per-run": False}
-
-
-class _Run:
-    """One benchmarked run: model, optimizer, hidden states, loss sums, random streams, data position."""
-
-    def __init__(self, hp: dict, corpus, device, phase: str):
-        self.hp = hp
-        seed_everything(hp["seed"])
-        self.model = AWDLSTM(corpus.vocab_size, hp).to(device).train()
-        self.optimizer = make_optimizer(self.model, hp, phase)
-        self.data = batchify(corpus.train, hp["batch_size"]).to(device)
-        chunks = hp["batch_size"] // hp["small_batch_size"]
-        self.hidden = [self.model.init_hidden(hp["small_batch_size"]) for _ in range(chunks)]
-        self.sums = LossSums(device)
-        self.rng = RunRNG(device).capture()
-        self.position = 0
-
-    def batch(self):
-        if self.position >= self.data.size(0) - 2:
-            self.position = 0
-        with self.rng:
-            inputs, targets, seq_len = next_batch(self.hp, self.data, self.position)
-        tokens = (min(self.position + seq_len, self.data.size(0) - 1) - self.position) * self.hp["batch_size"]
-        self.position += seq_len
-        return (inputs, targets, seq_len), tokens
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _timed(device, steps, warmup: int, batches: int) -> tuple[float, int, int | None]:
@@ -70,16 +35,10 @@ def _timed(device, steps, warmup: int, batches: int) -> tuple[float, int, int | 
     return time.monotonic() - started, tokens, peak
 
 
-def _time_solo(solo: _Run, device, opts: dict) -> tuple[float, int, int | None]:
+def _time_solo(solo: BenchRun, device, opts: dict) -> tuple[float, int, int | None]:
     """:func:`_timed` of one run updated alone (:func:`.step.update`, the trainer's step)."""
 
-    def solo_step() -> int:
-        (inputs, targets, seq_len), tokens = solo.batch()
-        with solo.rng:
-            update(solo.model, solo.optimizer, solo.hp, inputs, targets, seq_len, solo.hidden, solo.sums, "nll")
-        return tokens
-
-    return _timed(device, solo_step, opts["warmup"], opts["batches"])
+    return _timed(device, lambda: solo.solo_step("nll"), opts["warmup"], opts["batches"])
 
 
 def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = None) -> list[dict]:
@@ -92,11 +51,11 @@ def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = No
     device = resolve_device(opts["device"])
     configure_precision(base["tf32"])
     batched = RECURRENCES[opts.get("recurrence", "auto")]
-    solo_seconds, solo_tokens, solo_peak = _time_solo(_Run(base, corpus, device, opts["phase"]), device, opts)
+    solo_seconds, solo_tokens, solo_peak = _time_solo(BenchRun(base, corpus, device, opts["phase"]), device, opts)
     solo_rate = solo_tokens / solo_seconds
     rows = []
     for k in groups or [opts["fused"]]:
-        runs = [_Run({**base, "seed": base["seed"] + i}, corpus, device, opts["phase"]) for i in range(k)]
+        runs = [BenchRun({**base, "seed": base["seed"] + i}, corpus, device, opts["phase"]) for i in range(k)]
 
         def fused_step(runs=runs) -> int:
             batches, tokens = zip(*(run.batch() for run in runs), strict=True)
