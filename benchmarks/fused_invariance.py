@@ -22,8 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from softmax_bottleneck import presets  # noqa: E402
-from softmax_bottleneck.training.bench import BenchRun, synthetic_corpus  # noqa: E402
-from softmax_bottleneck.training.bench_fused import RECURRENCES  # noqa: E402
+from softmax_bottleneck.training.bench import RECURRENCES, BenchRun, synthetic_corpus  # noqa: E402
 from softmax_bottleneck.training.environment import resolve_device  # noqa: E402
 from softmax_bottleneck.training.fused_step import fused_update  # noqa: E402
 

@@ -20,8 +20,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from softmax_bottleneck import presets  # noqa: E402
 from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402
-from softmax_bottleneck.training.bench import bench_corpus  # noqa: E402
-from softmax_bottleneck.training.bench_fused import measure_fused  # noqa: E402
+from softmax_bottleneck.training.bench import bench_corpus, measure_fused  # noqa: E402
 
 COLUMNS = ("model", "K", "recurrence", "solo tok/s", "fused tok/s", "speed-up", "fused s/batch", "peak GiB")
 
