@@ -172,3 +172,34 @@ def test_the_guides_example_trains_three_runs_each_as_alone(tmp_path, shared_dat
                   data_dir=shared_data / "ptb", device="cpu", out_dir=tmp_path / "solo" / name)  # fmt: skip
             _assert_same_run(tmp_path / "solo" / name, tmp_path / "runs" / name, name)
     assert "ss/et/seed 141: end of epoch   1" in result.stderr
+
+
+def test_each_run_of_a_group_gets_its_own_log_and_the_group_its_record(tmp_path, ptb_cache):
+    """The workflow's train-fused: each run's lines (and only its) are appended to its own training log, the group's
+    record names every run with its test perplexity, and a stamp that does not vouch for a run's layer stops the
+    group before anything is trained."""
+    folder = tmp_path / "runs"
+    cmd = _cli(folder, ptb_cache)
+    outs = [folder / name for name in ("softmax-et-3", "ss-nt-4", "softmax-nt-5")]
+    refused = subprocess.run([*cmd, "--conformance-stamp", f"ss={tmp_path / 'no-stamp.json'}"], env=_env(),
+                             capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode == 1 and "ss/nt/seed 4: " in refused.stderr and not folder.exists(), refused.stderr
+    logs = [tmp_path / "logs" / f"{out.name}.log" for out in outs]
+    logs[0].parent.mkdir()
+    logs[0].write_text("an earlier attempt's line\n")
+    record = tmp_path / "group.json"
+    options = [part for out, log in zip(outs, logs, strict=True) for part in ("--run-log", str(out), str(log))]
+    result = subprocess.run([*cmd, *options, "--record", str(record)], env=_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    labels = ["softmax/et/seed 3", "ss/nt/seed 4", "softmax/nt/seed 5"]
+    for k, log in enumerate(logs):
+        lines = log.read_text().splitlines()
+        assert "end of epoch   2" in log.read_text() and "done: train ppl" in log.read_text()
+        if k == 0:  # appended to, never emptied
+            assert lines.pop(0) == "an earlier attempt's line"
+        own = [line for line in lines if f"{labels[k]}: " in line]
+        assert len(own) == len(lines) > 5, lines  # nothing of another run
+        assert " INFO softmax_bottleneck.train: " in own[0]  # the process's line format
+    runs = json.loads(record.read_text())["runs"]
+    assert [r["run"] for r in runs] == [str(out) for out in outs]
+    assert [r["test_ppl"] for r in runs] == [json.loads((out / "metrics.json").read_text())["test_ppl"] for out in outs]

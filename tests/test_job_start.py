@@ -71,6 +71,33 @@ def test_the_run_lock_is_taken_first_and_adopted_by_the_training(tmp_path):
     assert again.returncode == 0
 
 
+def test_a_fused_groups_job_takes_every_runs_lock_and_its_training_adopts_each(tmp_path):
+    runs = [tmp_path / "runs" / name for name in ("a", "b", "c")]
+    release = tmp_path / "release"
+    child = (
+        "import contextlib, os, pathlib, sys, time; from softmax_bottleneck.training.lock import run_lock\n"
+        "with contextlib.ExitStack() as stack:\n"
+        f"    paths = [stack.enter_context(run_lock(p)) for p in {[str(r) for r in runs]!r}]\n"
+        "    print(os.getpid(), *[p.read_text().split()[0] for p in paths], flush=True)\n"
+        f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.05)\n"
+    )
+    locks = [arg for run in runs for arg in ("--run", str(run))]
+    group = _job_start([*locks, "--", sys.executable, "-c", child], _env())
+    try:
+        pid, *holders = group.stdout.readline().split()
+        assert holders == [pid] * 3, "the group's training did not adopt every lock its job took"
+        # a solo job of any of them, or a second group sharing one run, stops at once naming the holder
+        for args in (["--run", str(runs[1])], ["--run", str(tmp_path / "runs" / "d"), "--run", str(runs[2])]):
+            marker = tmp_path / "ran"
+            other = _job_start([*args, "--", "touch", str(marker)], _env())
+            _, err = other.communicate(timeout=60)
+            assert other.returncode == 1 and not marker.exists() and f"PID {pid}" in err, err
+    finally:
+        release.touch()
+        group.communicate(timeout=60)
+    assert group.returncode == 0
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a usable GPU passes the check")
 def test_a_job_given_a_gpu_without_cuda_stops_in_one_line_with_cuda_checks_diagnosis(tmp_path):
     marker = tmp_path / "ran"

@@ -42,6 +42,7 @@ from softmax_bottleneck.report.tables.render import latex_text
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.runs import Study
 from softmax_bottleneck.study.status import STATES, study_status
+from softmax_bottleneck.study.wait_for_run import OUTPUTS
 from softmax_bottleneck.training.run_files import read_progress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -593,8 +594,9 @@ def test_small_scale_end_to_end(tmp_path):
     check_reports(repo, "small")
     check_claims(repo)
     check_the_phenomenon(repo)
-    # every training job ran once, with its benchmark, or (a training that finished as Ctrl-C reached it) was found
-    # finished by await_training, which trained nothing; the E12 log-P slice was temporary
+    # every training ran once: in its own job, with its benchmark, or in its fused group's last job (the group's
+    # record names it), or (a training that finished as Ctrl-C reached it) was found finished by await_training,
+    # which trained nothing; the E12 log-P slice was temporary
     models = sorted(p for p in (repo / "results" / "runs").rglob("model.pt") if ".resume" not in p.parts)
     assert len(models) == SMALL_TRAIN_JOBS
     benchmarked = {p.relative_to(repo / "benchmarks" / "train").with_suffix("") for p in
@@ -602,8 +604,17 @@ def test_small_scale_end_to_end(tmp_path):
     awaited = {p.relative_to(repo / "logs" / "await_training").with_suffix("") for p in
                (repo / "logs" / "await_training").rglob("*.log")
                if "finished by the process that trained it" in p.read_text()}  # fmt: skip
+    fused = [Path(run["run"]).relative_to("results/runs") for record in (repo / "results" / "fused").glob("*.json")
+             for run in json.loads(record.read_text())["runs"]]  # fmt: skip
+    assert len(fused) >= 20 and len(set(fused)) == len(fused), fused  # config/small.yaml's fusion
     runs = {m.parent.relative_to(repo / "results" / "runs") for m in models}
-    assert not benchmarked & awaited and benchmarked | awaited == runs, (sorted(awaited), len(benchmarked))
+    ways = (benchmarked, awaited, set(fused))
+    assert sum(map(len, ways)) == len(runs) and set.union(*ways) == runs, (sorted(awaited), len(benchmarked))
+    # a fused run's files are read-only as a solo run's, its own training log holds only its lines
+    for run in fused[:3]:
+        assert not any((repo / "results" / "runs" / run / name).stat().st_mode & 0o222 for name in OUTPUTS), run
+        lines = (repo / "logs" / "train" / f"{run}.log").read_text().splitlines()
+        assert lines and all(f"seed {run.parts[2].removeprefix('seed')}" in line for line in lines if ": " in line)
     assert not list((repo / "results" / "runs").rglob("logp.npy"))
     assert not list((repo / "results" / "runs").rglob("state.pt"))  # the finished outputs are kept in .resume/final
     config = yaml.safe_load(SMALL_CONFIG.read_text())

@@ -9,8 +9,16 @@
 # the record `train` would have made: the next controller does not submit it again.
 
 from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
+from softmax_bottleneck.study.fusion import fused_groups, fusion_notes, group_of_runs
+from softmax_bottleneck.study.plan import fused_memory_mb
 from softmax_bottleneck.study.status import study_status
 from softmax_bottleneck.study.wait_for_run import OUTPUTS
+
+# The fused groups of the configuration (`fusion: runs_per_job`, softmax_bottleneck.study.fusion): name -> group, and
+# run folder -> its group's name. They follow from the configuration alone, so a controller started again finds the
+# group of a SLURM job another one submitted.
+FUSED_GROUPS = fused_groups(STUDY)
+GROUP_OF = group_of_runs(FUSED_GROUPS)
 
 
 class Unrecorded:
@@ -69,7 +77,8 @@ def train_epochs(wildcards):
 
 
 def scheduled_trainings():
-    """runid -> SLURM job id of every training of the study whose `train` job is pending or running."""
+    """runid -> SLURM job id of every training of the study whose `train` job, or whose fused group's `train_fused`
+    job, is pending or running."""
     queued = queued_jobs("train")
     found = {}
     for run in STUDY.jobs.values() if queued else ():
@@ -78,6 +87,17 @@ def scheduled_trainings():
         )
         if key in queued:
             found[run.runid] = queued[key][0]
+    for key, (jobid, _) in queued_jobs("train_fused").items():
+        name = key.removeprefix(job_comment("train_fused", [""]))
+        if name not in FUSED_GROUPS:
+            print(
+                f"note: SLURM job {jobid} trains fused group {name}, which this configuration does not plan; "
+                f"its runs may be submitted again: wait for it, or cancel it (scancel {jobid})",
+                file=sys.stderr,
+            )
+            continue
+        for run in FUSED_GROUPS[name].runs:
+            found[run.runid] = jobid
     return found
 
 
@@ -100,3 +120,94 @@ def runs_to_await():
 
 
 RUNNING_RUNIDS = runs_to_await() if workflow.is_main_process else []
+
+
+# --------------------------------------------------------------------------------------------- fused groups (train.smk)
+def fused_trainees(group):
+    """The runs of a fused group that its job trains: every run but those awaited (finished, running, or their job
+    still queued in SLURM)."""
+    awaited = set(RUNNING_RUNIDS) | set(SCHEDULED_TRAININGS)
+    return [run for run in FUSED_GROUPS[group].runs if run.runid not in awaited]
+
+
+def fused_group_first(wildcards):
+    """No file: for a run that its fused group trains, that group's job (checkpoint train_fused) first. Once it has
+    run, the run's `train` job finds its outputs and does not run; its inputs, as recorded, are `train`'s as ever.
+    """
+    group = GROUP_OF.get(STUDY.job(wildcards).dir)
+    if group and any(run.runid == wildcards.runid for run in fused_trainees(group)):
+        checkpoints.train_fused.get(group=group)
+    return []
+
+
+def fused_dataset(wildcards):
+    return FUSED_GROUPS[wildcards.group].dataset
+
+
+def fused_corpus(wildcards):
+    return ancient(
+        [f"{corpus_dir(fused_dataset(wildcards))}/{split}.txt" for split in SPLITS]
+    )
+
+
+def fused_corpus_cache(wildcards):
+    return ancient(f"resources/corpus/{fused_dataset(wildcards)}.pt")
+
+
+def fused_stamps(wildcards):
+    """The conformance stamps of the group's plug-in layers (ancient(), as `train`'s)."""
+    layers = {plugin_layer(run.variant) for run in fused_trainees(wildcards.group)}
+    return [
+        ancient(f"results/conformance/{layer}.json")
+        for layer in sorted(layers - {None})
+    ]
+
+
+def fused_arguments(wildcards):
+    """`train-fused`'s --run, --run-log and --conformance-stamp arguments for the group's runs to train."""
+    args = []
+    for run in fused_trainees(wildcards.group):
+        fields = [run.variant, run.schedule, str(run.seed), run.dir, *run.set_arguments]
+        args.append("--run " + " ".join(shlex.quote(field) for field in fields))
+        args.append(f"--run-log {run.dir} {TRAIN_LOG.format(**run.wildcards)}")
+    layers = {plugin_layer(run.variant) for run in fused_trainees(wildcards.group)}
+    args += [
+        f"--conformance-stamp {layer}=results/conformance/{layer}.json"
+        for layer in sorted(layers - {None})
+    ]
+    return Unrecorded(" ".join(args))
+
+
+def fused_locks(wildcards):
+    """job-start's --run of each run to train: their locks are the job's first act."""
+    return Unrecorded(
+        " ".join(f"--run {run.dir}" for run in fused_trainees(wildcards.group))
+    )
+
+
+def fused_outputs(wildcards):
+    """The files of the group's runs that `train` declares, made read-only once trained as Snakemake's protected()
+    makes `train`'s."""
+    return Unrecorded(
+        " ".join(
+            run.file(name)
+            for run in fused_trainees(wildcards.group)
+            for name in OUTPUTS
+        )
+    )
+
+
+def fused_memory(wildcards, attempt):
+    return fused_memory_mb(
+        fused_dataset(wildcards), len(fused_trainees(wildcards.group)), attempt
+    )
+
+
+def fused_runtime(wildcards, attempt):
+    """Minutes one attempt of a group asks: its runs' times one after another (fusion's gain on a card is not
+    measured yet), at most the site's limit (a longer group resumes in the next attempt).
+    """
+    minutes = sum(
+        train_runtime_minutes(run, attempt) for run in fused_trainees(wildcards.group)
+    )
+    return min(minutes, SITE_TIME_LIMIT) if SITE_TIME_LIMIT else minutes

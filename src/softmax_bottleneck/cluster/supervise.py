@@ -35,8 +35,9 @@ def _in_terminal_foreground() -> bool:
         return False
 
 
-def run_supervised(command: Sequence[str], env: Mapping[str, str], keep_fd: int) -> int:
-    """Run ``command`` as a child that inherits ``keep_fd``; returns its exit status (``128 + n`` for signal n).
+def run_supervised(command: Sequence[str], env: Mapping[str, str], keep_fd: int | Sequence[int]) -> int:
+    """Run ``command`` as a child that inherits ``keep_fd`` (one descriptor or several); returns its exit status
+    (``128 + n`` for signal n).
 
     SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 sent to the wrapper are forwarded to the child (a
     terminal's Ctrl-C, which already reached the child's process group, is not sent twice); the
@@ -49,7 +50,9 @@ def run_supervised(command: Sequence[str], env: Mapping[str, str], keep_fd: int)
         if os.getppid() != parent:  # the wrapper died before prctl took effect
             os.kill(os.getpid(), signal.SIGTERM)
 
-    os.set_inheritable(keep_fd, True)
+    keep = (keep_fd,) if isinstance(keep_fd, int) else tuple(keep_fd)
+    for fd in keep:
+        os.set_inheritable(fd, True)
     terminal_sigint = _in_terminal_foreground()
     received: list[int] = []
     proc: subprocess.Popen | None = None
@@ -66,7 +69,7 @@ def run_supervised(command: Sequence[str], env: Mapping[str, str], keep_fd: int)
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
     try:
         try:
-            proc = subprocess.Popen(list(command), env=dict(env), pass_fds=(keep_fd,), preexec_fn=preexec)
+            proc = subprocess.Popen(list(command), env=dict(env), pass_fds=keep, preexec_fn=preexec)
         except (FileNotFoundError, PermissionError) as exc:
             return _cannot_run(command, exc)
         # a signal that arrived between installing the handlers and Popen returning

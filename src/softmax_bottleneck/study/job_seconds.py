@@ -23,6 +23,7 @@ had made LMS-PLIF's and SigSoftmax's trainings and the robustness job 2-7 times 
 from __future__ import annotations
 
 from softmax_bottleneck.cluster.workflow_run import DOWNLOAD, OTHER, TRAINING
+from softmax_bottleneck.study.fusion import fused_groups
 from softmax_bottleneck.study.plan import gpu_hours, time_sources
 from softmax_bottleneck.study.runs import Run, Study
 
@@ -69,11 +70,23 @@ NO_SECONDS = ("all", "layer_source")
 DOWNLOADS = ("fetch_corpus", "fetch_wordsim")
 #: the rule of a training job
 TRAINING_RULE = "train"
+#: the rule of a fused group's job (:mod:`.fusion`): its runs' trainings one after another (fusion's gain on a card is
+#: not measured yet); the `train` jobs of its runs wait for it and do not run
+FUSED_RULE = "train_fused"
 
 
 def job_kind(rule: str) -> str:
     """The kind of a job of ``rule`` in the record (:mod:`softmax_bottleneck.cluster.workflow_run`)."""
-    return TRAINING if rule == TRAINING_RULE else DOWNLOAD if rule in DOWNLOADS else OTHER
+    return TRAINING if rule in (TRAINING_RULE, FUSED_RULE) else DOWNLOAD if rule in DOWNLOADS else OTHER
+
+
+def job_runs(study: Study, rule: str, wildcards: dict) -> list[Run]:
+    """The runs a job of ``rule`` trains: a `train` job's run, a `train_fused` job's group; none for another rule."""
+    if rule == TRAINING_RULE:
+        return [study.job(wildcards)]
+    if rule == FUSED_RULE:
+        return list(fused_groups(study)[wildcards["group"]].runs)
+    return []
 
 
 def training_seconds(run: Run) -> float:
@@ -98,8 +111,8 @@ def training_seconds(run: Run) -> float:
 
 def planned_seconds(study: Study, rule: str, wildcards: dict) -> float:
     """Planned seconds of one job of ``rule`` with ``wildcards`` (module docstring)."""
-    if rule == TRAINING_RULE:
-        return training_seconds(study.job(wildcards))
+    if rule in (TRAINING_RULE, FUSED_RULE):
+        return sum(training_seconds(run) for run in job_runs(study, rule, wildcards))
     if rule in NO_SECONDS or rule in DOWNLOADS:
         return 0.0
     return RULE_SECONDS.get(rule, RENDER_SECONDS)
@@ -107,7 +120,10 @@ def planned_seconds(study: Study, rule: str, wildcards: dict) -> float:
 
 def planned_jobs(study: Study, jobs) -> list[dict]:
     """The record's ``jobs`` (:mod:`softmax_bottleneck.cluster.workflow_run`) of ``jobs``, each ``(jobid, rule,
-    wildcards, threads)``."""
+    wildcards, threads)``, but the `train` jobs of runs whose fused group's job is among them (they do not run)."""
+    fused = {wildcards["group"] for _, rule, wildcards, _ in jobs if rule == FUSED_RULE}
+    grouped = {run.dir for name in fused for run in fused_groups(study)[name].runs}
+    jobs = [job for job in jobs if job[1] != TRAINING_RULE or study.job(job[2]).dir not in grouped]
     return [
         {"jobid": int(jobid), "rule": rule, "what": ", ".join(f"{k}={v}" for k, v in wildcards.items()),
          "kind": job_kind(rule), "planned_s": round(planned_seconds(study, rule, wildcards), 3),

@@ -261,6 +261,13 @@ def train_memory_mb(dataset: str, attempt: int) -> int:
     return (8000 if dataset == "ptb" else 16000) * min(attempt, MEMORY_ATTEMPTS)
 
 
+def fused_memory_mb(dataset: str, runs: int, attempt: int) -> int:
+    """Host memory of one attempt of a fused group of ``runs`` runs: one training's (:func:`train_memory_mb`) plus a
+    quarter of it for each further run (one Python and one corpus; each run adds its model, optimizer and batches)."""
+    one = train_memory_mb(dataset, attempt)
+    return one + (runs - 1) * one // 4
+
+
 def train_runtime_minutes(run: Run, attempt: int) -> int:
     """Minutes for one training attempt: 1.5 × the paper's V100 time (at least 10), growing with the attempt;
     a killed or timed-out job resumes from its checkpoint (``<run>/.resume``) on retry."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, describe_files
-from softmax_bottleneck.study.job_seconds import TRAINING_RULE, planned_jobs
+from softmax_bottleneck.study.job_seconds import job_runs, planned_jobs
 from softmax_bottleneck.study.plan import gpu_hours
 from softmax_bottleneck.study.runs import Study
 
@@ -35,7 +35,7 @@ UNRECORDED_RULES = FOLLOWING_RULES | {"plan", "training_plan"}
 def cpu_refusal(study: Study, jobs, source: str) -> str | None:
     """The one line that stops the workflow where paper-scale trainings of ``jobs`` would run on this machine's CPU
     (it has no CUDA device), else None; torch is imported only when there are such trainings."""
-    hours = [h for h in (gpu_hours(study.job(w)) for _, rule, w, _ in jobs if rule == TRAINING_RULE)
+    hours = [h for h in (gpu_hours(run) for _, rule, w, _ in jobs for run in job_runs(study, rule, w))
              if h > PAPER_SCALE_HOURS]  # fmt: skip
     if not hours:
         return None

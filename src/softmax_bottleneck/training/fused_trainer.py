@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.atomic import os_error_reason
+from softmax_bottleneck.atomic import atomic_write_json, os_error_reason
 from softmax_bottleneck.corpora.corpus import Corpus, load_corpus
 from softmax_bottleneck.training.environment import resolve_device
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
 from softmax_bottleneck.training.lock import run_lock
 from softmax_bottleneck.training.step import next_batch
 from softmax_bottleneck.training.train_command import add_data_and_device, data_folder
-from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Preempted, RunLog, StopFlag, Trainer
+from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, RUN_LABEL, Preempted, RunLog, StopFlag, Trainer
 
 log = logging.getLogger("softmax_bottleneck.train")
 
@@ -177,7 +177,56 @@ def train_group(
         trainer = Trainer(dataset=dataset, variant=spec.variant, hp=hp, corpus=limited, out_dir=spec.out,
                           device=device, checkpoint_seconds=checkpoint_seconds)  # fmt: skip
         trainers.append(trainer)
-    return FusedGroup(trainers, [spec.label for spec in runs]).fit()
+    return FusedGroup(trainers, group_labels(runs)).fit()
+
+
+def group_labels(runs: list[RunSpec]) -> list[str]:
+    """Each run's label in its group's log: ``variant/schedule/seed N``, with its folder's name where another run of
+    the group has the same (a sweep's points)."""
+    labels = [spec.label for spec in runs]
+    return [f"{label} ({spec.out.name})" if labels.count(label) > 1 else label
+            for label, spec in zip(labels, runs, strict=True)]  # fmt: skip
+
+
+@contextlib.contextmanager
+def run_logs(runs: list[RunSpec], files: dict[Path, Path]):
+    """While the block runs, each run's own log lines (and what ``train-fused`` says of it) are also appended to its
+    file of ``files`` (run folder → log file), with the line format of the process's first handler."""
+    labels = dict(zip((spec.out.resolve() for spec in runs), group_labels(runs), strict=True))
+    unknown = [str(out) for out in files if out.resolve() not in labels]
+    if unknown:
+        raise ValueError(f"--run-log {unknown[0]}: not the folder of a --run of this group")
+    handlers = []
+    root = logging.getLogger()
+    formatter = root.handlers[0].formatter if root.handlers else None
+    try:
+        for out, file in files.items():
+            file.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(file, mode="a", encoding="utf-8")
+            handler.setFormatter(formatter)
+            label = labels[out.resolve()]
+            handler.addFilter(lambda record, label=label: getattr(record, RUN_LABEL, None) == label)
+            log.addHandler(handler)
+            handlers.append(handler)
+        yield
+    finally:
+        for handler in handlers:
+            log.removeHandler(handler)
+            handler.close()
+
+
+def check_stamps(dataset: str, runs: list[RunSpec], overrides: dict, stamps: dict[str, Path]) -> None:
+    """ValueError naming the first run whose output layer has a stamp in ``stamps`` (layer → file, written by
+    ``check-layer NAME --stamp FILE``) that does not vouch for it as registered now, at the run's values."""
+    from softmax_bottleneck.training.conformance_stamp import conformance_stamp_ok
+
+    for spec in runs:
+        hp = presets.resolve(dataset, spec.variant, spec.schedule, {**overrides, **dict(spec.sets)})
+        stamp = stamps.get(hp["output_layer"])
+        if stamp is not None:
+            ok, why = conformance_stamp_ok(stamp, hp["output_layer"], hp)
+            if not ok:
+                raise ValueError(f"{spec.label}: {why}")
 
 
 def add_cli(parser) -> None:
@@ -189,6 +238,20 @@ def add_cli(parser) -> None:
         "values of its own hyper-parameters over --set",
     )  # fmt: skip
     add_data_and_device(parser, "every run's preset", "each run's resume state")
+    parser.add_argument(
+        "--run-log", nargs=2, action="append", default=[], metavar=("OUT", "FILE"),
+        help="also append run OUT's log lines to FILE (repeatable; the workflow gives each run its training log)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--conformance-stamp", action="append", default=[], metavar="LAYER=FILE",
+        help="train a run of plug-in output layer LAYER only if FILE (check-layer LAYER --stamp FILE) vouches for "
+        "the layer as registered now (repeatable; the workflow passes one per plug-in layer of the group)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--record", default=None, metavar="FILE",
+        help="once every run is finished, write FILE: each run's folder and test perplexity (the workflow's record "
+        "that the group's job is done)",
+    )  # fmt: skip
 
 
 def _spec(values: list[str]) -> RunSpec:
@@ -204,26 +267,51 @@ def _spec(values: list[str]) -> RunSpec:
     return RunSpec(variant, schedule, number, Path(out), tuple(presets.parse_overrides(sets).items()))
 
 
+def _stamps(values: list[str]) -> dict[str, Path]:
+    stamps = {}
+    for value in values:
+        layer, sep, file = value.partition("=")
+        if not sep or not layer or not file:
+            raise ValueError(f"--conformance-stamp {value}: give LAYER=FILE")
+        stamps[layer] = Path(file)
+    return stamps
+
+
 def run_cli(args) -> int:
     data_dir = data_folder(args)
     try:
         specs = [_spec(values) for values in args.runs]
-        outcomes = train_group(dataset=args.dataset, runs=specs, overrides=presets.parse_overrides(args.overrides),
-                               data_dir=data_dir, corpus_cache=args.corpus_cache, device=args.device,
-                               checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
+        overrides = presets.parse_overrides(args.overrides)
+        check_stamps(args.dataset, specs, overrides, _stamps(args.conformance_stamp))
+        with run_logs(specs, {Path(out): Path(file) for out, file in args.run_log}):
+            outcomes = train_group(dataset=args.dataset, runs=specs, overrides=overrides, data_dir=data_dir,
+                                   corpus_cache=args.corpus_cache, device=args.device,
+                                   checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
+            code = _report(specs, outcomes)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"train-fused: {err}") from None
     except OSError as err:
         raise SystemExit(f"train-fused: {os_error_reason(err)}") from None
+    if code == 0 and args.record:
+        runs = [{"run": str(spec.out), "test_ppl": o.get("test_ppl")} for spec, o in zip(specs, outcomes, strict=True)]
+        atomic_write_json({"runs": runs}, args.record)
+    return code
+
+
+def _report(specs: list[RunSpec], outcomes: list) -> int:
+    """Log each run that did not finish, in its own log too; the exit status (1 when one failed, 143 when one was
+    pre-empted and none failed, else 0)."""
     failed = preempted = 0
-    for spec, outcome in zip(specs, outcomes, strict=True):
+    for spec, label, outcome in zip(specs, group_labels(specs), outcomes, strict=True):
+        extra = {RUN_LABEL: label}
         if isinstance(outcome, Preempted):
             preempted += 1
-            log.warning("%s: pre-empted (%s); state saved, rerun the same command to resume", spec.label, outcome)
+            log.warning("%s: pre-empted (%s); state saved, rerun the same command to resume", label, outcome,
+                        extra=extra)  # fmt: skip
         elif isinstance(outcome, BaseException):
             failed += 1
             reason = os_error_reason(outcome) if isinstance(outcome, OSError) else str(outcome)
-            log.error("%s (%s): %s", spec.label, spec.out, reason)
+            log.error("%s (%s): %s", label, spec.out, reason, extra=extra)
     if failed:
         return 1
     return PREEMPTED_EXIT if preempted else 0

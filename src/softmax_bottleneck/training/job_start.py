@@ -2,10 +2,11 @@
 
 ``python -m softmax_bottleneck job-start [--run DIR] -- CMD ...``
 
-* ``--run DIR``: take the run folder's lock at once (:func:`softmax_bottleneck.training.lock.take_run_lock`), its
-  holder (PID, host) written, so that ``status`` and a controller started meanwhile see the run running from the
-  job's first second, not only once the training has imported PyTorch and read its corpus; a run another process
-  holds fails here, in one line. The training that CMD starts adopts the lock (the descriptor is inherited).
+* ``--run DIR`` (one per run of a fused group): take the run folder's lock at once
+  (:func:`softmax_bottleneck.training.lock.take_run_lock`), its holder (PID, host) written, so that ``status`` and a
+  controller started meanwhile see the run running from the job's first second, not only once the training has
+  imported PyTorch and read its corpus; a run another process holds fails here, in one line. The training that CMD
+  starts adopts the lock (the descriptor is inherited).
 * A job the scheduler gave a GPU (``SLURM_JOB_GPUS``, or ``CUDA_VISIBLE_DEVICES`` naming a device inside a SLURM job)
   that sees no usable CUDA device fails at once, in one line with ``cuda-check``'s diagnosis, instead of training
   on the node's CPU. ``SOFTMAX_BOTTLENECK_ALLOW_CPU=1`` allows it (a test cluster whose GPUs are stand-ins).
@@ -66,26 +67,27 @@ def add_cli(parser) -> None:
         "The first act of a train or analyze job: take the run folder's lock (--run), refuse a job that was given a "
         "GPU and sees no usable CUDA device (cuda-check's diagnosis, one line), then run CMD."
     )
-    parser.add_argument("--run", metavar="DIR", help="the run folder whose lock to take first (train)")
+    parser.add_argument("--run", metavar="DIR", action="append", default=[],
+                        help="a run folder whose lock to take first (train; one per run of a fused group)")  # fmt: skip
     parser.add_argument("cmd", nargs="+", metavar="CMD", help="the command to run (after --)")
 
 
 def run_cli(args) -> int:
     # the command's own log lines (and heartbeat) go to the same log: the wrapper stays silent while it runs
     logging.getLogger("softmax_bottleneck.heartbeat").disabled = True
-    fd = None
     env = dict(os.environ)
-    if args.run:
+    held = []
+    for run in args.run:
         try:
-            fd, path = take_run_lock(args.run)
+            held.append(take_run_lock(run))
         except RunFolderBusy as err:
             log.error("%s", err)
             return 1
-        env[INHERITED_ENV] = f"{fd}:{path}"
+    if held:
+        env[INHERITED_ENV] = "\n".join(f"{fd}:{path}" for fd, path in held)
     refusal = cuda_refusal(env)
     if refusal:
         log.error("%s", refusal)
         return 1
-    if fd is None:
-        fd = os.open(os.devnull, os.O_RDONLY)  # run_supervised keeps one descriptor open in the child
-    return run_supervised(args.cmd, env, fd)
+    fds = [fd for fd, _ in held] or [os.open(os.devnull, os.O_RDONLY)]  # one descriptor stays open in the child
+    return run_supervised(args.cmd, env, fds)

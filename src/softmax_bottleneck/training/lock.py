@@ -7,7 +7,8 @@ leaves nothing stale behind. Re-entering the lock within the process that holds 
 
 A job's wrapper (``job-start --run``, :mod:`softmax_bottleneck.training.job_start`) takes the lock as the job's first
 act, before ``import torch``, and hands it to the training it starts: the locked descriptor is inherited and named in
-:data:`INHERITED_ENV` (``<fd>:<path>``); :func:`run_lock` adopts it for that folder instead of locking it again.
+:data:`INHERITED_ENV` (``<fd>:<path>``, a line per run); :func:`run_lock` adopts it for that folder instead of locking
+it again.
 """
 
 from __future__ import annotations
@@ -75,16 +76,19 @@ def _write_holder(fd: int) -> None:
 
 
 def inherited_lock(path: Path, environ: dict[str, str] | None = None) -> int | None:
-    """The descriptor named by :data:`INHERITED_ENV` when it is open on ``path`` (the same file), else None."""
+    """The descriptor named by :data:`INHERITED_ENV` (one ``<fd>:<path>`` a line: a fused group's job locks each of
+    its runs) when it is open on ``path`` (the same file), else None."""
     value = (os.environ if environ is None else environ).get(INHERITED_ENV, "")
-    fd_text, _, named = value.partition(":")
-    if not fd_text.isdigit() or Path(named) != path:
-        return None
-    try:
-        held, there = os.fstat(int(fd_text)), os.stat(path)
-    except OSError:
-        return None
-    return int(fd_text) if (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino) else None
+    for line in value.splitlines():
+        fd_text, _, named = line.partition(":")
+        if not fd_text.isdigit() or Path(named) != path:
+            continue
+        try:
+            held, there = os.fstat(int(fd_text)), os.stat(path)
+        except OSError:
+            return None
+        return int(fd_text) if (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino) else None
+    return None
 
 
 def take_run_lock(folder: str | os.PathLike) -> tuple[int, Path]:

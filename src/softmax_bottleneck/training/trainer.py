@@ -84,14 +84,19 @@ __all__ = [
 log = logging.getLogger("softmax_bottleneck.train")
 
 
+#: the attribute of a trainer's log record that holds its run's label (a fused group's per-run logs select by it)
+RUN_LABEL = "run_label"
+
+
 class RunLog(logging.LoggerAdapter):
     """The trainer's log lines, each prefixed with the run's label when a process trains several (fused)."""
 
     def __init__(self, label: str = ""):
-        super().__init__(log, {})
+        super().__init__(log, {RUN_LABEL: label})
         self.label = label
 
     def process(self, msg, kwargs):
+        kwargs["extra"] = {**self.extra, **(kwargs.get("extra") or {})}
         return (f"{self.label}: {msg}" if self.label else msg), kwargs
 
 
