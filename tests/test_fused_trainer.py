@@ -203,3 +203,20 @@ def test_each_run_of_a_group_gets_its_own_log_and_the_group_its_record(tmp_path,
     runs = json.loads(record.read_text())["runs"]
     assert [r["run"] for r in runs] == [str(out) for out in outs]
     assert [r["test_ppl"] for r in runs] == [json.loads((out / "metrics.json").read_text())["test_ppl"] for out in outs]
+
+
+def test_a_group_whose_models_together_exceed_the_devices_memory_is_refused_before_anything(tmp_path, monkeypatch):
+    """Each model fits the device alone (the solo check passes), the group's together do not: refused in one error
+    naming the group, no run folder made."""
+    from softmax_bottleneck.training import environment
+
+    corpus = tiny_corpus()
+    hp = presets.resolve("ptb", "softmax", "et", {**SETTINGS, "seed": 1})
+    one = 4 * presets.parameter_count(hp, corpus.vocab_size)
+    monkeypatch.setattr(environment, "_memory_bytes", lambda device: int(1.5 * one))
+    specs = [RunSpec("softmax", "et", seed, tmp_path / f"run{seed}") for seed in (1, 2)]
+    with pytest.raises(environment.TooLarge, match=r"the 2 models of the group .* fewer runs together"):
+        train_group(dataset="ptb", runs=specs, overrides=SETTINGS, corpus=corpus, device="cpu")
+    assert not any(spec.out.exists() for spec in specs)
+    assert isinstance(train_group(dataset="ptb", runs=specs[:1], overrides=SETTINGS, corpus=corpus, device="cpu")[0],
+                      dict)  # fmt: skip

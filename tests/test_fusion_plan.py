@@ -68,3 +68,14 @@ def test_the_same_configuration_gives_the_same_groups():
     assert {n: [r.dir for r in g.runs] for n, g in first.items()} == {
         n: [r.dir for r in g.runs] for n, g in again.items()
     }
+
+
+def test_the_guides_command_plans_the_paper_study_in_fused_jobs(tmp_path):
+    """docs/gpus-and-slurm.md's `--config 'fusion={runs_per_job: 8}'`, dry: 44 fused jobs, each run's `train` job
+    waiting for its group's (and the 10 runs left alone trained by theirs); fusion off plans none."""
+    from test_workflow import planned_jobs, snakemake
+
+    fused = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules", "--config", "fusion={runs_per_job: 8}"))
+    assert fused["train_fused"] == 44 and fused["train"] == 283, fused
+    plain = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules"))
+    assert "train_fused" not in plain and plain["train"] == 283

@@ -60,6 +60,8 @@ NEEDS_SLURM_OR_GPUS = {
     "--conda-create-envs-only": "conda (not on this project's machines)",
     "snakemake --profile ~/softmax-site --directory $STUDY --configfile config/config.yaml --sdm conda": "conda (not "
     "on this project's machines)",
+    "snakemake --cores 8 --resources gpu=4 --config 'fusion={runs_per_job: 8}'": "the paper's study on 4 GPUs "
+    "(GPU-weeks; tests/test_fusion_plan.py plans it dry)",
 }
 #: commands that need the small scale's results: run by test_small_scale_end_to_end after it
 NEEDS_SMALL_SCALE_RESULTS = {

@@ -57,6 +57,7 @@ PACK_MARKER = "# ---- K trainings per GPU (PACK) ----"
 #: GSS run is only trained by the packing test: long enough (1,440 batches, over 35 s on a fast
 #: 2-core machine) to outlast the up to 30 s that slurmctld takes to notice an expired time limit.
 TEST_CONFIG = {
+    "fusion": {"runs_per_job": 1},  # every run its own `train` job here; tests/test_slurm_fused.py fuses
     "model_overrides": {
         "all": {"epochs": 6, "switch_epoch": 4, "train_tokens": 6000, "valid_tokens": 2000, "test_tokens": 2000},
         "variants": {"gss": {"epochs": 16, "switch_epoch": 12, "train_tokens": 18000}},

@@ -72,6 +72,18 @@ def check_model_fits(hp: dict, vocab_size: int, device: torch.device) -> None:
         )
 
 
+def check_group_fits(hps: list[dict], vocab_size: int, device: torch.device) -> None:
+    """:class:`TooLarge` when the float32 weights of a fused group's models (:mod:`.fused_trainer`) together exceed the
+    device's memory, each of which :func:`check_model_fits` lets through alone."""
+    count = sum(presets.parameter_count(hp, vocab_size) for hp in hps)
+    memory = _memory_bytes(device)
+    if memory is not None and 4 * count > memory:
+        raise TooLarge(
+            f"the {len(hps)} models of the group have {count:.3g} parameters, {_bytes(4.0 * count)} of weights alone, "
+            f"more than the {_bytes(memory)} of memory of {device}; train fewer runs together (fusion: runs_per_job)"
+        )
+
+
 def configure_precision(tf32: bool) -> None:
     """Exact FP32 (the paper's V100s had no TF32) unless ``tf32``: cuDNN (LSTMs) and cuBLAS (matmuls) alike.
 

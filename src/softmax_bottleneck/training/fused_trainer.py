@@ -24,7 +24,7 @@ from pathlib import Path
 from softmax_bottleneck import presets
 from softmax_bottleneck.atomic import atomic_write_json, os_error_reason
 from softmax_bottleneck.corpora.corpus import Corpus, load_corpus
-from softmax_bottleneck.training.environment import resolve_device
+from softmax_bottleneck.training.environment import check_group_fits, resolve_device
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
 from softmax_bottleneck.training.lock import run_lock
 from softmax_bottleneck.training.step import next_batch
@@ -171,6 +171,7 @@ def train_group(
         if corpus.vocab_size != presets.VOCAB_SIZES[dataset]:
             raise ValueError(f"{data_dir}: {dataset} must have a vocabulary of {presets.VOCAB_SIZES[dataset]} words, "
                              f"this corpus has {corpus.vocab_size}")  # fmt: skip
+    check_group_fits(hps, corpus.vocab_size, device)
     trainers = []
     for spec, hp in zip(runs, hps, strict=True):
         limited = corpus.limited(hp["train_tokens"], hp["valid_tokens"], hp["test_tokens"])
