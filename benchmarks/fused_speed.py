@@ -47,6 +47,9 @@ def main(argv=None) -> int:
     parser.add_argument("--recurrence", choices=("auto", "batched", "per-run"), default="auto")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--bench-dir", default=None,
+                        help="also write each row as its own bench file here, <dataset>-<variant>-fused<K>.json, for "
+                        "costs --bench (the study's price with K runs fused)")  # fmt: skip
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -62,6 +65,11 @@ def main(argv=None) -> int:
         except Exception as err:  # e.g. out of memory at the largest K: keep what was measured
             print(f"{model}: {type(err).__name__}: {err}", file=sys.stderr)
         (out / "fused-speed.json").write_text(json.dumps(rows, indent=2))
+        if args.bench_dir:
+            Path(args.bench_dir).mkdir(parents=True, exist_ok=True)
+            for row in rows:
+                name = f"{row['dataset']}-{row['variant']}-fused{row['fused_runs']}.json"
+                (Path(args.bench_dir) / name).write_text(json.dumps(row, indent=2, sort_keys=True))
         (out / "fused-speed.md").write_text(table(rows))
         print(table(rows), flush=True)
     return 0

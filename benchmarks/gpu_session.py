@@ -25,8 +25,8 @@ some of them by name:
   stopped by the lease's code); ``profile`` (``benchmarks/profile_step.py``: 30 steps of PTB Softmax, PTB MoS, WT2
   MoS under ``torch.profiler``); ``authors`` (``benchmarks/authors_side_by_side.py``: the KIT's ``main.py`` and
   ``train`` on 60 batches of PTB Softmax and MoS, ``--authors-variants``); ``cost`` (WT2 Softmax and MoS
-  ``bench``, then ``costs --bench`` over every bench file: the study's device-hours on this card, each model at
-  its cheapest measured packing).
+  ``bench``, then ``costs --bench`` over every bench file, the fused part's too: the study's device-hours on this
+  card, each model at its cheapest measured packing or fusion).
 * ``legacy``: the steps whose results BENCHMARKS.md already holds from an H200 (``pytest -m gpu``, ``bench`` of six
   models, ``analyze --rows full`` of PTB and WT2), to repeat them on another card.
 
@@ -107,9 +107,11 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
         fused += ["--models", "ptb/softmax", "--groups", "1,2", "--batches", "1", "--warmup", "1", *TOY]
         steps.append(("fused_speed", "fused", 120 * slow, fused))
     else:
+        # each row also as a bench file of out/bench: the cost step's `costs --bench` prices fused runs from them
+        fused += ["--bench-dir", str(out / "bench")]
         steps.append(("fused_speed", "fused", 100, fused + ["--models", "ptb/softmax", "--groups", "1,4,8,16,32"]))
-        steps.append(("fused_speed_mos", "fused", 90, fused[:-1] + [str(out / "fused-mos"), "--models", "ptb/mos",
-                                                                      "--groups", "1,4,8,16"]))  # fmt: skip
+        mos = [str(out / "fused-mos") if part == str(out / "fused") else part for part in fused]
+        steps.append(("fused_speed_mos", "fused", 90, mos + ["--models", "ptb/mos", "--groups", "1,4,8,16"]))
     invariance = py + [str(REPO / "benchmarks" / "fused_invariance.py"), "--device", dev, "--out", str(out / "fused")]
     invariance += ["--groups", "2", "--updates", "2", *TOY] if smoke else ["--groups", "4,8", "--updates", "30"]
     steps.append(("fused_invariance", "fused", 50 * slow, invariance))

@@ -322,7 +322,7 @@ def test_each_model_takes_its_cheapest_packing_and_says_which(tmp_path):
     assert proj.loc["softmax", "gpu_hours"] == pytest.approx(8 * 10 * 150.0 / 4 / 3600)
     assert proj.loc["mos", "gpu_hours"] == pytest.approx(8 * 10 * 200.0 / 3600)
     assert proj.loc["mos", "time_of"] == "(sgd steps only)"
-    assert "runs packed 4 per device" in costs._total_line(1.0, speeds)
+    assert "runs packed or fused 4 per device" in costs._total_line(1.0, speeds)
     with pytest.raises(BenchFileError, match="a second measurement of ptb/softmax \\(sgd, 4 runs per device\\)"):
         load_speeds([files[1], _bench_json(tmp_path / "again.json", seconds=310.0, runs=4)])
 
@@ -592,3 +592,32 @@ def test_plan_refuses_a_card_not_measured_in_one_line_naming_it():
     last = done.stderr.strip().splitlines()[-1]
     assert f"argument --card: 'A100' is not a measured card (measured: {', '.join(cards.card_names())})" in last
     assert set(cards.card_names()) == {"V100", *(d.removeprefix("NVIDIA ") for d in cards.card_speeds())}
+
+
+def test_a_fused_bench_prices_each_run_at_its_groups_time_over_k(tmp_path, shared_data):
+    """``bench --fused 2`` at the paper's hyper-parameters (CPU, 1 timed update), then ``costs --bench`` on it and on
+    the solo ``bench``: each run costs a K-th of its group's epoch (K epochs of training at the group's tokens/s, then K
+    validation passes), the projection takes the cheaper of fused and alone, and says which."""
+    from softmax_bottleneck.corpora.corpus import load_corpus
+    from softmax_bottleneck.report.bench_speeds import load_speeds
+
+    common = ["--dataset", "ptb", "--variant", "softmax", "--batches", "1", "--warmup", "1", "--valid-chunks", "1",
+              "--threads", "1", "--device", "cpu", "--data", str(shared_data / "ptb")]  # fmt: skip
+    fused, alone = tmp_path / "fused.json", tmp_path / "alone.json"
+    for path, extra in ((fused, ["--fused", "2"]), (alone, [])):
+        with path.open("w") as fh:
+            cmd = [sys.executable, "-m", "softmax_bottleneck", "bench", *common, *extra]
+            subprocess.run(cmd, stdout=fh, check=True)
+    row = json.loads(fused.read_text())
+    assert row["runs"] == 2 and row["fused"] is True and row["fused_runs"] == 2
+    width = presets.resolve("ptb", "softmax", "et")["batch_size"]
+    assert row["tokens_per_epoch"] == load_corpus(shared_data / "ptb").train.numel() // width * width
+    per_run = row["tokens_per_epoch"] / row["fused_tokens_per_second"] + row["projected_valid_seconds_per_epoch"]
+    assert row["projected_seconds_per_epoch"] == pytest.approx(2 * per_run, rel=1e-3)
+    runs = [{"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "nt", "runs": 8, "epochs": 10}]
+    proj = training_projection.project_training(runs, load_speeds([fused])).iloc[0]
+    assert proj["gpu_hours"] == pytest.approx(8 * 10 * per_run / 3600, rel=1e-3)
+    assert proj["time_of"] == "(sgd steps only) 2 fused"
+    both = training_projection.project_training(runs, load_speeds([fused, alone])).iloc[0]
+    solo = json.loads(alone.read_text())["projected_seconds_per_epoch"]
+    assert both["gpu_hours"] == pytest.approx(8 * 10 * min(per_run, solo) / 3600, rel=1e-3)

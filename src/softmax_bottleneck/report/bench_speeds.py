@@ -10,7 +10,9 @@ with an MPS pipe directory) gives each run's own seconds per epoch while it shar
 held K times over, so one run costs ``seconds / K`` device-seconds per epoch. Several files of one (dataset,
 variant, phase) with different K (or with and without MPS) are alternatives: the projection takes the one whose
 run costs the fewest device-seconds, i.e. it assumes the runs of that model are packed that way (the workflow's
-``gpu-lease --per-gpu K``); ``time_of`` names the packing. The same K twice is refused as a duplicate.
+``gpu-lease --per-gpu K``); ``time_of`` names the packing. The same K twice is refused as a duplicate. A file of
+``bench --fused K`` (``fused``: true) is read the same way: K runs trained fused hold the device together, each for its
+group's seconds per epoch, so a run costs a K-th of them (the workflow's ``fusion: runs_per_job: K``).
 
 Per training run, the seconds per epoch are the measured ``projected_seconds_per_epoch`` (training steps plus
 the validation pass) of its (dataset, variant), else of its cost proxy, else of its family's default (as the
@@ -48,6 +50,7 @@ class MeasuredSpeeds:
     seconds: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     runs: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     mps: dict[tuple[str, str], dict[str, bool]] = field(default_factory=dict)
+    fused: dict[tuple[str, str], dict[str, bool]] = field(default_factory=dict)
     files: dict[tuple, str] = field(default_factory=dict)
 
     @property
@@ -73,7 +76,9 @@ class MeasuredSpeeds:
         for phase, k in sorted(phases.items()):
             if k > 1:
                 mps = " under MPS" if first_time(self.mps, dataset, variant)[0][phase] else ""
-                words.append(f"{k} per device{mps}" + (f" ({phase})" if len(phases) > 1 else ""))
+                fused = (first_time(self.fused, dataset, variant) or ({},))[0].get(phase)
+                how = f"{k} fused" if fused else f"{k} per device{mps}"
+                words.append(how + (f" ({phase})" if len(phases) > 1 else ""))
         return ", ".join(words)
 
     def seconds_per_epoch(self, dataset: str, variant: str, schedule: str, epochs: int) -> tuple[float, str]:
@@ -148,10 +153,10 @@ def load_speeds(paths: list[str | os.PathLike]) -> MeasuredSpeeds:
                 f"{path}: measured on {device} with {runs} run(s) per device, {first} on {speeds.device}; "
                 "project one device at a time"
             )
-        mps = bool(result.get("mps"))
-        key = (dataset, variant, phase, runs, mps)
+        mps, fused = bool(result.get("mps")), bool(result.get("fused"))
+        key = (dataset, variant, phase, runs, mps, fused)
         if key in speeds.files:
-            packed = f", {runs} runs per device" if runs > 1 else ""
+            packed = f", {runs} runs {'fused' if fused else 'per device'}" if runs > 1 else ""
             raise BenchFileError(
                 f"{path}: a second measurement of {dataset}/{variant} ({phase}{packed}{', MPS' if mps else ''}), "
                 f"after {speeds.files[key]}"
@@ -163,6 +168,7 @@ def load_speeds(paths: list[str | os.PathLike]) -> MeasuredSpeeds:
             speeds.seconds.setdefault(pair, {})[phase] = sec
             speeds.runs.setdefault(pair, {})[phase] = runs
             speeds.mps.setdefault(pair, {})[phase] = mps
+            speeds.fused.setdefault(pair, {})[phase] = fused
     if speeds is None:
         raise BenchFileError("--bench: no files given")
     return speeds

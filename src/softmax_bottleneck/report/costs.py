@@ -223,7 +223,8 @@ def _total_line(total_h: float, speeds: MeasuredSpeeds | None) -> str:
             f"(its cost proxy, or its family's default). {tail}"
         )
     packed = [k for k in speeds.packings if k > 1]
-    packing = f", runs packed {' or '.join(map(str, packed))} per device (time_of says which)" if packed else ""
+    ks = " or ".join(map(str, packed))
+    packing = f", runs packed or fused {ks} per device (time_of says which)" if packed else ""
     return (
         f"Total: {total_h:,.0f} device-hours on {speeds.device}{packing} {days}. Seconds per epoch are those "
         f"`bench` measured there ({len(speeds.files)} file(s)); `time_of` names the measured variant used for one "

@@ -148,13 +148,7 @@ def measure(opts: dict, barrier=None) -> dict:
     ended = time.monotonic()
     train_seconds = ended - started
 
-    val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
-    sample = val_data[: min(val_data.size(0), opts["valid_chunks"] * hp["bptt"] + 1)]
-    evaluate(run.model, sample[: hp["bptt"] + 1], hp["bptt"], loss_path)  # warm-up of the eval path
-    tick = time.monotonic()
-    evaluate(run.model, sample, hp["bptt"], loss_path)
-    _sync(device)
-    valid_seconds = (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
+    valid_seconds = _valid_seconds(run, corpus, device, opts.get("valid_chunks", 20), loss_path)
 
     tokens_per_second = tokens / train_seconds
     train_projection = rows * width / tokens_per_second
@@ -187,6 +181,18 @@ def measure(opts: dict, barrier=None) -> dict:
         "ended": ended,
         "tokens": tokens,
     }
+
+
+def _valid_seconds(run: BenchRun, corpus, device, chunks: int, loss_path: str = "nll") -> float:
+    """Seconds of one validation pass of ``run``'s model, estimated from ``chunks`` bptt-row chunks of it."""
+    hp = run.hp
+    val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
+    sample = val_data[: min(val_data.size(0), chunks * hp["bptt"] + 1)]
+    evaluate(run.model, sample[: hp["bptt"] + 1], hp["bptt"], loss_path)  # warm-up of the eval path
+    tick = time.monotonic()
+    evaluate(run.model, sample, hp["bptt"], loss_path)
+    _sync(device)
+    return (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
 
 
 def _peak_memory(device: torch.device) -> int:
@@ -262,7 +268,8 @@ def _time_solo(solo: BenchRun, device, opts: dict) -> tuple[float, int, int | No
 
 def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = None) -> list[dict]:
     """One run alone, then K fused for each K of ``groups`` (default ``[opts["fused"]]``), on ``corpus``
-    (:func:`.bench.bench_corpus`); a row of ``bench --fused`` per K."""
+    (:func:`.bench.bench_corpus`); a row of ``bench --fused`` per K, which ``costs --bench`` reads as K runs sharing
+    the device (``runs``, ``projected_seconds_per_epoch``; ``fused``: true)."""
     if opts.get("threads"):
         torch.set_num_threads(opts["threads"])
     base = presets.resolve(opts["dataset"], opts["variant"], "et", opts["overrides"])
@@ -270,8 +277,12 @@ def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = No
     device = resolve_device(opts["device"])
     configure_precision(base["tf32"])
     batched = RECURRENCES[opts.get("recurrence", "auto")]
-    solo_seconds, solo_tokens, solo_peak = _time_solo(BenchRun(base, corpus, device, opts["phase"]), device, opts)
+    solo = BenchRun(base, corpus, device, opts["phase"])
+    solo_seconds, solo_tokens, solo_peak = _time_solo(solo, device, opts)
     solo_rate = solo_tokens / solo_seconds
+    epoch_tokens = solo.data.size(0) * base["batch_size"]
+    valid_seconds = _valid_seconds(solo, corpus, device, opts.get("valid_chunks", 20))
+    del solo
     rows = []
     for k in groups or [opts["fused"]]:
         runs = [BenchRun({**base, "seed": base["seed"] + i}, corpus, device, opts["phase"]) for i in range(k)]
@@ -294,6 +305,14 @@ def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = No
                 "device": str(device),
                 "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
                 "fused_runs": k,
+                # as `bench --runs K` says it, for `costs --bench`: K runs hold the device, each for these seconds per
+                # epoch: the group's epoch of training, then the K runs' validation passes one after another
+                "runs": k,
+                "fused": True,
+                "mps": False,
+                "tokens_per_epoch": epoch_tokens,
+                "projected_valid_seconds_per_epoch": valid_seconds,
+                "projected_seconds_per_epoch": k * (epoch_tokens / fused_rate + valid_seconds),
                 "recurrence": "batched" if (device.type == "cuda" if batched is None else batched) else "per-run",
                 "batches": opts["batches"],
                 "warmup": opts["warmup"],
