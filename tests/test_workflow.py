@@ -864,6 +864,12 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
     train.write_text(text.replace('"python -m softmax_bottleneck train ', '"python  -m softmax_bottleneck train ', 1))
     edited = run_in(repo, f"snakemake -n {SMALL}")
     assert edited.returncode == 0 and "Nothing to be done" in edited.stdout + edited.stderr, edited.stdout[-3000:]
+    # a run folder deleted to retrain it (docs/running.md): its summaries still stand, so a plain run does nothing;
+    # with the summaries forced, that run alone is trained and analysed again
+    shutil.rmtree(model.parent)
+    assert nothing_to_do(run_in(repo, f"snakemake -n {SMALL}"))
+    forced = planned_jobs(run_in(repo, f"snakemake -n --quiet rules -R summarize_runs summarize_sweep {SMALL}"))
+    assert forced["train"] == 1 and forced["analyze"] == 1, forced
 
 
 @pytest.mark.slow

@@ -245,7 +245,8 @@ def finished_runs():
 if workflow.is_main_process:
     for note in stale_runs(STUDY):
         print(
-            f"note: {note} (kept, never retrained by itself: delete the run folder to retrain it)",
+            f"note: {note} (kept, never retrained by itself: to retrain it, delete the run folder and run with "
+            "-R summarize_runs summarize_sweep, docs/running.md)",
             file=sys.stderr,
         )
 

@@ -7,7 +7,7 @@
 # over a finished run: under `snakemake -F` or `-R train`, or when Snakemake re-runs a job whose
 # finish it did not record, it finds the outputs equal to the copy it kept in <run>/.resume/final/
 # and exits 0; if Snakemake removed the outputs of a job killed after training, it restores them
-# from that copy. To retrain a run on purpose, delete its whole folder.
+# from that copy. To retrain a run on purpose, delete its whole folder and force the summaries (docs/running.md).
 #
 # The run's training log (logs/train/<run>.log) is not the rule's `log:`: Snakemake empties a job's `log:` before the
 # job starts, and a job that finds its run finished or taken (a no-op, or one that fails on the run's lock) would
