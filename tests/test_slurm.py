@@ -88,7 +88,7 @@ def _profile(path: Path) -> dict:
 
 def _workflow_rules() -> set[str]:
     text = "\n".join(p.read_text() for p in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))])
-    return set(re.findall(r"^rule (\w+):", text, flags=re.M))
+    return set(re.findall(r"^(?:rule|checkpoint) (\w+):", text, flags=re.M))
 
 
 def _pack_lines() -> dict:
@@ -130,9 +130,12 @@ def test_slurm_profile_settings():
     assert profile["rerun-incomplete"] is True and profile["keep-going"] is True
     assert profile["latency-wait"] >= 30 and profile["retries"] >= 1
     # long runs: train alone gets many attempts (each resumes), whatever the rule's own `retries:`
-    assert profile["preemptible-rules"] == ["train"] and profile["preemptible-retries"] >= 10
+    assert profile["preemptible-rules"] == ["train", "train_fused"] and profile["preemptible-retries"] >= 10
     train = profile["set-resources"]["train"]
     assert re.fullmatch(r"'--signal=TERM@\d+'", train["slurm_extra"]), train
+    # a fused group's job: the same signal (its trainings save their states on it), the time limit train's
+    fused = profile["set-resources"]["train_fused"]
+    assert fused["slurm_extra"] == train["slurm_extra"] and "runtime" not in fused, fused
     # the site's limit caps each training's own estimate; a profile `runtime` would replace every estimate
     assert "runtime" not in train and isinstance(train["max_runtime"], int), train
     # the memory of a time-limit retry stops growing after attempt 2: the rule's own mem_mb does that

@@ -69,43 +69,42 @@ rule train:
 # jobs waits for: once it has run, Snakemake looks at them again, finds their outputs, and runs none of them (a run
 # the group could not train is then trained by its own `train` job). Each run's folder holds the files its `train`
 # job writes, made read-only as protected() makes them, and its own training log; analyses, tables, status and the
-# preview read them as any run's. The group's record (results/fused/<group>.json) and log are its own.
-if FUSED_GROUPS:
-
-    checkpoint train_fused:
-        """Train the runs of one fused group that are not trained, running or queued yet, in one process."""
-        input:
-            corpus=fused_corpus,
-            cache=fused_corpus_cache,
-            stamps=fused_stamps,
-        output:
-            "results/fused/{group}.json",
-        log:
-            "logs/train_fused_jobs/{group}.log",
-        benchmark:
-            "benchmarks/train_fused/{group}.tsv"
-        wildcard_constraints:
-            group="|".join(re.escape(name) for name in FUSED_GROUPS),
-        conda:
-            "../../envs/softmax-bottleneck.yaml"
-        threads: 1
-        resources:
-            gpu=1,
-            mem_mb=fused_memory,
-            runtime=fused_runtime,
-        params:
-            dataset=fused_dataset,
-            data=lambda wildcards: corpus_dir(fused_dataset(wildcards)),
-            runs=fused_arguments,
-            locks=fused_locks,
-            outputs=fused_outputs,
-            group_log="logs/train_fused/{group}.log",
-        shell:
-            'mkdir -p "$(dirname {params.group_log})" && {{ '
-            "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start {params.locks} -- "
-            "python -m softmax_bottleneck train-fused --dataset {params.dataset} {params.runs} --data {params.data} "
-            "--corpus-cache {input.cache} --record {output} && chmod a-w {params.outputs}; }} "
-            ">> {params.group_log} 2>&1 || {{ code=$?; tail -n 40 {params.group_log} > {log}; exit $code; }}"
+# preview read them as any run's. The group's record (results/fused/<group>.json) and log are its own. Without fusion
+# the rule has no job (its wildcard matches nothing).
+checkpoint train_fused:
+    """Train the runs of one fused group that are not trained, running or queued yet, in one process."""
+    input:
+        corpus=fused_corpus,
+        cache=fused_corpus_cache,
+        stamps=fused_stamps,
+    output:
+        "results/fused/{group}.json",
+    log:
+        "logs/train_fused_jobs/{group}.log",
+    benchmark:
+        "benchmarks/train_fused/{group}.tsv"
+    wildcard_constraints:
+        group="|".join(re.escape(name) for name in FUSED_GROUPS) or "(?!)",
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=fused_memory,
+        runtime=fused_runtime,
+    params:
+        dataset=fused_dataset,
+        data=lambda wildcards: corpus_dir(fused_dataset(wildcards)),
+        runs=fused_arguments,
+        locks=fused_locks,
+        outputs=fused_outputs,
+        group_log="logs/train_fused/{group}.log",
+    shell:
+        'mkdir -p "$(dirname {params.group_log})" && {{ '
+        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start {params.locks} -- "
+        "python -m softmax_bottleneck train-fused --dataset {params.dataset} {params.runs} --data {params.data} "
+        "--corpus-cache {input.cache} --record {output} && chmod a-w {params.outputs}; }} "
+        ">> {params.group_log} 2>&1 || {{ code=$?; tail -n 40 {params.group_log} > {log}; exit $code; }}"
 
 
 # A run SLURM still lists, or one running or finished when Snakemake starts, is waited for on this machine, never
