@@ -79,3 +79,19 @@ def test_the_guides_command_plans_the_paper_study_in_fused_jobs(tmp_path):
     assert fused["train_fused"] == 44 and fused["train"] == 283, fused
     plain = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules"))
     assert "train_fused" not in plain and plain["train"] == 283
+
+
+def test_the_time_left_plans_a_group_as_its_runs_and_not_their_waiting_train_jobs():
+    """The workflow's record (study.job_seconds): a group's job is a training planned at its runs' seconds; the `train`
+    jobs of its runs, which wait for it and do not run, are left out; a run alone keeps its `train` job."""
+    from softmax_bottleneck.study.job_seconds import planned_jobs, training_seconds
+
+    study = study_of("small.yaml")
+    group = next(iter(fused_groups(study).values()))
+    alone = next(run for run in study.jobs.values() if run.dir not in group_of_runs(fused_groups(study)))
+    jobs = [(1, "train_fused", {"group": group.name}, 1), (4, "train", alone.wildcards, 1)]
+    jobs += [(10 + i, "train", run.wildcards, 1) for i, run in enumerate(group.runs)]
+    record = planned_jobs(study, jobs)
+    assert [job["jobid"] for job in record] == [1, 4]
+    assert record[0]["kind"] == record[1]["kind"] == "training"
+    assert record[0]["planned_s"] == pytest.approx(sum(training_seconds(run) for run in group.runs), abs=0.01)
