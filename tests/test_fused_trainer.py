@@ -189,8 +189,11 @@ def test_each_run_of_a_group_gets_its_own_log_and_the_group_its_record(tmp_path,
     logs[0].write_text("an earlier attempt's line\n")
     record = tmp_path / "group.json"
     options = [part for out, log in zip(outs, logs, strict=True) for part in ("--run-log", str(out), str(log))]
-    result = subprocess.run([*cmd, *options, "--record", str(record)], env=_env(), capture_output=True, text=True)
+    result = subprocess.run([*cmd, *options, "--record", str(record), "--read-only-outputs"], env=_env(),
+                            capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    for out in outs:  # as protected() leaves a solo training's
+        assert not any((out / name).stat().st_mode & 0o222 for name in ("model.pt", "metrics.json", "curve.csv"))
     labels = ["softmax/et/seed 3", "ss/nt/seed 4", "softmax/nt/seed 5"]
     for k, log in enumerate(logs):
         lines = log.read_text().splitlines()
@@ -220,3 +223,15 @@ def test_a_group_whose_models_together_exceed_the_devices_memory_is_refused_befo
     assert not any(spec.out.exists() for spec in specs)
     assert isinstance(train_group(dataset="ptb", runs=specs[:1], overrides=SETTINGS, corpus=corpus, device="cpu")[0],
                       dict)  # fmt: skip
+
+
+def test_a_run_held_elsewhere_fails_a_group_unless_it_is_left_busy(tmp_path):
+    """The workflow's group job names every run of its group: with --leave-busy a run another process holds is left
+    to it, not a failure; a run that failed is a failure either way."""
+    from softmax_bottleneck.training.fused_trainer import _report
+
+    specs = [RunSpec("softmax", "et", seed, tmp_path / f"run{seed}") for seed in (1, 2, 3)]
+    busy = RunFolderBusy("run1: another training process (PID 7 on here) is writing this run folder")
+    assert _report(specs, [busy, {"test_ppl": 90.0}, {"test_ppl": 91.0}]) == 1
+    assert _report(specs, [busy, {"test_ppl": 90.0}, {"test_ppl": 91.0}], leave_busy=True) == 0
+    assert _report(specs, [busy, Diverged("epoch 1, batch 3: loss nan"), {"test_ppl": 91.0}], leave_busy=True) == 1

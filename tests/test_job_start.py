@@ -92,6 +92,18 @@ def test_a_fused_groups_job_takes_every_runs_lock_and_its_training_adopts_each(t
             other = _job_start([*args, "--", "touch", str(marker)], _env())
             _, err = other.communicate(timeout=60)
             assert other.returncode == 1 and not marker.exists() and f"PID {pid}" in err, err
+        # a group's job names every run of its group: with --leave-busy the held one is left to its holder, the free
+        # one locked, the command run
+        marker = tmp_path / "group-ran"
+        free = tmp_path / "runs" / "e"
+        child = ("from pathlib import Path; from softmax_bottleneck.training.lock import LOCK_NAME, inherited_lock; "
+                 f"held = inherited_lock((Path({str(free)!r}) / LOCK_NAME).resolve()) is not None; "
+                 f"Path({str(marker)!r}).write_text(str(held))")  # fmt: skip
+        other = _job_start(["--leave-busy", "--run", str(runs[0]), "--run", str(free), "--", sys.executable, "-c",
+                            child], _env())  # fmt: skip
+        _, err = other.communicate(timeout=60)
+        assert other.returncode == 0 and marker.read_text() == "True", err
+        assert f"PID {pid}" in err and "left to it" in err, err
     finally:
         release.touch()
         group.communicate(timeout=60)

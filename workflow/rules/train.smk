@@ -68,9 +68,9 @@ rule train:
 # one process (train-fused), their LSTM recurrences fused. The job is a checkpoint that each of those runs' `train`
 # jobs waits for: once it has run, Snakemake looks at them again, finds their outputs, and runs none of them (a run
 # the group could not train is then trained by its own `train` job). Each run's folder holds the files its `train`
-# job writes, made read-only as protected() makes them, and its own training log; analyses, tables, status and the
-# preview read them as any run's. The group's record (results/fused/<group>.json) and log are its own. Without fusion
-# the rule has no job (its wildcard matches nothing).
+# job writes, made read-only as protected() makes them (--read-only-outputs), and its own training log; analyses,
+# tables, status and the preview read them as any run's. The group's record (results/fused/<group>.json) and log are
+# its own. Without fusion the rule has no job (its wildcard matches nothing).
 checkpoint train_fused:
     """Train the runs of one fused group that are not trained, running or queued yet, in one process."""
     input:
@@ -97,14 +97,13 @@ checkpoint train_fused:
         data=lambda wildcards: corpus_dir(fused_dataset(wildcards)),
         runs=fused_arguments,
         locks=fused_locks,
-        outputs=fused_outputs,
         group_log="logs/train_fused/{group}.log",
     shell:
-        'mkdir -p "$(dirname {params.group_log})" && {{ '
-        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start {params.locks} -- "
-        "python -m softmax_bottleneck train-fused --dataset {params.dataset} {params.runs} --data {params.data} "
-        "--corpus-cache {input.cache} --record {output} && chmod a-w {params.outputs}; }} "
-        ">> {params.group_log} 2>&1 || {{ code=$?; tail -n 40 {params.group_log} > {log}; exit $code; }}"
+        'mkdir -p "$(dirname {params.group_log})" && '
+        "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --leave-busy {params.locks} "
+        "-- python -m softmax_bottleneck train-fused --dataset {params.dataset} {params.runs} --data {params.data} "
+        "--corpus-cache {input.cache} --leave-busy --read-only-outputs --record {output} >> {params.group_log} 2>&1 "
+        "|| {{ code=$?; tail -n 40 {params.group_log} > {log}; exit $code; }}"
 
 
 # A run SLURM still lists, or one running or finished when Snakemake starts, is waited for on this machine, never

@@ -154,50 +154,48 @@ def fused_corpus_cache(wildcards):
     return ancient(f"resources/corpus/{fused_dataset(wildcards)}.pt")
 
 
+# The group's command names every run of the group, whichever of them this controller waits for: a cluster job
+# evaluates its command in a Snakemake of its own, which knows nothing of the runs running or queued elsewhere. Each run
+# then takes care of itself: a finished one is found finished (nothing trained), one that another process holds is left
+# to it (job-start and train-fused --leave-busy), the others train.
+def fused_layers(wildcards):
+    return sorted(
+        {plugin_layer(run.variant) for run in FUSED_GROUPS[wildcards.group].runs}
+        - {None}
+    )
+
+
 def fused_stamps(wildcards):
     """The conformance stamps of the group's plug-in layers (ancient(), as `train`'s)."""
-    layers = {plugin_layer(run.variant) for run in fused_trainees(wildcards.group)}
     return [
         ancient(f"results/conformance/{layer}.json")
-        for layer in sorted(layers - {None})
+        for layer in fused_layers(wildcards)
     ]
 
 
 def fused_arguments(wildcards):
-    """`train-fused`'s --run, --run-log and --conformance-stamp arguments for the group's runs to train."""
+    """`train-fused`'s --run, --run-log and --conformance-stamp arguments for the group's runs."""
     args = []
-    for run in fused_trainees(wildcards.group):
+    for run in FUSED_GROUPS[wildcards.group].runs:
         fields = [run.variant, run.schedule, str(run.seed), run.dir, *run.set_arguments]
         args.append("--run " + " ".join(shlex.quote(field) for field in fields))
         args.append(f"--run-log {run.dir} {TRAIN_LOG.format(**run.wildcards)}")
-    layers = {plugin_layer(run.variant) for run in fused_trainees(wildcards.group)}
     args += [
         f"--conformance-stamp {layer}=results/conformance/{layer}.json"
-        for layer in sorted(layers - {None})
+        for layer in fused_layers(wildcards)
     ]
     return Unrecorded(" ".join(args))
 
 
 def fused_locks(wildcards):
-    """job-start's --run of each run to train: their locks are the job's first act."""
+    """job-start's --run of each run of the group: their locks are the job's first act."""
     return Unrecorded(
-        " ".join(f"--run {run.dir}" for run in fused_trainees(wildcards.group))
-    )
-
-
-def fused_outputs(wildcards):
-    """The files of the group's runs that `train` declares, made read-only once trained as Snakemake's protected()
-    makes `train`'s."""
-    return Unrecorded(
-        " ".join(
-            run.file(name)
-            for run in fused_trainees(wildcards.group)
-            for name in OUTPUTS
-        )
+        " ".join(f"--run {run.dir}" for run in FUSED_GROUPS[wildcards.group].runs)
     )
 
 
 def fused_memory(wildcards, attempt):
+    """The host memory of the runs this controller has the group train (those it does not wait for)."""
     return fused_memory_mb(
         fused_dataset(wildcards), len(fused_trainees(wildcards.group)), attempt
     )

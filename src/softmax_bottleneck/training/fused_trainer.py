@@ -26,7 +26,8 @@ from softmax_bottleneck.atomic import atomic_write_json, os_error_reason
 from softmax_bottleneck.corpora.corpus import Corpus, load_corpus
 from softmax_bottleneck.training.environment import check_group_fits, resolve_device
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
-from softmax_bottleneck.training.lock import run_lock
+from softmax_bottleneck.training.lock import RunFolderBusy, run_lock
+from softmax_bottleneck.training.state import PUBLISH_ORDER
 from softmax_bottleneck.training.step import next_batch
 from softmax_bottleneck.training.train_command import add_data_and_device, data_folder
 from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, RUN_LABEL, Preempted, RunLog, StopFlag, Trainer
@@ -249,6 +250,16 @@ def add_cli(parser) -> None:
         "the layer as registered now (repeatable; the workflow passes one per plug-in layer of the group)",
     )  # fmt: skip
     parser.add_argument(
+        "--leave-busy", action="store_true",
+        help="a run whose folder another process holds is left to it (one line), not a failure: the workflow's group "
+        "job names every run of its group, whichever of them runs elsewhere",
+    )  # fmt: skip
+    parser.add_argument(
+        "--read-only-outputs", action="store_true",
+        help="make each finished run's model.pt, metrics.json and curve.csv read-only, as the workflow's protected() "
+        "makes a solo training's",
+    )  # fmt: skip
+    parser.add_argument(
         "--record", default=None, metavar="FILE",
         help="once every run is finished, write FILE: each run's folder and test perplexity (the workflow's record "
         "that the group's job is done)",
@@ -288,24 +299,32 @@ def run_cli(args) -> int:
             outcomes = train_group(dataset=args.dataset, runs=specs, overrides=overrides, data_dir=data_dir,
                                    corpus_cache=args.corpus_cache, device=args.device,
                                    checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
-            code = _report(specs, outcomes)
+            code = _report(specs, outcomes, args.leave_busy)
+        finished = [(spec, o) for spec, o in zip(specs, outcomes, strict=True) if isinstance(o, dict)]
+        if args.read_only_outputs:
+            for spec, _ in finished:
+                for name in PUBLISH_ORDER:
+                    path = spec.out / name
+                    path.chmod(path.stat().st_mode & ~0o222)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"train-fused: {err}") from None
     except OSError as err:
         raise SystemExit(f"train-fused: {os_error_reason(err)}") from None
     if code == 0 and args.record:
-        runs = [{"run": str(spec.out), "test_ppl": o.get("test_ppl")} for spec, o in zip(specs, outcomes, strict=True)]
-        atomic_write_json({"runs": runs}, args.record)
+        atomic_write_json({"runs": [{"run": str(spec.out), "test_ppl": o.get("test_ppl")} for spec, o in finished]},
+                          args.record)  # fmt: skip
     return code
 
 
-def _report(specs: list[RunSpec], outcomes: list) -> int:
+def _report(specs: list[RunSpec], outcomes: list, leave_busy: bool = False) -> int:
     """Log each run that did not finish, in its own log too; the exit status (1 when one failed, 143 when one was
-    pre-empted and none failed, else 0)."""
+    pre-empted and none failed, else 0). With ``leave_busy``, a run another process holds is not a failure."""
     failed = preempted = 0
     for spec, label, outcome in zip(specs, group_labels(specs), outcomes, strict=True):
         extra = {RUN_LABEL: label}
-        if isinstance(outcome, Preempted):
+        if leave_busy and isinstance(outcome, RunFolderBusy):
+            log.info("%s: left to the process that holds it (%s)", label, outcome)
+        elif isinstance(outcome, Preempted):
             preempted += 1
             log.warning("%s: pre-empted (%s); state saved, rerun the same command to resume", label, outcome,
                         extra=extra)  # fmt: skip

@@ -69,6 +69,9 @@ def add_cli(parser) -> None:
     )
     parser.add_argument("--run", metavar="DIR", action="append", default=[],
                         help="a run folder whose lock to take first (train; one per run of a fused group)")  # fmt: skip
+    parser.add_argument("--leave-busy", action="store_true",
+                        help="a --run that another process holds is left to it (one line) instead of failing: a fused "
+                        "group's job, whose command names every run of the group")  # fmt: skip
     parser.add_argument("cmd", nargs="+", metavar="CMD", help="the command to run (after --)")
 
 
@@ -81,6 +84,9 @@ def run_cli(args) -> int:
         try:
             held.append(take_run_lock(run))
         except RunFolderBusy as err:
+            if args.leave_busy:
+                log.info("%s; left to it", err)
+                continue
             log.error("%s", err)
             return 1
     if held:
