@@ -614,7 +614,9 @@ def test_small_scale_end_to_end(tmp_path):
     for run in fused[:3]:
         assert not any((repo / "results" / "runs" / run / name).stat().st_mode & 0o222 for name in OUTPUTS), run
         lines = (repo / "logs" / "train" / f"{run}.log").read_text().splitlines()
-        assert lines and all(f"seed {run.parts[2].removeprefix('seed')}" in line for line in lines if ": " in line)
+        _, variant, schedule, seed, _ = run.parts
+        label = f"{variant}/{schedule}/seed {seed.removeprefix('seed')}"  # the run's label in the group's lines
+        assert lines and all(label in line for line in lines), (label, lines[:3])
     assert not list((repo / "results" / "runs").rglob("logp.npy"))
     assert not list((repo / "results" / "runs").rglob("state.pt"))  # the finished outputs are kept in .resume/final
     config = yaml.safe_load(SMALL_CONFIG.read_text())
