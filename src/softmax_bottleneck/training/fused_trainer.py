@@ -261,8 +261,8 @@ def add_cli(parser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--record", default=None, metavar="FILE",
-        help="once every run is finished, write FILE: each run's folder and test perplexity (the workflow's record "
-        "that the group's job is done)",
+        help="where no run failed or was stopped, write FILE: each finished run's folder and test perplexity (the "
+        "workflow's record that the group's job is done)",
     )  # fmt: skip
 
 
