@@ -1,12 +1,13 @@
 """``job-start``: the first act of a ``train`` or ``analyze`` job, before the command it wraps imports anything.
 
-``python -m softmax_bottleneck job-start [--run DIR] -- CMD ...``
+``python -m softmax_bottleneck job-start [--run DIR ...] [--leave-busy] -- CMD ...``
 
 * ``--run DIR`` (one per run of a fused group): take the run folder's lock at once
   (:func:`softmax_bottleneck.training.lock.take_run_lock`), its holder (PID, host) written, so that ``status`` and a
   controller started meanwhile see the run running from the job's first second, not only once the training has
-  imported PyTorch and read its corpus; a run another process holds fails here, in one line. The training that CMD
-  starts adopts the lock (the descriptor is inherited).
+  imported PyTorch and read its corpus; a run another process holds fails here, in one line (``--leave-busy``: it is
+  left to its holder and the others go on). The training that CMD starts adopts the locks (the descriptors are
+  inherited).
 * A job the scheduler gave a GPU (``SLURM_JOB_GPUS``, or ``CUDA_VISIBLE_DEVICES`` naming a device inside a SLURM job)
   that sees no usable CUDA device fails at once, in one line with ``cuda-check``'s diagnosis, instead of training
   on the node's CPU. ``SOFTMAX_BOTTLENECK_ALLOW_CPU=1`` allows it (a test cluster whose GPUs are stand-ins).
