@@ -125,7 +125,8 @@ RUNNING_RUNIDS = runs_to_await() if workflow.is_main_process else []
 # --------------------------------------------------------------------------------------------- fused groups (train.smk)
 def fused_trainees(group):
     """The runs of a fused group that this controller has its group's job train: every run but those it waits for
-    (finished, running, or their job still queued in SLURM). They start the group's job and size its resources."""
+    (finished, running, or their job still queued in SLURM). They start the group's job and size its resources.
+    """
     awaited = set(RUNNING_RUNIDS) | set(SCHEDULED_TRAININGS)
     return [run for run in FUSED_GROUPS[group].runs if run.runid not in awaited]
 
