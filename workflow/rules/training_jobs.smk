@@ -120,6 +120,8 @@ def runs_to_await():
 
 
 RUNNING_RUNIDS = runs_to_await() if workflow.is_main_process else []
+#: runid of every run this controller waits for instead of training it (running, finished, or queued in SLURM)
+AWAITED_RUNIDS = set(RUNNING_RUNIDS) | set(SCHEDULED_TRAININGS)
 
 
 # --------------------------------------------------------------------------------------------- fused groups (train.smk)
@@ -127,8 +129,7 @@ def fused_trainees(group):
     """The runs of a fused group that this controller has its group's job train: every run but those it waits for
     (finished, running, or their job still queued in SLURM). They start the group's job and size its resources.
     """
-    awaited = set(RUNNING_RUNIDS) | set(SCHEDULED_TRAININGS)
-    return [run for run in FUSED_GROUPS[group].runs if run.runid not in awaited]
+    return [run for run in FUSED_GROUPS[group].runs if run.runid not in AWAITED_RUNIDS]
 
 
 def fused_group_first(wildcards):

@@ -76,7 +76,7 @@ class MeasuredSpeeds:
         for phase, k in sorted(phases.items()):
             if k > 1:
                 mps = " under MPS" if first_time(self.mps, dataset, variant)[0][phase] else ""
-                fused = (first_time(self.fused, dataset, variant) or ({},))[0].get(phase)
+                fused = first_time(self.fused, dataset, variant)[0][phase]  # recorded with runs and mps
                 how = f"{k} fused" if fused else f"{k} per device{mps}"
                 words.append(how + (f" ({phase})" if len(phases) > 1 else ""))
         return ", ".join(words)
