@@ -7,6 +7,9 @@
 # the numbers.
 
 
+include: "language_model_inputs.smk"
+
+
 rule analyze_lm:
     """Press' and ε-effective ranks of one Hugging Face LM's log-P matrix on the configured text."""
     input:

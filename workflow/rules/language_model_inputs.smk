@@ -1,0 +1,36 @@
+# What the rules of language_models.smk need: the configured models, the text they read and the options of
+# analyze-lm (functions only: `snakemake --lint` asks rules and functions apart).
+
+LM_CONFIG = config.get("language_models") or {}
+#: name -> local model folder (relative paths: against the working directory)
+LM_MODELS = {
+    str(name): str(path) for name, path in (LM_CONFIG.get("models") or {}).items()
+}
+LM_RESULTS = f"{RESULTS}/language_models"
+#: the table and the figure, for all_reports() (empty while no model is configured)
+LANGUAGE_MODEL_REPORTS = [
+    f"{REPORTS}/{kind}/language_models.{ext}"
+    for kind, exts in (("tables", ("csv", "md")), ("figures", ("pdf", "png")))
+    for ext in exts
+    if LM_MODELS
+]
+
+
+def lm_text(wildcards):
+    """The text the models read: a dataset's test split (fetched like the study's) or a file."""
+    corpus = str(LM_CONFIG.get("corpus") or "ptb")
+    if corpus in CORPUS_DIRS:
+        return ancient(f"{corpus_dir(corpus)}/test.txt")
+    return corpus
+
+
+def lm_model_files(wildcards):
+    """The model folder's config.json: a model saved anew over it re-analyses it."""
+    return str(Path(LM_MODELS[wildcards.lm]) / "config.json")
+
+
+def lm_options(wildcards):
+    """``--rows`` and ``--stride`` of analyze-lm from the config (stride null: half the window)."""
+    stride = LM_CONFIG.get("stride")
+    rows = LM_CONFIG.get("rows") or "full"
+    return f"--rows {rows} --stride {int(stride)}" if stride else f"--rows {rows}"
