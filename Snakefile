@@ -27,6 +27,12 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 
 
+# With `--sdm apptainer`, every job runs in this image (envs/softmax-bottleneck.def, docs/cluster.md); otherwise unused.
+if config.get("container_image"):
+
+    container: config["container_image"]
+
+
 wildcard_constraints:
     dataset="|".join(DATASETS),
     corpus="|".join(CORPUS_DIRS.values()),

@@ -60,6 +60,9 @@ NEEDS_SLURM_OR_GPUS = {
     "--conda-create-envs-only": "conda (not on this project's machines)",
     "snakemake --profile ~/softmax-site --directory $STUDY --configfile config/config.yaml --sdm conda": "conda (not "
     "on this project's machines)",
+    "snakemake --profile ~/softmax-site --directory $STUDY --configfile config/config.yaml --sdm apptainer "
+    '--apptainer-args "--nv" --config container_image=$PWD/softmax-bottleneck.sif': "a SLURM cluster with Apptainer "
+    "(tests/test_container.py runs the smoke check so, Charliecloud standing in for Apptainer)",
     "snakemake --cores 8 --resources gpu=4 --config 'fusion={runs_per_job: 8}'": "the paper's study on 4 GPUs "
     "(GPU-weeks; tests/test_fusion_plan.py plans it dry)",
 }
@@ -122,6 +125,10 @@ RUN_ELSEWHERE = {
     "python -m softmax_bottleneck claims --seeds": "tests/test_claims.py (in-process)",
     "python -m softmax_bottleneck claims --seeds --claim table4_ptb --claim figure2_all_ptb": "tests/test_claims.py (in-process)",  # noqa: E501
     "cp -r profiles/slurm ~/softmax-site": "tests/test_site_check.py (the profile copied outside the checkout)",
+    "apptainer build softmax-bottleneck.sif envs/softmax-bottleneck.def": "tests/test_container.py (Charliecloud "
+    "standing in for Apptainer)",
+    "apptainer build softmax-bottleneck-taylor.sif examples/taylor_softmax/apptainer.def": "tests/test_container.py "
+    "(Charliecloud standing in for Apptainer)",
     FUSED_EXAMPLE: "tests/test_fused_trainer.py (with the fetched PTB; each run checked against its solo training)",
     "snakemake --configfile /path/to/softmax-bottleneck/config/config.yaml --cores 8 my_figure7_copy": "tests/"
     "test_module.py (the study as a module of a workflow outside the checkout)",

@@ -33,6 +33,8 @@ os.environ.update(
 # Snakemake removes, the study's too, when a run ends: the command line naming only them is run again at once with
 # --nolock, before Snakemake reads the rest (softmax_bottleneck.cluster.lock_free).
 from softmax_bottleneck.cluster import lock_free
+from softmax_bottleneck.cluster.container import bind_for_jobs
+from softmax_bottleneck.cluster.container import check_image as check_container_image
 
 READING_TARGETS = ("status", "progress", "preview")
 if workflow.is_main_process:
@@ -328,7 +330,13 @@ def analyze_threads(wildcards):
 
 # --------------------------------------------------------------------------------------------- data (workflow/rules/data.smk)
 MIRROR_ENV = "SOFTMAX_BOTTLENECK_DATA_MIRROR"
-os.environ.update({MIRROR_ENV: str(config.get("data_mirror") or "")})
+DATA_MIRROR = str(config.get("data_mirror") or "")
+# A job in the container image (`container_image`, `--sdm apptainer`) sees its working directory only (Snakemake binds
+# it): the package's src/ and the data mirror are bound too, read-only, at their resolved paths (APPTAINER_BIND).
+if config.get("container_image"):
+    check_container_image(config["container_image"])
+    DATA_MIRROR = bind_for_jobs(PACKAGE_SRC, DATA_MIRROR)
+os.environ.update({MIRROR_ENV: DATA_MIRROR})
 
 
 def corpus_fetch_paths(wildcards):

@@ -131,7 +131,8 @@ def software(output_layer: str | None = None) -> dict:
 
 
 def environment(device: torch.device, output_layer: str | None = None) -> dict:
-    """Host, scheduler job, numerics switches and software versions, recorded in ``metrics.json["environment"]``.
+    """Host, scheduler job, container image, numerics switches and software versions, recorded in
+    ``metrics.json["environment"]``.
 
     ``torch_threads`` matters: a CPU run resumed with another thread count is not bit-identical. ``software``
     (:func:`software`) names the code that trained the run, the output layer's source when ``output_layer`` is
@@ -145,6 +146,8 @@ def environment(device: torch.device, output_layer: str | None = None) -> dict:
         "hostname": platform.node(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        # the image the job ran in (`container_image`), as Apptainer (or Singularity) names it to the process
+        "container": os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER"),
         "versions": {
             "python": sys.version.split()[0],
             "torch": torch.__version__,
