@@ -68,12 +68,19 @@ def _network() -> tuple[str, ...]:
     return tuple(p for p in ["/etc/ssl/certs", *folders] if os.path.isdir(p))
 
 
+#: the build's environment: this one's but a constraints file of the checkout (.ci/run's), which the image does not
+#: see and which pins nothing requirements.lock does not
+BUILD_ENV = {key: value for key, value in os.environ.items() if key != "PIP_CONSTRAINT"}
+
+
 @pytest.fixture(scope="module")
 def image(build_root, tmp_path_factory) -> Path:
     """``apptainer build softmax-bottleneck.sif envs/softmax-bottleneck.def``."""
     base = build_image.base_rootfs(tmp_path_factory.mktemp("base") / "rootfs")
     with contextlib.chdir(build_root):
-        return build_image.build(DEFINITION, build_root / "softmax-bottleneck.sif", base=base, binds=_network())
+        return build_image.build(
+            DEFINITION, build_root / "softmax-bottleneck.sif", base=base, binds=_network(), env=BUILD_ENV
+        )
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +88,9 @@ def taylor_image(image, build_root) -> Path:
     """``apptainer build softmax-bottleneck-taylor.sif examples/taylor_softmax/apptainer.def``: the plug-in layer in an
     image of its own on the first."""
     with contextlib.chdir(build_root):
-        return build_image.build(PLUGIN_DEFINITION, build_root / "softmax-bottleneck-taylor.sif", binds=_network())
+        return build_image.build(
+            PLUGIN_DEFINITION, build_root / "softmax-bottleneck-taylor.sif", binds=_network(), env=BUILD_ENV
+        )
 
 
 def _stand_in(folder: Path) -> str:
