@@ -1,5 +1,6 @@
 """Fused training's speed: tokens/s of K runs trained fused in one process against one run alone (``bench --fused``),
-for each model and K, on one device. Each model's rows are written as soon as they are measured
+for each model and K, on one device, and the seconds of the K runs' validation one after another (as alone) and
+together (as a fused group validates). Each model's rows are written as soon as they are measured
 (``<out>/fused-speed.json`` and ``.md``), so a call cut off keeps what finished.
 
     python benchmarks/fused_speed.py --data-root benchmarks/data --device cuda --models ptb/softmax,ptb/mos \\
@@ -22,7 +23,8 @@ from softmax_bottleneck import presets  # noqa: E402
 from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402
 from softmax_bottleneck.training.bench import bench_corpus, measure_fused  # noqa: E402
 
-COLUMNS = ("model", "K", "recurrence", "solo tok/s", "fused tok/s", "speed-up", "fused s/batch", "peak GiB")
+COLUMNS = ("model", "K", "recurrence", "solo tok/s", "fused tok/s", "speed-up", "fused s/batch", "peak GiB",
+           "valid s/epoch: K alone, together")  # fmt: skip
 
 
 def table(rows: list[dict]) -> str:
@@ -31,7 +33,9 @@ def table(rows: list[dict]) -> str:
         peak = r["fused_peak_memory_bytes"]
         cells = [f"{r['dataset']}/{r['variant']}", r["fused_runs"], r["recurrence"],
                  f"{r['solo_tokens_per_second']:,.0f}", f"{r['fused_tokens_per_second']:,.0f}", f"{r['speedup']:.2f}×",
-                 f"{r['fused_seconds_per_batch']:.3f}", "–" if peak is None else f"{peak / 2**30:.1f}"]  # fmt: skip
+                 f"{r['fused_seconds_per_batch']:.3f}", "–" if peak is None else f"{peak / 2**30:.1f}",
+                 f"{r['fused_runs'] * r['projected_valid_seconds_per_epoch']:.1f}, "
+                 f"{r['fused_valid_seconds_per_epoch']:.1f}"]  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -8,10 +8,12 @@ some of them by name:
   wheels ``benchmarks/device_wheels.py`` fetched (Snakemake and what the machine lacks), put on ``PYTHONPATH``.
 * ``env``: torch, CUDA, cuDNN, the card.
 * ``fused``: fused training first (``benchmarks/fused_speed.py``: tokens/s of K = 1, 4, 8, 16, 32 PTB Softmax runs
-  and K = 1, 4, 8, 16 PTB MoS runs trained fused in one process beside one run alone, with peak memory);
-  ``fused_invariance`` (``benchmarks/fused_invariance.py``: a run's weights after 30 updates alone, first of K and last
-  of K, K = 4, 8: equal?); ``threads`` (``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax processes with
-  one CPU thread each, without and with MPS: do separate processes gain once their host threads stop competing?).
+  and K = 1, 4, 8, 16 PTB MoS runs trained fused in one process beside one run alone, with peak memory and the K runs'
+  validation together against K passes alone); ``fused_invariance`` (``benchmarks/fused_invariance.py``: a run's
+  weights after 30 updates alone, first of K and last of K, K = 4, 8, and its validation loss alone and in those slots
+  of K runs validated together: equal?); ``threads`` (``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax
+  processes with one CPU thread each, without and with MPS: do separate processes gain once their host threads stop
+  competing?).
 * ``graphs``: ``benchmarks/cuda_graphs_check.py`` on PTB Softmax, 80 updates, synchronising after each: do CUDA
   graphs of the cuDNN LSTM's update now replay cleanly (they did not on torch 2.11 / cuDNN 9.19)?
 * ``workflow``: the workflow's own jobs on the card (``benchmarks/smoke_workflow.py``, ``config/gpu-smoke.yaml``):

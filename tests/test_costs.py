@@ -596,8 +596,9 @@ def test_plan_refuses_a_card_not_measured_in_one_line_naming_it():
 
 def test_a_fused_bench_prices_each_run_at_its_groups_time_over_k(tmp_path, shared_data):
     """``bench --fused 2`` at the paper's hyper-parameters (CPU, 1 timed update), then ``costs --bench`` on it and on
-    the solo ``bench``: each run costs a K-th of its group's epoch (K epochs of training at the group's tokens/s, then K
-    validation passes), the projection takes the cheaper of fused and alone, and says which."""
+    the solo ``bench``: each run costs a K-th of its group's epoch (K epochs of training at the group's tokens/s, then
+    the group's validation pass of the K runs together), the projection takes the cheaper of fused and alone, and says
+    which."""
     from softmax_bottleneck.corpora.corpus import load_corpus
     from softmax_bottleneck.report.bench_speeds import load_speeds
 
@@ -612,7 +613,7 @@ def test_a_fused_bench_prices_each_run_at_its_groups_time_over_k(tmp_path, share
     assert row["runs"] == 2 and row["fused"] is True and row["fused_runs"] == 2
     width = presets.resolve("ptb", "softmax", "et")["batch_size"]
     assert row["tokens_per_epoch"] == load_corpus(shared_data / "ptb").train.numel() // width * width
-    per_run = row["tokens_per_epoch"] / row["fused_tokens_per_second"] + row["projected_valid_seconds_per_epoch"]
+    per_run = row["tokens_per_epoch"] / row["fused_tokens_per_second"] + row["fused_valid_seconds_per_epoch"] / 2
     assert row["projected_seconds_per_epoch"] == pytest.approx(2 * per_run, rel=1e-3)
     runs = [{"experiment": "x", "dataset": "ptb", "variant": "softmax", "schedule": "nt", "runs": 8, "epochs": 10}]
     proj = training_projection.project_training(runs, load_speeds([fused])).iloc[0]

@@ -1,5 +1,6 @@
 """Fused training (:mod:`softmax_bottleneck.training.fused_step`): K runs updated at once, each bit for bit the run
-updated alone, on the CPU with the same LSTM kernels (oneDNN's LSTM off)."""
+updated alone, on the CPU with the same LSTM kernels (oneDNN's LSTM off); K runs evaluated at once
+(:mod:`softmax_bottleneck.training.fused_evaluation`), each run's loss its solo evaluation's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from softmax_bottleneck.models.fused_lstm import fused_lstm_layer
 from softmax_bottleneck.models.output_layers import OutputLayer, SoftmaxOfScores, register_output_layer
 from softmax_bottleneck.models.output_layers import registry as registry_module
 from softmax_bottleneck.training import step
+from softmax_bottleneck.training.evaluation import evaluate
+from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
 from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.schedule import make_optimizer
@@ -152,6 +155,29 @@ def test_a_plugin_layers_own_draws_come_from_its_runs_stream(drawing_plugin):
         fused(runs, 4)
     for spec, solo, run in zip(specs, expected, runs, strict=True):
         assert_same(solo, run.outcome(), f"{spec}")
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["run-by-run", "batched"])
+def test_a_group_evaluated_at_once_gives_each_run_its_solo_evaluation(batched):
+    """Every output layer of the study and a plug-in, a few updates in (each its own weights), evaluated together on
+    the validation split at batch 2, one of them at batch 3 (a group of its own), and on the test split at batch 1:
+    each run's loss is :func:`evaluate`'s of it alone, bit for bit run by run (the CPU's mode) and to float32
+    rounding batched (the GPU's mode; on the CPU MKL's batched GEMM gives other last bits)."""
+    specs = [(layer, 20 + i, 1) for i, layer in enumerate(STUDY_LAYERS)]
+    corpus = tiny_corpus()
+    with torch.backends.mkldnn.flags(enabled=False):
+        runs = [Run(*spec) for spec in specs]
+        fused(runs, 3)
+        for split, columns in (("valid", [2] * (len(runs) - 1) + [3]), ("test", [1] * len(runs))):
+            datas = [batchify(getattr(corpus, split), b) for b in columns]
+            alone = [evaluate(run.model, data, run.hp["bptt"]) for run, data in zip(runs, datas, strict=True)]
+            together = evaluate_group(runs, datas, batched=batched)
+            assert len(set(alone)) == len(alone)  # every run its own number: a mix-up of runs would show
+            if batched:
+                assert together == pytest.approx(alone, rel=1e-6, abs=0), split
+            else:
+                assert together == alone, split
+    assert not any(run.model.training for run in runs)  # evaluated in eval mode, as evaluate() leaves a model
 
 
 def test_a_run_does_not_depend_on_its_group_or_slot():

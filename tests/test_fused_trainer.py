@@ -16,6 +16,8 @@ from conftest import TINY, tiny_corpus
 from test_training import _env, _run_until, train_options
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.training import fused_trainer
+from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_trainer import FusedGroup, RunSpec, train_group
 from softmax_bottleneck.training.lock import RunFolderBusy
 from softmax_bottleneck.training.trainer import Diverged, Trainer, train
@@ -47,13 +49,21 @@ def _assert_same_run(solo, fused, who):
     assert sorted(p.name for p in solo.rglob("*")) == sorted(p.name for p in fused.rglob("*")), who
 
 
-def test_a_fused_group_writes_each_runs_solo_training(tmp_path):
+def test_a_fused_group_writes_each_runs_solo_training(tmp_path, monkeypatch):
     """Four runs (three output layers, two schedules, a shared seed) trained together: every run's metrics, weights,
-    curve and files are those of the run trained alone (same LSTM kernels: oneDNN's LSTM off)."""
+    curve and files are those of the run trained alone (same LSTM kernels: oneDNN's LSTM off). The two runs of one
+    seed step in lock-step, so each of their validations and their test run as one evaluation."""
     corpus = tiny_corpus()
     specs = [
         RunSpec(v, s, seed, tmp_path / "fused" / f"{v}-{s}-{seed}", tuple(own.items())) for v, s, seed, own in GROUP
     ]
+    evaluated = []  # the seeds of each evaluation of the group
+
+    def recorded(runs, datas, batched=None):
+        evaluated.append(sorted(run.hp["seed"] for run in runs))
+        return evaluate_group(runs, datas, batched)
+
+    monkeypatch.setattr(fused_trainer, "evaluate_group", recorded)
     with torch.backends.mkldnn.flags(enabled=False):
         outcomes = train_group(dataset="ptb", runs=specs, overrides=SETTINGS, corpus=corpus, device="cpu")
         assert all(isinstance(o, dict) for o in outcomes), outcomes
@@ -66,6 +76,8 @@ def test_a_fused_group_writes_each_runs_solo_training(tmp_path):
         assert outcome["test_ppl"] == json.loads((spec.out / "metrics.json").read_text())["test_ppl"]
     switches = [json.loads((s.out / "metrics.json").read_text())["switch_epoch"] for s in specs]
     assert switches == [1, None, 2, 1]  # each run switched to ASGD at its own epoch, or not at all
+    assert evaluated.count([3, 3]) == SETTINGS["epochs"] + 1  # 3 validations and the test of the seed-3 runs
+    assert sum(map(len, evaluated)) == len(specs) * (SETTINGS["epochs"] + 1)  # every run's, each once
 
 
 def test_a_finished_run_is_restored_and_a_held_one_left_alone(tmp_path):

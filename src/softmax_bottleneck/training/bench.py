@@ -12,7 +12,7 @@ full-matrix path (``forward``'s [L, B, V] log-probabilities and a gather) instea
 uses (``nll``: the targets' log-probabilities only), for comparison. ``--fused K`` times K runs trained fused in this
 process beside one run alone (:func:`measure_fused`: the K runs take seeds ``seed``, ``seed + 1``, …, so
 their batch lengths differ as in a group of the study's seeds; the speed-up is the group's tokens/s over the solo
-run's).
+run's), and their validation pass together (:func:`.fused_evaluation.evaluate_group`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.environment import configure_precision, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate
+from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import fused_update
 from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.schedule import make_optimizer
@@ -195,6 +196,19 @@ def _valid_seconds(run: BenchRun, corpus, device, chunks: int, loss_path: str = 
     return (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
 
 
+def _fused_valid_seconds(runs: list[BenchRun], corpus, device, chunks: int, batched: bool | None) -> float:
+    """Seconds of one validation pass of the K ``runs`` together (:func:`.fused_evaluation.evaluate_group`, as a fused
+    group validates runs whose epochs end together), estimated from ``chunks`` bptt-row chunks of it."""
+    hp = runs[0].hp
+    val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
+    sample = val_data[: min(val_data.size(0), chunks * hp["bptt"] + 1)]
+    evaluate_group(runs, [sample[: hp["bptt"] + 1]] * len(runs), batched)  # warm-up of the eval path
+    tick = time.monotonic()
+    evaluate_group(runs, [sample] * len(runs), batched)
+    _sync(device)
+    return (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
+
+
 def _peak_memory(device: torch.device) -> int:
     """CUDA: the most memory allocated by tensors; CPU: the process's maximum resident set size."""
     if device.type == "cuda":
@@ -293,6 +307,7 @@ def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = No
             return sum(tokens)
 
         fused_seconds, fused_tokens, fused_peak = _timed(device, fused_step, opts["warmup"], opts["batches"])
+        fused_valid = _fused_valid_seconds(runs, corpus, device, opts.get("valid_chunks", 20), batched)
         del runs, fused_step
         fused_rate = fused_tokens / fused_seconds
         rows.append(
@@ -306,13 +321,14 @@ def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = No
                 "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
                 "fused_runs": k,
                 # as `bench --runs K` says it, for `costs --bench`: K runs hold the device, each for these seconds per
-                # epoch: the group's epoch of training, then the K runs' validation passes one after another
+                # epoch: the group's epoch of training, then its validation pass of the K runs together
                 "runs": k,
                 "fused": True,
                 "mps": False,
                 "tokens_per_epoch": epoch_tokens,
                 "projected_valid_seconds_per_epoch": valid_seconds,
-                "projected_seconds_per_epoch": k * (epoch_tokens / fused_rate + valid_seconds),
+                "fused_valid_seconds_per_epoch": fused_valid,
+                "projected_seconds_per_epoch": k * epoch_tokens / fused_rate + fused_valid,
                 "recurrence": "batched" if (device.type == "cuda" if batched is None else batched) else "per-run",
                 "batches": opts["batches"],
                 "warmup": opts["warmup"],

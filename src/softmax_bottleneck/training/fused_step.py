@@ -46,12 +46,13 @@ def check_fusable(hps: list[dict], names: list[str]) -> None:
             )
 
 
-def fused_chunk_losses(
-    runs, inputs: list, targets: list, hidden: list, loss_path: str = "nll", batched: bool | None = None
-) -> list[tuple]:
-    """Every run's ``(loss, raw NLL, new hidden)`` of one column chunk (:func:`.step.chunk_loss` for each run).
+def fused_forward(runs, inputs: list, hidden: list, targets: list | None, batched: bool | None = None) -> list[tuple]:
+    """Every run's :meth:`.AWDLSTM.nll` (``targets`` given) or :meth:`.AWDLSTM.forward` of its ``inputs`` [L_k, B]
+    from its ``hidden``, with the K runs' LSTM recurrences fused: per run ``(scores, new hidden, raw h³, dropped h³)``.
 
-    ``batched``: the recurrences' mode (:func:`.fused_lstm_layer`); by default batched on CUDA, run by run on the CPU.
+    Each run's embedding, dropouts, DropConnect draw and output layer run under its own random streams, in the order
+    of its solo call. ``batched``: the recurrences' mode (:func:`.fused_lstm_layer`); by default batched on CUDA, run
+    by run on the CPU.
     """
     layers = len(runs[0].model.rnns)
     if batched is None:
@@ -74,10 +75,20 @@ def fused_chunk_losses(
     results = []
     for k, run in enumerate(runs):
         with run.rng:
-            raw_last = xs[k]
-            scores, dropped_last = run.model.head(raw_last, targets[k] if loss_path == "nll" else None)
-            loss, raw_loss = regularised_loss(scores, targets[k], raw_last, dropped_last, run.hp)
-        results.append((loss, raw_loss, new_hidden[k]))
+            scores, dropped_last = run.model.head(xs[k], None if targets is None else targets[k])
+        results.append((scores, new_hidden[k], xs[k], dropped_last))
+    return results
+
+
+def fused_chunk_losses(
+    runs, inputs: list, targets: list, hidden: list, loss_path: str = "nll", batched: bool | None = None
+) -> list[tuple]:
+    """Every run's ``(loss, raw NLL, new hidden)`` of one column chunk (:func:`.step.chunk_loss` for each run)."""
+    outputs = fused_forward(runs, inputs, hidden, targets if loss_path == "nll" else None, batched)
+    results = []
+    for run, target, (scores, new_hidden, raw_last, dropped_last) in zip(runs, targets, outputs, strict=True):
+        loss, raw_loss = regularised_loss(scores, target, raw_last, dropped_last, run.hp)  # draws nothing
+        results.append((loss, raw_loss, new_hidden))
     return results
 
 

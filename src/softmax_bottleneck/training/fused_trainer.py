@@ -3,11 +3,12 @@
 Each run of the group is a :class:`.Trainer` of its own: its run folder and lock, resume state, progress file,
 curve, logging intervals, validation, best weights, ET/NT switch and final files are the very ones a solo ``train``
 writes, by the same code; only its updates are made together with the group's (:func:`.fused_update`), each from its
-own random streams (:class:`.RunRNG`) and its own data position. A run starts, ends and validates its epochs on its own
-schedule (its batch lengths are its own); a run that finishes, diverges or fails leaves the group and the others go
-on. A run already finished is restored, never trained again; a run whose folder another process holds is left to
-it. On SIGTERM/SIGINT every run saves its state and the process exits 143; the same command resumes every run from
-its own last state (:mod:`.state`).
+own random streams (:class:`.RunRNG`) and its own data position. A run starts and ends its epochs on its own schedule
+(its batch lengths are its own); the runs whose epochs end at one update (runs of one seed, which step in lock-step)
+are validated together, and the runs that end together are tested together (:mod:`.fused_evaluation`). A run that
+finishes, diverges or fails leaves the group and the others go on. A run already finished is restored, never trained
+again; a run whose folder another process holds is left to it. On SIGTERM/SIGINT every run saves its state and the
+process exits 143; the same command resumes every run from its own last state (:mod:`.state`).
 
 On the CPU each run's numbers equal its solo training's bit for bit when the solo training runs PyTorch's own LSTM
 (oneDNN's LSTM off); on CUDA the recurrences are batched (:mod:`.fused_lstm`) and a run's numbers are meant not to
@@ -25,12 +26,14 @@ from softmax_bottleneck import presets
 from softmax_bottleneck.atomic import atomic_write_json, os_error_reason
 from softmax_bottleneck.corpora.corpus import Corpus, load_corpus
 from softmax_bottleneck.training.environment import check_group_fits, resolve_device
+from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
 from softmax_bottleneck.training.lock import RunFolderBusy, run_lock
 from softmax_bottleneck.training.state import PUBLISH_ORDER
 from softmax_bottleneck.training.step import next_batch
+from softmax_bottleneck.training.stop_flag import StopFlag
 from softmax_bottleneck.training.train_command import add_data_and_device, data_folder
-from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, RUN_LABEL, Preempted, RunLog, StopFlag, Trainer
+from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, RUN_LABEL, Preempted, RunLog, Trainer
 
 log = logging.getLogger("softmax_bottleneck.train")
 
@@ -52,26 +55,28 @@ class RunSpec:
 
 
 class _Member:
-    """A run while it trains in the group: its trainer, its open lock and progress attempt, its current epoch."""
+    """A run while it trains in the group: its trainer, its open lock and progress attempt, its current epoch (None
+    between epochs) and, once that is over, its training loss."""
 
     def __init__(self, trainer: Trainer, stack: contextlib.ExitStack):
-        self.trainer, self.stack, self.epoch = trainer, stack, None
+        self.trainer, self.stack, self.epoch, self.train_loss = trainer, stack, None, None
 
-    def ready(self, stop: StopFlag):
-        """Close finished epochs and open the next; the metrics when the run is done, else None (it wants an
-        update). Runs under the run's random streams."""
-        t = self.trainer
-        while True:
-            if self.epoch is None:
-                if t.progress.epoch >= t.hp["epochs"]:
-                    return t.finish()
-                self.epoch = t.begin_epoch()
-                t.start_epoch_clock()
-            if not t.epoch_over():
-                return None
-            t.stop_epoch_clock()
-            t.close_epoch(self.epoch, stop)
-            self.epoch = None
+    @property
+    def done(self) -> bool:
+        return self.epoch is None and self.trainer.progress.epoch >= self.trainer.hp["epochs"]
+
+    def begin(self) -> None:
+        self.epoch = self.trainer.begin_epoch()
+        self.trainer.start_epoch_clock()
+
+    def end(self) -> None:
+        """The epoch is over: its clock stops and its training loss is read (:class:`.Diverged` if not finite)."""
+        self.trainer.stop_epoch_clock()
+        self.train_loss = self.trainer.epoch_train_loss(self.epoch)
+
+    def close(self, val_loss: float, stop: StopFlag) -> None:
+        self.trainer.close_epoch(self.epoch, stop, (self.train_loss, val_loss))
+        self.epoch = self.train_loss = None
 
 
 class FusedGroup:
@@ -107,12 +112,13 @@ class FusedGroup:
                     continue
                 members.append((k, _Member(trainer, stack)))
             while members:
-                members = self._one_update(members, outcomes, stop)
+                members = self._one_update(self._advance(members, outcomes, stop), outcomes, stop)
         return [outcomes[k] for k in range(len(self.trainers))]
 
     @staticmethod
     def _settle(k: int, member: _Member, outcomes: dict, step) -> bool:
-        """Run ``step`` under the run's streams; True while the run goes on (its outcome recorded when it ends)."""
+        """Run ``step`` under the run's streams; True while the run goes on (its outcome recorded when it ends:
+        ``step`` returned its metrics or raised)."""
         try:
             with member.trainer.rng:
                 done = step()
@@ -126,8 +132,59 @@ class FusedGroup:
         outcomes[k] = done
         return False
 
+    @staticmethod
+    def _fail(members: list, outcomes: dict, err: Exception) -> list:
+        """A failure of a step the runs share ends every run of it."""
+        for k, member in members:
+            member.stack.__exit__(type(err), err, err.__traceback__)
+            outcomes[k] = err
+        return []
+
+    def _advance(self, members: list, outcomes: dict, stop: StopFlag) -> list:
+        """Bring every run to its next update: runs past their last epoch are tested together and finish, the
+        others begin their next epoch; runs whose epoch is over are validated together and close it, and so on."""
+        while True:
+            done = [(k, m) for k, m in members if m.done]
+            if done:
+                self._finish(done, outcomes)
+                members = [(k, m) for k, m in members if not m.done]
+            members = [(k, m) for k, m in members if m.epoch is not None or self._settle(k, m, outcomes, m.begin)]
+            over = [(k, m) for k, m in members if m.trainer.epoch_over()]
+            if not over:
+                return members
+            members = [(k, m) for k, m in members if not m.trainer.epoch_over()] + self._close_epochs(
+                over, outcomes, stop
+            )
+
+    def _close_epochs(self, over: list, outcomes: dict, stop: StopFlag) -> list:
+        """Validate the runs whose epoch is over together (each on its :meth:`.Trainer.validation_weights`) and close
+        their epochs; the runs that go on."""
+        over = [(k, m) for k, m in over if self._settle(k, m, outcomes, m.end)]
+        try:
+            with contextlib.ExitStack() as weights:
+                for _, member in over:
+                    weights.enter_context(member.trainer.validation_weights())
+                losses = evaluate_group([m.trainer for _, m in over], [m.trainer.val_data for _, m in over])
+        except Exception as err:
+            return self._fail(over, outcomes, err)
+        return [
+            (k, m)
+            for (k, m), loss in zip(over, losses, strict=True)
+            if self._settle(k, m, outcomes, lambda m=m, loss=loss: m.close(loss, stop))
+        ]
+
+    def _finish(self, done: list, outcomes: dict) -> None:
+        """Test the best weights of the runs past their last epoch together, then write each run's outputs."""
+        done = [(k, m) for k, m in done if self._settle(k, m, outcomes, m.trainer.load_best)]
+        try:
+            losses = evaluate_group([m.trainer for _, m in done], [m.trainer.test_data for _, m in done])
+        except Exception as err:
+            self._fail(done, outcomes, err)
+            return
+        for (k, m), loss in zip(done, losses, strict=True):
+            self._settle(k, m, outcomes, lambda m=m, loss=loss: m.trainer.finish(loss))
+
     def _one_update(self, members: list, outcomes: dict, stop: StopFlag) -> list:
-        members = [(k, m) for k, m in members if self._settle(k, m, outcomes, lambda m=m: m.ready(stop))]
         if not members:
             return []
         batches = []
@@ -137,11 +194,8 @@ class FusedGroup:
                 batches.append(next_batch(t.hp, t.train_data, t.progress.position))
         try:
             fused_update([m.trainer for _, m in members], batches)
-        except Exception as err:  # a failure of the shared step ends every run of it
-            for k, member in members:
-                member.stack.__exit__(type(err), err, err.__traceback__)
-                outcomes[k] = err
-            return []
+        except Exception as err:
+            return self._fail(members, outcomes, err)
 
         def after(member, seq_len):
             member.trainer.batch_done(member.epoch, seq_len, stop)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 import math
 import shutil
-import signal
 import time
 from pathlib import Path
 
@@ -69,6 +68,7 @@ from softmax_bottleneck.training.state import (
     verify_final,
 )
 from softmax_bottleneck.training.step import LossSums, train_batch
+from softmax_bottleneck.training.stop_flag import StopFlag
 
 __all__ = [
     "AveragedWeights",
@@ -113,29 +113,6 @@ class RunFinished(ValueError):
 
 class Diverged(FloatingPointError):
     """The training loss became non-finite (or left the sane range); the message names epoch and batch."""
-
-
-class StopFlag:
-    """Turns SIGTERM/SIGINT into a flag checked between batches."""
-
-    def __init__(self):
-        self.signum: int | None = None
-        self._previous: dict = {}
-
-    def __enter__(self):
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                self._previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                pass
-        return self
-
-    def _handle(self, signum, _frame):
-        self.signum = signum
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 class Trainer:
@@ -306,7 +283,8 @@ class Trainer:
                 "lower lr or check the data"
             )
 
-    def _epoch_train_loss(self, epoch: int) -> float:
+    def epoch_train_loss(self, epoch: int) -> float:
+        """The epoch's training loss (:func:`.intervals.epoch_train_loss`); :class:`Diverged` if not finite or sane."""
         p = self.progress
         pending = p.batch % self.hp["log_interval"]
         pending_sum = self._read_sums(epoch, p.batch - pending)  # also checks a dropped last interval
@@ -356,9 +334,12 @@ class Trainer:
         self._epoch_started = time.monotonic()
         return self.progress.epoch + 1
 
-    def close_epoch(self, epoch: int, stop: StopFlag) -> None:
-        """Validation, best checkpoint, switch rule (:meth:`_end_epoch`); the resume state when due or signalled."""
-        self._end_epoch(epoch)
+    def close_epoch(self, epoch: int, stop: StopFlag, losses: tuple[float, float] | None = None) -> None:
+        """Validation, best checkpoint, switch rule (:meth:`_end_epoch`); the resume state when due or signalled.
+
+        A fused group passes the ``losses`` it found for the run: its :meth:`epoch_train_loss`, and its validation loss
+        on :meth:`validation_weights` (:func:`.fused_evaluation.evaluate_group`)."""
+        self._end_epoch(epoch, losses)
         if stop.signum is not None or self._checkpoint_due():
             self._save_state()
         if stop.signum is not None:
@@ -406,11 +387,17 @@ class Trainer:
             )
         return metrics
 
-    def _end_epoch(self, epoch: int) -> None:
+    def validation_weights(self) -> AveragedWeights:
+        """While entered, the model holds the weights validation sees (in the ASGD phase the averages)."""
+        return AveragedWeights(self.model, self.optimizer, self.progress.phase == "asgd")
+
+    def _end_epoch(self, epoch: int, losses: tuple[float, float] | None = None) -> None:
         hp, p = self.hp, self.progress
-        train_loss = self._epoch_train_loss(epoch)  # first: a non-finite training loss is located exactly
-        with AveragedWeights(self.model, self.optimizer, p.phase == "asgd"):
-            val_loss = evaluate(self.model, self.val_data, hp["bptt"])
+        # the training loss first: a non-finite one is located exactly
+        train_loss, val_loss = losses or (self.epoch_train_loss(epoch), None)
+        with self.validation_weights():
+            if val_loss is None:
+                val_loss = evaluate(self.model, self.val_data, hp["bptt"])
             is_best = val_loss < p.best_val_loss
             if is_best:
                 p.best_val_loss, p.best_epoch = val_loss, epoch
@@ -450,10 +437,17 @@ class Trainer:
         self.hidden = self._fresh_hidden()
         self.progress_file.write(p)
 
-    def finish(self) -> dict:
-        hp, p = self.hp, self.progress
+    def load_best(self) -> None:
+        """The best epoch's weights into the model: what the test scores."""
         self.model.load_state_dict(self.best_weights)
-        test_loss = evaluate(self.model, self.test_data, hp["bptt"])
+
+    def finish(self, test_loss: float | None = None) -> dict:
+        """Test the best weights (a fused group passes the ``test_loss`` it found for them), write the run's outputs and
+        publish them (see the module docstring); the metrics."""
+        hp, p = self.hp, self.progress
+        self.load_best()
+        if test_loss is None:
+            test_loss = evaluate(self.model, self.test_data, hp["bptt"])
         best = next(row for row in p.curve if row["epoch"] == p.best_epoch)
         total = self.corpus
         metrics = {
