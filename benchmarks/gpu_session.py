@@ -1,8 +1,8 @@
 """Everything this project measures on a CUDA card, in one call with a deadline: steps in order of value, each with
 its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card has 15 minutes, start-up included).
 
-``--part`` chooses the steps (comma-separated, run in this order; default ``fused,workflow,measure``), ``--only``
-some of them by name:
+``--part`` chooses the steps (comma-separated, run in this order; default ``fused,proxies,workflow,measure``),
+``--only`` some of them by name:
 
 * ``install``: always first when ``--wheels DIR`` is given: ``pip install --no-index --no-deps --target`` of the
   wheels ``benchmarks/device_wheels.py`` fetched (Snakemake and what the machine lacks), put on ``PYTHONPATH``.
@@ -14,6 +14,8 @@ some of them by name:
   of K runs validated together: equal?); ``threads`` (``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax
   processes with one CPU thread each, without and with MPS: do separate processes gain once their host threads stop
   competing?).
+* ``proxies``: ``proxy_bench`` (``benchmarks/proxy_bench.py``: ``bench`` of the 10 models that the H200's
+  measurements price at another model's time, 59 % of the study's hours, the most hours first), before ``cost``.
 * ``graphs``: ``benchmarks/cuda_graphs_check.py`` on PTB Softmax, 80 updates, synchronising after each: do CUDA
   graphs of the cuDNN LSTM's update now replay cleanly (they did not on torch 2.11 / cuDNN 9.19)?
 * ``workflow``: the workflow's own jobs on the card (``benchmarks/smoke_workflow.py``, ``config/gpu-smoke.yaml``):
@@ -26,8 +28,8 @@ some of them by name:
   each bit-identical to its solo run after 300 batches); ``mps_probe`` (the control binary, a daemon started and
   stopped by the lease's code); ``profile`` (``benchmarks/profile_step.py``: 30 steps of PTB Softmax, PTB MoS, WT2
   MoS under ``torch.profiler``); ``authors`` (``benchmarks/authors_side_by_side.py``: the KIT's ``main.py`` and
-  ``train`` on 60 batches of PTB Softmax and MoS, ``--authors-variants``); ``cost`` (WT2 Softmax and MoS
-  ``bench``, then ``costs --bench`` over every bench file, the fused part's too: the study's device-hours on this
+  ``train`` on 60 batches of PTB Softmax and MoS, ``--authors-variants``); ``cost`` (WT2 Softmax and MoS ``bench``,
+  then ``costs --bench`` over every bench file, the fused and proxies parts' too: the study's device-hours on this
   card, each model at its cheapest measured packing or fusion).
 * ``legacy``: the steps whose results BENCHMARKS.md already holds from an H200 (``pytest -m gpu``, ``bench`` of six
   models, ``analyze --rows full`` of PTB and WT2), to repeat them on another card.
@@ -66,8 +68,8 @@ from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402  (data
 
 GPU_TEST_FILES = ["test_weight_drop.py", "test_step.py", "test_training.py", "test_analysis_cli.py",
                   "test_conformance.py", "test_loss_path.py", "test_rank.py"]  # fmt: skip
-PARTS = ("fused", "graphs", "workflow", "measure", "legacy")
-DEFAULT_PARTS = "fused,workflow,measure"
+PARTS = ("fused", "proxies", "graphs", "workflow", "measure", "legacy")
+DEFAULT_PARTS = "fused,proxies,workflow,measure"
 TOY = ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8"]
 MPS_PROBE = """
 import json, shutil, subprocess, sys, tempfile
@@ -161,6 +163,11 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     )
     authors += ["--variants", args.authors_variants]
     steps.append(("authors", "measure", 80 * slow, authors))
+    # the study's models that the H200's measurements price at another model's time, the most hours first
+    proxies = py + [str(REPO / "benchmarks" / "proxy_bench.py"), "--data-root", data, "--device", dev,
+                    "--bench-dir", str(out / "bench"), "--out", str(out / "proxy")]  # fmt: skip
+    proxies += ["--only", "1", "--batches", "1", "--warmup", "1"] if smoke else []
+    steps.append(("proxy_bench", "proxies", 150 * slow, proxies))
     bench_dir = out / ("bench-cost" if smoke else "bench")  # toy benches (smoke) are not the paper's models
     cost_benches = [[*cli, "bench", "--dataset", d, "--variant", v, "--device", dev, "--data",
                      str(Path(data) / CORPUS_DIRS[d]), "--valid-chunks", "1",

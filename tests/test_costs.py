@@ -411,6 +411,11 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     share = float(proxied.gpu_hours.sum()) / float(body.gpu_hours.sum())
     assert cards.proxy_share(on_h200) == pytest.approx(share) and 0.3 < share < 1
     assert rows["NVIDIA H200"][2] == f"{share:.0%} of the hours"
+    # what to bench on the next card (benchmarks/proxy_bench.py): those models, the most hours first
+    to_bench = cards.proxied_models("NVIDIA H200", [str(REPO / "config" / "config.yaml")])
+    hours = proxied.groupby(["dataset", "variant"]).gpu_hours.sum()
+    assert {(d, v): h for d, v, h in to_bench} == pytest.approx(hours.to_dict())
+    assert [h for _, _, h in to_bench] == sorted(hours, reverse=True)
     assert "the presets' caps, chosen for this reproduction" in section and "no early stop" in section
 
 

@@ -112,6 +112,13 @@ def test_the_measure_part_fits_seven_minutes_of_a_lent_card_in_order_of_value(tm
     assert [name for name, _ in fused] == ["fused_speed", "fused_speed_mos", "fused_invariance", "threads"]
     assert sum(limit for _, limit in fused) <= 7 * 60 - env  # the fused part alone also fits one call
     assert session.DEFAULT_PARTS.split(",")[0] == "fused"  # a lent card measures fused training first
+    proxies = [(name, limit) for name, part, limit, _ in steps if part == "proxies"]
+    assert [name for name, _ in proxies] == ["proxy_bench"] and proxies[0][1] <= 7 * 60 - env
+    parts = session.DEFAULT_PARTS.split(",")
+    assert parts.index("proxies") < parts.index("measure")  # the cost step prices the proxies' bench files
+    proxy_cmd = next(cmd for name, _, _, cmd in steps if name == "proxy_bench")
+    cost_cmd = next(cmd for name, _, _, cmd in steps if name == "cost")
+    assert proxy_cmd[proxy_cmd.index("--bench-dir") + 1] + "/*.json" in cost_cmd[-1]  # where the cost step reads
     kill = next(cmd for name, _, _, cmd in steps if name == "smoke_gpu1")
     assert kill[kill.index("--kill-after") + 1] == "0"  # a card's short trainings end seconds after their first log
 

@@ -93,6 +93,20 @@ def proxy_share(projection: pd.DataFrame) -> float:
     return float(body.loc[proxied, "gpu_hours"].sum()) / total if total else 0.0
 
 
+def proxied_models(device: str, config_path) -> list[tuple[str, str, float]]:
+    """``(dataset, variant, training GPU-hours)`` of the models of a configuration's study that the measured card
+    ``device`` prices at another model's time (:func:`proxy_share`'s lines), the most hours first: what to ``bench``
+    there next (``benchmarks/proxy_bench.py``)."""
+    runs, _ = load_runs(config_path)
+    body = project_training(runs, card_speeds()[device][0]).iloc[:-1]
+    hours: dict[tuple[str, str], float] = {}
+    for dataset, variant, time_of, gpu_hours in zip(body["dataset"], body["variant"], body["time_of"],
+                                                    body["gpu_hours"], strict=True):  # fmt: skip
+        if _proxy_of(variant, time_of):
+            hours[dataset, variant] = hours.get((dataset, variant), 0.0) + float(gpu_hours)
+    return sorted(((d, v, h) for (d, v), h in hours.items()), key=lambda row: -row[2])
+
+
 def study_price(device: str, config_path) -> float:
     """The training GPU-hours of a configuration's study (``config/config.yaml``: the paper's) on the measured card
     ``device``: the figure `costs` prints, and the one every document quotes."""
