@@ -43,8 +43,8 @@ def test_the_trainer_writes_its_progress_each_epoch_keeps_it_across_attempts_and
     out = tmp_path / "run"
     original_end = Trainer._end_epoch
 
-    def fail_after_epoch_3(self, epoch):
-        original_end(self, epoch)
+    def fail_after_epoch_3(self, epoch, losses=None):
+        original_end(self, epoch, losses)
         if epoch == 3:
             raise RuntimeError("disk on fire")
 
@@ -60,8 +60,8 @@ def test_the_trainer_writes_its_progress_each_epoch_keeps_it_across_attempts_and
         "ptb", "softmax", "et", platform.node(),
     )  # fmt: skip
 
-    def stop_after_epoch_1(self, epoch):
-        original_end(self, epoch)
+    def stop_after_epoch_1(self, epoch, losses=None):
+        original_end(self, epoch, losses)
         raise Preempted(f"signal 15 after epoch {epoch}")
 
     monkeypatch.setattr(Trainer, "_end_epoch", stop_after_epoch_1)
