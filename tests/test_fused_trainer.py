@@ -18,6 +18,7 @@ from test_training import _env, _run_until, train_options
 from softmax_bottleneck import presets
 from softmax_bottleneck.training import fused_trainer
 from softmax_bottleneck.training.fused_evaluation import evaluate_group
+from softmax_bottleneck.training.fused_step import fused_update
 from softmax_bottleneck.training.fused_trainer import FusedGroup, RunSpec, train_group
 from softmax_bottleneck.training.lock import RunFolderBusy
 from softmax_bottleneck.training.trainer import Diverged, Trainer, train
@@ -64,6 +65,13 @@ def test_a_fused_group_writes_each_runs_solo_training(tmp_path, monkeypatch):
         return evaluate_group(runs, datas, batched)
 
     monkeypatch.setattr(fused_trainer, "evaluate_group", recorded)
+    slots = []  # each update's runs, by their place in the group
+
+    def update(trainers, batches):
+        slots.append([next(i for i, spec in enumerate(specs) if spec.out == t.out_dir) for t in trainers])
+        return fused_update(trainers, batches)
+
+    monkeypatch.setattr(fused_trainer, "fused_update", update)
     with torch.backends.mkldnn.flags(enabled=False):
         outcomes = train_group(dataset="ptb", runs=specs, overrides=SETTINGS, corpus=corpus, device="cpu")
         assert all(isinstance(o, dict) for o in outcomes), outcomes
@@ -78,6 +86,8 @@ def test_a_fused_group_writes_each_runs_solo_training(tmp_path, monkeypatch):
     assert switches == [1, None, 2, 1]  # each run switched to ASGD at its own epoch, or not at all
     assert evaluated.count([3, 3]) == SETTINGS["epochs"] + 1  # 3 validations and the test of the seed-3 runs
     assert sum(map(len, evaluated)) == len(specs) * (SETTINGS["epochs"] + 1)  # every run's, each once
+    assert all(order == sorted(order) for order in slots)  # a run keeps its slot, whichever epoch ended first
+    assert len({tuple(order) for order in slots}) > 1  # some runs' epochs ended at other updates than the others'
 
 
 def test_a_finished_run_is_restored_and_a_held_one_left_alone(tmp_path):

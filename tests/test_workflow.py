@@ -577,6 +577,21 @@ def assert_quiet(*outputs: str) -> None:
 @pytest.mark.long
 @pytest.mark.slow
 @needs_data
+def fused_unrecorded(repo: Path, runs: set[Path]) -> set[Path]:
+    """The ``runs`` whose own training log says they trained once in a fused group, from their start to their end:
+    trained by a group's job that was stopped after they were done and before it wrote its record."""
+    found = set()
+    for run in runs:
+        _, variant, schedule, seed, _ = run.parts
+        label = f"{variant}/{schedule}/seed {seed.removeprefix('seed')}"
+        lines = (repo / "logs" / "train" / f"{run}.log").read_text().splitlines()
+        started = [line for line in lines if ": training " in line]
+        done = [line for line in lines if ": done: " in line]
+        if len(started) == len(done) == 1 and f"{label}" in started[0] and f"{label}" in done[0]:
+            found.add(run)
+    return found
+
+
 def test_small_scale_end_to_end(tmp_path):
     """The README's small-scale command, as written, in a scratch copy of the repository: stopped part-way
     (`status`, `preview` then), run again to its end; then the README commands that need its results, and the
@@ -595,8 +610,9 @@ def test_small_scale_end_to_end(tmp_path):
     check_claims(repo)
     check_the_phenomenon(repo)
     # every training ran once: in its own job, with its benchmark, or in its fused group's last job (the group's
-    # record names it), or (a training that finished as Ctrl-C reached it) was found finished by await_training,
-    # which trained nothing; the E12 log-P slice was temporary
+    # record names it, or, where Ctrl-C stopped that job after its runs were done and before it wrote the record, the
+    # run's own log says it trained once, fused, to the end), or (a training that finished as Ctrl-C reached it) was
+    # found finished by await_training, which trained nothing; the E12 log-P slice was temporary
     models = sorted(p for p in (repo / "results" / "runs").rglob("model.pt") if ".resume" not in p.parts)
     assert len(models) == SMALL_TRAIN_JOBS
     benchmarked = {p.relative_to(repo / "benchmarks" / "train").with_suffix("") for p in
@@ -608,7 +624,7 @@ def test_small_scale_end_to_end(tmp_path):
              for run in json.loads(record.read_text())["runs"]]  # fmt: skip
     assert len(fused) >= 20 and len(set(fused)) == len(fused), fused  # config/small.yaml's fusion
     runs = {m.parent.relative_to(repo / "results" / "runs") for m in models}
-    ways = (benchmarked, awaited, set(fused))
+    ways = (benchmarked, awaited, set(fused), fused_unrecorded(repo, runs - benchmarked - awaited - set(fused)))
     assert sum(map(len, ways)) == len(runs) and set.union(*ways) == runs, (sorted(awaited), len(benchmarked))
     # a fused run's files are read-only as a solo run's, its own training log holds only its lines
     for run in fused[:3]:

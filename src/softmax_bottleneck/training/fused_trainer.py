@@ -152,9 +152,9 @@ class FusedGroup:
             over = [(k, m) for k, m in members if m.trainer.epoch_over()]
             if not over:
                 return members
-            members = [(k, m) for k, m in members if not m.trainer.epoch_over()] + self._close_epochs(
-                over, outcomes, stop
-            )
+            going_on = [(k, m) for k, m in members if not m.trainer.epoch_over()]
+            going_on += self._close_epochs(over, outcomes, stop)
+            members = sorted(going_on, key=lambda member: member[0])  # the group's order: a run's slot never moves
 
     def _close_epochs(self, over: list, outcomes: dict, stop: StopFlag) -> list:
         """Validate the runs whose epoch is over together (each on its :meth:`.Trainer.validation_weights`) and close
