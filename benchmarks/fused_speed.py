@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
@@ -28,16 +30,16 @@ COLUMNS = ("model", "K", "recurrence", "solo tok/s", "fused tok/s", "speed-up", 
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = []
     for r in rows:
         peak = r["fused_peak_memory_bytes"]
-        cells = [f"{r['dataset']}/{r['variant']}", r["fused_runs"], r["recurrence"],
-                 f"{r['solo_tokens_per_second']:,.0f}", f"{r['fused_tokens_per_second']:,.0f}", f"{r['speedup']:.2f}×",
-                 f"{r['fused_seconds_per_batch']:.3f}", "–" if peak is None else f"{peak / 2**30:.1f}",
-                 f"{r['fused_runs'] * r['projected_valid_seconds_per_epoch']:.1f}, "
-                 f"{r['fused_valid_seconds_per_epoch']:.1f}"]  # fmt: skip
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+        lines.append([f"{r['dataset']}/{r['variant']}", r["fused_runs"], r["recurrence"],
+                      f"{r['solo_tokens_per_second']:,.0f}", f"{r['fused_tokens_per_second']:,.0f}",
+                      f"{r['speedup']:.2f}×", f"{r['fused_seconds_per_batch']:.3f}",
+                      "–" if peak is None else f"{peak / 2**30:.1f}",
+                      f"{r['fused_runs'] * r['projected_valid_seconds_per_epoch']:.1f}, "
+                      f"{r['fused_valid_seconds_per_epoch']:.1f}"])  # fmt: skip
+    return pd.DataFrame(lines, columns=COLUMNS).to_markdown(index=False, disable_numparse=True) + "\n"
 
 
 def main(argv=None) -> int:

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
@@ -33,17 +35,13 @@ COLUMNS = ("dataset", "variant", "hours priced by proxy", "s/batch", "tokens/s",
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = []
     for r in rows:
-        if "error" in r:
-            cells = [r["dataset"], r["variant"], f"{r['hours']:,.0f}", "—", "—", f"failed: {r['error']}",
-                     f"{r['seconds']:.0f}"]  # fmt: skip
-        else:
-            cells = [r["dataset"], r["variant"], f"{r['hours']:,.0f}", f"{r['seconds_per_batch']:.4f}",
-                     f"{r['tokens_per_second']:,.0f}", f"{r['projected_seconds_per_epoch']:.1f}",
-                     f"{r['seconds']:.0f}"]  # fmt: skip
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+        measured = ["—", "—", f"failed: {r['error']}"] if "error" in r else [
+            f"{r['seconds_per_batch']:.4f}", f"{r['tokens_per_second']:,.0f}", f"{r['projected_seconds_per_epoch']:.1f}"
+        ]  # fmt: skip
+        lines.append([r["dataset"], r["variant"], f"{r['hours']:,.0f}", *measured, f"{r['seconds']:.0f}"])
+    return pd.DataFrame(lines, columns=COLUMNS).to_markdown(index=False, disable_numparse=True) + "\n"
 
 
 def main(argv=None) -> int:

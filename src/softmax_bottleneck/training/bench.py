@@ -184,29 +184,29 @@ def measure(opts: dict, barrier=None) -> dict:
     }
 
 
-def _valid_seconds(run: BenchRun, corpus, device, chunks: int, loss_path: str = "nll") -> float:
-    """Seconds of one validation pass of ``run``'s model, estimated from ``chunks`` bptt-row chunks of it."""
-    hp = run.hp
+def _pass_seconds(evaluate_pass, hp: dict, corpus, device, chunks: int) -> float:
+    """Seconds of one validation pass of ``evaluate_pass(data)``, estimated from ``chunks`` bptt-row chunks of the
+    validation split (after one chunk's warm-up of the eval path) and scaled to its length."""
     val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
     sample = val_data[: min(val_data.size(0), chunks * hp["bptt"] + 1)]
-    evaluate(run.model, sample[: hp["bptt"] + 1], hp["bptt"], loss_path)  # warm-up of the eval path
+    evaluate_pass(sample[: hp["bptt"] + 1])
     tick = time.monotonic()
-    evaluate(run.model, sample, hp["bptt"], loss_path)
+    evaluate_pass(sample)
     _sync(device)
     return (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
+
+
+def _valid_seconds(run: BenchRun, corpus, device, chunks: int, loss_path: str = "nll") -> float:
+    """Seconds of one validation pass of ``run``'s model alone (:func:`.evaluation.evaluate`)."""
+    return _pass_seconds(lambda data: evaluate(run.model, data, run.hp["bptt"], loss_path), run.hp, corpus, device,
+                         chunks)  # fmt: skip
 
 
 def _fused_valid_seconds(runs: list[BenchRun], corpus, device, chunks: int, batched: bool | None) -> float:
     """Seconds of one validation pass of the K ``runs`` together (:func:`.fused_evaluation.evaluate_group`, as a fused
-    group validates runs whose epochs end together), estimated from ``chunks`` bptt-row chunks of it."""
-    hp = runs[0].hp
-    val_data = batchify(corpus.valid, hp["eval_batch_size"]).to(device)
-    sample = val_data[: min(val_data.size(0), chunks * hp["bptt"] + 1)]
-    evaluate_group(runs, [sample[: hp["bptt"] + 1]] * len(runs), batched)  # warm-up of the eval path
-    tick = time.monotonic()
-    evaluate_group(runs, [sample] * len(runs), batched)
-    _sync(device)
-    return (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
+    group validates runs whose epochs end together)."""
+    return _pass_seconds(lambda data: evaluate_group(runs, [data] * len(runs), batched), runs[0].hp, corpus, device,
+                         chunks)  # fmt: skip
 
 
 def _peak_memory(device: torch.device) -> int:
