@@ -1,7 +1,7 @@
 """Everything this project measures on a CUDA card, in one call with a deadline: steps in order of value, each with
 its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card has 15 minutes, start-up included).
 
-``--part`` chooses the steps (comma-separated, run in this order; default ``fused,proxies,workflow,measure``),
+``--part`` chooses the steps (comma-separated, run in this order; default ``fused,proxies,threads,workflow,measure``),
 ``--only`` some of them by name:
 
 * ``install``: always first when ``--wheels DIR`` is given: ``pip install --no-index --no-deps --target`` of the
@@ -11,9 +11,11 @@ its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card h
   and K = 1, 4, 8, 16 PTB MoS runs trained fused in one process beside one run alone, with peak memory and the K runs'
   validation together against K passes alone); ``fused_invariance`` (``benchmarks/fused_invariance.py``: a run's
   weights after 30 updates alone, first of K and last of K, K = 4, 8, and its validation loss alone and in those slots
-  of K runs validated together: equal?); ``threads`` (``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax
-  processes with one CPU thread each, without and with MPS: do separate processes gain once their host threads stop
-  competing?).
+  of K runs validated together: equal?); ``fused_graphs`` (``benchmarks/fused_graphs_check.py``: K = 16 and 4 PTB
+  Softmax runs in lock-step, 160 updates eagerly and from CUDA graphs of the fused update: the same numbers? the
+  seconds per update and per epoch, against one run alone).
+* ``threads``: ``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax processes with one CPU thread each, without
+  and with MPS: do separate processes gain once their host threads stop competing?
 * ``proxies``: ``proxy_bench`` (``benchmarks/proxy_bench.py``: ``bench`` of the 10 models that the H200's
   measurements price at another model's time, 59 % of the study's hours, the most hours first), before ``cost``.
 * ``graphs``: ``benchmarks/cuda_graphs_check.py`` on PTB Softmax, 80 updates, synchronising after each: do CUDA
@@ -68,8 +70,8 @@ from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402  (data
 
 GPU_TEST_FILES = ["test_weight_drop.py", "test_step.py", "test_training.py", "test_analysis_cli.py",
                   "test_conformance.py", "test_loss_path.py", "test_rank.py"]  # fmt: skip
-PARTS = ("fused", "proxies", "graphs", "workflow", "measure", "legacy")
-DEFAULT_PARTS = "fused,proxies,workflow,measure"
+PARTS = ("fused", "proxies", "threads", "graphs", "workflow", "measure", "legacy")
+DEFAULT_PARTS = "fused,proxies,threads,workflow,measure"
 TOY = ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8"]
 MPS_PROBE = """
 import json, shutil, subprocess, sys, tempfile
@@ -119,10 +121,17 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     invariance = py + [str(REPO / "benchmarks" / "fused_invariance.py"), "--device", dev, "--out", str(out / "fused")]
     invariance += ["--groups", "2", "--updates", "2", *TOY] if smoke else ["--groups", "4,8", "--updates", "30"]
     steps.append(("fused_invariance", "fused", 50 * slow, invariance))
+    graphed = py + [str(REPO / "benchmarks" / "fused_graphs_check.py"), "--data-root", data, "--device", dev, "--out",
+                    str(out / "fused-graphs")]  # fmt: skip
+    short = ["--set", "bptt=5", "--set", "max_seq_len_delta=1"]  # two lengths: the smoke replays some updates
+    tiny = ["--groups", "2", "--updates", "10", "--solo-updates", "2", *TOY, *short]
+    graphed += tiny if smoke else ["--groups", "16,4"]
+    steps.append(("fused_graphs", "fused", 90 * slow, graphed))
+    # do separate processes gain once their host threads stop competing? (why packing bought nothing)
     threads = py + [str(REPO / "benchmarks" / "packing.py"), "--data-root", data, "--device", dev, "--threads", "1",
                     "--skip", "identity", "--out", str(out / "threads")]  # fmt: skip
     threads += ["--smoke"] if smoke else ["--softmax-runs", "1,4", "--mos-runs", "", "--batches", "40", "--warmup", "5"]
-    steps.append(("threads", "fused", 100 * slow, threads))
+    steps.append(("threads", "threads", 100 * slow, threads))
 
     # the workflow's jobs on the card
     smoke_wf = py + [str(REPO / "benchmarks" / "smoke_workflow.py"), "--data-root", data, "--workdir",
@@ -298,6 +307,7 @@ def main(argv=None) -> int:
     for table in (
         "fused/fused-speed.md",
         "fused-mos/fused-speed.md",
+        "fused-graphs/fused-graphs.md",
         "threads/packing.md",
         "graphs/cuda-graphs.md",
         "packing/packing.md",

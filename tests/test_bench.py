@@ -86,3 +86,16 @@ def test_the_loss_path_option_decides_which_path_is_timed(loss_path, monkeypatch
     assert result["loss_path"] == loss_path
     used, unused = ("nll", "forward") if loss_path == "nll" else ("forward", "nll")
     assert calls[used] > 0 and calls[unused] == 0  # in training and in the validation estimate
+
+
+def test_a_run_in_lock_step_takes_the_given_length_and_leaves_its_own_stream_alone():
+    """``BenchRun.batch(seq_len)``: the given length's rows, and the run's next drawn length unchanged."""
+    hp = presets.resolve("ptb", "softmax", "et", TINY)
+    corpus = bench.synthetic_corpus("ptb").limited(3000, 800, 100)
+    drawn, given = bench.BenchRun(hp, corpus, "cpu", "sgd"), bench.BenchRun(hp, corpus, "cpu", "sgd")
+    (x, y, seq_len), tokens = given.batch(7)
+    assert seq_len == 7 and x.shape == (7, hp["batch_size"]) and tokens == 7 * hp["batch_size"]
+    assert (y[:-1] == x[1:]).all() and given.position == 7
+    (_, _, first), _ = drawn.batch()
+    (_, _, after), _ = given.batch()
+    assert after == first  # the given length drew nothing from the run's streams

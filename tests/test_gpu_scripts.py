@@ -109,13 +109,14 @@ def test_the_measure_part_fits_seven_minutes_of_a_lent_card_in_order_of_value(tm
     assert [name for name, _ in measure] == ["packing", "identity", "mps_probe", "profile", "authors", "cost"]
     assert sum(limit for _, limit in measure) <= 7 * 60 - 10 < sum(limit for _, limit in measure) + env
     fused = [(name, limit) for name, part, limit, _ in steps if part == "fused"]
-    assert [name for name, _ in fused] == ["fused_speed", "fused_speed_mos", "fused_invariance", "threads"]
+    assert [name for name, _ in fused] == ["fused_speed", "fused_speed_mos", "fused_invariance", "fused_graphs"]
     assert sum(limit for _, limit in fused) <= 7 * 60 - env  # the fused part alone also fits one call
     assert session.DEFAULT_PARTS.split(",")[0] == "fused"  # a lent card measures fused training first
     proxies = [(name, limit) for name, part, limit, _ in steps if part == "proxies"]
     assert [name for name, _ in proxies] == ["proxy_bench"] and proxies[0][1] <= 7 * 60 - env
     parts = session.DEFAULT_PARTS.split(",")
     assert parts.index("proxies") < parts.index("measure")  # the cost step prices the proxies' bench files
+    assert set(parts) <= set(session.PARTS) and all(any(part == p for _, p, _, _ in steps) for part in session.PARTS)
     proxy_cmd = next(cmd for name, _, _, cmd in steps if name == "proxy_bench")
     cost_cmd = next(cmd for name, _, _, cmd in steps if name == "cost")
     assert proxy_cmd[proxy_cmd.index("--bench-dir") + 1] + "/*.json" in cost_cmd[-1]  # where the cost step reads

@@ -30,7 +30,7 @@ import torch
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.argtypes import positive_int
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, Dictionary, batchify, load_corpus
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, Dictionary, batchify, get_batch, load_corpus
 from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.environment import configure_precision, resolve_device
@@ -97,11 +97,15 @@ class BenchRun:
         self.position = start + seq_len
         return (min(self.position, self.data.size(0) - 1) - start) * self.hp["batch_size"]
 
-    def batch(self):
-        """The next ``(inputs, targets, seq_len)``, drawn from the run's streams, and its tokens."""
+    def batch(self, seq_len: int | None = None):
+        """The next ``(inputs, targets, seq_len)``, its length drawn from the run's streams (or ``seq_len``: runs in
+        lock-step), and its tokens."""
         start = self._rewind()
-        with self.rng:
-            inputs, targets, seq_len = next_batch(self.hp, self.data, start)
+        if seq_len is None:
+            with self.rng:
+                inputs, targets, seq_len = next_batch(self.hp, self.data, start)
+        else:
+            inputs, targets = get_batch(self.data, start, seq_len)
         return (inputs, targets, seq_len), self._advance(start, seq_len)
 
     def solo_step(self, loss_path: str = "nll") -> int:

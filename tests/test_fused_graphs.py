@@ -1,0 +1,73 @@
+"""The fused update through graphs (:mod:`softmax_bottleneck.training.fused_graphs`), with the CPU's stand-in for
+CUDA graphs (:class:`Rerun`: a replay runs the captured update again, with what a graph binds): its static buffers
+and bookkeeping give every run the numbers of the eager fused update, bit for bit. The CUDA graphs themselves are
+measured on a card (``benchmarks/fused_graphs_check.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_fused import Run, assert_same
+
+from softmax_bottleneck.training import step
+from softmax_bottleneck.training.fused_graphs import GraphedFusedUpdates, Rerun
+from softmax_bottleneck.training.fused_step import fused_update
+
+#: one seed (lock-step lengths), four output layers, each switching to ASGD at its own update
+SPECS = [("softmax", 141, 4), ("ss", 141, 9), ("gss", 141, 30), ("mos", 141, 30)]
+
+
+def group() -> list[Run]:
+    """The runs of :data:`SPECS`, their lengths drawn at most one row over ``bptt`` (more repeats, more replays)."""
+    runs = [Run(*spec) for spec in SPECS]
+    for run in runs:
+        run.hp = {**run.hp, "max_seq_len_delta": 1}
+    return runs
+
+
+def lockstep(runs: list[Run], updates: int, update) -> None:
+    for _ in range(updates):
+        batches = []
+        for run in runs:
+            run.before_update()
+            with run.rng:
+                batches.append(step.next_batch(run.hp, run.data, run.position))
+        update(batches)
+        for run, (_, _, seq_len) in zip(runs, batches, strict=True):
+            run.position += seq_len
+            run.updates += 1
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "per-run"])
+def test_graphed_fused_updates_give_every_run_the_eager_fused_numbers(batched):
+    """30 updates of 4 runs in lock-step, with ASGD switches at updates 4 and 9 (each drops the graphs): weights,
+    ASGD averages, loss sums and hidden states equal the eager fused update's; many updates were replays."""
+    updates = 30
+    with torch.backends.mkldnn.flags(enabled=False):
+        eager = group()
+        lockstep(eager, updates, lambda batches: fused_update(eager, batches, batched=batched))
+        graphed = group()
+        updater = GraphedFusedUpdates(graphed, Rerun(), batched=batched)
+        ways = []
+
+        def graphed_update(batches):
+            updater.update(batches)
+            ways.append(updater.last)
+
+        lockstep(graphed, updates, graphed_update)
+    for k, (a, b) in enumerate(zip(eager, graphed, strict=True)):
+        assert_same(a.outcome(), b.outcome(), f"run {k} ({a.variant})")
+    assert sum(updater.counts.values()) == updates
+    assert updater.counts["replay"] >= 8 and updater.counts["capture"] >= 3, updater.counts
+    # the switches at updates 4 and 9 dropped every graph: the update after each runs eagerly
+    assert ways[4] == "eager" and ways[9] == "eager"
+
+
+def test_runs_out_of_lock_step_are_refused():
+    with torch.backends.mkldnn.flags(enabled=False):
+        runs = [Run("softmax", 1, 9), Run("softmax", 2, 9)]
+        updater = GraphedFusedUpdates(runs, Rerun())
+        x = runs[0].data
+        with pytest.raises(ValueError, match=r"lock-step.*\(5, 5\), \(6, 6\)"):
+            updater.update([(x[:5], x[1:6], 5), (x[:6], x[1:7], 6)])
+    assert updater.counts == {}
