@@ -69,9 +69,10 @@ def _batched(projected: list[torch.Tensor], weights: list[LayerWeights], states:
     b_hh = torch.stack([b_hh for _, _, _, b_hh in weights]).unsqueeze(1)  # [K, 1, 4h]
     h = torch.cat([h0 for h0, _ in states])  # [K, B, h]
     c = torch.cat([c0 for _, c0 in states])
-    if ragged:  # [K, 1, 1, L]: run k is still in its sequence at step t
-        running = torch.tensor(lengths, device=h.device).view(-1, 1) > torch.arange(steps, device=h.device)
-        running = running.view(len(lengths), 1, 1, steps)
+    if ragged:  # [K, 1, 1, L]: run k is still in its sequence at step t (compared on the device: a tensor of the
+        # lengths made on the host would be a copy that waits for the device's queue, once per layer and chunk)
+        step_index = torch.arange(steps, device=h.device)
+        running = torch.stack([step_index < length for length in lengths]).view(len(lengths), 1, 1, steps)
     outputs = []
     for t in range(steps):
         h_next, c_next = _cell(torch.baddbmm(b_hh, h, w_hh_t).add_(stacked_input[t]), c, 2)
