@@ -38,23 +38,25 @@ class GraphSafeRNG(RunRNG):
     """A run's streams (:class:`.RunRNG`) whose CUDA part is a generator state of its own, switched in and out of the
     device's default generator with ``graphsafe_set_state`` (allowed during a capture)."""
 
-    def _generator(self) -> torch.Generator:
+    def __init__(self, device: torch.device | str):
+        super().__init__(device)
+        torch.cuda.init()  # the default generators exist from here
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-        return torch.cuda.default_generators[index]
+        self._generator = torch.cuda.default_generators[index]
 
     def _read(self) -> tuple:
-        return random.getstate(), np.random.get_state(), torch.get_rng_state(), self._generator().graphsafe_get_state()
+        return random.getstate(), np.random.get_state(), torch.get_rng_state(), self._generator.graphsafe_get_state()
 
     def _write(self, states: tuple) -> None:
         python, numpy_state, cpu, cuda = states
         random.setstate(python)
         np.random.set_state(numpy_state)
         torch.set_rng_state(cpu)
-        self._generator().graphsafe_set_state(cuda)
+        self._generator.graphsafe_set_state(cuda)
 
     def capture(self) -> GraphSafeRNG:
         python, numpy_state, cpu, _ = self._read()
-        self._states = (python, numpy_state, cpu, self._generator().clone_state())  # a state of its own
+        self._states = (python, numpy_state, cpu, self._generator.clone_state())  # a state of its own
         return self
 
     @property
