@@ -5,9 +5,12 @@ measured on a card (``benchmarks/fused_graphs_check.py``)."""
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 import torch
-from test_fused import Run, assert_same
+from test_fused import STUDY_LAYERS, Run, assert_same
 
 from softmax_bottleneck.training import step
 from softmax_bottleneck.training.fused_graphs import GraphedFusedUpdates, Rerun
@@ -71,3 +74,32 @@ def test_runs_out_of_lock_step_are_refused():
         with pytest.raises(ValueError, match=r"lock-step.*\(5, 5\), \(6, 6\)"):
             updater.update([(x[:5], x[1:6], 5), (x[:6], x[1:7], 6)])
     assert updater.counts == {}
+
+
+def host_streams() -> tuple:
+    python, (kind, keys, pos, gauss, cached) = random.getstate(), np.random.get_state()
+    return python, kind, keys.tolist(), pos, gauss, cached
+
+
+def every_host_stream(runs: list[Run]) -> list[tuple]:
+    """The process's python and numpy streams, then each run's."""
+    streams = [host_streams()]
+    for run in runs:
+        with run.rng:
+            streams.append(host_streams())
+    return streams
+
+
+def test_an_update_leaves_the_host_streams_as_they_were():
+    """A graph replays device work only, so nothing inside the update may draw from a python or numpy stream, the
+    process's or a run's (a run's batch length is drawn before, outside the graph): for every output layer of the
+    study, an update leaves them all where they were."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        runs = [Run(layer, 3, 9) for layer in STUDY_LAYERS]
+        batches = []
+        for run in runs:
+            with run.rng:
+                batches.append(step.next_batch(run.hp, run.data, 0))
+        before = every_host_stream(runs)
+        fused_update(runs, batches)
+    assert every_host_stream(runs) == before
