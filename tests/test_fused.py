@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 import torch
 from conftest import TINY, tiny_corpus
@@ -155,6 +156,26 @@ def test_a_plugin_layers_own_draws_come_from_its_runs_stream(drawing_plugin):
         fused(runs, 4)
     for spec, solo, run in zip(specs, expected, runs, strict=True):
         assert_same(solo, run.outcome(), f"{spec}")
+
+
+def test_a_layer_drawing_from_numpy_in_its_forward_pass_is_refused_by_name(monkeypatch):
+    """A fused pass keeps only torch's generators per run (numpy's and python's states are the dearest to swap): a
+    layer drawing from numpy there would draw from the process's stream, so the update stops, naming the layer."""
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+
+    @register_output_layer("numpy_noise", display="NumpyNoise", family="softmax")
+    class NumpyNoise(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return self.logits(context * float(np.random.uniform(0.9, 1.1)), weight)
+
+    runs = [Run("softmax", 3, 9), Run("numpy_noise", 4, 9)]
+    batches = []
+    for run in runs:
+        with run.rng:
+            batches.append(step.next_batch(run.hp, run.data, 0))
+    with pytest.raises(RuntimeError, match=r"an output layer of numpy_noise, softmax drew from python's or numpy's"):
+        fused_update(runs, batches)
+    fused_update(runs[:1], batches[:1])  # a pass that draws from torch only goes on
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["run-by-run", "batched"])

@@ -23,11 +23,9 @@ static buffers. It checks the buffers and the bookkeeping, not the graphs (``tes
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Callable
 
-import numpy as np
 import torch
 
 from softmax_bottleneck.training.fused_step import fused_update
@@ -44,13 +42,11 @@ class GraphSafeRNG(RunRNG):
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         self._generator = torch.cuda.default_generators[index]
 
-    def _read(self) -> tuple:
-        return random.getstate(), np.random.get_state(), torch.get_rng_state(), self._generator.graphsafe_get_state()
+    def _read_torch(self) -> tuple:
+        return torch.get_rng_state(), self._generator.graphsafe_get_state()
 
-    def _write(self, states: tuple) -> None:
-        python, numpy_state, cpu, cuda = states
-        random.setstate(python)
-        np.random.set_state(numpy_state)
+    def _write_torch(self, states: tuple) -> None:
+        cpu, cuda = states
         torch.set_rng_state(cpu)
         self._generator.graphsafe_set_state(cuda)
 

@@ -1,14 +1,15 @@
 """One training update of K runs at once: the update of :func:`.step.update` for every run, with the LSTM recurrences
 of all K runs fused (:func:`.fused_lstm.fused_lstm_layer`).
 
-Everything but the recurrence stays each run's own and runs in its order: its random streams (``with run.rng``,
-:class:`.run_rng.RunRNG`: embedding, locked and DropConnect dropout masks, the output layer's own draws), its batch
-length and lr scaling, its column chunks and their carried hidden states, its output layer and loss, its clipping,
-optimizer and loss sums. The runs' losses are summed before one backward pass; no gradient crosses runs, so each
-run's gradients are its own loss's. On the CPU every run's parameters, losses and optimizer state after each update
-equal, bit for bit, those of the same run updated alone by :func:`.step.update` with the same LSTM kernels
-(oneDNN's LSTM off: ``torch.backends.mkldnn.flags(enabled=False)``); ``tests/test_fused.py`` checks it for every
-output layer of the study and a plug-in layer.
+Everything but the recurrence stays each run's own and runs in its order: its random streams (its torch generators,
+:meth:`.run_rng.RunRNG.torch_streams`: embedding, locked and DropConnect dropout masks, the output layer's own draws;
+a layer that draws from python's or numpy's stream is refused), its batch length and lr scaling, its column chunks
+and their carried hidden states, its output layer and loss, its clipping, optimizer and loss sums. The runs' losses
+are summed before one backward pass; no gradient crosses runs, so each run's gradients are its own loss's. On the CPU
+every run's parameters, losses and optimizer state after each update equal, bit for bit, those of the same run
+updated alone by :func:`.step.update` with the same LSTM kernels (oneDNN's LSTM off:
+``torch.backends.mkldnn.flags(enabled=False)``); ``tests/test_fused.py`` checks it for every output layer of the
+study and a plug-in layer.
 
 A run of the group is any object with ``model`` (:class:`.AWDLSTM`), ``optimizer``, ``hp``, ``hidden`` (one hidden
 state per column chunk), ``sums`` (:class:`.step.LossSums`) and ``rng`` (:class:`.RunRNG`): the trainer's own
@@ -21,6 +22,7 @@ import torch
 
 from softmax_bottleneck.models.awd_lstm import detach_hidden
 from softmax_bottleneck.models.fused_lstm import fused_lstm_layer
+from softmax_bottleneck.training.run_rng import HostStreams
 from softmax_bottleneck.training.schedule import restore_lr, scale_lr
 from softmax_bottleneck.training.step import regularised_loss
 
@@ -50,16 +52,22 @@ def fused_forward(runs, inputs: list, hidden: list, targets: list | None, batche
     """Every run's :meth:`.AWDLSTM.nll` (``targets`` given) or :meth:`.AWDLSTM.forward` of its ``inputs`` [L_k, B]
     from its ``hidden``, with the K runs' LSTM recurrences fused: per run ``(scores, new hidden, raw h³, dropped h³)``.
 
-    Each run's embedding, dropouts, DropConnect draw and output layer run under its own random streams, in the order
-    of its solo call. ``batched``: the recurrences' mode (:func:`.fused_lstm_layer`); by default batched on CUDA, run
-    by run on the CPU.
+    Each run's embedding, dropouts, DropConnect draw and output layer run under its own torch generators
+    (:meth:`.RunRNG.torch_streams`), in the order of its solo call; a pass that draws from python's or numpy's stream
+    is refused (:class:`.HostStreams`). ``batched``: the recurrences' mode (:func:`.fused_lstm_layer`); by default
+    batched on CUDA, run by run on the CPU.
     """
+    with HostStreams(run.hp["output_layer"] for run in runs):
+        return _fused_forward(runs, inputs, hidden, targets, batched)
+
+
+def _fused_forward(runs, inputs: list, hidden: list, targets: list | None, batched: bool | None) -> list[tuple]:
     layers = len(runs[0].model.rnns)
     if batched is None:
         batched = runs[0].model.encoder.weight.is_cuda
     xs, weights = [], []
     for run, tokens in zip(runs, inputs, strict=True):
-        with run.rng:
+        with run.rng.torch_streams():
             xs.append(run.model.embed(tokens))
             weights.append(run.model.rnns[0].call_weights())
     new_hidden: list[list] = [[] for _ in runs]
@@ -68,13 +76,13 @@ def fused_forward(runs, inputs: list, hidden: list, targets: list | None, batche
         xs, weights = [], []
         for k, run in enumerate(runs):
             new_hidden[k].append(states[k])
-            with run.rng:
+            with run.rng.torch_streams():
                 xs.append(run.model.between_layers(outputs[k], layer))
                 if layer + 1 < layers:
                     weights.append(run.model.rnns[layer + 1].call_weights())
     results = []
     for k, run in enumerate(runs):
-        with run.rng:
+        with run.rng.torch_streams():
             scores, dropped_last = run.model.head(xs[k], None if targets is None else targets[k])
         results.append((scores, new_hidden[k], xs[k], dropped_last))
     return results
