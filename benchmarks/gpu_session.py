@@ -14,10 +14,10 @@ its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card h
   of K runs validated together: equal?); ``fused_graphs`` (``benchmarks/fused_graphs_check.py``: K = 16 and 4 PTB
   Softmax runs in lock-step, 160 updates eagerly and from CUDA graphs of the fused update: the same numbers? the
   seconds per update and per epoch, against one run alone).
-* ``threads``: ``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax processes with one CPU thread each, without
-  and with MPS: do separate processes gain once their host threads stop competing?
 * ``proxies``: ``proxy_bench`` (``benchmarks/proxy_bench.py``: ``bench`` of the 10 models that the H200's
   measurements price at another model's time, 59 % of the study's hours, the most hours first), before ``cost``.
+* ``threads``: ``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax processes with one CPU thread each, without
+  and with MPS: do separate processes gain once their host threads stop competing?
 * ``graphs``: ``benchmarks/cuda_graphs_check.py`` on PTB Softmax, 80 updates, synchronising after each: do CUDA
   graphs of the cuDNN LSTM's update now replay cleanly (they did not on torch 2.11 / cuDNN 9.19)?
 * ``workflow``: the workflow's own jobs on the card (``benchmarks/smoke_workflow.py``, ``config/gpu-smoke.yaml``):

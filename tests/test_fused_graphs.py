@@ -62,7 +62,7 @@ def test_graphed_fused_updates_give_every_run_the_eager_fused_numbers(batched):
         assert_same(a.outcome(), b.outcome(), f"run {k} ({a.variant})")
     assert sum(updater.counts.values()) == updates
     assert updater.counts["replay"] >= 8 and updater.counts["capture"] >= 3, updater.counts
-    # the switches at updates 4 and 9 dropped every graph: the update after each runs eagerly
+    # the switches before updates 4 and 9 drop every graph: those two updates run eagerly
     assert ways[4] == "eager" and ways[9] == "eager"
 
 
