@@ -95,14 +95,16 @@ class Run:
                 "hidden": hidden, "sums": self.sums.read(), "position": self.position}  # fmt: skip
 
 
-def fused(runs: list[Run], updates: int) -> None:
+def fused(runs: list[Run], updates: int, update=None) -> None:
+    """``updates`` updates of ``runs``, each run's batch drawn from its own streams, through ``update(batches)``
+    (default: :func:`fused_update` of the runs)."""
     for _ in range(updates):
         batches = []
         for run in runs:
             run.before_update()
             with run.rng:
                 batches.append(step.next_batch(run.hp, run.data, run.position))
-        fused_update(runs, batches)
+        (update or (lambda b: fused_update(runs, b)))(batches)
         for run, (_, _, seq_len) in zip(runs, batches, strict=True):
             run.position += seq_len
             run.updates += 1

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from test_fused import STUDY_LAYERS, Run, assert_same
+from test_fused import STUDY_LAYERS, Run, assert_same, fused
 
 from softmax_bottleneck.training import step
 from softmax_bottleneck.training.fused_graphs import GraphedFusedUpdates, Rerun
@@ -28,19 +28,6 @@ def group() -> list[Run]:
     return runs
 
 
-def lockstep(runs: list[Run], updates: int, update) -> None:
-    for _ in range(updates):
-        batches = []
-        for run in runs:
-            run.before_update()
-            with run.rng:
-                batches.append(step.next_batch(run.hp, run.data, run.position))
-        update(batches)
-        for run, (_, _, seq_len) in zip(runs, batches, strict=True):
-            run.position += seq_len
-            run.updates += 1
-
-
 @pytest.mark.parametrize("batched", [True, False], ids=["batched", "per-run"])
 def test_graphed_fused_updates_give_every_run_the_eager_fused_numbers(batched):
     """30 updates of 4 runs in lock-step, with ASGD switches at updates 4 and 9 (each drops the graphs): weights,
@@ -48,7 +35,7 @@ def test_graphed_fused_updates_give_every_run_the_eager_fused_numbers(batched):
     updates = 30
     with torch.backends.mkldnn.flags(enabled=False):
         eager = group()
-        lockstep(eager, updates, lambda batches: fused_update(eager, batches, batched=batched))
+        fused(eager, updates, lambda batches: fused_update(eager, batches, batched=batched))
         graphed = group()
         updater = GraphedFusedUpdates(graphed, Rerun(), batched=batched)
         ways = []
@@ -57,7 +44,7 @@ def test_graphed_fused_updates_give_every_run_the_eager_fused_numbers(batched):
             updater.update(batches)
             ways.append(updater.last)
 
-        lockstep(graphed, updates, graphed_update)
+        fused(graphed, updates, graphed_update)
     for k, (a, b) in enumerate(zip(eager, graphed, strict=True)):
         assert_same(a.outcome(), b.outcome(), f"run {k} ({a.variant})")
     assert sum(updater.counts.values()) == updates

@@ -198,13 +198,9 @@ class GraphedFusedUpdates:
             static_x[:length].copy_(x)
             static_y[:length].copy_(y)
         with torch.no_grad():
-            for static, run in zip(self.hidden, self.runs, strict=True):
-                for static_chunk, chunk in zip(static, run.hidden, strict=True):
-                    for (h, c), (h_new, c_new) in zip(static_chunk, chunk, strict=True):
-                        if h is not h_new:
-                            h.copy_(h_new)
-                        if c is not c_new:
-                            c.copy_(c_new)
+            for static, carried in self._hidden_pairs():
+                if static is not carried:
+                    static.copy_(carried)
 
     def _static_update(self, seq_len: int, length: int) -> None:
         """The update of the static buffers' batch; the runs' new hidden states copied into the static ones."""
@@ -213,8 +209,12 @@ class GraphedFusedUpdates:
         batches = [(x[:length], y[:length], seq_len) for x, y in zip(self.inputs, self.targets, strict=True)]
         fused_update(self.runs, batches, self.loss_path, self.batched)
         with torch.no_grad():
-            for run, static in zip(self.runs, self.hidden, strict=True):
-                for static_chunk, chunk in zip(static, run.hidden, strict=True):
-                    for (h, c), (h_new, c_new) in zip(static_chunk, chunk, strict=True):
-                        h.copy_(h_new)
-                        c.copy_(c_new)
+            for static, carried in self._hidden_pairs():
+                static.copy_(carried)
+
+    def _hidden_pairs(self):
+        """Every (static buffer, run's hidden tensor) pair: each h and c of each layer, chunk and run."""
+        for static, run in zip(self.hidden, self.runs, strict=True):
+            for static_chunk, chunk in zip(static, run.hidden, strict=True):
+                for static_state, state in zip(static_chunk, chunk, strict=True):
+                    yield from zip(static_state, state, strict=True)
