@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 from softmax_bottleneck import presets  # noqa: E402
 from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402
-from softmax_bottleneck.training.bench import BenchRun, bench_corpus  # noqa: E402
+from softmax_bottleneck.training.bench import BenchRun, bench_corpus, sync, time_solo  # noqa: E402
 from softmax_bottleneck.training.environment import configure_precision, resolve_device  # noqa: E402
 from softmax_bottleneck.training.fused_graphs import CudaGraphs, GraphedFusedUpdates, GraphSafeRNG, Rerun  # noqa: E402
 from softmax_bottleneck.training.fused_step import fused_update  # noqa: E402
@@ -70,11 +70,6 @@ class Clock:
             torch.cuda.synchronize()
             return [a.elapsed_time(b) / 1000 for a, b in zip(self.marks, self.marks[1:], strict=False)]
         return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def epoch_lengths(hp: dict, rows: int) -> tuple[int, int]:
@@ -130,25 +125,13 @@ def train(hp: dict, corpus, device, k: int, phase: str, updates: int, graphs) ->
     }
 
 
-def solo_seconds(hp: dict, corpus, device, phase: str, updates: int) -> float:
-    """Seconds per update of one run alone (the trainer's step), after 5 untimed ones."""
-    run = BenchRun(hp, corpus, device, phase)
-    for _ in range(5):
-        run.solo_step()
-    sync(device)
-    start = time.perf_counter()
-    for _ in range(updates):
-        run.solo_step()
-    sync(device)
-    return (time.perf_counter() - start) / updates
-
-
 def compare(key: str, k: int, corpus, source: str, args, device) -> dict:
     dataset, variant, *phase = key.split("/")
     phase = phase[0] if phase else "sgd"
     hp = presets.resolve(dataset, variant, "et", presets.parse_overrides(args.set))
     configure_precision(hp["tf32"])
-    solo = solo_seconds(hp, corpus, device, phase, args.solo_updates)
+    seconds, _, _ = time_solo(BenchRun(hp, corpus, device, phase), device, 5, args.solo_updates)
+    solo = seconds / args.solo_updates  # one run alone, after 5 untimed updates
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     eager = train(hp, corpus, device, k, phase, args.updates, None)

@@ -141,6 +141,13 @@ def _check_chunk(chunk, n_cols: int, first_row: int):
     return chunk
 
 
+def _new_rows(acc, rows_chunk):
+    """``rows_chunk`` checked for ``acc.update`` (:func:`_check_chunk`); raises once ``acc``'s σ are computed."""
+    if acc._sv is not None:
+        raise ValueError("rows added after the singular values were computed")
+    return _check_chunk(rows_chunk, acc.n_cols, acc.rows)
+
+
 def read_view(array: np.ndarray):
     """A torch tensor sharing ``array``'s memory, for reading only (the callers copy from it). torch warns about a
     NumPy array that is not writable (a read-only memmap of a log-P matrix) because writing through the tensor would
@@ -267,9 +274,7 @@ class GramAccumulator:
         self._sv: np.ndarray | None = None
 
     def update(self, rows_chunk) -> None:
-        if self._sv is not None:
-            raise ValueError("rows added after the singular values were computed")
-        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        chunk = _new_rows(self, rows_chunk)
         if chunk.shape[0] == 0:
             return
         torch = torch_module()
@@ -379,9 +384,7 @@ class QRAccumulator:
         self._sv: np.ndarray | None = None
 
     def update(self, rows_chunk) -> None:
-        if self._sv is not None:
-            raise ValueError("rows added after the singular values were computed")
-        chunk = _check_chunk(rows_chunk, self.n_cols, self.rows)
+        chunk = _new_rows(self, rows_chunk)
         if chunk.shape[0] == 0:
             return
         if self.cuda:  # kept in its own dtype (float32 log-P rows: half the memory of float64) until the QR

@@ -117,7 +117,8 @@ class BenchRun:
         return self._advance(start, seq_len)
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (CUDA; nothing to wait for on the CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -141,7 +142,7 @@ def measure(opts: dict, barrier=None) -> dict:
 
     steps(opts["warmup"])
     run.sums.read()
-    _sync(device)
+    sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     if barrier is not None:
@@ -149,7 +150,7 @@ def measure(opts: dict, barrier=None) -> dict:
     started = time.monotonic()
     tokens = steps(opts["batches"])
     run.sums.read()
-    _sync(device)
+    sync(device)
     ended = time.monotonic()
     train_seconds = ended - started
 
@@ -196,7 +197,7 @@ def _pass_seconds(evaluate_pass, hp: dict, corpus, device, chunks: int) -> float
     evaluate_pass(sample[: hp["bptt"] + 1])
     tick = time.monotonic()
     evaluate_pass(sample)
-    _sync(device)
+    sync(device)
     return (time.monotonic() - tick) * val_data.size(0) / sample.size(0)
 
 
@@ -268,20 +269,20 @@ def _timed(device, steps, warmup: int, batches: int) -> tuple[float, int, int | 
     """(seconds, tokens, peak bytes on CUDA) of ``batches`` calls of ``steps`` after ``warmup`` untimed ones."""
     for _ in range(warmup):
         steps()
-    _sync(device)
+    sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     started = time.monotonic()
     tokens = sum(steps() for _ in range(batches))
-    _sync(device)
+    sync(device)
     peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
     return time.monotonic() - started, tokens, peak
 
 
-def _time_solo(solo: BenchRun, device, opts: dict) -> tuple[float, int, int | None]:
-    """:func:`_timed` of one run updated alone (:func:`.step.update`, the trainer's step)."""
-
-    return _timed(device, lambda: solo.solo_step("nll"), opts["warmup"], opts["batches"])
+def time_solo(run: BenchRun, device, warmup: int, batches: int) -> tuple[float, int, int | None]:
+    """(seconds, tokens, peak bytes on CUDA) of ``batches`` updates of ``run`` alone (:meth:`BenchRun.solo_step`, the
+    trainer's step) after ``warmup`` untimed ones (:func:`_timed`)."""
+    return _timed(device, lambda: run.solo_step("nll"), warmup, batches)
 
 
 def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = None) -> list[dict]:
@@ -296,7 +297,7 @@ def measure_fused(opts: dict, corpus, source: str, groups: list[int] | None = No
     configure_precision(base["tf32"])
     batched = RECURRENCES[opts.get("recurrence", "auto")]
     solo = BenchRun(base, corpus, device, opts["phase"])
-    solo_seconds, solo_tokens, solo_peak = _time_solo(solo, device, opts)
+    solo_seconds, solo_tokens, solo_peak = time_solo(solo, device, opts["warmup"], opts["batches"])
     solo_rate = solo_tokens / solo_seconds
     epoch_tokens = solo.data.size(0) * base["batch_size"]
     valid_seconds = _valid_seconds(solo, corpus, device, opts.get("valid_chunks", 20))

@@ -12,6 +12,8 @@ the spectra analysis in registry order. A triangle on the top edge marks the pap
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -183,49 +185,35 @@ def figure7(summary_dir) -> Figure:
     return spectra_figure(summary_dir, ("ptb", "wt2"), normalised=True)
 
 
-@paper_figure(
-    "sm_figure2",
-    requires=["spectra.csv"],
-    caption="SM Figure 2 (PTB): singular values of the test log-P matrices, log scale, all indices",
-    report="**SM Figure 2** (PTB). Singular values of the test log-P matrices on a log scale, all indices, for "
-    "Softmax, SS, GSS, LMS-PLIF and MoS, then other output layers (E11). Triangles on the top edge mark the "
-    "paper's Press' ranks (Table 6).",
-)
-def sm_figure2(summary_dir) -> Figure:
-    return spectra_figure(summary_dir, ("ptb",), normalised=False)
+#: (caption, report paragraph) of a one-dataset SM figure, after its "SM Figure N (PTB)": raw, normalised
+_SM_TEXT = {
+    False: (
+        ": singular values of the test log-P matrices, log scale, all indices",
+        ". Singular values of the test log-P matrices on a log scale, all indices, for Softmax, SS, GSS, LMS-PLIF and "
+        "MoS, then other output layers (E11). Triangles on the top edge mark the paper's Press' ranks (Table 6).",
+    ),
+    True: (
+        ": normalised singular values of the test log-P matrices, first 500",
+        ". Normalised singular values (σ / σ_max) of the test log-P matrices, first 500 indices, y clipped to [0, 0.2] "
+        "as in the SM (scaled to the data, and said so, when ours are shorter or flatter), then other output layers "
+        "(E11). Triangles mark the paper's Press' ranks (Table 6).",
+    ),
+}
 
 
-@paper_figure(
-    "sm_figure3",
-    requires=["spectra.csv"],
-    caption="SM Figure 3 (PTB): normalised singular values of the test log-P matrices, first 500",
-    report="**SM Figure 3** (PTB). Normalised singular values (σ / σ_max) of the test log-P matrices, first 500 "
-    "indices, y clipped to [0, 0.2] as in the SM (scaled to the data, and said so, when ours are shorter or "
-    "flatter), then other output layers (E11). Triangles mark the paper's Press' ranks (Table 6).",
-)
-def sm_figure3(summary_dir) -> Figure:
-    return spectra_figure(summary_dir, ("ptb",), normalised=True)
+def _sm_figure(number: int, ds: str, *, normalised: bool):
+    """Register SM Figure ``number``: :func:`spectra_figure` of dataset ``ds`` alone, raw or normalised."""
+    caption, report = _SM_TEXT[normalised]
+    label = DATASETS[ds]
+    return paper_figure(
+        f"sm_figure{number}",
+        requires=["spectra.csv"],
+        caption=f"SM Figure {number} ({label}){caption}",
+        report=f"**SM Figure {number}** ({label}){report}",
+    )(partial(spectra_figure, datasets=(ds,), normalised=normalised))
 
 
-@paper_figure(
-    "sm_figure4",
-    requires=["spectra.csv"],
-    caption="SM Figure 4 (WT2): singular values of the test log-P matrices, log scale, all indices",
-    report="**SM Figure 4** (WT2). Singular values of the test log-P matrices on a log scale, all indices, for "
-    "Softmax, SS, GSS, LMS-PLIF and MoS, then other output layers (E11). Triangles on the top edge mark the "
-    "paper's Press' ranks (Table 6).",
-)
-def sm_figure4(summary_dir) -> Figure:
-    return spectra_figure(summary_dir, ("wt2",), normalised=False)
-
-
-@paper_figure(
-    "sm_figure5",
-    requires=["spectra.csv"],
-    caption="SM Figure 5 (WT2): normalised singular values of the test log-P matrices, first 500",
-    report="**SM Figure 5** (WT2). Normalised singular values (σ / σ_max) of the test log-P matrices, first 500 "
-    "indices, y clipped to [0, 0.2] as in the SM (scaled to the data, and said so, when ours are shorter or "
-    "flatter), then other output layers (E11). Triangles mark the paper's Press' ranks (Table 6).",
-)
-def sm_figure5(summary_dir) -> Figure:
-    return spectra_figure(summary_dir, ("wt2",), normalised=True)
+sm_figure2 = _sm_figure(2, "ptb", normalised=False)
+sm_figure3 = _sm_figure(3, "ptb", normalised=True)
+sm_figure4 = _sm_figure(4, "wt2", normalised=False)
+sm_figure5 = _sm_figure(5, "wt2", normalised=True)

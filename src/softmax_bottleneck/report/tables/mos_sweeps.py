@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from softmax_bottleneck.report import reported
 from softmax_bottleneck.report.common import fkey, one_run_per, read_runs
+from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.catalog import paper_table
 from softmax_bottleneck.report.tables.common import compare
@@ -54,28 +57,21 @@ def mos_k_table(summary_dir, dataset: str) -> pd.DataFrame:
     return table.sort_values("n_experts", kind="mergesort").reset_index(drop=True)  # K ascending, as printed
 
 
-@paper_table(
-    "sm_table4",
-    requires=["mos_k.csv"],
-    caption="SM Table 4 (PTB): MoS vs the number of mixtures K (NT-ASGD, authors' seed).",
-    layout=mos_k_layout,
-    report="**SM Table 4** (PTB). MoS with K mixture components (E8, NT-ASGD, authors' seed): #parameters, train and "
-    "test perplexity, Press' rank.",
-)
-def sm_table4(summary_dir) -> pd.DataFrame:
-    return mos_k_table(summary_dir, "ptb")
+def _mos_k_sm_table(number: int, dataset: str):
+    """Register SM Table ``number``: :func:`mos_k_table` of ``dataset``."""
+    label = DATASETS[dataset]
+    return paper_table(
+        f"sm_table{number}",
+        requires=["mos_k.csv"],
+        caption=f"SM Table {number} ({label}): MoS vs the number of mixtures K (NT-ASGD, authors' seed).",
+        layout=mos_k_layout,
+        report=f"**SM Table {number}** ({label}). MoS with K mixture components (E8, NT-ASGD, authors' seed): "
+        "#parameters, train and test perplexity, Press' rank.",
+    )(partial(mos_k_table, dataset=dataset))
 
 
-@paper_table(
-    "sm_table5",
-    requires=["mos_k.csv"],
-    caption="SM Table 5 (WT2): MoS vs the number of mixtures K (NT-ASGD, authors' seed).",
-    layout=mos_k_layout,
-    report="**SM Table 5** (WT2). MoS with K mixture components (E8, NT-ASGD, authors' seed): #parameters, train and "
-    "test perplexity, Press' rank.",
-)
-def sm_table5(summary_dir) -> pd.DataFrame:
-    return mos_k_table(summary_dir, "wt2")
+sm_table4 = _mos_k_sm_table(4, "ptb")
+sm_table5 = _mos_k_sm_table(5, "wt2")
 
 
 def _mixtures(table: pd.DataFrame | None) -> dict[str, str]:
