@@ -35,9 +35,15 @@ os.environ.update(
 from softmax_bottleneck.cluster import lock_free
 from softmax_bottleneck.cluster.container import bind_for_jobs
 from softmax_bottleneck.cluster.container import check_image as check_container_image
+from softmax_bottleneck.cluster import snakemake_run
+
+# what Snakemake's own objects tell (softmax_bottleneck.cluster.snakemake_run): this is the controller, not a job's
+# Snakemake; the --configfile files given
+CONTROLLER = snakemake_run.is_controller(workflow)
+GIVEN_CONFIGFILES = snakemake_run.given_configfiles(workflow)
 
 READING_TARGETS = ("status", "progress", "preview")
-if workflow.is_main_process:
+if CONTROLLER:
     lock_free.rerun_without_lock(READING_TARGETS)
     # where another run's lock holds files of this one, one line saying why and what to do (never --unlock while
     # a Snakemake runs here) instead of Snakemake's, which invites --unlock (a dry run's too, logged as an error)
@@ -68,27 +74,27 @@ DEFAULT_CONFIG = study_config.DEFAULT_CONFIG
 # relative to the working directory where below it, else absolute
 CONFIG_FILES = [
     p if not p.startswith("..") else str(Path(p).resolve())
-    for p in map(os.path.relpath, workflow.overwrite_configfiles)
+    for p in map(os.path.relpath, GIVEN_CONFIGFILES)
 ] or [DEFAULT_CONFIG]
-CONFIG_VALUES = dict(workflow.config_settings.config)
+CONFIG_VALUES = snakemake_run.given_config(workflow)
 # `snakemake status|progress|preview` without --configfile follow the study the workflow last started in this folder,
 # as `python -m softmax_bottleneck status` does (its record, softmax_bottleneck.cluster.workflow_run), saying so in one line;
 # the paper's configuration where none is recorded. --config values go on top of the recorded ones.
 FOLLOWED = None
-if not workflow.overwrite_configfiles and lock_free.reading_targets(
-    sys.argv[1:], READING_TARGETS
-):
+if not GIVEN_CONFIGFILES and lock_free.reading_targets(sys.argv[1:], READING_TARGETS):
     FOLLOWED = study_config.recorded_study()
     if FOLLOWED is not None:
         CONFIG_FILES = [os.path.relpath(p) for p in FOLLOWED[0]]
         CONFIG_VALUES = {**FOLLOWED[1], **CONFIG_VALUES}
-        if workflow.is_main_process:
+        if CONTROLLER:
             what = "/".join(lock_free.reading_targets(sys.argv[1:], READING_TARGETS))
             print(
                 study_config.following_line(what, FOLLOWED, "--configfile FILE"),
                 file=sys.stderr,
             )
 CONFIG_SOURCE = " + ".join(CONFIG_FILES)
+#: the configuration is named (--configfile), or followed from the study last started here, not the default one
+CONFIG_NAMED = bool(GIVEN_CONFIGFILES) or FOLLOWED is not None
 
 
 def config_failure(err):
@@ -101,7 +107,7 @@ try:
 except study_config.ConfigError as err:
     config_failure(err)
 
-if not workflow.overwrite_configfiles and FOLLOWED is None:
+if not GIVEN_CONFIGFILES and FOLLOWED is None:
 
     configfile: DEFAULT_CONFIG
 
@@ -222,18 +228,16 @@ def start_workflow_run():
     workflow_start.start)."""
     from softmax_bottleneck.study import workflow_start
 
-    jobs = workflow.dag.needrun_jobs()
-    gpus = workflow.global_resources.get("gpu")
-    local, gpus = workflow.local_exec, getattr(gpus, "value", gpus)
+    local, slots = snakemake_run.job_slots(workflow)
     workflow_start.start(
         STUDY,
-        [(job.jobid, job.rule.name, dict(job.wildcards), job.threads) for job in jobs],
+        snakemake_run.jobs_to_run(workflow),
         LOGS,
         files=CONFIG_FILES,
         values=CONFIG_VALUES,
-        named=bool(workflow.overwrite_configfiles) or FOLLOWED is not None,
+        named=CONFIG_NAMED,
         cpu_checked=local and not config.get("allow_cpu_training"),
-        slots=min(v for v in (workflow.cores, gpus) if v) if local else workflow.nodes,
+        slots=slots,
     )
 
 
@@ -244,7 +248,7 @@ def finished_runs():
 
 # A finished run that an older source of its output layer trained is said at once (`snakemake -n` too), never
 # retrained: its tables and figures carry the same note (report/layer_sources.py).
-if workflow.is_main_process:
+if CONTROLLER:
     for note in stale_runs(STUDY):
         print(
             f"note: {note} (kept, never retrained by itself: to retrain it, delete the run folder and run with "

@@ -16,11 +16,7 @@ PROGRESS_PAGE, LEARNING_CURVES = progress_files(STUDY)
 PREVIEW_FILES = study_preview.output_files(STUDY)
 #: `snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
 #: the study followed is the one last started in this folder (common.smk, FOLLOWED)
-RETRY_OPTIONS = (
-    "--configfile " + " ".join(CONFIG_FILES)
-    if workflow.overwrite_configfiles or FOLLOWED is not None
-    else ""
-)
+RETRY_OPTIONS = "--configfile " + " ".join(CONFIG_FILES) if CONFIG_NAMED else ""
 
 
 localrules:

@@ -38,8 +38,9 @@ all_reports = lambda: [
 
 for item in paper_tables.TABLES.values():
 
+    # one table of the paper or its SM (the rule's name) as CSV, Markdown, HTML and LaTeX
     rule:
-        """Render one table of the paper or its SM (the rule's name) as CSV, Markdown, HTML and LaTeX."""
+        f"""{item.description}"""
         name:
             item.name
         input:
@@ -73,15 +74,12 @@ for item in paper_tables.TABLES.values():
             "python -m softmax_bottleneck table {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
 
-    workflow.get_rule(workflow.modifier.modify_rulename(item.name)).docstring = (
-        item.description
-    )
-
 
 for item in paper_figures.FIGURES.values():
 
+    # one figure of the paper or its SM (the rule's name) as PDF and PNG
     rule:
-        """Draw one figure of the paper or its SM (the rule's name) as PDF and PNG."""
+        f"""{item.description}"""
         name:
             item.name
         input:
@@ -112,10 +110,6 @@ for item in paper_figures.FIGURES.values():
             "python -m softmax_bottleneck figure {params.name} --summary-dir {params.summary_dir} "
             "--out {params.out} {params.banner} > {log} 2>&1"
 
-    workflow.get_rule(workflow.modifier.modify_rulename(item.name)).docstring = (
-        item.description
-    )
-
 
 #: the HTML report's caption of each sweep's table and figure (what was swept, from the configuration)
 SWEEP_CAPTIONS = {
@@ -125,8 +119,9 @@ SWEEP_CAPTIONS = {
 
 for name in SWEEPS:
 
+    # one sweep of the configuration (sweeps:): its table and its figure
     rule:
-        """Render one sweep of the configuration (sweeps:): its table and its figure."""
+        f"""{config_sweeps.description(name, config["sweeps"][name])}"""
         name:
             f"{SWEEP_PREFIX}{name}"
         input:
@@ -167,7 +162,3 @@ for name in SWEEPS:
         shell:
             "python -m softmax_bottleneck sweep {params.name} --summary-dir {params.summary_dir} "
             "--out-table {params.table} --out-figure {params.figure} {params.banner} > {log} 2>&1"
-
-    workflow.get_rule(
-        workflow.modifier.modify_rulename(f"{SWEEP_PREFIX}{name}")
-    ).docstring = config_sweeps.description(name, config["sweeps"][name])

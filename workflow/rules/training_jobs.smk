@@ -40,8 +40,7 @@ def site_time_limit():
     """The partition's time limit, minutes, that the profile gives train (`set-resources: train: max_runtime:`), or
     None: each attempt then asks min(that limit, its own estimate) instead of the limit itself.
     """
-    overrides = workflow.resource_settings.overwrite_resources or {}
-    value = getattr((overrides.get("train") or {}).get("max_runtime"), "value", None)
+    value = snakemake_run.set_resource(workflow, "train", "max_runtime")
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -102,7 +101,7 @@ def scheduled_trainings():
 
 
 # asked where a SLURM controller answers (scontrol ping), also of a dry run: what it lists is what would run
-SCHEDULED_TRAININGS = scheduled_trainings() if workflow.is_main_process else {}
+SCHEDULED_TRAININGS = scheduled_trainings() if CONTROLLER else {}
 
 
 def runs_to_await():
@@ -119,7 +118,7 @@ def runs_to_await():
     return sorted(found - set(SCHEDULED_TRAININGS))
 
 
-RUNNING_RUNIDS = runs_to_await() if workflow.is_main_process else []
+RUNNING_RUNIDS = runs_to_await() if CONTROLLER else []
 #: runid of every run this controller waits for instead of training it (running, finished, or queued in SLURM)
 AWAITED_RUNIDS = set(RUNNING_RUNIDS) | set(SCHEDULED_TRAININGS)
 

@@ -240,19 +240,19 @@ class SiteCheckError(RuntimeError):
     """The check cannot be made (a profile that cannot be read, a dry run that fails)."""
 
 
-#: prints the workflow's local rules (a dry run's listing does not mark them): Snakemake's API, read as parsed
+#: prints the workflow's local rules (a dry run's listing does not mark them): the workflow parsed by Snakemake's API,
+#: its rules read by :func:`.snakemake_run.local_rules`
 LOCAL_RULES_SCRIPT = """
 import json, sys
 from pathlib import Path
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+from softmax_bottleneck.cluster.snakemake_run import local_rules
 snakefile, workdir, *configs = sys.argv[1:]
 with SnakemakeApi(OutputSettings()) as api:
-    workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path(snakefile),
-                            config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]),
-                            workdir=Path(workdir))._workflow
-    local = set(workflow._localrules) | {rule.name for rule in workflow.rules if rule.norun}
-    print("LOCAL-RULES " + json.dumps(sorted(local)))
+    parsed = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path(snakefile),
+                          config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]), workdir=Path(workdir))
+    print("LOCAL-RULES " + json.dumps(sorted(local_rules(parsed._workflow))))
 """
 
 
@@ -260,7 +260,9 @@ def local_rules(args, scratch: Path) -> set[str]:
     """The workflow's local rules (``localrules:``, ``localrule: True``, rules without a command)."""
     configs = [str(Path(c).resolve()) for c in args.configfile]
     cmd = [sys.executable, "-c", LOCAL_RULES_SCRIPT, str(args.snakefile), str(scratch), *configs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    package_root = str(Path(__file__).resolve().parents[2])  # the script imports this package as this process does
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     found = [line for line in proc.stdout.splitlines() if line.startswith("LOCAL-RULES ")]
     if proc.returncode != 0 or not found:
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])
