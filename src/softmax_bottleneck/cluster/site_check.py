@@ -240,19 +240,14 @@ class SiteCheckError(RuntimeError):
     """The check cannot be made (a profile that cannot be read, a dry run that fails)."""
 
 
-#: prints the workflow's local rules (a dry run's listing does not mark them): the workflow parsed by Snakemake's API,
-#: its rules read by :func:`.snakemake_run.local_rules`
+#: prints the workflow's local rules (a dry run's listing does not mark them), as Snakemake's API parses the Snakefile
 LOCAL_RULES_SCRIPT = """
 import json, sys
 from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-from softmax_bottleneck.cluster.snakemake_run import local_rules
+from softmax_bottleneck.cluster.snakemake_run import parsed_local_rules
 snakefile, workdir, *configs = sys.argv[1:]
-with SnakemakeApi(OutputSettings()) as api:
-    parsed = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path(snakefile),
-                          config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]), workdir=Path(workdir))
-    print("LOCAL-RULES " + json.dumps(sorted(local_rules(parsed._workflow))))
+local = parsed_local_rules(Path(snakefile), Path(workdir), [Path(c) for c in configs])
+print("LOCAL-RULES " + json.dumps(sorted(local)))
 """
 
 

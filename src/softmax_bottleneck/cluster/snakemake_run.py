@@ -6,7 +6,8 @@ plug-in interface hands a Snakefile. Each function takes the Snakefile's ``workf
 * one rule's ``--set-resources`` value (the site's time limit a profile gives ``train``);
 * whether this process is the controller, not the Snakemake a job runs in;
 * the jobs the run will start and its job slots (the time left, recorded at its start);
-* the workflow's local rules (the site check leaves them out: they never go through ``sbatch``).
+* the workflow's local rules, also of a Snakefile parsed by Snakemake's API (the site check leaves them out: they
+  never go through ``sbatch``).
 
 Read from Snakemake 9 (``requirements.lock`` pins the version CI runs); where a later Snakemake lacks one,
 :class:`SnakemakeChanged` names it. ``tests/test_snakemake_run.py`` reads every value from a real run.
@@ -15,6 +16,7 @@ Read from Snakemake 9 (``requirements.lock`` pins the version CI runs); where a 
 from __future__ import annotations
 
 from importlib.metadata import version
+from pathlib import Path
 
 
 class SnakemakeChanged(RuntimeError):
@@ -79,3 +81,14 @@ def local_rules(workflow) -> set[str]:
     command)."""
     # not workflow.is_local(rule): that is every rule when the jobs run on this machine
     return set(_read(workflow, "_localrules")) | {rule.name for rule in _read(workflow, "rules") if rule.norun}
+
+
+def parsed_local_rules(snakefile: Path, workdir: Path, configfiles: list[Path]) -> set[str]:
+    """:func:`local_rules` of ``snakefile`` as Snakemake's API parses it in ``workdir`` (no DAG built, no job run)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    with SnakemakeApi(OutputSettings()) as api:
+        parsed = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=snakefile,
+                              config_settings=ConfigSettings(configfiles=configfiles), workdir=workdir)  # fmt: skip
+        return local_rules(_read(parsed, "_workflow"))
