@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -76,22 +77,29 @@ def wait_for_run(run: Path, log: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@contextmanager
+def reaped(*procs: subprocess.Popen):
+    """``procs``, each killed and waited for at the end if it still runs (a test that fails leaves none behind)."""
+    try:
+        yield
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 @pytest.mark.parametrize("end", ["finish", "die"])
 def test_wait_for_run_waits_while_the_training_runs_and_says_how_it_ended(tmp_path, end):
     run = tmp_path / "results" / "runs" / "ptb-softmax"
     training = start_training(run)
     waiting = wait_for_run(run, tmp_path / "train.log")
-    try:
+    with reaped(training, waiting):
         time.sleep(1.5)
         assert waiting.poll() is None, waiting.communicate()[0]  # the training runs: it waits
         (run / "go").write_text(end)
         training.wait(30)
         out, _ = waiting.communicate(timeout=30)
-    finally:
-        for proc in (training, waiting):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     if end == "finish":
         assert waiting.returncode == 0 and "finished by the process that trained it" in out, out
     else:
@@ -117,15 +125,10 @@ def test_a_finished_run_of_another_identity_or_length_is_not_taken_for_the_rules
     run = tmp_path / "results" / "runs" / "default-0123abcd"
     training = start_training(run)
     waiting = wait_for_run(run, tmp_path / "train.log")
-    try:
+    with reaped(training, waiting):
         (run / "go").write_text("finish" + json.dumps(written))
         training.wait(30)
         out, _ = waiting.communicate(timeout=60)
-    finally:
-        for proc in (training, waiting):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     assert waiting.returncode == 1, out
     errors = [line for line in out.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and "not as this rule's run" in errors[0] and named in errors[0], out
@@ -136,15 +139,10 @@ def test_a_finished_run_as_asked_is_accepted(tmp_path):
     run = tmp_path / "results" / "runs" / "default-0123abcd"
     training = start_training(run)
     waiting = wait_for_run(run, tmp_path / "train.log")
-    try:
+    with reaped(training, waiting):
         (run / "go").write_text("finish")
         training.wait(30)
         out, _ = waiting.communicate(timeout=60)
-    finally:
-        for proc in (training, waiting):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     assert waiting.returncode == 0 and "finished by the process that trained it" in out, out
 
 
@@ -154,13 +152,8 @@ def test_the_wait_gives_up_after_its_limit(tmp_path):
     training = start_training(run)
     start = time.monotonic()
     waiting = wait_for_run(run, tmp_path / "train.log", "--max-wait", "2")
-    try:
+    with reaped(training, waiting):
         out, _ = waiting.communicate(timeout=60)
-    finally:
-        for proc in (training, waiting):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     assert waiting.returncode == 1 and time.monotonic() - start < 30, out
     errors = [line for line in out.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and "the most this wait may take (--max-wait)" in errors[0], out
