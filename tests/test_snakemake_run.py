@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SNAKEFILE = """
 import json
+from pathlib import Path
 from softmax_bottleneck.cluster import snakemake_run as read
 
 
@@ -72,7 +73,7 @@ rule tidy:
 
 def _run(tmp_path: Path, *args: str) -> dict[str, list[dict]]:
     """Run the Snakefile in ``tmp_path`` with ``args``; the values each process said, by tag."""
-    (tmp_path / "Snakefile").write_text("from pathlib import Path\n" + SNAKEFILE)
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "snakemake", "--directory", str(tmp_path), "--snakefile", str(tmp_path / "Snakefile"),
            "--quiet", "rules", *args]  # fmt: skip
