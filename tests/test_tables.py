@@ -396,3 +396,35 @@ def test_table2_says_why_our_p_values_are_missing_at_one_random_seed(summary_dir
         table = tables.build(name, one_seed)
         assert table.loc[table["n_runs"].notna(), "p_value_ours"].isna().all()
         assert note in tables.TABLES[name].caption_for(table), name
+
+
+def test_older_summaries_without_some_columns_give_the_same_tables(summary_dir, rendered, tmp_path):
+    """A summary written before a column existed (top5.csv without its models' dataset, variant and schedule;
+    wordsim.csv without the pair counts) reads with that column empty: the tables that do not show it are unchanged,
+    and the figures still draw."""
+    from softmax_bottleneck.report import figures
+    from softmax_bottleneck.report.common import read_top5, read_wordsim
+
+    older = tmp_path / "older"
+    shutil.copytree(summary_dir, older)
+    top5 = pd.read_csv(summary_dir / "top5.csv")
+    top5.drop(columns=["dataset", "variant", "schedule", "layer_source"]).to_csv(older / "top5.csv", index=False)
+    ws = pd.read_csv(summary_dir / "wordsim.csv")
+    ws.drop(columns=["pairs", "found", "not_found"]).to_csv(older / "wordsim.csv", index=False)
+
+    read = read_top5(older)
+    assert list(read.columns[-4:]) == ["dataset", "variant", "schedule", "layer_source"]
+    assert read["variant"].isna().all() and read["variant"].dtype == object
+    assert read_wordsim(older)["found"].dtype == float and read_wordsim(older)["found"].isna().all()
+    for name in ("sm_table2", "sm_table3"):
+        pd.testing.assert_frame_equal(tables.build(name, older), rendered[name], check_dtype=False)
+    counts = [f"{count}_{side}" for count in ("pairs", "not_found") for side in ("ours", "diff")]
+    assert counts and not rendered["sm_table13"][counts].isna().all().all()
+    t13 = tables.build("sm_table13", older)
+    assert t13[counts].isna().all().all()  # the counts the older file lacks; the rest as before
+    pd.testing.assert_frame_equal(
+        t13.drop(columns=counts), rendered["sm_table13"].drop(columns=counts), check_dtype=False
+    )
+    for name in ("figure3", "figure4"):
+        figures.render(name, older, tmp_path / name)
+        assert (tmp_path / f"{name}.png").stat().st_size > 0

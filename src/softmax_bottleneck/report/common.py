@@ -25,6 +25,8 @@ import pandas as pd
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
+from softmax_bottleneck.report import reported
+from softmax_bottleneck.report.summaries import TOP5_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -99,27 +101,45 @@ def require_summaries(what: str, summary_dir, files: Sequence[str]) -> None:
             raise FileNotFoundError(f"{what} needs summary file {path}, which does not exist")
 
 
-def read_summary(summary_dir, name: str) -> pd.DataFrame:
+def read_summary(summary_dir, name: str, *, text: Sequence[str] = (), numbers: Sequence[str] = ()) -> pd.DataFrame:
     """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent; a binary or malformed file or an
     impossible number (a perplexity below 1, ...) is a :class:`~softmax_bottleneck.readback.ReadbackError` naming
-    it, its column and row."""
+    it, its column and row. Every column named in ``text`` (strings) or ``numbers`` (floats) is there, empty where
+    the file lacks it (a small-scale or an older summary)."""
     path = Path(summary_dir) / name
     if not path.is_file():
         raise FileNotFoundError(f"summary file {path} not found")
     frame = readback.read_csv(path)
     readback.check_columns(frame, path)
+    for col in (*text, *numbers):
+        if col not in frame.columns:
+            frame[col] = pd.Series(dtype=object if col in text else float)
     return frame
 
 
 def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame:
     """A run summary (one row per run) with every column the tables and figures read, plus the numeric ``extra``
     ones (e.g. ``n_experts``); a column the file lacks is there, empty (small-scale runs)."""
-    frame = read_summary(summary_dir, name)
-    needed = ["dataset", "variant", "schedule", "seed", "seed_kind", "parameters", *PPL3, "press_rank", *EPS, *extra]
-    for col in needed:
-        if col not in frame.columns:
-            frame[col] = pd.Series(dtype=object if col in ("dataset", "variant", "schedule", "seed_kind") else float)
-    return frame
+    numbers = ["seed", "parameters", *PPL3, "press_rank", *EPS, *extra]
+    return read_summary(summary_dir, name, text=["dataset", "variant", "schedule", "seed_kind"], numbers=numbers)
+
+
+def read_wordsim(summary_dir) -> pd.DataFrame:
+    """The word-similarity summary (E6, ``wordsim.csv``), its benchmarks named as the paper names them
+    (:func:`~softmax_bottleneck.report.reported.normalise_benchmark`)."""
+    frame = read_summary(
+        summary_dir,
+        "wordsim.csv",
+        text=["dataset", "variant", "benchmark"],
+        numbers=["pairs", "found", "not_found", "spearman"],
+    )
+    return frame.assign(benchmark=frame["benchmark"].map(reported.normalise_benchmark))
+
+
+def read_top5(summary_dir) -> pd.DataFrame:
+    """The top-5 summary (E5, ``top5.csv``) with every column of
+    :data:`~softmax_bottleneck.report.summaries.TOP5_COLUMNS` (as text)."""
+    return read_summary(summary_dir, "top5.csv", text=TOP5_COLUMNS)
 
 
 def one_run_per(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

@@ -3,8 +3,8 @@
 * :class:`Basis`: the rows of one summary file a claim reads (its dataset, output layers, schedule, kind of seed);
   the claim's evidence is built from exactly these rows, and the preview counts its runs in and planned with them;
 * :class:`Summaries`: the summary CSVs of a study, each read once through the strict readers of the tables
-  (:func:`~softmax_bottleneck.report.common.read_runs`, :func:`~softmax_bottleneck.report.tables.wordsim.read_wordsim`,
-  :func:`~softmax_bottleneck.report.common.read_summary` for ``top5.csv``:
+  (:func:`~softmax_bottleneck.report.common.read_runs`, :func:`~softmax_bottleneck.report.common.read_wordsim`,
+  :func:`~softmax_bottleneck.report.common.read_top5`:
   a binary or malformed file, or an impossible number, is one line naming the file), then by the claims' own checks
   (:mod:`.inputs`: a run counted once, a rank within the vocabulary, a known dataset and schedule, a whole seed, a test
   perplexity in every row); an absent file reads as no runs, a link, FIFO or device in its place is refused;
@@ -26,10 +26,9 @@ import pandas as pd
 from softmax_bottleneck import presets
 from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.report.claims.inputs import TOP5_IDENTITY, check_once, check_runs
-from softmax_bottleneck.report.common import read_runs, read_summary
+from softmax_bottleneck.report.common import read_runs, read_top5, read_wordsim
 from softmax_bottleneck.report.summaries import RUN_COLUMNS, TOP5_COLUMNS
 from softmax_bottleneck.report.tables.cells import missing
-from softmax_bottleneck.report.tables.wordsim import read_wordsim
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +100,12 @@ class Summaries:
 def _top5(summary_dir, path) -> pd.DataFrame:
     """The top-5 summary with every column it should have (empty where missing: a summary written before it named
     each model's dataset, variant and schedule reads as no model of any layer, said once)."""
-    frame = read_summary(summary_dir, TOP5)
-    if frame.get("variant", pd.Series(dtype=object)).isna().all() and not frame.empty:
+    frame = read_top5(summary_dir)
+    if frame["variant"].isna().all() and not frame.empty:
         log.warning(
             "%s: no model's variant is named (an older summary); rebuild it (snakemake) for Figure 3's claim", path
         )
-    return frame.reindex(columns=list(dict.fromkeys([*frame.columns, *TOP5_COLUMNS])))
+    return frame
 
 
 # --------------------------------------------------------------------------------------------- the paper's scale

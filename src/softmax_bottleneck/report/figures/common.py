@@ -97,14 +97,9 @@ def one_per(frame: pd.DataFrame, key: str) -> pd.DataFrame:
 
 
 def read_spectra(summary_dir) -> pd.DataFrame:
-    frame = read_summary(summary_dir, "spectra.csv")
-    for col in ("dataset", "variant"):
-        if col not in frame.columns:
-            frame[col] = pd.Series(dtype=object)
-    for col in ("index", "sigma", "sigma_normalised"):
-        if col not in frame.columns:
-            frame[col] = pd.Series(dtype=float)
-    return frame
+    return read_summary(
+        summary_dir, "spectra.csv", text=["dataset", "variant"], numbers=["index", "sigma", "sigma_normalised"]
+    )
 
 
 # --------------------------------------------------------------------------------------------- axes from the data

@@ -8,7 +8,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.common import as_hit, read_summary
+from softmax_bottleneck.report.common import as_hit, read_top5
 from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import PAGE, footnote, new_figure, note
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
@@ -53,10 +53,7 @@ def _draw_grid(ax, grid: np.ndarray, models: list[str], title: str) -> None:
     "reproduction beside the paper's grid (SM Table 2).",
 )
 def figure3(summary_dir) -> Figure:
-    ours = read_summary(summary_dir, "top5.csv")
-    for col in ("model", "group", "number", "hit"):
-        if col not in ours.columns:
-            ours[col] = pd.Series(dtype=object)
+    ours = read_top5(summary_dir)
     models = variants.ordered_models(reported.paper_order("figure3_hits", "model"), ours["model"].dropna().astype(str))
     fig = new_figure(PAGE, 0.8 + 0.175 * len(models), compress=True)  # a row per model; titles, group names and ticks
     axes = fig.subplots(1, 2)

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.common import read_summary
+from softmax_bottleneck.report.common import read_wordsim
 from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import PAGE, empty_panel, new_figure, note
 from softmax_bottleneck.report.reported import DATASETS
@@ -24,11 +24,7 @@ from softmax_bottleneck.report.reported import DATASETS
     "WT2 panels.",
 )
 def figure4(summary_dir) -> Figure:
-    ws = read_summary(summary_dir, "wordsim.csv")
-    for col in ("dataset", "variant", "benchmark", "spearman"):
-        if col not in ws.columns:
-            ws[col] = pd.Series(dtype=object if col != "spearman" else float)
-    ws = ws.assign(benchmark=ws["benchmark"].map(reported.normalise_benchmark))
+    ws = read_wordsim(summary_dir)
     paper = reported.load("figure4")
     fig = new_figure(PAGE, 3.3, compress=True)
     axes = fig.subplots(1, 2)

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.common import as_hit, read_summary
+from softmax_bottleneck.report.common import as_hit, read_top5
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.catalog import paper_table
@@ -65,12 +65,7 @@ def sm_table2_layout(table: pd.DataFrame) -> pd.DataFrame:
     "Rows: per context, our top-5 beside the paper's.",
 )
 def sm_table2(summary_dir) -> pd.DataFrame:
-    ours = read_summary(summary_dir, "top5.csv")
-    from softmax_bottleneck.report.summaries import TOP5_COLUMNS
-
-    for col in TOP5_COLUMNS:
-        if col not in ours.columns:
-            ours[col] = pd.Series(dtype=object)
+    ours = read_top5(summary_dir)
     paper = reported.load("sm_table2")
     paper = paper[~paper["model"].str.endswith("**")]  # Yang et al.'s own numbers: nothing to reproduce
     keys = ["model", "group", "number"]

@@ -12,11 +12,9 @@ from softmax_bottleneck.report.tables.common import compare
 
 
 def read_robustness(summary_dir) -> pd.DataFrame:
-    frame = read_summary(summary_dir, "robustness.csv")
-    for col in ("algorithm", "iteration_or_c", "press_rank", "error", *EPS):
-        if col not in frame.columns:
-            frame[col] = pd.Series(dtype=float)
-    return frame
+    return read_summary(
+        summary_dir, "robustness.csv", numbers=["algorithm", "iteration_or_c", "press_rank", "error", *EPS]
+    )
 
 
 def robustness_pair(summary_dir, algorithm: int, table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:

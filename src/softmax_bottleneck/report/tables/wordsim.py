@@ -7,21 +7,13 @@ import logging
 import pandas as pd
 
 from softmax_bottleneck.report import reported, variants
-from softmax_bottleneck.report.common import read_summary
+from softmax_bottleneck.report.common import read_wordsim
 from softmax_bottleneck.report.reported import DATASETS
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.catalog import paper_table
 from softmax_bottleneck.report.tables.common import compare, order_rows
 
 log = logging.getLogger(__name__)
-
-
-def read_wordsim(summary_dir) -> pd.DataFrame:
-    frame = read_summary(summary_dir, "wordsim.csv")
-    for col in ("dataset", "variant", "benchmark", "pairs", "found", "not_found", "spearman"):
-        if col not in frame.columns:
-            frame[col] = pd.Series(dtype=float)
-    return frame.assign(benchmark=frame["benchmark"].map(reported.normalise_benchmark))
 
 
 # --------------------------------------------------------------------------------------------- the paper's layout
