@@ -3,7 +3,8 @@
 Runs ``snakemake TARGET --cores C --resources gpu=N`` on ``config/gpu-smoke.yaml`` (``--smoke``:
 ``config/small.yaml``, which a CPU runs in minutes) in ``--workdir``, with ``SOFTMAX_BOTTLENECK_GPU_SLOTS=K`` (the
 lease's jobs per card; MPS under K > 1) and the lease's lock directory inside the workdir. Once a training job's
-trainer has logged its first batches and run ``--kill-after`` seconds more, it gets SIGTERM, as a pre-emption
+trainer (a run's, or a fused group's under ``fusion: runs_per_job`` > 1, as in the small scale) has logged its first
+batches and run ``--kill-after`` seconds more, it gets SIGTERM, as a pre-emption
 would send (it saves its resume state and exits; Snakemake, with ``--keep-going``, finishes the other jobs and
 fails); then the same command runs again and must resume that run and finish. Reports, as JSON
 (``<workdir>/smoke.json``, and printed last): the wall time of each run, the killed run and whether its log says
@@ -32,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def trainers(workdir: Path) -> list[int]:
-    """Pids of this workflow's trainer processes (``softmax_bottleneck train`` writing under ``workdir``)."""
+    """Pids of this workflow's trainer processes (``softmax_bottleneck train`` or ``train-fused`` writing under
+    ``workdir``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -45,7 +47,7 @@ def trainers(workdir: Path) -> list[int]:
         except OSError:
             continue
         after = words[words.index("softmax_bottleneck") + 1 :]
-        if after[:1] == ["train"] and cwd == str(workdir):
+        if after[:1] in (["train"], ["train-fused"]) and cwd == str(workdir):
             found.append(int(entry.name))
     return found
 
@@ -65,8 +67,7 @@ def run_snakemake(cmd: list[str], env: dict, workdir: Path, deadline: float, kil
                 break
             if kill_after is not None and killed is None:
                 for pid in trainers(workdir):
-                    run = next((a for a in _cmdline(pid) if a.startswith("results/runs/")), None)
-                    log_file = workdir / "logs" / "train" / f"{run[len('results/runs/') :]}.log" if run else None
+                    run, log_file = _trainer_log(workdir, _cmdline(pid))
                     training = log_file is not None and log_file.exists() and " batches |" in log_file.read_text()
                     if training:  # past its first logged batches: a kill now interrupts training itself
                         seen.setdefault(pid, now)
@@ -77,6 +78,16 @@ def run_snakemake(cmd: list[str], env: dict, workdir: Path, deadline: float, kil
             time.sleep(0.5)
     return {"cmd": " ".join(cmd), "rc": proc.returncode, "seconds": time.monotonic() - started, "killed": killed,
             "log": log.name}  # fmt: skip
+
+
+def _trainer_log(workdir: Path, words: list[str]) -> tuple[str | None, Path | None]:
+    """The run (a solo trainer's run folder) or fused group (its ``--record``) of a trainer's command line, and the
+    log the workflow writes it to (``logs/train/<run>.log``, ``logs/train_fused/<group>.log``)."""
+    if "train-fused" in words and "--record" in words:
+        group = Path(words[words.index("--record") + 1]).stem
+        return group, workdir / "logs" / "train_fused" / f"{group}.log"
+    run = next((a for a in words if a.startswith("results/runs/")), None)
+    return run, (workdir / "logs" / "train" / f"{run[len('results/runs/') :]}.log" if run else None)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -116,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if first["rc"] != 0 and time.monotonic() < deadline:
         runs.append(run_snakemake(cmd, env, workdir, deadline, None))
     subdir = "small" if args.smoke else "gpu-smoke"
-    logs = sorted((workdir / "logs" / "train").rglob("*.log")) if (workdir / "logs" / "train").is_dir() else []
+    logs = sorted(f for folder in ("train", "train_fused") for f in (workdir / "logs" / folder).rglob("*.log"))
     killed = first["killed"]
     resumed = None
     if killed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 from pathlib import Path
 
@@ -213,6 +214,8 @@ def test_refusals(tiny, tmp_path, capsys):
     short.write_text(" ".join(WORDS[:10]))
     _assert_refused(capsys, ["--model", model_dir, "--text", short, *common], "10 tokens", "one window of 32", out=out)
     _assert_refused(capsys, ["--model", model_dir, "--text", tmp_path / "none.txt", *common], "no such file", out=out)
+    os.mkfifo(tmp_path / "fifo.txt")  # read plainly, it would wait for a writer for ever
+    _assert_refused(capsys, ["--model", model_dir, "--text", tmp_path / "fifo.txt", *common], "a FIFO", out=out)
     _assert_refused(capsys, ["--model", model_dir, "--text", text, "--context", 64, *common], "context length 32")
     _assert_refused(capsys, ["--model", model_dir, "--text", text, "--context", 8, "--stride", 8, *common], "stride")
 

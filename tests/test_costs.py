@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -241,6 +242,66 @@ def test_cli_names_a_bad_plan_in_one_line(bench, tmp_path):
     assert "not_registered" in result.stderr and str(plan) in result.stderr
     result = subprocess.run([*cmd, "--config", str(tmp_path / "absent.yaml")], capture_output=True, text=True)
     assert result.returncode == 1 and "absent.yaml: not found" in result.stderr and "Traceback" not in result.stderr
+
+
+PLAN_ROW = {"run": "r", "experiments": "main", "dataset": "ptb", "variant": "softmax", "schedule": "et", "epochs": "3"}
+BAD_PLANS = {
+    "no epochs column": ({"epochs": None}, "not a training plan of `snakemake plan` (no column epochs)"),
+    "epochs not a number": ({"epochs": "many"}, "column epochs, row 2: 'many' is not a number"),
+    "epochs a fraction": ({"epochs": "2.5"}, "column epochs, row 2: '2.5' is not a whole number"),
+    "epochs zero": ({"epochs": "0"}, "column epochs, row 2: '0' is impossible (epochs count from 1)"),
+    "variant empty": ({"variant": ""}, "column variant, row 2 is empty"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PLANS))
+def test_a_plan_is_read_strictly_and_refused_in_one_line_naming_file_column_and_row(tmp_path, case):
+    """``costs --plan``: the plan through the bounded reader; the second row is the bad one (a column missing in
+    both rows), and the command says so in its last line."""
+    changes, message = BAD_PLANS[case]
+    bad = {**PLAN_ROW, **changes}
+    plan_path = tmp_path / "plan.csv"
+    pd.DataFrame([PLAN_ROW, bad]).dropna(axis=1, how="any").to_csv(plan_path, index=False)
+    with pytest.raises(ValueError) as err:  # readback.ReadbackError
+        training_projection.load_runs(None, plan_path)
+    assert str(err.value) == f"{plan_path}: {message}"
+    if case == "epochs not a number":  # the command's line (one subprocess: each imports the package)
+        cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(tmp_path), "--plan",
+               str(plan_path)]  # fmt: skip
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1].endswith(f"costs: {plan_path}: {message}")
+
+
+def test_a_plan_that_is_a_link_or_a_fifo_is_refused_unread(tmp_path):
+    good = tmp_path / "good.csv"
+    pd.DataFrame([PLAN_ROW]).to_csv(good, index=False)
+    assert training_projection.load_runs(None, good)[0] == [
+        {"experiment": "main", "dataset": "ptb", "variant": "softmax", "schedule": "et", "epochs": 3, "runs": 1}
+    ]
+    (tmp_path / "link.csv").symlink_to(good)
+    os.mkfifo(tmp_path / "fifo.csv")  # a reader that opened it plainly would wait here for ever
+    for name, kind in (("link.csv", "a symbolic link"), ("fifo.csv", "a FIFO")):
+        with pytest.raises(ValueError, match=kind):
+            training_projection.load_runs(None, tmp_path / name)
+
+
+def test_a_benchmark_file_that_cannot_be_read_is_skipped_with_a_warning_naming_it(bench, caplog):
+    """The benchmark files go through the bounded reader too: a binary file, a JSON line that is not an object, a
+    link and a FIFO are each skipped (one warning naming it), and the other files' table is unchanged."""
+    before = costs.summarize_rules(costs.read_benchmarks(bench))
+    (bench / "train" / "binary.tsv").write_bytes(HEADER.encode() + b"\n1.0\0\n")
+    (bench / "table" / "list.jsonl").write_text('{"s": 1.0}\n[1, 2]\n')
+    (bench / "train" / "link.tsv").symlink_to(bench / "train/ptb/softmax/et/seed141.tsv")
+    os.mkfifo(bench / "train" / "fifo.tsv")
+    with caplog.at_level("WARNING"):
+        after = costs.summarize_rules(costs.read_benchmarks(bench))
+    pd.testing.assert_frame_equal(after, before)
+    warned = {record.getMessage().split(": ")[0] for record in caplog.records}
+    skipped = ("train/binary.tsv", "table/list.jsonl", "train/link.tsv", "train/fifo.tsv", "notes.txt")
+    assert warned == {f"skipping {bench}/{name}" for name in skipped}
+    reasons = " ".join(record.getMessage() for record in caplog.records)
+    assert "a NUL byte on line 2" in reasons and "line 2 is not a JSON object" in reasons
 
 
 # --------------------------------------------------------------------------------------------- --bench: your device

@@ -198,3 +198,78 @@ def test_floating_point_rounding_at_a_bound_is_not_impossible():
     assert readback.violation("prob_1", 1.0000001) is None and readback.violation("test_ppl", 0.99999999) is None
     assert readback.violation("prob_1", 1.001) and readback.violation("test_ppl", 0.999)
     assert readback.violation("press_rank", 0) and readback.violation("press_rank", 2.5)
+
+
+# --------------------------------------------------------------------------------------------- one reader
+#: every read of a file outside readback.py (module, call) -> why it need not go through the bounded reader
+READS_OUTSIDE_READBACK = {
+    **dict.fromkeys(
+        [
+            ("measured.py", "resource.read_text"),
+            ("paper_numbers.py", "resource.read_text"),
+            ("paper_numbers.py", "pd.read_csv"),
+            ("presets.py", "resources.files('softmax_bottleneck').joinpath('data/presets.yaml').read_text"),
+            ("presets.py", "yaml.safe_load"),
+            ("models/output_layers/registry.py",
+             "resources.files('softmax_bottleneck').joinpath('data/presets.yaml').read_text"),
+            ("models/output_layers/registry.py", "yaml.safe_load"),
+            ("study/config_file.py", "resources.files('softmax_bottleneck').joinpath(SCHEMA).read_text"),
+        ],
+        "the package's own data files",
+    ),
+    ("study/config_file.py", "yaml.safe_load"): "a --set value and the package's schema (configurations: readback)",
+    **dict.fromkeys(
+        [
+            ("cluster/lock_free.py", "Path(f'/proc/{pid}/stat').read_text"),
+            ("cluster/lock_free.py", "Path('/proc/stat').read_text"),
+            ("cluster/lock_free.py", "entry / 'cmdline'.read_bytes"),
+            ("study/run_folder.py", "Path(f'/proc/{pid}/stat').read_text"),
+            ("study/run_folder.py", "Path('/proc/stat').read_text"),
+        ],
+        "the kernel's process table",
+    ),
+    ("corpora/corpus.py", "data_dir / f'{split}.txt'.read_bytes"): "the corpus, checked by its published SHA-256",
+    ("corpora/corpus.py", "file.read_bytes"): "the corpus, checked by its published SHA-256",
+    **dict.fromkeys(
+        [("corpora/corpus.py", "torch.load"), ("training/checkpoint.py", "torch.load"),
+         ("training/state.py", "torch.load")],
+        "torch.load(weights_only=True): no pickle of code runs (tests/test_checkpoint.py)",
+    ),
+    ("cluster/site_check.py", "held.read_text"): "the site check's own probe file, written by its job",
+    ("cluster/site_check.py", "json.loads"): "a line of the site check's own subprocess",
+    ("cluster/site_check.py", "yaml.safe_load"): "of bytes read by readback.read_bytes",
+}  # fmt: skip
+READERS = {"read_csv", "read_table", "read_json", "read_text", "read_bytes", "safe_load", "load", "loads"}
+
+
+def _reads(source: str):
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in READERS:
+            base = ast.unparse(node.func.value)
+            if base != "readback" and (node.func.attr not in ("load", "loads") or base in ("json", "yaml", "torch")):
+                yield node.lineno, f"{base}.{node.func.attr}"
+
+
+def test_every_file_the_package_reads_goes_through_the_bounded_reader():
+    """No module reads a file (pandas, json, yaml, torch, pathlib) but through readback.py, except the reads listed
+    above with their reason; a new one fails here, naming its line."""
+    from pathlib import Path
+
+    root = Path(readback.__file__).parent
+    found = {}
+    for module in sorted(root.rglob("*.py")):
+        if module.name != "readback.py":
+            for line, call in _reads(module.read_text(encoding="utf-8")):
+                found.setdefault((module.relative_to(root).as_posix(), call), line)
+    unlisted = [f"{module}:{line}: {call}" for (module, call), line in found.items()
+                if (module, call) not in READS_OUTSIDE_READBACK]  # fmt: skip
+    assert unlisted == [], "read these through softmax_bottleneck.readback (or list them with the reason)"
+    assert set(READS_OUTSIDE_READBACK) == set(found), "an exception that no longer exists"
+
+
+def test_the_one_reader_check_finds_a_plain_read():
+    planted = "import pandas as pd\nimport json\n\ndef f(p):\n    return pd.read_csv(p), json.loads(p.read_text())\n"
+    assert list(_reads(planted)) == [(5, "pd.read_csv"), (5, "json.loads"), (5, "p.read_text")]
+    assert list(_reads("from softmax_bottleneck import readback\nreadback.read_csv('x')\n")) == []

@@ -41,13 +41,6 @@ NAMES: tuple[str, ...] = (
 )
 
 
-def read_csv(source, **kwargs) -> pd.DataFrame:
-    """``pandas.read_csv`` that keeps words such as ``N``, ``NA`` or ``null`` as strings; only ``""`` is missing."""
-    import pandas as pd
-
-    return pd.read_csv(source, **{**readback.CSV_OPTIONS, **kwargs})
-
-
 @functools.cache
 def _load_text(name: str) -> str:
     resource = importlib.resources.files("softmax_bottleneck").joinpath("data", "reported", f"{name}.csv")
@@ -68,5 +61,7 @@ def _check_name(name: str) -> None:
 
 def load(name: str) -> pd.DataFrame:
     """The reported numbers of one file of ``data/reported`` (``name`` without ``.csv``), as a fresh DataFrame."""
+    import pandas as pd
+
     _check_name(name)
-    return read_csv(io.StringIO(_load_text(name)))
+    return pd.read_csv(io.StringIO(_load_text(name)), **readback.CSV_OPTIONS)  # the package's own file, as read back

@@ -104,6 +104,8 @@ CONVERT = (
     "M.from_pretrained('DIR').save_pretrained('NEW_DIR')\" writes NEW_DIR/model.safetensors (copy the tokenizer "
     "files beside it)"
 )
+#: the largest text ``analyze-lm`` tokenizes (WikiText-103's whole training text is about 540 MB)
+MAX_TEXT_BYTES = 2**30
 #: files that hold a tokenizer's vocabulary (one is needed)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
                    "sentencepiece.bpe.model", "*.tiktoken")  # fmt: skip
@@ -239,10 +241,14 @@ def tokenize_text(tokenizer, text_file: str | os.PathLike):
     path = Path(text_file)
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a text file")
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    try:  # through the bounded reader: a FIFO or device is refused, never waited on
+        raw = readback.read_bytes(path, MAX_TEXT_BYTES, follow_links=True, what="text file")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except readback.ReadbackError as err:
+        raise InputError(str(err)) from None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -57,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.cluster import mps
 from softmax_bottleneck.cluster.lock_files import (
     check_lock_dir,
@@ -74,6 +75,8 @@ ENV_LOCK_DIR = "SOFTMAX_BOTTLENECK_GPU_LOCK_DIR"
 ENV_SLOTS = "SOFTMAX_BOTTLENECK_GPU_SLOTS"
 #: set in the child's environment: the leased GPU id (also in CUDA_VISIBLE_DEVICES)
 ENV_LEASED = "SOFTMAX_BOTTLENECK_GPU_LEASE"
+#: the most of a slot's lock file that the lease table reads (its holder's one JSON line)
+HOLDER_BYTES = 1 << 20
 
 
 # --------------------------------------------------------------------------------------------------
@@ -268,8 +271,8 @@ def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dic
             holder: dict = {"slot": slot}
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 fd = open_lock_file(path, os.O_RDONLY)
-                with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
-                    info = json.loads(handle.read() or "{}")
+                with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:  # a holder's line: bounded
+                    info = readback.parse_json(handle.read(HOLDER_BYTES) or "{}", path)
                 holder.update({k: v for k, v in info.items() if k not in ("gpu", "slot")})
             holders.append(holder)
         rows.append({"gpu": gpu, "slots": slots, "held": len(holders), "holders": holders})

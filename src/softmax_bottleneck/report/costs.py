@@ -29,13 +29,13 @@ it as ``<name>.projection.csv``); without ``--out`` the Markdown report goes to 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 from pathlib import Path
 
 import pandas as pd
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report.bench_speeds import BenchFileError, MeasuredSpeeds, load_speeds
 from softmax_bottleneck.report.cards import cards_section
@@ -69,13 +69,21 @@ MEASURED_COLUMNS = [
 
 
 def _read_benchmark(path: Path) -> pd.DataFrame:
+    """One Snakemake benchmark file through the bounded reader (TSV; JSON lines for ``.jsonl``, one object each)."""
     if path.suffix == ".jsonl":
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        raw = readback.read_bytes(path, readback.MAX_CSV_BYTES, what="benchmark file")
+        records = []
+        for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+            if line.strip():
+                record = readback.parse_json(line, f"{path}, line {number}")
+                if not isinstance(record, dict):
+                    raise readback.ReadbackError(path, f"line {number} is not a JSON object")
+                records.append(record)
         frame = pd.DataFrame.from_records(records)
     else:
-        frame = pd.read_csv(path, sep="\t", na_values=["NA", "-"])
+        frame = readback.read_csv(path, sep="\t", na_values=["", "NA", "-"])
     if "s" not in frame.columns:
-        raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column)")
+        raise readback.ReadbackError(path, "not a Snakemake benchmark file (no 's' column)")
     return frame
 
 
@@ -92,10 +100,13 @@ def read_benchmarks(root: str | os.PathLike) -> pd.DataFrame:
     if not root.is_dir():
         raise FileNotFoundError(f"benchmark directory {root} does not exist")
     frames = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".tsv", ".txt", ".jsonl")):
+    for path in sorted(p for p in root.rglob("*") if not p.is_dir() and p.suffix in (".tsv", ".txt", ".jsonl")):
         try:
             frame = _read_benchmark(path)
-        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, json.JSONDecodeError) as exc:
+        except readback.ReadbackError as exc:  # names the file: a link, a FIFO, a binary file, no 's' column, ...
+            log.warning("skipping %s", exc)
+            continue
+        except ValueError as exc:  # a file that is not UTF-8, pandas' parser errors
             log.warning("skipping %s: %s", path, exc)
             continue
         if frame.empty:
@@ -273,7 +284,7 @@ def run_cli(args: argparse.Namespace) -> int:
         speeds = load_speeds(args.bench) if args.bench else None
         runs, runs_source = load_runs(files, args.plan)
         projection = project_training(runs, speeds)
-    except BenchFileError as exc:
+    except (BenchFileError, readback.ReadbackError) as exc:  # each names its file
         log.error("costs: %s", exc)
         return 1
     except study_config.ConfigError as exc:

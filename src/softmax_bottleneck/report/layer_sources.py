@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.models.output_layers.provenance import older_tag_layer
 
 COLUMN = "layer_source"
@@ -41,10 +42,7 @@ def summary_notes(summary_dir, files: Iterable[str]) -> list[str]:
         path = Path(summary_dir) / name
         if not path.is_file():
             continue
-        try:
-            frame = pd.read_csv(path, usecols=lambda column: column == COLUMN, dtype=str)
-        except (pd.errors.EmptyDataError, ValueError):
-            continue
+        frame = readback.read_csv(path, usecols=lambda column: column == COLUMN, dtype=str)
         notes += [note for note in stale_notes(frame) if note not in notes]
     return notes
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from softmax_bottleneck import readback
 from softmax_bottleneck.report.bench_speeds import MeasuredSpeeds
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.plan import (
@@ -51,7 +52,7 @@ def runs_from_plan(plan: pd.DataFrame) -> list[dict]:
     plan["experiment"] = plan["experiments"].astype(str).str.split().str[0]
     grouped = plan.groupby(["experiment", "dataset", "variant", "schedule", "epochs"], sort=False).size()
     return [
-        dict(experiment=e, dataset=d, variant=v, schedule=s, epochs=int(ep), runs=int(n))
+        dict(experiment=e, dataset=d, variant=v, schedule=s, epochs=int(float(ep)), runs=int(n))
         for (e, d, v, s, ep), n in grouped.items()
     ]
 
@@ -94,13 +95,36 @@ def project_training(runs: Iterable[dict], speeds: MeasuredSpeeds | None = None)
     return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
 
 
+#: the columns of the workflow's plan that the projection reads
+PLAN_COLUMNS = ("experiments", "dataset", "variant", "schedule", "epochs")
+
+
+def read_plan(path: str | os.PathLike) -> pd.DataFrame:
+    """The workflow's plan ``path`` (``snakemake plan``: results/plan/training_jobs.csv) through the bounded reader,
+    with the columns the projection reads, each cell given and every ``epochs`` a whole number ≥ 1;
+    :class:`~softmax_bottleneck.readback.ReadbackError` naming the file, column and row otherwise."""
+    frame = readback.read_csv(path, dtype=str)
+    missing = [column for column in PLAN_COLUMNS if column not in frame.columns]
+    if missing:
+        raise readback.ReadbackError(path, f"not a training plan of `snakemake plan` (no column {', '.join(missing)})")
+    for column in PLAN_COLUMNS:
+        for row, raw in enumerate(frame[column], start=1):
+            if pd.isna(raw) or not str(raw).strip():
+                raise readback.ReadbackError(path, f"column {column}, row {row} is empty")
+            value = pd.to_numeric(raw, errors="coerce") if column == "epochs" else 1
+            why = "is not a number" if pd.isna(value) else readback.EPOCH.violation(float(value))
+            if why:
+                raise readback.ReadbackError(path, f"column {column}, row {row}: {raw!r} {why}")
+    return frame
+
+
 def load_runs(
     config_path: str | os.PathLike | list | None, plan_path: str | os.PathLike | None = None
 ) -> tuple[list[dict], str]:
     """The training runs to project: the workflow's plan, else a workflow configuration's (one file, or several
     merged in order; checked as the workflow checks it)."""
     if plan_path:
-        return runs_from_plan(pd.read_csv(plan_path)), f"runs of {plan_path}"
+        return runs_from_plan(read_plan(plan_path)), f"runs of {plan_path}"
     files = config_path if isinstance(config_path, list) else [config_path]
     config = study_config.check(study_config.load(files))
     return runs_from_study(Study(config)), f"runs of {study_config.describe_files(files)}"

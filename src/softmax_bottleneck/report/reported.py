@@ -1,7 +1,7 @@
 """Every number the paper and its supplementary material (SM) report, as data.
 
 The numbers live in ``data/reported/*.csv`` (see the README there for each file's source), read by
-:mod:`softmax_bottleneck.paper_numbers` (``load``, ``read_csv``, ``NAMES``, re-exported here); this module holds the
+:mod:`softmax_bottleneck.paper_numbers` (``load`` and ``NAMES``, re-exported here); this module holds the
 naming conventions shared by :mod:`softmax_bottleneck.report.tables` and
 :mod:`softmax_bottleneck.report.figures`.
 """
@@ -12,10 +12,10 @@ import pandas as pd
 
 from softmax_bottleneck.analysis import wordsim
 from softmax_bottleneck.corpora import download
-from softmax_bottleneck.paper_numbers import NAMES, load, read_csv
+from softmax_bottleneck.paper_numbers import NAMES, load
 
 __all__ = [
-    "BENCHMARKS", "DATASETS", "NAMES", "figure4_matrix", "load", "normalise_benchmark", "paper_order", "read_csv",
+    "BENCHMARKS", "DATASETS", "NAMES", "figure4_matrix", "load", "normalise_benchmark", "paper_order",
 ]  # fmt: skip
 
 #: dataset name -> display name

@@ -301,11 +301,9 @@ def _child_schemas(schemas: list, key, root: dict) -> list:
     return _resolved(children, root)
 
 
-def read_schema(path: str | Path | None = None) -> dict:
-    """The configuration's JSON schema (default: the package's ``data/config.schema.yaml``)."""
-    if path is None:
-        return yaml.safe_load(resources.files("softmax_bottleneck").joinpath(SCHEMA).read_text(encoding="utf-8"))
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+def read_schema() -> dict:
+    """The configuration's JSON schema, the package's ``data/config.schema.yaml``."""
+    return yaml.safe_load(resources.files("softmax_bottleneck").joinpath(SCHEMA).read_text(encoding="utf-8"))
 
 
 #: the configuration a command reads without ``--config`` (and the workflow without ``--configfile``)
