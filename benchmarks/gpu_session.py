@@ -7,13 +7,14 @@ its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card h
 * ``install``: always first when ``--wheels DIR`` is given: ``pip install --no-index --no-deps --target`` of the
   wheels ``benchmarks/device_wheels.py`` fetched (Snakemake and what the machine lacks), put on ``PYTHONPATH``.
 * ``env``: torch, CUDA, cuDNN, the card.
-* ``fused``: fused training first (``benchmarks/fused_speed.py``: tokens/s of K = 1, 4, 8, 16, 32 PTB Softmax runs
-  and K = 1, 4, 8, 16 PTB MoS runs trained fused in one process beside one run alone, with peak memory and the K runs'
-  validation together against K passes alone); ``fused_invariance`` (``benchmarks/fused_invariance.py``: a run's
-  weights after 30 updates alone, first of K and last of K, K = 4, 8, and its validation loss alone and in those slots
-  of K runs validated together: equal?); ``fused_graphs`` (``benchmarks/fused_graphs_check.py``: K = 16 and 4 PTB
-  Softmax runs in lock-step, 160 updates eagerly and from CUDA graphs of the fused update: the same numbers? the
-  seconds per update and per epoch, against one run alone).
+* ``fused``: fused training first (``benchmarks/fused_speed.py``: tokens/s of K = 1, 4, 8, 16, 32 PTB Softmax runs,
+  then K = 1, 4, 8, 16 WikiText-2 Softmax runs, trained fused in one process beside one run alone, with peak memory
+  and the K runs' validation together against K passes alone); ``fused_invariance``
+  (``benchmarks/fused_invariance.py``: a run's weights after 30 updates alone, first of K and last of K, K = 4, 8, and
+  its validation loss alone and in those slots of K runs validated together: equal?); ``fused_graphs``
+  (``benchmarks/fused_graphs_check.py``: K = 16 and 4 PTB Softmax runs in lock-step, 160 updates eagerly and from
+  CUDA graphs of the fused update: the same numbers? the seconds per update and per epoch, against one run alone);
+  ``fused_speed_mos`` (K = 1, 4, 16 PTB MoS runs).
 * ``proxies``: ``proxy_bench`` (``benchmarks/proxy_bench.py``: ``bench`` of the 10 models that the H200's
   measurements price at another model's time, 59 % of the study's hours, the most hours first), before ``cost``.
 * ``threads``: ``benchmarks/packing.py --threads 1``: 1 and 4 PTB Softmax processes with one CPU thread each, without
@@ -109,15 +110,22 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     # fused training: the study's price with K runs per process (most valuable first)
     fused = py + [str(REPO / "benchmarks" / "fused_speed.py"), "--data-root", data, "--device", dev, "--out",
                   str(out / "fused")]  # fmt: skip
+
+    def fused_in(folder: str) -> list[str]:  # the same command, its tables in another folder of out
+        return [str(out / folder) if part == str(out / "fused") else part for part in fused]
+
     if smoke:
-        fused += ["--models", "ptb/softmax", "--groups", "1,2", "--batches", "1", "--warmup", "1", *TOY]
-        steps.append(("fused_speed", "fused", 120 * slow, fused))
+        fused += ["--batches", "1", "--warmup", "1", *TOY]
+        steps.append(("fused_speed", "fused", 120 * slow, fused + ["--models", "ptb/softmax", "--groups", "1,2"]))
+        steps.append(("fused_speed_wt2", "fused", 60 * slow, fused_in("fused-wt2") + ["--models", "wt2/softmax",
+                                                                                    "--groups", "2"]))  # fmt: skip
     else:
         # each row also as a bench file of out/bench: the cost step's `costs --bench` prices fused runs from them
         fused += ["--bench-dir", str(out / "bench")]
         steps.append(("fused_speed", "fused", 100, fused + ["--models", "ptb/softmax", "--groups", "1,4,8,16,32"]))
-        mos = [str(out / "fused-mos") if part == str(out / "fused") else part for part in fused]
-        steps.append(("fused_speed_mos", "fused", 90, mos + ["--models", "ptb/mos", "--groups", "1,4,8,16"]))
+        # WikiText-2's Softmax family is 681 of the H200's 1,811 study hours (PTB's MoS 122): its fused price next
+        wt2 = ["--models", "wt2/softmax", "--groups", "1,4,8,16", "--batches", "10", "--warmup", "2"]
+        steps.append(("fused_speed_wt2", "fused", 70, fused_in("fused-wt2") + wt2))
     invariance = py + [str(REPO / "benchmarks" / "fused_invariance.py"), "--device", dev, "--out", str(out / "fused")]
     invariance += ["--groups", "2", "--updates", "2", *TOY] if smoke else ["--groups", "4,8", "--updates", "30"]
     steps.append(("fused_invariance", "fused", 50 * slow, invariance))
@@ -127,6 +135,9 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
     tiny = ["--groups", "2", "--updates", "10", "--solo-updates", "2", *TOY, *short]
     graphed += tiny if smoke else ["--groups", "16,4"]
     steps.append(("fused_graphs", "fused", 90 * slow, graphed))
+    if not smoke:  # PTB's MoS last of the fused part (its runs' hours are a sixth of the Softmax family's)
+        mos = ["--models", "ptb/mos", "--groups", "1,4,16", "--batches", "10", "--warmup", "2"]
+        steps.append(("fused_speed_mos", "fused", 50, fused_in("fused-mos") + mos))
     # do separate processes gain once their host threads stop competing? (why packing bought nothing)
     threads = py + [str(REPO / "benchmarks" / "packing.py"), "--data-root", data, "--device", dev, "--threads", "1",
                     "--skip", "identity", "--out", str(out / "threads")]  # fmt: skip
@@ -306,6 +317,7 @@ def main(argv=None) -> int:
         print(f"| {name} | {rc} | {seconds:.0f} | {last} |")
     for table in (
         "fused/fused-speed.md",
+        "fused-wt2/fused-speed.md",
         "fused-mos/fused-speed.md",
         "fused-graphs/fused-graphs.md",
         "threads/packing.md",

@@ -109,7 +109,8 @@ def test_the_measure_part_fits_seven_minutes_of_a_lent_card_in_order_of_value(tm
     assert [name for name, _ in measure] == ["packing", "identity", "mps_probe", "profile", "authors", "cost"]
     assert sum(limit for _, limit in measure) <= 7 * 60 - 10 < sum(limit for _, limit in measure) + env
     fused = [(name, limit) for name, part, limit, _ in steps if part == "fused"]
-    assert [name for name, _ in fused] == ["fused_speed", "fused_speed_mos", "fused_invariance", "fused_graphs"]
+    assert [name for name, _ in fused] == ["fused_speed", "fused_speed_wt2", "fused_invariance", "fused_graphs",
+                                           "fused_speed_mos"]  # fmt: skip
     assert sum(limit for _, limit in fused) <= 7 * 60 - env  # the fused part alone also fits one call
     assert session.DEFAULT_PARTS.split(",")[0] == "fused"  # a lent card measures fused training first
     proxies = [(name, limit) for name, part, limit, _ in steps if part == "proxies"]
@@ -120,6 +121,11 @@ def test_the_measure_part_fits_seven_minutes_of_a_lent_card_in_order_of_value(tm
     proxy_cmd = next(cmd for name, _, _, cmd in steps if name == "proxy_bench")
     cost_cmd = next(cmd for name, _, _, cmd in steps if name == "cost")
     assert proxy_cmd[proxy_cmd.index("--bench-dir") + 1] + "/*.json" in cost_cmd[-1]  # where the cost step reads
+    for name in ("fused_speed", "fused_speed_wt2", "fused_speed_mos"):  # the study's price with fusion: both corpora
+        cmd = next(cmd for step, _, _, cmd in steps if step == name)
+        assert cmd[cmd.index("--bench-dir") + 1] + "/*.json" in cost_cmd[-1], name
+    tables = {cmd[cmd.index("--out") + 1] for step, _, _, cmd in steps if step.startswith("fused_speed")}
+    assert len(tables) == 3  # each its own folder: none overwrites another's fused-speed.md
     kill = next(cmd for name, _, _, cmd in steps if name == "smoke_gpu1")
     assert kill[kill.index("--kill-after") + 1] == "0"  # a card's short trainings end seconds after their first log
 
