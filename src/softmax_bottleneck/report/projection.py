@@ -108,13 +108,10 @@ def read_plan(path: str | os.PathLike) -> pd.DataFrame:
     if missing:
         raise readback.ReadbackError(path, f"not a training plan of `snakemake plan` (no column {', '.join(missing)})")
     for column in PLAN_COLUMNS:
-        for row, raw in enumerate(frame[column], start=1):
-            if pd.isna(raw) or not str(raw).strip():
-                raise readback.ReadbackError(path, f"column {column}, row {row} is empty")
-            value = pd.to_numeric(raw, errors="coerce") if column == "epochs" else 1
-            why = "is not a number" if pd.isna(value) else readback.EPOCH.violation(float(value))
-            if why:
-                raise readback.ReadbackError(path, f"column {column}, row {row}: {raw!r} {why}")
+        blank = (frame[column].isna() | (frame[column].str.strip() == "")).to_numpy().nonzero()[0]
+        if len(blank):
+            raise readback.ReadbackError(path, f"column {column}, row {blank[0] + 1} is empty")
+    readback.check_columns(frame, path)  # epochs: a whole number ≥ 1 (readback.BOUNDS)
     return frame
 
 
