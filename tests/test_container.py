@@ -36,6 +36,8 @@ sys.path.insert(0, str(STAND_IN))
 import build_image  # noqa: E402  (tests/container/, the stand-in of `apptainer build`)
 
 DEFINITION = Path("envs/softmax-bottleneck.def")
+#: the tests that use the image share one worker (pytest-xdist): the image is built once, not once per worker
+IMAGE_GROUP = pytest.mark.xdist_group("container-image")
 PLUGIN_DEFINITION = Path("examples/taylor_softmax/apptainer.def")
 
 
@@ -142,6 +144,7 @@ def _outputs(repo: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.long
+@IMAGE_GROUP
 @needs_data
 def test_every_job_runs_in_the_image_and_trains_what_it_trains_without(image, tmp_path):
     inside, outside, ran = _smoke_in(image, tmp_path)
@@ -154,6 +157,7 @@ def test_every_job_runs_in_the_image_and_trains_what_it_trains_without(image, tm
 
 
 @pytest.mark.long
+@IMAGE_GROUP
 @needs_data
 def test_a_plug_in_layer_trains_in_an_image_of_its_own(image, taylor_image, tmp_path):
     """examples/taylor_softmax/apptainer.def: the plug-in installed on the first image; its runs, and the paper's

@@ -574,9 +574,6 @@ def assert_quiet(*outputs: str) -> None:
     assert re.fullmatch(r"trainings: (\d+) of \1 done, jobs: (\d+) of \2", final), final
 
 
-@pytest.mark.long
-@pytest.mark.slow
-@needs_data
 def fused_unrecorded(repo: Path, runs: set[Path]) -> set[Path]:
     """The ``runs`` whose own training log says they trained once in a fused group, from their start to their end:
     trained by a group's job that was stopped after they were done and before it wrote its record."""
@@ -592,6 +589,9 @@ def fused_unrecorded(repo: Path, runs: set[Path]) -> set[Path]:
     return found
 
 
+@pytest.mark.long
+@pytest.mark.slow
+@needs_data
 def test_small_scale_end_to_end(tmp_path):
     """The README's small-scale command, as written, in a scratch copy of the repository: stopped part-way
     (`status`, `preview` then), run again to its end; then the README commands that need its results, and the
