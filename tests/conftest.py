@@ -24,14 +24,24 @@ torch.set_num_threads(1)
 
 def pytest_collection_modifyitems(config, items):
     """The long tests first (the small scale end to end, the longest, before them all), then the slow and the SLURM
-    ones: with several workers (pytest-xdist) the longest ones start at once instead of last."""
+    ones: with several workers (pytest-xdist) the longest ones start at once instead of last. The tests of one
+    ``xdist_group`` keep their order among themselves (they run on one worker, and a module's fixtures, the SLURM
+    cluster's, are set up once)."""
 
     def order(item) -> int:
         if item.get_closest_marker("long"):
             return 0 if "small_scale_end_to_end" in item.name else 1
         return 2 if (item.get_closest_marker("slow") or item.get_closest_marker("slurm")) else 3
 
-    items.sort(key=order)
+    def group(item) -> tuple[str, ...]:
+        marks = item.iter_markers("xdist_group")
+        return tuple(sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks}))
+
+    first: dict[tuple[str, ...], int] = {}
+    for item in items:
+        if group(item):
+            first[group(item)] = min(first.get(group(item), 3), order(item))
+    items.sort(key=lambda item: first[group(item)] if group(item) else order(item))
 
 
 @pytest.fixture(scope="session")

@@ -68,8 +68,9 @@ def pearson_interval(
     from scipy import stats
 
     xs, ys = _values(x), _values(y)
-    interval = stats.pearsonr(xs, ys).confidence_interval(confidence_level=confidence)
-    res = stats.pearsonr(xs, ys, alternative=alternative)
+    two_sided = stats.pearsonr(xs, ys)
+    interval = two_sided.confidence_interval(confidence_level=confidence)
+    res = two_sided if alternative == "two-sided" else stats.pearsonr(xs, ys, alternative=alternative)
     return float(res.statistic), float(interval.low), float(interval.high), float(res.pvalue)
 
 

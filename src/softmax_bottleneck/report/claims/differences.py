@@ -20,6 +20,7 @@ below every gain it presents as an improvement of substance (MoS: 3.8 %, 4.1 %).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -56,6 +57,12 @@ def spread(evidence) -> float:
         return math.nan
     pooled = ((a.n - 1) * (a.sd if a.n > 1 else 0) ** 2 + (b.n - 1) * (b.sd if b.n > 1 else 0) ** 2) / (a.n + b.n - 2)
     return math.sqrt(pooled)
+
+
+@functools.lru_cache(maxsize=1024)
+def _paper_effect(rule: DifferenceRule, paper: Paper) -> tuple[float, float]:
+    """:meth:`DifferenceRule.paper_effect`: the rule's estimate from the paper's own evidence, and its spread."""
+    return rule.estimate(paper.evidence).value, spread(paper.evidence)
 
 
 def interval(est: Estimate, level: float) -> tuple[float, float]:
@@ -97,8 +104,9 @@ class DifferenceRule(Rule):
         return Estimate(diff, low, high, p, n, se=spread(evidence) * math.sqrt(1 / a.n + 1 / b.n), df=a.n + b.n - 2)
 
     def paper_effect(self, paper: Paper) -> tuple[float, float]:
-        """The paper's Δ and the SD its power is computed with."""
-        return self.estimate(paper.evidence).value, spread(paper.evidence)
+        """The paper's Δ and the SD its power is computed with (once per rule and paper: every simulated study of a
+        claim is judged against the same paper)."""
+        return _paper_effect(self, paper)
 
     def truth(self, paper: Paper, truth: str) -> float:
         """The true Δ a simulated study is drawn with."""
