@@ -37,11 +37,12 @@ def pytest_collection_modifyitems(config, items):
         marks = item.iter_markers("xdist_group")
         return tuple(sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks}))
 
-    first: dict[tuple[str, ...], int] = {}
-    for item in items:
-        if group(item):
-            first[group(item)] = min(first.get(group(item), 3), order(item))
-    items.sort(key=lambda item: first[group(item)] if group(item) else order(item))
+    keys = {item.nodeid: (group(item), order(item)) for item in items}
+    first: dict[tuple[str, ...], int] = {}  # a group's place: its earliest member's
+    for name, place in keys.values():
+        if name:
+            first[name] = min(first.get(name, place), place)
+    items.sort(key=lambda item: first.get(*keys[item.nodeid]))
 
 
 @pytest.fixture(scope="session")
