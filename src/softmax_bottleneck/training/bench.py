@@ -37,6 +37,7 @@ from softmax_bottleneck.training.environment import configure_precision, resolve
 from softmax_bottleneck.training.evaluation import evaluate
 from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import fused_update
+from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.schedule import make_optimizer
 from softmax_bottleneck.training.state import seed_everything
@@ -224,6 +225,7 @@ def _peak_memory(device: torch.device) -> int:
 
 def _worker(opts: dict, barrier, queue) -> None:
     try:
+        keep_freed_host_memory(resolve_device(opts["device"]))  # as the trainer's own process
         queue.put(measure(opts, barrier))
     except BaseException as err:  # reported by the parent, in one line
         barrier.abort()
@@ -405,6 +407,7 @@ def run_cli(args) -> int:
             "recurrence": args.recurrence,
         }
         presets.resolve(args.dataset, args.variant, "et", opts["overrides"])  # fail before any work
+        keep_freed_host_memory(resolve_device(args.device))  # the steps timed as the trainer's process runs them
         if args.fused is not None:
             (result,) = measure_fused(opts, *bench_corpus(args.dataset, args.data, args.corpus_cache))
         else:

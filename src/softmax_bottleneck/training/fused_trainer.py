@@ -28,6 +28,7 @@ from softmax_bottleneck.corpora.corpus import Corpus, load_corpus
 from softmax_bottleneck.training.environment import check_group_fits, resolve_device
 from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
+from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 from softmax_bottleneck.training.lock import RunFolderBusy, run_lock
 from softmax_bottleneck.training.state import PUBLISH_ORDER
 from softmax_bottleneck.training.step import next_batch
@@ -349,6 +350,7 @@ def run_cli(args) -> int:
         specs = [_spec(values) for values in args.runs]
         overrides = presets.parse_overrides(args.overrides)
         check_stamps(args.dataset, specs, overrides, _stamps(args.conformance_stamp))
+        keep_freed_host_memory(resolve_device(args.device))  # this process is the group's alone
         with run_logs(specs, {Path(out): Path(file) for out, file in args.run_log}):
             outcomes = train_group(dataset=args.dataset, runs=specs, overrides=overrides, data_dir=data_dir,
                                    corpus_cache=args.corpus_cache, device=args.device,

@@ -7,6 +7,8 @@ from pathlib import Path
 from softmax_bottleneck import argtypes, presets
 from softmax_bottleneck.atomic import os_error_reason
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS
+from softmax_bottleneck.training.environment import resolve_device
+from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 from softmax_bottleneck.training.lock import RunFolderBusy
 from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Diverged, Preempted, log, train
 
@@ -59,6 +61,7 @@ def run_cli(args) -> int:
             ok, why = conformance_stamp_ok(args.conformance_stamp, hp["output_layer"], hp)
             if not ok:
                 raise SystemExit(f"train: {why}")
+        keep_freed_host_memory(resolve_device(args.device))  # this process is the training's alone
         train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
               overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
               device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
