@@ -1,7 +1,7 @@
 """The training commands keep freed host memory for reuse on the CPU (training/host_memory.py): a step's large blocks
 are not mapped and zero-filled by the kernel again at every update. That the models stay the same bit for bit is
-checked where a command's training meets one trained in the test's own process (tests/test_fused_trainer.py's guide
-example, tests/test_training.py's killed and resumed runs)."""
+checked where a command's training (with the setting) meets the same runs trained in the test's own process (without
+it): tests/test_fused_trainer.py's guide example."""
 
 from __future__ import annotations
 
