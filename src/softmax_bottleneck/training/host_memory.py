@@ -34,7 +34,7 @@ TRIM_THRESHOLD = 2**31 - 1
 
 
 def keep_freed_host_memory(device: torch.device) -> bool:
-    """On the CPU with glibc: blocks from the heap, never given back while the process runs (see the module
+    """On the CPU with glibc: every block from the heap, its free top given back only beyond 2 GiB (see the module
     docstring). Returns whether the settings were applied (False on a CUDA device, where the steps' blocks are the
     caching allocator's, or without glibc)."""
     if device.type != "cpu" or platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
