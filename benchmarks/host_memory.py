@@ -1,8 +1,8 @@
 """What keeping freed host memory (``training/host_memory.py``) saves a CPU training step: the trainer's own step
 (``bench``'s :func:`measure`) in a fresh process each, glibc's default (freed blocks given back to the kernel) beside
-the training commands' setting (kept for reuse), at the small scale's shapes (``config/small.yaml``) and at the
-paper's PTB shapes. Prints a Markdown table: seconds per batch, the process's system time and minor page faults,
-its peak resident memory::
+the training commands' setting (kept for reuse), at the small scale's model (``config/small.yaml``'s
+``model_overrides``) and at the paper's PTB model. Prints a Markdown table: seconds per batch, the process's system
+time and minor page faults, its peak resident memory::
 
     python benchmarks/host_memory.py --data-root ../shared/data
     python benchmarks/host_memory.py --data-root ../shared/data --models small/ptb,small/wt2 --batches 20
@@ -17,12 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 
-#: the small scale's model (config/small.yaml's model_overrides) as ``bench --set`` values
-SMALL = {"nlayers": 1, "dropout": 0.0, "dropouth": 0.0, "dropouti": 0.0, "dropoute": 0.0, "wdrop": 0.0,
-         "alpha": 0.0, "beta": 0.0, "bptt": 20, "batch_size": 10, "small_batch_size": 10, "eval_batch_size": 10,
-         "nemb": 16, "nhid": 32, "nhidlast": 16}  # fmt: skip
+#: the small scale's model and data limits: config/small.yaml's model_overrides (all, then the Softmax family's)
+SMALL = {**(_small := yaml.safe_load((REPO / "config" / "small.yaml").read_text())["model_overrides"])["all"],
+         **_small["families"]["softmax"]}  # fmt: skip
 #: name -> (dataset, hyper-parameter overrides)
 MODELS = {"small/ptb": ("ptb", SMALL), "small/wt2": ("wt2", SMALL), "paper/ptb": ("ptb", {})}
 DATA_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}

@@ -10,8 +10,8 @@ freed blocks are reused as they are. Nothing computed changes (the same models, 
 largest working set until it ends.
 
 Measured (``benchmarks/host_memory.py``, BENCHMARKS.md, 2 cores of an AMD EPYC, 2026-12-03): the small scale's
-PTB step 30.3 → 24.8 ms, its WikiText-2 step 114 → 85 ms, a paper-size PTB step 4.76 → 4.64 s with 0.4 GB more
-resident; the fused example of docs/fused-training.md 74.0 s → 42.6 s, its models bit-identical.
+WikiText-2 step 119 → 93 ms (its PTB step unchanged within noise), a paper-size PTB step 4.76 → 4.64 s with 0.4 GB
+more resident; the fused example of docs/fused-training.md 74.0 s → 42.6 s, its models bit-identical.
 
 Only the commands that own their process call it (``train``, ``train-fused``, ``bench`` on the CPU): a program that
 imports the package keeps its own allocator settings. Elsewhere than glibc (macOS, musl) nothing changes.
