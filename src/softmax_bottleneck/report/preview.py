@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 
 from softmax_bottleneck import readback
@@ -217,6 +216,8 @@ def figure_stamp(fig, stamp: str, text: str, config_banner: str | None, label: s
 
 
 def _placeholder_figure(prefix: str, why: str, stamp: str, config_banner: str | None) -> None:
+    import matplotlib
+
     with matplotlib.rc_context(STYLE):
         fig = new_figure(COLUMN, 1.2)
         ax = fig.add_subplot()
@@ -309,6 +310,8 @@ def _render_table(name, summary_dir, prefix, inputs, stamp, banner, kinds) -> No
 
 
 def _render_figure(name, summary_dir, prefix, counts, stamp, config_banner) -> None:
+    import matplotlib
+
     with matplotlib.rc_context(STYLE):
         if name.startswith(SWEEP_PREFIX):
             fig = sweeps.figure(name[len(SWEEP_PREFIX) :], sweeps.read_sweep(summary_dir, name[len(SWEEP_PREFIX) :]))

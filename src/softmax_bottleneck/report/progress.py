@@ -22,8 +22,6 @@ import io
 import time
 from pathlib import Path
 
-import matplotlib
-
 from softmax_bottleneck.atomic import atomic_path, atomic_write_text
 from softmax_bottleneck.report import variants
 from softmax_bottleneck.report.figures.common import COLUMN, PAGE, STYLE, empty_panel, finish, legend_below, new_figure
@@ -164,6 +162,8 @@ def finished_trainings(status: StudyStatus, to_come: tuple[int, int, int, int] |
 def progress_page(status: StudyStatus, banner: str | None = None, *, links: str = "",
                   to_come: tuple[int, int, int, int] | None = None) -> str:  # fmt: skip
     """The standalone HTML page (module docstring); ``links``: the HTML of its links (:func:`page_links`)."""
+    import matplotlib
+
     with matplotlib.rc_context(STYLE):
         figure = _png_data(finish(finished_over_time(status)))
     table = counts_frame(status).to_html(index=False, border=0)
@@ -244,6 +244,8 @@ def study_page(study: Study, status: StudyStatus, root: Path) -> str:
 
 def render_progress(study: Study, *, directory=".", retry_options: str = "", config: str = "") -> StudyStatus:
     """Write the progress page and the learning curves (module docstring) under ``directory``."""
+    import matplotlib
+
     root = Path(directory)
     status = study_status(study, directory=root, config=config or "the configuration", retry_options=retry_options)
     page, curves = progress_files(study)

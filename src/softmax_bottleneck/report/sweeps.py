@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.report import variants
@@ -49,6 +47,9 @@ from softmax_bottleneck.report.summaries import SWEEP_ID_COLUMNS, SWEEP_METRIC_C
 from softmax_bottleneck.report.tables import cells
 from softmax_bottleneck.report.tables.render import html_page, latex_table, markdown_page
 from softmax_bottleneck.study.runs import SWEEP_PREFIX as PREFIX
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,9 @@ def _positions(values: pd.Series) -> tuple[dict[str, float], bool]:
 def _panel(ax, runs: pd.DataFrame, x: str, others: list[str], colour: str, quantity: str = "test_ppl") -> bool:
     """``quantity`` (test perplexity, Press' rank) against ``x``, one line per combination of ``others``; whether
     anything was drawn."""
+    import matplotlib
+    from matplotlib.ticker import NullFormatter
+
     position, numeric = _positions(runs[x])
     texts = runs[[x, *others]].map(_value)
     combos = list(dict.fromkeys(texts[others].itertuples(index=False, name=None))) if others else [()]
@@ -273,6 +277,8 @@ def figure(name: str, frame: pd.DataFrame) -> Figure:
 
 def render_figure(name: str, frame: pd.DataFrame, out_prefix, *, banner: str | None = None) -> Figure:
     """Draw the figure and write ``<out_prefix>.pdf`` and ``.png`` atomically (deterministic)."""
+    import matplotlib
+
     with matplotlib.rc_context(STYLE):
         fig = finish(figure(name, frame), banner)
         save(fig, out_prefix)
@@ -281,6 +287,8 @@ def render_figure(name: str, frame: pd.DataFrame, out_prefix, *, banner: str | N
 
 def build_figure(name: str, summary_dir, *, banner: str | None = None) -> Figure:
     """The laid-out figure of sweep ``name`` from ``summary_dir`` (as :func:`render_figure` writes it)."""
+    import matplotlib
+
     with matplotlib.rc_context(STYLE):
         return finish(figure(name, read_sweep(summary_dir, name)), banner)
 

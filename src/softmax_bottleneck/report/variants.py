@@ -12,8 +12,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Sequence
 
-import matplotlib
-
 from softmax_bottleneck import presets
 
 
@@ -47,6 +45,8 @@ def rank(paper: Sequence[str], present: Iterable[str]) -> dict[str, int]:
 
 def _palette() -> list[str]:
     """Saturated qualitative colours (Dark2, Set1, tab10) for variants that declare none (plug-ins), then tab20's."""
+    import matplotlib
+
     colours = []
     for name in ("Dark2", "Set1", "tab10", "tab20"):
         colours += [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps[name].colors]
@@ -55,6 +55,8 @@ def _palette() -> list[str]:
 
 def _distinct(colour: str, others: set[str], min_hue: float = 0.04) -> bool:
     """Saturated, and of another hue than every colour in ``others`` (greys never count as a hue)."""
+    import matplotlib
+
     h, s, _ = matplotlib.colors.rgb_to_hsv(matplotlib.colors.to_rgb(colour))
     if s < 0.35:
         return False
@@ -67,6 +69,8 @@ def _distinct(colour: str, others: set[str], min_hue: float = 0.04) -> bool:
 
 def colors() -> dict[str, str]:
     """One colour per registered variant: its declared colour, else the next palette colour no variant declares."""
+    import matplotlib
+
     infos = [presets.variant_info(v) for v in registry_order()]
     declared = {matplotlib.colors.to_hex(i.color) for i in infos if i.color}
     free = [c for c in _palette() if c not in declared and _distinct(c, declared)]

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-
-import matplotlib
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from softmax_bottleneck.atomic import atomic_path
 from softmax_bottleneck.readback import ReadbackError
@@ -42,6 +40,9 @@ from softmax_bottleneck.report.figures.common import STYLE, WARNING_COLOUR, fini
 from softmax_bottleneck.report.figures.gss_grid import fit_line
 from softmax_bottleneck.report.figures.plif_curves import pl, pl_smooth
 from softmax_bottleneck.report.layer_sources import summary_notes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "FIGURES",
@@ -74,6 +75,8 @@ def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
     Figure 2"), ``banner`` in red under it (not on a figure that reads no result, Figure 1's illustration), and a red
     note under the panels when an older source of a layer made some of its results
     (:mod:`~softmax_bottleneck.report.layer_sources`)."""
+    import matplotlib
+
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
     require_summaries(f"figure {name}", summary_dir, FIGURES[name].requires)
@@ -86,6 +89,8 @@ def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
 
 def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> None:
     """Draw figure ``name`` and write ``<out_prefix>.pdf`` and ``<out_prefix>.png`` atomically (deterministic)."""
+    import matplotlib
+
     with matplotlib.rc_context(STYLE):
         save(build(name, summary_dir, banner=banner), out_prefix)
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import math
 import textwrap
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.layout_engine import ConstrainedLayoutEngine
-from matplotlib.ticker import FuncFormatter, ScalarFormatter
 
 from softmax_bottleneck.report.common import one_run_per, read_summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,9 @@ _MARGIN = 0.04  # inches: around the notes and the banner
 def new_figure(width: float, height: float, *, compress: bool = False) -> Figure:
     """A figure ``width`` × ``height`` inches (the panels; notes and a banner add their own height), laid out by
     constrained layout (``compress``: close the gaps around fixed-aspect panels, e.g. heat maps)."""
+    from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
     return Figure(figsize=(width, height), layout=ConstrainedLayoutEngine(compress=compress))
 
 
@@ -105,6 +109,8 @@ def read_spectra(summary_dir) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------- axes from the data
 def plain_ticks(ax) -> None:
     """No offset or scientific tick labels (a constant axis otherwise reads like ``1e−12+2``)."""
+    from matplotlib.ticker import ScalarFormatter
+
     for axis in (ax.xaxis, ax.yaxis):
         formatter = axis.get_major_formatter()
         if isinstance(formatter, ScalarFormatter):
@@ -156,6 +162,7 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 def small_ticks(axis) -> None:
     """Tick labels of an axis whose values are all below 0.01 (e.g. σ_i / σ_max against ε) as ``4×10⁻⁵``, one
     power of ten for the whole axis (the largest tick's), never ``0.000040`` or an offset in the corner."""
+    from matplotlib.ticker import FuncFormatter
 
     def fmt(value, _pos=None) -> str:
         if value == 0:

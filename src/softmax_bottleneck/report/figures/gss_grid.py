@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.common import pearson, read_runs
@@ -22,6 +21,9 @@ from softmax_bottleneck.report.figures.common import (
     plain_ticks,
 )
 from softmax_bottleneck.report.reported import DATASETS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def fit_line(x, y, level: float = 0.95):
@@ -64,6 +66,8 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     "own grey axes when ours lie elsewhere; one panel per dataset.",
 )
 def figure2(summary_dir) -> Figure:
+    from matplotlib.ticker import MaxNLocator
+
     runs = read_runs(summary_dir, "gss_grid.csv")
     paper = reported.load("figure2_points")
     reported_r = reported.load("figure2_pearson").set_index(["dataset", "subset"])["signed_r"]

@@ -6,10 +6,10 @@ kind of axes; when both rows' values overlap, they share the y-range so the curv
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported
 from softmax_bottleneck.report.common import read_runs
@@ -26,6 +26,9 @@ from softmax_bottleneck.report.figures.common import (
 )
 from softmax_bottleneck.report.reported import DATASETS
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 PPL_COLOR, RANK_COLOR, TRAIN_COLOR = "#d62728", "#1f77b4", "#2ca02c"
 OURS, PAPER = "this reproduction", "paper"
 
@@ -39,6 +42,8 @@ def _set_limits(ax, values, *, axis: str = "y", inverted: bool = False) -> None:
 
 def _twin_panel(ax, x, ppl, rank, xlabel: str, *, ticks: list[str]) -> object:
     """Test ppl (red, inverted axis, as in the paper) and Press' rank (blue, right axis) against ``x``."""
+    from matplotlib.ticker import MaxNLocator
+
     x, ppl, rank = (np.asarray(a, dtype=float) for a in (x, ppl, rank))
     ax2 = ax.twinx()
     ax.plot(x, ppl, "o-", color=PPL_COLOR, label="test ppl")

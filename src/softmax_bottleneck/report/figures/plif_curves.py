@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from matplotlib.figure import Figure
 
 from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import PAGE, new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def pl(x, c: float, k: float):

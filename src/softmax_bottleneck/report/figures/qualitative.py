@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.colors import ListedColormap
-from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.common import as_hit, read_top5
 from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import PAGE, footnote, new_figure, note
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
@@ -30,6 +33,8 @@ def _hit_grid(frame: pd.DataFrame, models: list[str]) -> np.ndarray:
 
 def _draw_grid(ax, grid: np.ndarray, models: list[str], title: str) -> None:
     # 0 = miss (black), 1 = hit (light), 2 = not available (grey)
+    from matplotlib.colors import ListedColormap
+
     codes = np.where(np.isnan(grid), 2, grid)
     cmap = ListedColormap(["#111111", "#f2e8b8", "#bbbbbb"])
     ax.imshow(codes, cmap=cmap, vmin=0, vmax=2, aspect="equal")

@@ -13,12 +13,10 @@ the spectra analysis in registry order. A triangle on the top edge marks the pap
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.figures.catalog import paper_figure
@@ -36,6 +34,9 @@ from softmax_bottleneck.report.figures.common import (
     small_ticks,
 )
 from softmax_bottleneck.report.reported import DATASETS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Figure 7's window (and SM Figures 3, 5): the first 500 indices, σ_i / σ_max up to 0.2
 PAPER_INDICES, PAPER_YMAX = 500, 0.2
@@ -115,6 +116,9 @@ def _mark_paper_ranks(ax, ds: str, drawn: list[str], beyond: list[str]) -> bool:
 
 
 def _spectrum_panel(ax, frame: pd.DataFrame, ds: str, *, normalised: bool, missing: list[str], notes: list[str]):
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
     label = DATASETS[ds]
     curves = _curves(frame, ds, normalised=normalised)
     drawn, panel_notes = [], []

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import matplotlib
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.common import read_wordsim
 from softmax_bottleneck.report.figures.catalog import paper_figure
 from softmax_bottleneck.report.figures.common import PAGE, empty_panel, new_figure, note
 from softmax_bottleneck.report.reported import DATASETS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @paper_figure(
@@ -24,6 +27,8 @@ from softmax_bottleneck.report.reported import DATASETS
     "WT2 panels.",
 )
 def figure4(summary_dir) -> Figure:
+    import matplotlib
+
     ws = read_wordsim(summary_dir)
     paper = reported.load("figure4")
     fig = new_figure(PAGE, 3.3, compress=True)
