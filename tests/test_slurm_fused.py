@@ -2,15 +2,18 @@
 ``fusion: runs_per_job: 2``, whose two PTB runs form one group. Its controller is killed (SIGKILL) as soon as it has
 submitted the group's job, then started again: the group is trained by that one job (one GPU job for two runs, its
 comment naming the group), the new controller waits for it instead of submitting it or either run again, each run's
-training log holds its one training, and a third controller finds nothing to do. Uses the cluster and helpers of
-``tests/test_slurm.py``.
+training log holds its one training, and a third controller finds nothing to do. Another job holds the node's GPUs
+until the new controller waits, so the group's job (a smoke training of seconds) cannot finish before, however slow
+the machine. Uses the cluster and helpers of ``tests/test_slurm.py``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,7 +33,7 @@ from test_slurm import (
     cluster,  # noqa: F401  (a fixture: the cluster of test_slurm.py)
     cluster_lock,  # noqa: F401  (the fixture cluster needs)
 )
-from test_slurm_controller import _jobs_with_comment, _kill, _seconds, _unlock
+from test_slurm_controller import _jobs_with_comment, _kill, _unlock
 
 from softmax_bottleneck.cluster.scheduler import job_comment
 from softmax_bottleneck.study import config as study_config
@@ -63,20 +66,31 @@ def test_a_fused_groups_job_trains_its_runs_once_across_a_killed_controller(tmp_
     logs = [workdir / f"controller{i}.log" for i in (1, 2)]
     procs, submitted = [], []
     t0 = time.monotonic()
+    # every GPU of the node taken until controller 2 waits: the group's job pends until then
+    gpus = re.search(r"\bgpu:(\d+)", subprocess.run(["sinfo", "--noheader", "--Format=Gres:64"], capture_output=True,
+                                                    text=True, check=True).stdout)  # fmt: skip
+    assert gpus, "the node declares no GPU"
+    blocker = ["sbatch", "--parsable", f"--gres=gpu:{gpus[1]}", "--cpus-per-task=1", "--mem=100", "-t", "30",
+               "--output=/dev/null", "--wrap", "sleep 1200"]  # fmt: skip
+    submitted.append(subprocess.run(blocker, capture_output=True, text=True, check=True).stdout.strip().split(";")[0])
     try:
-        # 1. killed as soon as the group's job is submitted: pending, or running for seconds
+        # 1. killed as soon as the group's job is submitted (pending: the GPUs are taken)
         procs.append(_controller(cmd, logs[0]))
         jobs = _wait_for("the group's job submitted", lambda: _group_jobs(logs[0].read_text()),
                          time.monotonic() + 600, procs[0], logs[0])  # fmt: skip
         _kill(procs[0])
         submitted += _jobs_in(logs[0].read_text())
         info = _job(jobs[0])
-        assert info.get("JobState") in ("PENDING", "CONFIGURING", "RUNNING"), info
-        assert _seconds(info.get("RunTime", "0:00:00")) < 30 and info.get("Comment") == comment, info
+        assert info.get("JobState") == "PENDING" and info.get("Comment") == comment, info
         assert "gpu" in info.get("TresPerJob", "") + info.get("TresPerNode", ""), info
-        # 2. started again: it waits for the group's job and finishes the figure
+        # 2. started again: it waits for the group's job (for a run of it), then the GPUs are freed and it finishes
         _unlock(cmd)
         procs.append(_controller(cmd, logs[1]))
+        awaited = [workdir / "logs" / "await_training" / f"{Path(run.dir).relative_to('results/runs')}.log"
+                   for run in group.runs]  # fmt: skip
+        _wait_for("controller 2 waiting for the group's job", lambda: any(log.is_file() and "waiting" in
+                  log.read_text() for log in awaited), time.monotonic() + 600, procs[1], logs[1])  # fmt: skip
+        subprocess.run(["scancel", submitted[0]], check=True)
         procs[1].wait(960)
         submitted += _jobs_in(logs[1].read_text())
         dry = _controller([*cmd, "--dry-run"], workdir / "dry.log")
