@@ -54,6 +54,14 @@ def _seconds(runtime: str) -> int:
     return int(days or 0) * 86400 + h * 3600 + m * 60 + s
 
 
+def _blocker(*request: str) -> str:
+    """Submit a job that holds one CPU (and what ``request`` adds, e.g. ``--gres=gpu:4``) for 20 minutes, so that
+    jobs needing it pend until it is cancelled; returns its job id."""
+    command = ["sbatch", "--parsable", "--cpus-per-task=1", "--mem=100", "-t", "30", *request, "--output=/dev/null",
+               "--wrap", "sleep 1200"]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+
+
 def _kill(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGKILL)  # the controller and its local children; never the SLURM jobs
     proc.wait()
@@ -81,19 +89,7 @@ def test_a_controller_killed_in_its_trainings_first_seconds_and_started_twice_su
     submitted: list[str] = []
     t0 = time.monotonic()
     # one of the node's two CPUs taken until controller 3 starts: of the two trainings one runs, the other pends
-    blocker = [
-        "sbatch",
-        "--parsable",
-        "--cpus-per-task=1",
-        "--mem=100",
-        "-t",
-        "30",
-        "--output=/dev/null",
-        "--wrap",
-        "sleep 1200",
-    ]
-    blocker = subprocess.run(blocker, capture_output=True, text=True, check=True)
-    submitted.append(blocker.stdout.strip().split(";")[0])
+    submitted.append(_blocker())
     try:
         # 1. killed as soon as both trainings are submitted: their jobs pending, or running for seconds
         procs.append(_controller(cmd, logs[0]))

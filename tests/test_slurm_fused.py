@@ -33,7 +33,7 @@ from test_slurm import (
     cluster,  # noqa: F401  (a fixture: the cluster of test_slurm.py)
     cluster_lock,  # noqa: F401  (the fixture cluster needs)
 )
-from test_slurm_controller import _jobs_with_comment, _kill, _unlock
+from test_slurm_controller import _blocker, _jobs_with_comment, _kill, _unlock
 
 from softmax_bottleneck.cluster.scheduler import job_comment
 from softmax_bottleneck.study import config as study_config
@@ -70,9 +70,7 @@ def test_a_fused_groups_job_trains_its_runs_once_across_a_killed_controller(tmp_
     gpus = re.search(r"\bgpu:(\d+)", subprocess.run(["sinfo", "--noheader", "--Format=Gres:64"], capture_output=True,
                                                     text=True, check=True).stdout)  # fmt: skip
     assert gpus, "the node declares no GPU"
-    blocker = ["sbatch", "--parsable", f"--gres=gpu:{gpus[1]}", "--cpus-per-task=1", "--mem=100", "-t", "30",
-               "--output=/dev/null", "--wrap", "sleep 1200"]  # fmt: skip
-    submitted.append(subprocess.run(blocker, capture_output=True, text=True, check=True).stdout.strip().split(";")[0])
+    submitted.append(_blocker(f"--gres=gpu:{gpus[1]}"))
     try:
         # 1. killed as soon as the group's job is submitted (pending: the GPUs are taken)
         procs.append(_controller(cmd, logs[0]))
