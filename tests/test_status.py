@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, TINY, tiny_corpus
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.report import preview, progress
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.plan import plan_table
@@ -174,6 +175,30 @@ def test_status_reads_each_state_from_the_run_folders_and_changes_nothing(tmp_pa
     assert runs[9].dir not in text and runs[9].dir in status_text(status, every_run=True)  # --runs lists all
     assert json.loads(json.dumps(status.as_dict()))["counts"] == status.counts()
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before  # read only: nothing written or touched
+
+
+@pytest.mark.parametrize("proc", ["linux", "none"])
+def test_a_live_training_is_running_with_or_without_proc_and_a_reused_pid_is_gone_where_proc_tells(
+    tmp_path, small, monkeypatch, proc
+):
+    """Whether a run's process lives is asked of the OS by its PID; Linux's ``/proc`` also gives the process's start,
+    so a PID that now belongs to a process started after the run's attempt is not the run's. Without ``/proc``
+    (macOS) that start is unknown: a live PID is taken as the run's, never called gone."""
+    if proc == "none":
+        monkeypatch.setattr(processes, "PROC", tmp_path / "no-proc")
+    folders = [tmp_path / run.dir for run in list(small.jobs.values())[:3]]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        _write_progress(folders[0], pid=child.pid, attempt_started=time.time())  # the run's own process
+        _write_progress(folders[1], pid=_dead_pid())  # gone
+        _write_progress(folders[2], pid=child.pid, attempt_started=time.time() - 3600)  # its PID, given to another
+        status = study_status(small, directory=tmp_path, config="config/small.yaml")
+    finally:
+        child.kill()
+        child.wait()
+    states = [r.state for r in status.runs[:3]]
+    assert states == ["running", "stalled", "stalled" if proc == "linux" else "running"]
+    assert "is gone" in status.runs[1].note
 
 
 def test_status_shows_an_impossible_record_as_its_reason_not_its_number(tmp_path, small):

@@ -21,6 +21,8 @@ import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+from softmax_bottleneck.cluster.processes import PROC, start_time
+
 
 def _parsed(argv: Sequence[str]):
     """Snakemake's command line ``argv`` read by Snakemake's own parser (so that ``--configfile A B status`` and
@@ -77,23 +79,12 @@ LOCKED = "Directory cannot be locked. Please make sure"
 LOCKED_DRY = "Error: Directory cannot be locked. Another Snakemake instance is running."
 
 
-def _started(pid: int) -> float | None:
-    """When process ``pid`` started (Unix seconds; Linux), None where unknown."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))  # fmt: skip
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
 def snakemakes_here(directory=".") -> list[tuple[int, float | None]]:
     """``(pid, start)`` of the other Snakemake processes on this machine whose working directory is ``directory``
     (Linux's ``/proc``; none elsewhere), the oldest first; the Snakemake of a job (``--target-jobs``: a cluster job
     running on this node, a job step) is not one: it holds no lock of the folder."""
     here, found = os.path.realpath(directory), []
-    for entry in Path("/proc").glob("[0-9]*"):
+    for entry in PROC.glob("[0-9]*"):
         pid = int(entry.name)
         if pid == os.getpid():
             continue
@@ -106,7 +97,7 @@ def snakemakes_here(directory=".") -> list[tuple[int, float | None]]:
             continue
         words = [Path(os.fsdecode(word)) for word in argv[:3]]
         if cwd == here and any(snakemake_program(str(w)) or w.name == "snakemake" for w in words):
-            found.append((pid, _started(pid)))
+            found.append((pid, start_time(pid)))
     return sorted(found, key=lambda item: item[1] or 0.0)
 
 

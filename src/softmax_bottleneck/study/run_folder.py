@@ -5,11 +5,11 @@ loaded (never a model or a resume state)."""
 
 from __future__ import annotations
 
-import os
 import platform
 from pathlib import Path
 
 from softmax_bottleneck import readback
+from softmax_bottleneck.cluster.processes import pid_exists, start_time
 from softmax_bottleneck.durations import duration_text
 from softmax_bottleneck.study.run_status import RunStatus
 from softmax_bottleneck.study.run_text import last_line, log_event, shown
@@ -43,32 +43,15 @@ def _number(value) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def pid_exists(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def process_alive(pid, host, since: float | None = None) -> bool | None:
     """Whether the training process ``pid`` still runs: None when it ran on another host (or is unknown). On Linux a
     process started after ``since`` (the attempt's start) is another one that was given the same PID."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or host != platform.node():
         return None
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))  # fmt: skip
-    except FileNotFoundError:
+    if not pid_exists(pid):
         return False
-    except (OSError, StopIteration, ValueError, IndexError):
-        return pid_exists(pid)
-    started = boot + int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
-    return since is None or started <= since + 2.0
+    started = start_time(pid)  # None without /proc (macOS): the PID is then taken as the run's
+    return since is None or started is None or started <= since + 2.0
 
 
 def _lock_holder(path: Path) -> tuple[int | None, str | None]:

@@ -1,0 +1,34 @@
+"""The processes of this machine, as the status page and the lock messages see them: whether a PID exists, and when
+it started (Linux's ``/proc``: ``/proc/<pid>/stat``'s 22nd field, clock ticks since boot, plus ``/proc/stat``'s
+``btime``). Where ``/proc`` is missing (macOS) a start is unknown, never a sign that the process is gone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Linux's process file system
+PROC = Path("/proc")
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def start_time(pid: int) -> float | None:
+    """When process ``pid`` started (Unix seconds); None where unknown: no ``/proc``, the process gone meanwhile, or
+    a file that does not read as expected."""
+    try:
+        ticks = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(float(line.split()[1]) for line in (PROC / "stat").read_text().splitlines()
+                    if line.startswith("btime "))  # fmt: skip
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
