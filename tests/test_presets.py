@@ -186,7 +186,7 @@ def test_resolve_checks_every_value(overrides, message):
 
 def test_every_preset_value_is_declared_and_valid():
     declared = presets.base_hyperparameters()
-    data = presets._presets()
+    data = presets.presets_data()
     blocks = [data["defaults"]] + [b for fam in data["families"].values() for b in fam.values()]
     blocks += [presets._variant_block(v, ds) for v in presets.variants() for ds in presets.DATASETS]
     for block in blocks:

@@ -26,9 +26,6 @@ import difflib
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-
-import yaml
 
 from softmax_bottleneck.corpora.datasets import DATASETS as CORPORA
 from softmax_bottleneck.models.output_layers.registry import (
@@ -37,18 +34,13 @@ from softmax_bottleneck.models.output_layers.registry import (
     broken_plugins,
     output_layer,
     output_layers,
+    presets_data,
 )
 
 DATASETS = tuple(CORPORA)
 #: vocabulary sizes including <eos> (paper §4; SM §1)
 VOCAB_SIZES = {name: d.vocab_size for name, d in CORPORA.items()}
 SCHEDULES = ("et", "nt")
-
-
-@cache
-def _presets() -> dict:
-    text = resources.files("softmax_bottleneck").joinpath("data/presets.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
 
 
 @dataclass(frozen=True)
@@ -81,7 +73,7 @@ def _variant_table() -> dict[str, VariantInfo]:
 
 @cache
 def _variant_table_for(_key: tuple) -> dict[str, VariantInfo]:
-    blocks = _presets()["variants"]
+    blocks = presets_data()["variants"]
     table: dict[str, VariantInfo] = {}
     layers = output_layers()
     base = base_hyperparameters()
@@ -160,7 +152,7 @@ def display_name(variant: str) -> str:
 
 
 def defaults() -> dict:
-    return dict(_presets()["defaults"])
+    return dict(presets_data()["defaults"])
 
 
 def variant_datasets(variant: str) -> tuple[str, ...]:
@@ -173,7 +165,7 @@ def family(variant: str) -> str:
 
 
 def _variant_block(variant: str, dataset: str) -> dict:
-    return dict((_presets()["variants"].get(variant) or {}).get(dataset) or {})
+    return dict((presets_data()["variants"].get(variant) or {}).get(dataset) or {})
 
 
 @cache
@@ -185,7 +177,7 @@ def base_hyperparameters() -> dict[str, Hyperparameter]:
     types = {"int": int, "float": float, "bool": bool, "str": str}
     values = defaults()
     out: dict[str, Hyperparameter] = {}
-    for key, decl in _presets()["hyperparameters"].items():
+    for key, decl in presets_data()["hyperparameters"].items():
         decl = dict(decl)
         kind = types[decl.pop("type")]
         out[key] = Hyperparameter(values.get(key), kind, **decl)
@@ -260,7 +252,7 @@ def resolve(dataset: str, variant: str, schedule: str = "et", overrides: dict | 
         if value is None and key in layer.hyperparameters and not layer.hyperparameters[key].nullable:
             raise ValueError(_null_text(key, f"{key}=null"))
     hp = defaults()
-    hp.update(_presets()["families"][info.family][dataset])
+    hp.update(presets_data()["families"][info.family][dataset])
     hp.update(_variant_block(variant, dataset))
     hp["output_layer"] = layer.name
     hp["schedule"] = schedule

@@ -139,9 +139,9 @@ _FIXED_KEYS = ("output_layer", "schedule")
 
 
 @functools.cache
-def _presets_data() -> dict:
-    """``data/presets.yaml`` as parsed data (read here, below :mod:`softmax_bottleneck.presets`, which imports this
-    registry: only for the names and colours no layer may take)."""
+def presets_data() -> dict:
+    """``data/presets.yaml`` as parsed data, read once: by :mod:`softmax_bottleneck.presets`, which imports this
+    registry, and here for the names and colours no layer may take."""
     text = resources.files("softmax_bottleneck").joinpath("data/presets.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -154,7 +154,7 @@ def reserved_names() -> tuple[dict[str, str], frozenset[str]]:
     ``output_layer``); the base names are its declared hyper-parameters, its defaults, its family keys and the
     keys set by the variant and the schedule.
     """
-    data = _presets_data()
+    data = presets_data()
     variants = {
         name: f"presets.yaml's variant {name!r} ({block.get('display', name)}, output layer {block['output_layer']!r})"
         for name, block in (data.get("variants") or {}).items()
@@ -289,14 +289,14 @@ def reserved_displays() -> dict[str, str]:
     """``{display: "presets.yaml's variant 'mos_fair' (...)"}`` of the variants of ``presets.yaml`` that are not output
     layers of their own: labels no layer may take."""
     variants, _ = reserved_names()
-    blocks = _presets_data().get("variants") or {}
+    blocks = presets_data().get("variants") or {}
     return {blocks[name].get("display", name): holder for name, holder in variants.items()}
 
 
 @functools.cache
 def reserved_colours() -> dict[str, str]:
     """``{"presets.yaml's variant 'mos_fair'": colour}`` of the variants of ``presets.yaml`` that declare one."""
-    blocks = _presets_data().get("variants") or {}
+    blocks = presets_data().get("variants") or {}
     return {
         f"presets.yaml's variant {name!r} ({block.get('display', name)})": block["color"]
         for name, block in blocks.items()
