@@ -24,6 +24,8 @@ sys.path.insert(0, str(REPO / "src"))
 from softmax_bottleneck import presets  # noqa: E402
 from softmax_bottleneck.corpora.download import CORPUS_DIRS  # noqa: E402
 from softmax_bottleneck.training.bench import bench_corpus, measure_fused  # noqa: E402
+from softmax_bottleneck.training.environment import resolve_device  # noqa: E402
+from softmax_bottleneck.training.host_memory import keep_freed_host_memory  # noqa: E402
 
 COLUMNS = ("model", "K", "recurrence", "solo tok/s", "fused tok/s", "speed-up", "fused s/batch", "peak GiB",
            "valid s/epoch: K alone, together")  # fmt: skip
@@ -57,6 +59,7 @@ def main(argv=None) -> int:
                         help="also write each row as its own bench file here, <dataset>-<variant>-fused<K>.json, for "
                         "costs --bench (the study's price with K runs fused)")  # fmt: skip
     args = parser.parse_args(argv)
+    keep_freed_host_memory(resolve_device(args.device))  # on the CPU, as `bench` and the trainer's process run
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
