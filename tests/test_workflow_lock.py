@@ -82,3 +82,19 @@ def test_a_jobs_snakemake_in_the_folder_is_not_taken_for_a_running_controller(tm
         for proc in (job, controller):
             proc.kill()
             proc.wait()
+
+
+def test_where_processes_cannot_be_listed_a_lock_is_never_called_a_dead_ones(tmp_path, monkeypatch):
+    """Without ``/proc`` (macOS) a running Snakemake cannot be found: the line says so and sends the user to ``ps``
+    before ``--unlock``, where on Linux it would say the lock's Snakemake no longer runs."""
+    from softmax_bottleneck.cluster import lock_free, processes
+
+    monkeypatch.setattr(processes, "PROC", tmp_path / "no-proc")
+    assert lock_free.snakemakes_here(tmp_path) is None
+    run, dry = lock_free.lock_line(False, tmp_path), lock_free.lock_line(True, tmp_path)
+    for line in (run, dry):
+        assert "no longer runs" not in line and "whether it still runs cannot be told here" in line, line
+        assert "ps -u $USER -o pid,command | grep snakemake" in line and "snakemake --unlock" in line
+    assert run.startswith("snakemake: ") and "never while it runs" in run and dry.startswith("note: ")
+    monkeypatch.undo()  # this Linux's /proc: no Snakemake runs in tmp_path
+    assert lock_free.snakemakes_here(tmp_path) == [] and "no longer runs" in lock_free.lock_line(False, tmp_path)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from softmax_bottleneck.cluster.processes import PROC, start_time
+from softmax_bottleneck.cluster import processes
 
 
 def _parsed(argv: Sequence[str]):
@@ -79,12 +79,15 @@ LOCKED = "Directory cannot be locked. Please make sure"
 LOCKED_DRY = "Error: Directory cannot be locked. Another Snakemake instance is running."
 
 
-def snakemakes_here(directory=".") -> list[tuple[int, float | None]]:
+def snakemakes_here(directory=".") -> list[tuple[int, float | None]] | None:
     """``(pid, start)`` of the other Snakemake processes on this machine whose working directory is ``directory``
-    (Linux's ``/proc``; none elsewhere), the oldest first; the Snakemake of a job (``--target-jobs``: a cluster job
-    running on this node, a job step) is not one: it holds no lock of the folder."""
+    (Linux's ``/proc``), the oldest first; None where this cannot be told (no ``/proc``: macOS). The Snakemake of a
+    job (``--target-jobs``: a cluster job running on this node, a job step) is not one: it holds no lock of the
+    folder."""
+    if not processes.PROC.is_dir():
+        return None
     here, found = os.path.realpath(directory), []
-    for entry in PROC.glob("[0-9]*"):
+    for entry in processes.PROC.glob("[0-9]*"):
         pid = int(entry.name)
         if pid == os.getpid():
             continue
@@ -97,17 +100,27 @@ def snakemakes_here(directory=".") -> list[tuple[int, float | None]]:
             continue
         words = [Path(os.fsdecode(word)) for word in argv[:3]]
         if cwd == here and any(snakemake_program(str(w)) or w.name == "snakemake" for w in words):
-            found.append((pid, start_time(pid)))
+            found.append((pid, processes.start_time(pid)))
     return sorted(found, key=lambda item: item[1] or 0.0)
 
 
 def lock_line(dry_run: bool, directory=".") -> str:
     """The one line that replaces Snakemake's where another run's lock holds files of this one: while a Snakemake
     runs in the folder (this machine), wait or work elsewhere, never ``--unlock``; where none does, the lock is a
-    killed run's, and ``--unlock`` lifts it (after checking that none runs on another machine)."""
+    killed run's, and ``--unlock`` lifts it (after checking that none runs on another machine); where the processes
+    cannot be listed (no ``/proc``), ``--unlock`` only once ``ps`` shows that none runs."""
     import time
 
     running = snakemakes_here(directory)
+    if running is None:
+        who = "another Snakemake's lock holds files this command needs, and whether it still runs cannot be told here"
+        check = ("if none runs on this folder, here or from another machine (ps -u $USER -o pid,command | grep "
+                 "snakemake), it was killed")  # fmt: skip
+        if dry_run:
+            return f"note: {who}; this dry run changes nothing. Before a run, {check}: snakemake --unlock"
+        return (f"snakemake: {who}, so this run stops here, changing nothing. {check[0].upper()}{check[1:]}: lift its "
+                "lock with snakemake --unlock, then run this again; never while it runs: both would write the same "
+                "files")  # fmt: skip
     if running:
         pid, start = running[0]
         since = f", started {time.strftime('%H:%M', time.localtime(start))}" if start else ""
