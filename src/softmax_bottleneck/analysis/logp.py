@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from softmax_bottleneck.analysis.rank import (
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
+from softmax_bottleneck.training.host_memory import peak_resident_bytes
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +63,6 @@ def rss_bytes() -> int:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
-
-
-def peak_rss_bytes() -> int:
-    """The process's peak resident memory (``ru_maxrss``)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class Progress:
@@ -88,7 +83,7 @@ class Progress:
         log.info(
             "log-P: %d/%d rows (%.1f%%), %.0f rows/s, %.0fs elapsed, %.0fs left; RSS %.2f GiB (peak %.2f GiB)",
             done, self.total, 100.0 * done / max(self.total, 1), rate, elapsed, left,
-            rss_bytes() / 2**30, peak_rss_bytes() / 2**30,
+            rss_bytes() / 2**30, peak_resident_bytes() / 2**30,
         )  # fmt: skip
 
     @contextmanager
@@ -117,7 +112,8 @@ class Progress:
                     watcher.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     watcher.kill()
-        log.info("%s: done in %.0fs; peak RSS %.2f GiB", what, time.monotonic() - started, peak_rss_bytes() / 2**30)
+        seconds, peak = time.monotonic() - started, peak_resident_bytes() / 2**30
+        log.info("%s: done in %.0fs; peak RSS %.2f GiB", what, seconds, peak)
 
 
 #: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name
@@ -245,7 +241,7 @@ def analyze(
         seconds_rows=seconds_rows,
         seconds_update=seconds_update,
         seconds_factorisation=seconds_factor,
-        peak_rss_gib=peak_rss_bytes() / 2**30,
+        peak_rss_gib=peak_resident_bytes() / 2**30,
         device=str(device),
     )
     if cuda:

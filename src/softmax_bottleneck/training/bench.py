@@ -21,8 +21,6 @@ import json
 import logging
 import multiprocessing
 import os
-import resource
-import sys
 import time
 from pathlib import Path
 
@@ -37,7 +35,7 @@ from softmax_bottleneck.training.environment import configure_precision, resolve
 from softmax_bottleneck.training.evaluation import evaluate
 from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import fused_update
-from softmax_bottleneck.training.host_memory import keep_freed_host_memory
+from softmax_bottleneck.training.host_memory import keep_freed_host_memory, peak_resident_bytes
 from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.schedule import make_optimizer
 from softmax_bottleneck.training.state import seed_everything
@@ -219,8 +217,7 @@ def _peak_memory(device: torch.device) -> int:
     """CUDA: the most memory allocated by tensors; CPU: the process's maximum resident set size."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)
+    return peak_resident_bytes()
 
 
 def _worker(opts: dict, barrier, queue) -> None:
