@@ -163,3 +163,22 @@ def test_streamed_methods_match_a_float64_exact_svd_on_a_real_models_matrix(vari
         assert summary["effective_rank"] == ref_summary["effective_rank"], method
         rel = np.abs(sv[above] - ref[above]) / ref[above]
         assert rel.max() < 1e-6, (method, rel.max())
+
+
+@pytest.mark.parametrize("proc", ["linux", "none"])
+def test_a_long_step_of_the_analysis_logs_a_heartbeat_with_memory_where_proc_tells_it(capfd, monkeypatch, tmp_path,
+                                                                                      proc):  # fmt: skip
+    """A long LAPACK call holds the GIL, so a watcher process logs "running for Ns" meanwhile, with the resident
+    memory read from ``/proc``; without ``/proc`` (macOS) the lines give the time alone, and they still come."""
+    import time
+
+    from softmax_bottleneck.analysis.logp import Progress
+    from softmax_bottleneck.cluster import processes
+
+    if proc == "none":
+        monkeypatch.setattr(processes, "PROC", tmp_path / "no-proc")
+    with Progress(total=1, every=0.3).heartbeat("singular values"):
+        time.sleep(2.0)
+    lines = [line for line in capfd.readouterr().err.splitlines() if "singular values: running for" in line]
+    assert len(lines) >= 2, lines
+    assert all((" GiB (peak " in line) == (proc == "linux") for line in lines), lines

@@ -46,6 +46,7 @@ from softmax_bottleneck.analysis.rank import (
 )
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
+from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
 from softmax_bottleneck.training.host_memory import peak_resident_bytes
 
@@ -91,16 +92,16 @@ class Progress:
         """Log ``what``, elapsed seconds and memory every ``every`` seconds while the block runs.
 
         The lines come from a small watcher process reading this one's ``/proc/<pid>/status``: a long LAPACK call
-        through scipy holds the GIL, so no Python thread of this process could speak meanwhile. The watcher ends
-        when the block ends or this process dies (its stdin pipe closes).
+        through scipy holds the GIL, so no Python thread of this process could speak meanwhile. Without ``/proc``
+        (macOS) the lines give the time alone. The watcher ends when the block ends or this process dies (its stdin
+        pipe closes).
         """
         started = time.monotonic()
         watcher = None
         try:
-            watcher = subprocess.Popen(
-                [sys.executable, "-c", _WATCHER, str(os.getpid()), str(self.every), what, log.name],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            )  # fmt: skip
+            argv = [str(os.getpid()), str(self.every), what, log.name, str(processes.PROC)]
+            watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, *argv], stdin=subprocess.PIPE,
+                                       stdout=subprocess.DEVNULL)  # fmt: skip
         except OSError:  # no watcher, no heartbeat: the result does not depend on it
             pass
         try:
@@ -116,21 +117,21 @@ class Progress:
         log.info("%s: done in %.0fs; peak RSS %.2f GiB", what, seconds, peak)
 
 
-#: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name
+#: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name, /proc
 _WATCHER = """
 import select, sys, time
-pid, every, what, name = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+pid, every, what, name, proc = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 started = time.monotonic()
 while not select.select([sys.stdin], [], [], every)[0]:
     try:
-        with open(f"/proc/{pid}/status") as fh:
+        with open(f"{proc}/{pid}/status") as fh:
             kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh) if k in ("VmRSS", "VmHWM")}
+        memory = f"; RSS {kb.get('VmRSS', 0) / 2**20:.2f} GiB (peak {kb.get('VmHWM', 0) / 2**20:.2f} GiB)"
     except (OSError, ValueError):
-        break
+        memory = ""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    print(f"{stamp} INFO {name}: {what}: running for {time.monotonic() - started:.0f}s; "
-          f"RSS {kb.get('VmRSS', 0) / 2**20:.2f} GiB (peak {kb.get('VmHWM', 0) / 2**20:.2f} GiB)",
-          file=sys.stderr, flush=True)
+    print(f"{stamp} INFO {name}: {what}: running for {time.monotonic() - started:.0f}s{memory}", file=sys.stderr,
+          flush=True)
 """
 
 
