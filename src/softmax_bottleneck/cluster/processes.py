@@ -1,6 +1,7 @@
-"""The processes of this machine, as the status page and the lock messages see them: whether a PID exists, and when
-it started (Linux's ``/proc``: ``/proc/<pid>/stat``'s 22nd field, clock ticks since boot, plus ``/proc/stat``'s
-``btime``). Where ``/proc`` is missing (macOS) a start is unknown, never a sign that the process is gone."""
+"""The processes of this machine, as the status page, the lock messages and the analysis's heartbeat see them:
+whether a PID exists, and when it started (Linux's ``/proc``: ``/proc/<pid>/stat``'s 22nd field, clock ticks since
+boot, plus ``/proc/stat``'s ``btime``). Where :data:`PROC` is missing (macOS) a start is unknown, never a sign that
+the process is gone."""
 
 from __future__ import annotations
 
