@@ -166,10 +166,12 @@ def test_streamed_methods_match_a_float64_exact_svd_on_a_real_models_matrix(vari
 
 
 @pytest.mark.parametrize("proc", ["linux", "none"])
-def test_a_long_step_of_the_analysis_logs_a_heartbeat_with_memory_where_proc_tells_it(capfd, monkeypatch, tmp_path,
-                                                                                      proc):  # fmt: skip
+def test_a_long_step_of_the_analysis_logs_a_heartbeat_with_memory_where_proc_tells_it(capfd, caplog, monkeypatch,
+                                                                                      tmp_path, proc):  # fmt: skip
     """A long LAPACK call holds the GIL, so a watcher process logs "running for Ns" meanwhile, with the resident
-    memory read from ``/proc``; without ``/proc`` (macOS) the lines give the time alone, and they still come."""
+    memory read from ``/proc``; without ``/proc`` (macOS) the lines give the time alone, and they still come. The
+    rows' progress line gives the memory now and at its peak, or the peak alone."""
+    import logging
     import time
 
     from softmax_bottleneck.analysis.logp import Progress
@@ -182,3 +184,7 @@ def test_a_long_step_of_the_analysis_logs_a_heartbeat_with_memory_where_proc_tel
     lines = [line for line in capfd.readouterr().err.splitlines() if "singular values: running for" in line]
     assert len(lines) >= 2, lines
     assert all((" GiB (peak " in line) == (proc == "linux") for line in lines), lines
+    with caplog.at_level(logging.INFO, logger="softmax_bottleneck.analysis.logp"):
+        Progress(total=10, every=0.0).rows(10)
+    assert "10/10 rows (100.0%)" in caplog.text
+    assert caplog.text.rstrip().endswith(" GiB)" if proc == "linux" else " GiB") and "peak" in caplog.text

@@ -57,13 +57,15 @@ class NonFiniteLogP(ValueError):
     """The model gave a NaN or infinite log-probability (the message names the row)."""
 
 
-def rss_bytes() -> int:
-    """The process's resident memory now (Linux ``/proc/self/statm``; 0 where unavailable)."""
+def memory_text() -> str:
+    """The process's resident memory now (Linux's ``/proc/self/statm``) and at its peak; the peak alone where ``/proc``
+    is missing (macOS)."""
+    peak = peak_resident_bytes() / 2**30
     try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        now = int((processes.PROC / "self" / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
     except (OSError, ValueError, IndexError):
-        return 0
+        return f"peak RSS {peak:.2f} GiB"
+    return f"RSS {now:.2f} GiB (peak {peak:.2f} GiB)"
 
 
 class Progress:
@@ -82,9 +84,8 @@ class Progress:
         rate = done / elapsed if elapsed > 0 else 0.0
         left = (self.total - done) / rate if rate > 0 else float("nan")
         log.info(
-            "log-P: %d/%d rows (%.1f%%), %.0f rows/s, %.0fs elapsed, %.0fs left; RSS %.2f GiB (peak %.2f GiB)",
-            done, self.total, 100.0 * done / max(self.total, 1), rate, elapsed, left,
-            rss_bytes() / 2**30, peak_resident_bytes() / 2**30,
+            "log-P: %d/%d rows (%.1f%%), %.0f rows/s, %.0fs elapsed, %.0fs left; %s",
+            done, self.total, 100.0 * done / max(self.total, 1), rate, elapsed, left, memory_text(),
         )  # fmt: skip
 
     @contextmanager
