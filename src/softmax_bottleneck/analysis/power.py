@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+from softmax_bottleneck.analysis.stats import t_quantile
+
 #: the level and the power of every planning answer (the claims' rules decide at α = 0.05)
 ALPHA = 0.05
 POWER = 0.8
@@ -38,7 +40,7 @@ def t_power(
     df, se = _t_frame(sd, n1, n2, paired)
     if df < 1 or not sd > 0:
         return math.nan
-    critical = stats.t.ppf(1 - alpha / 2, df)
+    critical = t_quantile(1 - alpha / 2, df)
     delta = abs(effect) / se
     value = float(stats.nct.sf(critical, df, delta) + stats.nct.cdf(-critical, df, delta))
     if math.isnan(value):  # scipy's nct fails far in the tail (δ in the tens): the power is 1 to any precision shown
@@ -86,7 +88,7 @@ def noninferiority_power(
     df, se = _t_frame(sd, n1, n2, paired)
     if df < 1 or not sd > 0:
         return math.nan
-    return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, (effect + margin) / se))
+    return float(stats.nct.sf(t_quantile(1 - alpha, df), df, (effect + margin) / se))
 
 
 def equivalence_power(
@@ -107,7 +109,7 @@ def equivalence_power(
     df, se = _t_frame(sd, n1, n2, paired)
     if df < 1 or not sd > 0:
         return math.nan
-    critical = stats.t.ppf(1 - alpha, df)
+    critical = t_quantile(1 - alpha, df)
 
     def inside(u: float) -> float:
         half = critical * se * math.sqrt(u / df)

@@ -10,6 +10,7 @@ Figure 2's correlations are Pearson's r. Every statistic comes from ``scipy.stat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -59,6 +60,15 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
 
 
 # --------------------------------------------------------------------------------------------- intervals (claims)
+@functools.lru_cache(maxsize=4096)
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile t_{q, df} (``scipy.stats.t.ppf``), kept per (q, df): the claims' simulations ask the same
+    few thousands of times."""
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
+
+
 def pearson_interval(
     x: Sequence[float], y: Sequence[float], confidence: float = 0.95, alternative: str = "two-sided"
 ) -> tuple[float, float, float, float]:
@@ -80,11 +90,10 @@ def student_difference_from_stats(
     """Difference of means m1 − m2, its ``confidence`` interval and the p-value of Student's pooled t-test, from
     summary statistics: Δ ± t_{(1+c)/2, n1+n2−2} · s_p √(1/n1 + 1/n2), s_p² = ((n1−1)s1² + (n2−1)s2²)/(n1+n2−2)
     (``scipy.stats.t``); p from ``scipy.stats.ttest_ind_from_stats`` (:func:`student_t_from_stats`)."""
-    from scipy import stats
 
     df = n1 + n2 - 2
     pooled = np.sqrt(((n1 - 1) * s1**2 + (n2 - 1) * s2**2) / df)
-    half = stats.t.ppf((1 + confidence) / 2, df) * pooled * np.sqrt(1 / n1 + 1 / n2)
+    half = t_quantile((1 + confidence) / 2, df) * pooled * np.sqrt(1 / n1 + 1 / n2)
     diff = m1 - m2
     return float(diff), float(diff - half), float(diff + half), student_t_from_stats(m1, s1, n1, m2, s2, n2)
 

@@ -67,11 +67,10 @@ def _paper_effect(rule: DifferenceRule, paper: Paper) -> tuple[float, float]:
 
 def interval(est: Estimate, level: float) -> tuple[float, float]:
     """The two-sided ``level`` interval of the difference: Δ ± t_{(1+level)/2, ν} · SE (``scipy.stats.t``)."""
-    from scipy import stats as sps
 
     if math.isnan(est.se) or est.df < 1:
         return math.nan, math.nan
-    half = float(sps.t.ppf((1 + level) / 2, est.df)) * est.se
+    half = stats.t_quantile((1 + level) / 2, est.df) * est.se
     return est.value - half, est.value + half
 
 

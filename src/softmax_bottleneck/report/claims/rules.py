@@ -415,7 +415,7 @@ class StaysLow(Rule):
         if n < 2 or cells.missing(bound) or not target.sd > 0:
             return math.nan
         # P(x̄ + t·s/√n < bound) = P(T′ > t), T′ ~ nct(n − 1, (bound − μ)√n/σ)
-        critical = sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)
+        critical = stats.t_quantile((1 + CONFIDENCE) / 2, n - 1)
         return float(sps.nct.sf(critical, n - 1, (bound - target.mean) * math.sqrt(n) / target.sd))
 
     def sample(self, paper: Paper, truth: str, n: int, rng) -> Contrast:
