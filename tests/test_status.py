@@ -201,6 +201,20 @@ def test_a_live_training_is_running_with_or_without_proc_and_a_reused_pid_is_gon
     assert "is gone" in status.runs[1].note
 
 
+def test_a_pid_no_process_can_have_is_never_alive_and_a_new_process_started_just_now():
+    """``kill(0)``, ``kill(-1)`` would signal process groups and a PID beyond C's int overflows: none is a process."""
+    assert not any(processes.pid_exists(pid) for pid in (0, -1, 2**40)) and processes.start_time(2**40) is None
+    before = time.time()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        started = processes.start_time(child.pid)
+        assert processes.pid_exists(child.pid) and before - 1.0 <= started <= time.time() + 1.0, (before, started)
+    finally:
+        child.kill()
+        child.wait()
+    assert not processes.pid_exists(child.pid)
+
+
 def test_status_shows_an_impossible_record_as_its_reason_not_its_number(tmp_path, small):
     """A finished run's metrics.json or rank file read back as every reader does (readback): an impossible number
     or a key written twice is named with its file, never shown as a result."""

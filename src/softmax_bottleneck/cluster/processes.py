@@ -13,10 +13,13 @@ PROC = Path("/proc")
 
 
 def pid_exists(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
+    """Whether a process ``pid`` exists on this machine (one of another user counts); never true of a PID no process
+    can have (0 and below name process groups to ``kill``)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
