@@ -208,8 +208,6 @@ READS_OUTSIDE_READBACK = {
             ("measured.py", "resource.read_text"),
             ("paper_numbers.py", "resource.read_text"),
             ("paper_numbers.py", "pd.read_csv"),
-            ("presets.py", "resources.files('softmax_bottleneck').joinpath('data/presets.yaml').read_text"),
-            ("presets.py", "yaml.safe_load"),
             ("models/output_layers/registry.py",
              "resources.files('softmax_bottleneck').joinpath('data/presets.yaml').read_text"),
             ("models/output_layers/registry.py", "yaml.safe_load"),
@@ -220,11 +218,10 @@ READS_OUTSIDE_READBACK = {
     ("study/config_file.py", "yaml.safe_load"): "a --set value and the package's schema (configurations: readback)",
     **dict.fromkeys(
         [
-            ("cluster/lock_free.py", "Path(f'/proc/{pid}/stat').read_text"),
-            ("cluster/lock_free.py", "Path('/proc/stat').read_text"),
+            ("cluster/processes.py", "PROC / str(pid) / 'stat'.read_text"),
+            ("cluster/processes.py", "PROC / 'stat'.read_text"),
             ("cluster/lock_free.py", "entry / 'cmdline'.read_bytes"),
-            ("study/run_folder.py", "Path(f'/proc/{pid}/stat').read_text"),
-            ("study/run_folder.py", "Path('/proc/stat').read_text"),
+            ("analysis/logp.py", "processes.PROC / 'self' / 'statm'.read_text"),
         ],
         "the kernel's process table",
     ),
