@@ -90,7 +90,6 @@ def student_difference_from_stats(
     """Difference of means m1 − m2, its ``confidence`` interval and the p-value of Student's pooled t-test, from
     summary statistics: Δ ± t_{(1+c)/2, n1+n2−2} · s_p √(1/n1 + 1/n2), s_p² = ((n1−1)s1² + (n2−1)s2²)/(n1+n2−2)
     (``scipy.stats.t``); p from ``scipy.stats.ttest_ind_from_stats`` (:func:`student_t_from_stats`)."""
-
     df = n1 + n2 - 2
     pooled = np.sqrt(((n1 - 1) * s1**2 + (n2 - 1) * s2**2) / df)
     half = t_quantile((1 + confidence) / 2, df) * pooled * np.sqrt(1 / n1 + 1 / n2)
