@@ -221,7 +221,7 @@ READS_OUTSIDE_READBACK = {
             ("cluster/processes.py", "PROC / str(pid) / 'stat'.read_text"),
             ("cluster/processes.py", "PROC / 'stat'.read_text"),
             ("cluster/lock_free.py", "entry / 'cmdline'.read_bytes"),
-            ("analysis/logp.py", "processes.PROC / 'self' / 'statm'.read_text"),
+            ("cluster/processes.py", "PROC / 'self' / 'statm'.read_text"),
         ],
         "the kernel's process table",
     ),

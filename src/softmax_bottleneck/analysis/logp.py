@@ -60,12 +60,8 @@ class NonFiniteLogP(ValueError):
 def memory_text() -> str:
     """The process's resident memory now (Linux's ``/proc/self/statm``) and at its peak; the peak alone where ``/proc``
     is missing (macOS)."""
-    peak = peak_resident_bytes() / 2**30
-    try:
-        now = int((processes.PROC / "self" / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
-    except (OSError, ValueError, IndexError):
-        return f"peak RSS {peak:.2f} GiB"
-    return f"RSS {now:.2f} GiB (peak {peak:.2f} GiB)"
+    peak, now = peak_resident_bytes() / 2**30, processes.resident_bytes()
+    return f"peak RSS {peak:.2f} GiB" if now is None else f"RSS {now / 2**30:.2f} GiB (peak {peak:.2f} GiB)"
 
 
 class Progress:

@@ -1,7 +1,7 @@
-"""The processes of this machine, as the status page, the lock messages and the analysis's heartbeat see them:
-whether a PID exists, and when it started (Linux's ``/proc``: ``/proc/<pid>/stat``'s 22nd field, clock ticks since
-boot, plus ``/proc/stat``'s ``btime``). Where :data:`PROC` is missing (macOS) a start is unknown, never a sign that
-the process is gone."""
+"""The processes of this machine, as the status page, the lock messages and the analysis's progress lines see them:
+whether a PID exists, when it started (Linux's ``/proc``: ``/proc/<pid>/stat``'s 22nd field, clock ticks since boot,
+plus ``/proc/stat``'s ``btime``) and this process's resident memory now (``/proc/self/statm``). Where :data:`PROC`
+is missing (macOS) a start or a size is unknown, never a sign that the process is gone."""
 
 from __future__ import annotations
 
@@ -36,3 +36,11 @@ def start_time(pid: int) -> float | None:
     except (OSError, ValueError, IndexError, StopIteration):
         return None
     return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now (``/proc/self/statm``'s second field, in pages); None where unknown."""
+    try:
+        return int((PROC / "self" / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
