@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 
@@ -32,7 +31,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 def peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    from softmax_bottleneck.cluster import processes
+
+    return processes.peak_resident_bytes() / 2**30
 
 
 def press_rank_float32(sv: np.ndarray, m: int, n: int) -> int:

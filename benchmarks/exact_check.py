@@ -89,6 +89,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from softmax_bottleneck.analysis.rank import RankStream, rank_summary
     from softmax_bottleneck.analysis.svd_stream import singular_values_exact
+    from softmax_bottleneck.cluster import processes
 
     out = {"matrix": args.matrix or args.checkpoint, "load_before": os.getloadavg()[0]}
     if args.checkpoint:
@@ -127,7 +128,7 @@ def main(argv=None) -> int:
         res["same_effective_ranks"] = summary["effective_rank"] == out["exact"]["effective_rank"]
         out[method] = res
         print(json.dumps({method: res}), flush=True)
-    out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    out["peak_rss_gib"] = processes.peak_resident_bytes() / 2**30
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out), flush=True)
     return 0

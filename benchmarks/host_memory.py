@@ -31,6 +31,7 @@ DATA_DIRS = {"ptb": "ptb", "wt2": "wikitext-2"}
 #: one measurement in a fresh process: argv[1] the options of measure() as JSON, argv[2] "kept" or "given back"
 ONE = """
 import json, resource, sys, torch
+from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.training.bench import measure
 from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 opts = json.loads(sys.argv[1])
@@ -39,7 +40,7 @@ if sys.argv[2] == "kept":
 result = measure(opts)
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"s/batch": result["seconds_per_batch"], "sys s": usage.ru_stime, "page faults": usage.ru_minflt,
-                  "peak GB": usage.ru_maxrss * 1024 / 1e9}))
+                  "peak GB": processes.peak_resident_bytes() / 1e9}))
 """
 
 

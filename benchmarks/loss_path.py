@@ -10,12 +10,13 @@ paper's loss (mean NLL + AR + TAR), on random tokens:
   compute it: ``log Σ_k π_k softmax(U z_k + b)`` (softmax per expert, weighted sum, log), then ``F.nll_loss``;
   a same-machine stand-in for the authors' code.
 
-Every (variant, path) runs in its own subprocess, so that its peak memory is its own: ``ru_maxrss`` (peak
-resident set size of the worker, which includes Python, torch and the model) and the increase of that peak
-over the steps (``step peak``: what the forward + backward itself holds at its high-water mark; on CUDA,
-``torch.cuda.max_memory_allocated`` instead). Seconds per step: the median over ``--steps`` steps after
-``--warmup`` warm-up steps (wall clock; on CUDA, synchronised). Prints a markdown table, and the MoS/Softmax
-ratio per path. The machine's load average is printed first: on a shared machine the times move with it.
+Every (variant, path) runs in its own subprocess, so that its peak memory is its own: the worker's peak resident
+set size (``cluster.processes.peak_resident_bytes``, not the parent's; it includes Python, torch and the model) and
+the increase of that peak over the steps (``step peak``: what the forward + backward itself holds at its
+high-water mark; on CUDA, ``torch.cuda.max_memory_allocated`` instead). Seconds per step: the median over
+``--steps`` steps after ``--warmup`` warm-up steps (wall clock; on CUDA, synchronised). Prints a markdown table,
+and the MoS/Softmax ratio per path. The machine's load average is printed first: on a shared machine the times
+move with it.
 Usage::
 
     python benchmarks/loss_path.py                                 # softmax, lms_plif, mos, moc on CPU
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -42,6 +42,7 @@ def worker(variant: str, path: str, device: str, threads: int, warmup: int, step
     import torch.nn.functional as F
 
     from softmax_bottleneck import presets
+    from softmax_bottleneck.cluster import processes
     from softmax_bottleneck.models.awd_lstm import AWDLSTM
 
     torch.set_num_threads(threads)
@@ -81,14 +82,14 @@ def worker(variant: str, path: str, device: str, threads: int, warmup: int, step
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux: model built, no step yet
+    base_rss = processes.peak_resident_bytes()  # model built, no step yet
     for _ in range(warmup):
         step()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         base_cuda = torch.cuda.memory_allocated()
     times = [step() for _ in range(steps)]
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_rss = processes.peak_resident_bytes()
     out = {
         "variant": variant,
         "path": path,
@@ -96,8 +97,8 @@ def worker(variant: str, path: str, device: str, threads: int, warmup: int, step
         "batch": batch,
         "seconds_median": statistics.median(times),
         "seconds_min": min(times),
-        "peak_rss_gib": peak_rss / 2**20,
-        "step_peak_gib": (peak_rss - base_rss) / 2**20,
+        "peak_rss_gib": peak_rss / 2**30,
+        "step_peak_gib": (peak_rss - base_rss) / 2**30,
     }
     if cuda:
         out["step_peak_gib"] = (torch.cuda.max_memory_allocated() - base_cuda) / 2**30

@@ -8,8 +8,9 @@ log-softmax of low-rank-plus-noise logits::
 with D diagonal, geometric from ``--noise-hi`` to ``--noise-lo`` over the columns: a rank-(r + 1) part plus a
 column-decaying full-rank part, so Press' rank lands strictly between r + 1 and n. The matrix is written in
 chunks to a ``.npy`` in ``--workdir`` (never built in one piece), then every method runs in its own
-subprocess, so that each peak-memory figure (``ru_maxrss``; ``torch.cuda.max_memory_allocated`` on CUDA) is that
-method's alone:
+subprocess, so that each peak-memory figure is that method's alone: the worker's own high-water mark
+(``cluster.processes.peak_resident_bytes``; not ``ru_maxrss``, which on Linux carries over the peak of the parent
+that wrote the matrix), ``torch.cuda.max_memory_allocated`` on CUDA:
 
 * ``numpy``: ``numpy.linalg.svd(A, compute_uv=False)`` on the float32 matrix, what the reference code does
   (float64 inside, float32 singular values out); the reference of the error column;
@@ -84,6 +85,8 @@ def _data_offset(path: Path) -> tuple[int, tuple[int, int]]:
 
 
 def worker(method: str, device: str, matrix: Path, chunk_rows: int, out_sv: Path) -> dict:
+    from softmax_bottleneck.cluster import processes
+
     offset, (m, n) = _data_offset(matrix)
     cuda = device.startswith("cuda")
     torch = None
@@ -124,7 +127,7 @@ def worker(method: str, device: str, matrix: Path, chunk_rows: int, out_sv: Path
         "device": device,
         "seconds": seconds,
         "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0,
-        "peak_rss_gib": usage.ru_maxrss / 2**20,
+        "peak_rss_gib": processes.peak_resident_bytes() / 2**30,
         "shape": [m, n],
     }
     if cuda:

@@ -222,6 +222,7 @@ READS_OUTSIDE_READBACK = {
             ("cluster/processes.py", "PROC / 'stat'.read_text"),
             ("cluster/lock_free.py", "entry / 'cmdline'.read_bytes"),
             ("cluster/processes.py", "PROC / 'self' / 'statm'.read_text"),
+            ("cluster/processes.py", "PROC / 'self' / 'status'.read_text"),
         ],
         "the kernel's process table",
     ),

@@ -215,6 +215,36 @@ def test_a_pid_no_process_can_have_is_never_alive_and_a_new_process_started_just
     assert not processes.pid_exists(child.pid)
 
 
+#: a program that writes a 256 MiB block, then starts two fresh ones as ``subprocess`` starts them (``vfork``; ``fork``
+#: where a ``preexec_fn`` is given), which report their own peaks; ``/proc`` is where its first argument says
+PEAKS = """
+import json, os, pathlib, subprocess, sys
+from softmax_bottleneck.cluster import processes
+processes.PROC = pathlib.Path(sys.argv[1])
+block = bytearray(256 * 2**20)
+block[:: os.sysconf("SC_PAGE_SIZE")] = b"x" * (len(block) // os.sysconf("SC_PAGE_SIZE"))
+child = "from softmax_bottleneck.cluster import processes; print(processes.peak_resident_bytes())"
+children = [int(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True, **how).stdout)
+            for how in ({}, {"preexec_fn": os.getpid})]
+print(json.dumps({"peak": processes.peak_resident_bytes(), "block": len(block), "children": children,
+                  "machine": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")}))
+"""
+
+
+@pytest.mark.parametrize("proc", ["/proc", "missing"])
+def test_the_peak_resident_memory_is_the_programs_own_in_bytes(proc, tmp_path):
+    """A program that wrote a 256 MiB block peaks above it and below the machine's memory (``ru_maxrss``'s unit read
+    wrong is 1,024× off either way); where ``/proc`` tells, a program it starts reports its own peak, far below the
+    block, not its parent's (which ``ru_maxrss`` carries over on Linux)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    where = proc if proc == "/proc" else str(tmp_path / "no-proc")
+    got = json.loads(subprocess.run([sys.executable, "-c", PEAKS, where], capture_output=True, text=True, check=True,
+                                    env=env, timeout=120).stdout)  # fmt: skip
+    assert got["block"] < got["peak"] < got["machine"], got
+    if proc == "/proc" and Path("/proc/self/status").exists():
+        assert all(0 < peak < got["block"] / 4 for peak in got["children"]), got
+
+
 def test_status_shows_an_impossible_record_as_its_reason_not_its_number(tmp_path, small):
     """A finished run's metrics.json or rank file read back as every reader does (readback): an impossible number
     or a key written twice is named with its file, never shown as a result."""

@@ -48,7 +48,6 @@ from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
-from softmax_bottleneck.training.host_memory import peak_resident_bytes
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class NonFiniteLogP(ValueError):
 def memory_text() -> str:
     """The process's resident memory now (Linux's ``/proc/self/statm``) and at its peak; the peak alone where ``/proc``
     is missing (macOS)."""
-    peak, now = peak_resident_bytes() / 2**30, processes.resident_bytes()
+    peak, now = processes.peak_resident_bytes() / 2**30, processes.resident_bytes()
     return f"peak RSS {peak:.2f} GiB" if now is None else f"RSS {now / 2**30:.2f} GiB (peak {peak:.2f} GiB)"
 
 
@@ -110,7 +109,7 @@ class Progress:
                     watcher.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     watcher.kill()
-        seconds, peak = time.monotonic() - started, peak_resident_bytes() / 2**30
+        seconds, peak = time.monotonic() - started, processes.peak_resident_bytes() / 2**30
         log.info("%s: done in %.0fs; peak RSS %.2f GiB", what, seconds, peak)
 
 
@@ -239,7 +238,7 @@ def analyze(
         seconds_rows=seconds_rows,
         seconds_update=seconds_update,
         seconds_factorisation=seconds_factor,
-        peak_rss_gib=peak_resident_bytes() / 2**30,
+        peak_rss_gib=processes.peak_resident_bytes() / 2**30,
         device=str(device),
     )
     if cuda:

@@ -1,11 +1,14 @@
 """The processes of this machine, as the status page, the lock messages and the analysis's progress lines see them:
 whether a PID exists, when it started (Linux's ``/proc``: ``/proc/<pid>/stat``'s 22nd field, clock ticks since boot,
-plus ``/proc/stat``'s ``btime``) and this process's resident memory now (``/proc/self/statm``). Where :data:`PROC`
-is missing (macOS) a start or a size is unknown, never a sign that the process is gone."""
+plus ``/proc/stat``'s ``btime``), this process's resident memory now (``/proc/self/statm``) and at its peak
+(:func:`peak_resident_bytes`). Where :data:`PROC` is missing (macOS) a start or a size now is unknown, never a sign
+that the process is gone."""
 
 from __future__ import annotations
 
 import os
+import resource
+import sys
 from pathlib import Path
 
 #: Linux's process file system
@@ -44,3 +47,19 @@ def resident_bytes() -> int | None:
         return int((PROC / "self" / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def peak_resident_bytes() -> int:
+    """This program's peak resident memory: ``/proc/self/status``'s ``VmHWM`` (kB), the high-water mark of its own
+    memory since it started. Not ``getrusage``'s ``ru_maxrss`` where ``/proc`` tells: on Linux that is also carried
+    over from the parent, whose peak (a program started through ``vfork``, as Python's ``subprocess`` does) or whose
+    memory at the ``fork`` it inherits, so a program started by a large one (a test runner, Snakemake) would report
+    the parent's size. Without ``/proc`` (macOS): ``ru_maxrss``, in bytes there (KiB on Linux)."""
+    try:
+        for line in (PROC / "self" / "status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)

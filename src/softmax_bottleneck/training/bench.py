@@ -28,6 +28,7 @@ import torch
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.argtypes import positive_int
+from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, Dictionary, batchify, get_batch, load_corpus
 from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
@@ -35,7 +36,7 @@ from softmax_bottleneck.training.environment import configure_precision, resolve
 from softmax_bottleneck.training.evaluation import evaluate
 from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import fused_update
-from softmax_bottleneck.training.host_memory import keep_freed_host_memory, peak_resident_bytes
+from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 from softmax_bottleneck.training.run_rng import RunRNG
 from softmax_bottleneck.training.schedule import make_optimizer
 from softmax_bottleneck.training.state import seed_everything
@@ -217,7 +218,7 @@ def _peak_memory(device: torch.device) -> int:
     """CUDA: the most memory allocated by tensors; CPU: the process's maximum resident set size."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
-    return peak_resident_bytes()
+    return processes.peak_resident_bytes()
 
 
 def _worker(opts: dict, barrier, queue) -> None:

@@ -1,5 +1,4 @@
-"""Freed host memory kept for reuse while a CPU training runs (glibc's ``mallopt``), and the process's peak
-resident memory (:func:`peak_resident_bytes`).
+"""Freed host memory kept for reuse while a CPU training runs (glibc's ``mallopt``).
 
 A training step on the CPU allocates and frees the same large blocks at every update: the logits and their
 gradients, [rows × columns, vocabulary] floats (8 MB at the small scale's PTB shapes, 56 MB at the paper's). glibc's
@@ -23,8 +22,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import platform
-import resource
-import sys
 
 import torch
 
@@ -51,9 +48,3 @@ def keep_freed_host_memory(device: torch.device) -> bool:
     if not applied:
         log.warning("mallopt refused M_MMAP_MAX=0 or M_TRIM_THRESHOLD: freed host memory is given back as before")
     return applied
-
-
-def peak_resident_bytes() -> int:
-    """The process's peak resident memory: ``getrusage``'s ``ru_maxrss``, KiB on Linux, bytes on macOS."""
-    scale = 1 if sys.platform == "darwin" else 1024
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)
