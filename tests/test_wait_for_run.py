@@ -70,10 +70,10 @@ def start_training(run: Path, identity: dict = IDENTITY) -> subprocess.Popen:
     return proc
 
 
-def wait_for_run(run: Path, log: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "softmax_bottleneck", "wait-for-run", str(run), "--log", str(log), "--dataset", "ptb",
-           "--variant", "softmax", "--schedule", "et", "--seed", "141", "--epochs", "5", "--poll", "0.2",
-           *extra]  # fmt: skip
+def wait_for_run(run: Path, log: Path, *extra: str, python: tuple[str, ...] = ()) -> subprocess.Popen:
+    cmd = [sys.executable, *python, "-m", "softmax_bottleneck", "wait-for-run", str(run), "--log", str(log),
+           "--dataset", "ptb", "--variant", "softmax", "--schedule", "et", "--seed", "141", "--epochs", "5",
+           "--poll", "0.2", *extra]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -135,15 +135,20 @@ def test_a_finished_run_of_another_identity_or_length_is_not_taken_for_the_rules
     assert "Traceback" not in out
 
 
-def test_a_finished_run_as_asked_is_accepted(tmp_path):
+def test_a_finished_run_as_asked_is_accepted_by_a_wait_that_never_imports_torch(tmp_path):
+    """The wait reads files only: it imports neither PyTorch nor the study's definition (``-X importtime`` lists
+    every module it imports)."""
     run = tmp_path / "results" / "runs" / "default-0123abcd"
     training = start_training(run)
-    waiting = wait_for_run(run, tmp_path / "train.log")
+    waiting = wait_for_run(run, tmp_path / "train.log", python=("-X", "importtime"))
     with reaped(training, waiting):
         (run / "go").write_text("finish")
         training.wait(30)
         out, _ = waiting.communicate(timeout=60)
     assert waiting.returncode == 0 and "finished by the process that trained it" in out, out
+    imported = {line.rsplit("|", 1)[1].strip() for line in out.splitlines() if line.startswith("import time:")}
+    assert "softmax_bottleneck.study.run_folder" in imported, out[-2000:]  # what it reads runs with
+    assert not {"torch", "softmax_bottleneck.presets", "softmax_bottleneck.study.runs"} & imported
 
 
 def test_the_wait_gives_up_after_its_limit(tmp_path):

@@ -265,7 +265,7 @@ def parse_json(text: str, path):
         raise
     except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
         _refuse_depth(text, path)
-        raise ReadbackError(path, f"not valid JSON ({_first_line(err)})") from None
+        raise ReadbackError(path, f"not valid JSON ({error_line(err)})") from None
     if _deeper_than(data, MAX_JSON_DEPTH):
         _refuse_depth(text, path)
     return data
@@ -301,7 +301,9 @@ def _text(raw: bytes, path, kind: str) -> str:
         raise ReadbackError(path, f"{kind} (not UTF-8 text: byte 0x{raw[err.start]:02x} on line {line})") from None
 
 
-def _first_line(err: BaseException) -> str:
+def error_line(err: BaseException) -> str:
+    """The first line of an exception's message (at most 160 characters; its type's name when it has none): the
+    readers' one-line errors, and the package's."""
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
 
 
@@ -325,7 +327,7 @@ def read_csv(path, **kwargs):
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     except ValueError as err:  # pandas' ParserError is a ValueError
-        raise ReadbackError(path, f"not a readable CSV ({_first_line(err)})") from None
+        raise ReadbackError(path, f"not a readable CSV ({error_line(err)})") from None
 
 
 def check_columns(frame, path) -> None:

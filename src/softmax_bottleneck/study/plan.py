@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from softmax_bottleneck import paper_numbers, presets
+from softmax_bottleneck.study.run_status import experiment_label
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study
 
 if TYPE_CHECKING:
@@ -133,19 +134,6 @@ def plan_frame(study: Study) -> pd.DataFrame:
     return pd.DataFrame(plan_rows(study), columns=PLAN_COLUMNS)
 
 
-#: an experiment's name in the plan: the paper's experiment number and what it compares
-EXPERIMENT_LABELS = {
-    "main": "E1 main comparison",
-    "frozen": "E7 LMS-PLIF†",
-    "ntet": "E2 NT vs ET",
-    "gss_grid": "E4 GSS grid",
-    "mos_k": "E8 MoS K sweep",
-    "mos_dropoutl": "E9 MoS dropoutl sweep",
-    "fair": "E10 MoS† vs Softmax‡",
-    "analysis": "analyses' reference models",
-}
-
-
 def plan_table(study: Study, trained: set[str] | frozenset = frozenset()) -> pd.DataFrame:
     """Per experiment: its jobs, the jobs it adds (a run several experiments use counts in the first),
     their projected V100 GPU-hours, how many of those are trained (``trained``: run folders), whether those hold a
@@ -161,7 +149,7 @@ def plan_table(study: Study, trained: set[str] | frozenset = frozenset()) -> pd.
             continue
         hours = sum(gpu_hours(study.jobs[path]) for path in new)
         done = sum(path in trained for path in new)
-        rows.append({"experiment": EXPERIMENT_LABELS.get(name, name), "jobs": len(jobs), "new jobs": len(new),
+        rows.append({"experiment": experiment_label(name), "jobs": len(jobs), "new jobs": len(new),
                      "V100 GPU-hours (new jobs)": hours, "trained": done,
                      PROXY_COLUMN: any(study.jobs[path].variant in priced for path in new)})  # fmt: skip
     import pandas as pd

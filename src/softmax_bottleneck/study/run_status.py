@@ -1,14 +1,24 @@
 """What ``status`` says of one run and of the whole study (:mod:`.status`): the records :class:`RunStatus` and
 :class:`StudyStatus`, the sums over them (time spent, the plan's projection, the rate and the projected finish) and
-their JSON form (``status --json``)."""
+their JSON form (``status --json``), and each experiment's label (:data:`EXPERIMENT_LABELS`, the plan's too)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
 
-from softmax_bottleneck.study.plan import EXPERIMENT_LABELS
-
+#: an experiment's name in the plan and in ``status``: the paper's experiment number and what it compares
+EXPERIMENT_LABELS = {
+    "main": "E1 main comparison",
+    "frozen": "E7 LMS-PLIF†",
+    "ntet": "E2 NT vs ET",
+    "gss_grid": "E4 GSS grid",
+    "mos_k": "E8 MoS K sweep",
+    "mos_dropoutl": "E9 MoS dropoutl sweep",
+    "fair": "E10 MoS† vs Softmax‡",
+    "analysis": "analyses' reference models",
+}
+#: a run's states, in the order ``status`` counts them
 STATES = ("finished", "running", "stalled", "failed", "unreadable", "not started")
 #: states the one-screen view lists run by run
 LISTED_STATES = ("running", "stalled", "failed", "unreadable")
@@ -133,6 +143,7 @@ class StudyStatus:
 
 
 def experiment_label(name: str) -> str:
+    """``name``'s label (:data:`EXPERIMENT_LABELS`); a sweep's own name."""
     return EXPERIMENT_LABELS.get(name, name)
 
 

@@ -2,11 +2,10 @@
 
 A Snakemake that dies (a reboot of the login node, a lost session, ``kill -9``) leaves its cluster jobs running.
 Started again, it would submit each of those trainings once more: the second job finds the run folder locked
-and fails, again on every retry, while holding a GPU each time. Instead, the workflow asks :func:`running_runids`
-at its start which of its runs are running (what ``status`` calls running: written to within its checkpoint
-interval, or its process alive on this host) and gives those to its local rule ``await_training`` (no GPU, no
-cluster job), which runs ``wait-for-run``: it reads the run folder as ``status`` does (never its lock, model or
-resume state) until the training is no longer running, then
+and fails, again on every retry, while holding a GPU each time. Instead, the workflow asks ``status`` at its start
+which of its runs are running (written to within its checkpoint interval, or its process alive on this host) and
+gives those to its local rule ``await_training`` (no GPU, no cluster job), which runs ``wait-for-run``: it reads the
+run folder as ``status`` does (never its lock, model or resume state) until the training is no longer running, then
 
 * exits 0 when it finished (``model.pt``, ``metrics.json`` and ``curve.csv`` written by the job that trained it) as
   the run the rule asks for: its ``metrics.json`` names the rule's dataset, output layer, schedule and seed, all the
@@ -17,6 +16,9 @@ resume state) until the training is no longer running, then
   Snakemake never takes another run's model for this one;
 * exits 1 with one line after ``--max-wait`` seconds (the rule sets it from the scheduler's time limit): a run
   that another host trains and that stopped writing is not waited for for ever.
+
+It imports neither PyTorch nor the study's definition: a wait costs no start-up of either (tens of seconds each from a
+cluster's shared file system) and holds little memory.
 """
 
 from __future__ import annotations
@@ -26,19 +28,13 @@ import time
 from pathlib import Path
 
 from softmax_bottleneck import readback
-from softmax_bottleneck.study.runs import Study
-from softmax_bottleneck.study.status import RunStatus, read_run_status, study_status
+from softmax_bottleneck.study.run_folder import read_run_status
+from softmax_bottleneck.study.run_status import RunStatus
 from softmax_bottleneck.training.identity import folder_hash
 
 log = logging.getLogger(__name__)
 #: the outputs of a finished training, as rule ``train`` declares them
 OUTPUTS = ("model.pt", "metrics.json", "curve.csv")
-
-
-def running_runids(study: Study, directory: str = ".") -> list[str]:
-    """The ``{tag}-{hash}`` of every training job of ``study`` that is running now (under ``directory``)."""
-    return sorted({study.jobs[r.run].runid for r in study_status(study, directory=directory).runs
-                   if r.state == "running"})  # fmt: skip
 
 
 def run_state(folder: Path, log_path: Path, run: dict) -> RunStatus:

@@ -67,11 +67,6 @@ def save_model(model, path, **meta) -> str:
     return file_sha256(path)
 
 
-def error_line(err: BaseException) -> str:
-    """The first line of an exception's message (at most 160 characters), for one-line errors."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-
-
 def recorded_sha256(path: Path) -> str | None:
     """``model_sha256`` from the ``metrics.json`` beside ``path``; None when there is none (older runs)."""
     metrics = path.parent / "metrics.json"
@@ -106,7 +101,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, text, a pickle with code in it, ...
-        raise CheckpointError(f"{path}: not a readable weights-only torch file ({error_line(err)})") from None
+        raise CheckpointError(f"{path}: not a readable weights-only torch file ({readback.error_line(err)})") from None
     if not isinstance(blob, dict) or "format" not in blob:
         raise CheckpointError(f"{path}: not a softmax_bottleneck model checkpoint")
     if blob["format"] not in READABLE_FORMATS:
@@ -154,7 +149,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", corp
         model = AWDLSTM(len(blob["vocab"]), blob["hyperparameters"])
         model.load_state_dict(blob["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{path}: weights do not fit the recorded hyper-parameters ({error_line(err)})") from None
+        why = readback.error_line(err)
+        raise CheckpointError(f"{path}: weights do not fit the recorded hyper-parameters ({why})") from None
     model.to(device).eval()
     meta = {k: v for k, v in blob.items() if k != "state_dict"}
     return model, meta

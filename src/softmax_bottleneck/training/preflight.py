@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from softmax_bottleneck.training.checkpoint import error_line
+from softmax_bottleneck.readback import error_line
 from softmax_bottleneck.training.state import rng_state, set_rng_state
 
 __all__ = ["PreflightError", "Shape", "check_shapes", "eval_lengths", "preflight", "run_shapes"]

@@ -39,7 +39,6 @@ from pathlib import Path
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.durations import duration_text
-from softmax_bottleneck.training.checkpoint import error_line
 
 log = logging.getLogger("softmax_bottleneck.train")
 
@@ -157,7 +156,7 @@ class ProgressFile:
             self.write(progress, stopped=str(stop))
             raise
         except Exception as err:
-            self.write(progress, error=error_line(err))
+            self.write(progress, error=readback.error_line(err))
             raise
 
     def remove(self) -> None:

@@ -35,7 +35,7 @@ from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
 from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
-from softmax_bottleneck.training.checkpoint import CheckpointError, error_line, file_sha256, read_checkpoint
+from softmax_bottleneck.training.checkpoint import CheckpointError, file_sha256, read_checkpoint
 from softmax_bottleneck.training.identity import identity_hash, run_identity
 
 #: 2: weights-only loadable (RNG states as tensors/lists), best weights inside; 3: with the checksum of its content
@@ -163,7 +163,8 @@ def load_resume(path: Path) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, plain text, a pickle with code in it, ...
-        raise ResumeError(f"{path}: not a readable resume state ({error_line(err)}); {_restart_hint(path)}") from None
+        why = readback.error_line(err)
+        raise ResumeError(f"{path}: not a readable resume state ({why}); {_restart_hint(path)}") from None
     if not isinstance(blob, dict) or not RESUME_KEYS <= set(blob):
         raise ResumeError(f"{path}: not a resume state of this package; {_restart_hint(path)}")
     if blob["format"] != RESUME_FORMAT:
