@@ -220,9 +220,8 @@ READS_OUTSIDE_READBACK = {
         [
             ("cluster/processes.py", "PROC / str(pid) / 'stat'.read_text"),
             ("cluster/processes.py", "PROC / 'stat'.read_text"),
-            ("cluster/lock_free.py", "entry / 'cmdline'.read_bytes"),
-            ("cluster/processes.py", "PROC / 'self' / 'statm'.read_text"),
-            ("cluster/processes.py", "PROC / 'self' / 'status'.read_text"),
+            ("cluster/processes.py", "entry / 'cmdline'.read_bytes"),
+            ("cluster/processes.py", "PROC / str(pid) / 'status'.read_text"),
         ],
         "the kernel's process table",
     ),

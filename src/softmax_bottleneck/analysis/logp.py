@@ -56,13 +56,6 @@ class NonFiniteLogP(ValueError):
     """The model gave a NaN or infinite log-probability (the message names the row)."""
 
 
-def memory_text() -> str:
-    """The process's resident memory now (Linux's ``/proc/self/statm``) and at its peak; the peak alone where ``/proc``
-    is missing (macOS)."""
-    peak, now = processes.peak_resident_bytes() / 2**30, processes.resident_bytes()
-    return f"peak RSS {peak:.2f} GiB" if now is None else f"RSS {now / 2**30:.2f} GiB (peak {peak:.2f} GiB)"
-
-
 class Progress:
     """One log line every ``every`` seconds: rows done, rate, time left, resident memory (now / peak)."""
 
@@ -80,22 +73,23 @@ class Progress:
         left = (self.total - done) / rate if rate > 0 else float("nan")
         log.info(
             "log-P: %d/%d rows (%.1f%%), %.0f rows/s, %.0fs elapsed, %.0fs left; %s",
-            done, self.total, 100.0 * done / max(self.total, 1), rate, elapsed, left, memory_text(),
+            done, self.total, 100.0 * done / max(self.total, 1), rate, elapsed, left, processes.memory_text(),
         )  # fmt: skip
 
     @contextmanager
     def heartbeat(self, what: str):
         """Log ``what``, elapsed seconds and memory every ``every`` seconds while the block runs.
 
-        The lines come from a small watcher process reading this one's ``/proc/<pid>/status``: a long LAPACK call
-        through scipy holds the GIL, so no Python thread of this process could speak meanwhile. Without ``/proc``
-        (macOS) the lines give the time alone. The watcher ends when the block ends or this process dies (its stdin
-        pipe closes).
+        The lines come from a small watcher process that reads this one's memory (:func:`.processes.memory_text`): a
+        long LAPACK call through scipy holds the GIL, so no Python thread of this process could speak meanwhile.
+        Without ``/proc`` (macOS) the lines give the time alone. The watcher ends when the block ends or this process
+        dies (its stdin pipe closes).
         """
         started = time.monotonic()
         watcher = None
         try:
-            argv = [str(os.getpid()), str(self.every), what, log.name, str(processes.PROC)]
+            package_root = Path(processes.__file__).resolve().parents[2]  # the folder that holds softmax_bottleneck
+            argv = [str(os.getpid()), str(self.every), what, log.name, str(processes.PROC), str(package_root)]
             watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, *argv], stdin=subprocess.PIPE,
                                        stdout=subprocess.DEVNULL)  # fmt: skip
         except OSError:  # no watcher, no heartbeat: the result does not depend on it
@@ -113,21 +107,20 @@ class Progress:
         log.info("%s: done in %.0fs; peak RSS %.2f GiB", what, seconds, peak)
 
 
-#: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name, /proc
+#: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name, /proc,
+#: the folder that holds the package. It imports :mod:`softmax_bottleneck.cluster.processes` alone (no PyTorch).
 _WATCHER = """
-import select, sys, time
-pid, every, what, name, proc = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+import pathlib, select, sys, time
+sys.path.insert(0, sys.argv[6])
+from softmax_bottleneck.cluster import processes
+pid, every, what, name = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+processes.PROC = pathlib.Path(sys.argv[5])
 started = time.monotonic()
 while not select.select([sys.stdin], [], [], every)[0]:
-    try:
-        with open(f"{proc}/{pid}/status") as fh:
-            kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh) if k in ("VmRSS", "VmHWM")}
-        memory = f"; RSS {kb.get('VmRSS', 0) / 2**20:.2f} GiB (peak {kb.get('VmHWM', 0) / 2**20:.2f} GiB)"
-    except (OSError, ValueError):
-        memory = ""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    print(f"{stamp} INFO {name}: {what}: running for {time.monotonic() - started:.0f}s{memory}", file=sys.stderr,
-          flush=True)
+    memory = processes.memory_text(pid)
+    stamp, seconds = time.strftime("%Y-%m-%d %H:%M:%S"), time.monotonic() - started
+    print(f"{stamp} INFO {name}: {what}: running for {seconds:.0f}s" + (f"; {memory}" if memory else ""),
+          file=sys.stderr, flush=True)
 """
 
 

@@ -84,18 +84,11 @@ def snakemakes_here(directory=".") -> list[tuple[int, float | None]] | None:
     (Linux's ``/proc``), the oldest first; None where this cannot be told (no ``/proc``: macOS). The Snakemake of a
     job (``--target-jobs``: a cluster job running on this node, a job step) is not one: it holds no lock of the
     folder."""
-    if not processes.PROC.is_dir():
+    every = processes.listed()
+    if every is None:
         return None
     here, found = os.path.realpath(directory), []
-    for entry in processes.PROC.glob("[0-9]*"):
-        pid = int(entry.name)
-        if pid == os.getpid():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            cwd = os.readlink(entry / "cwd")
-        except OSError:  # gone meanwhile, or another user's
-            continue
+    for pid, argv, cwd in every:
         if b"--target-jobs" in argv:  # a job a controller spawned (a cluster job, a local job step): not a controller
             continue
         words = [Path(os.fsdecode(word)) for word in argv[:3]]

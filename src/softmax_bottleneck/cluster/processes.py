@@ -1,14 +1,15 @@
 """The processes of this machine, as the status page, the lock messages and the analysis's progress lines see them:
 whether a PID exists, when it started (Linux's ``/proc``: ``/proc/<pid>/stat``'s 22nd field, clock ticks since boot,
-plus ``/proc/stat``'s ``btime``), this process's resident memory now (``/proc/self/statm``) and at its peak
-(:func:`peak_resident_bytes`). Where :data:`PROC` is missing (macOS) a start or a size now is unknown, never a sign
-that the process is gone."""
+plus ``/proc/stat``'s ``btime``), a process's resident memory now and at its peak (``/proc/<pid>/status``), and the
+command line and working directory of each process (:func:`listed`). Every read of ``/proc`` is here. Where
+:data:`PROC` is missing (macOS) a start, a size or a listing is unknown, never a sign that a process is gone."""
 
 from __future__ import annotations
 
 import os
 import resource
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 #: Linux's process file system
@@ -41,25 +42,55 @@ def start_time(pid: int) -> float | None:
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def resident_bytes() -> int | None:
-    """This process's resident memory now (``/proc/self/statm``'s second field, in pages); None where unknown."""
+def memory(pid: int | str = "self") -> tuple[int, int] | None:
+    """``(now, peak)``: the resident memory of process ``pid`` (this one by default) in bytes, now and at its peak
+    since it started (``/proc/<pid>/status``'s ``VmRSS`` and ``VmHWM``); None where unknown (no ``/proc``, the process
+    gone)."""
     try:
-        return int((PROC / "self" / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        kib = {key: int(value.split()[0]) for key, value in (line.split(":", 1) for line in
+               (PROC / str(pid) / "status").read_text().splitlines()) if key in ("VmRSS", "VmHWM")}  # fmt: skip
+        return kib["VmRSS"] * 1024, kib["VmHWM"] * 1024
+    except (OSError, ValueError, IndexError, KeyError):
         return None
 
 
 def peak_resident_bytes() -> int:
-    """This program's peak resident memory: ``/proc/self/status``'s ``VmHWM`` (kB), the high-water mark of its own
-    memory since it started. Not ``getrusage``'s ``ru_maxrss`` where ``/proc`` tells: on Linux that is also carried
-    over from the parent, whose peak (a program started through ``vfork``, as Python's ``subprocess`` does) or whose
-    memory at the ``fork`` it inherits, so a program started by a large one (a test runner, Snakemake) would report
-    the parent's size. Without ``/proc`` (macOS): ``ru_maxrss``, in bytes there (KiB on Linux)."""
-    try:
-        for line in (PROC / "self" / "status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    """This program's peak resident memory: ``VmHWM`` (:func:`memory`), the high-water mark of its own memory since
+    it started. Not ``getrusage``'s ``ru_maxrss`` where ``/proc`` tells: on Linux that is also carried over from the
+    parent, whose peak (a program started through ``vfork``, as Python's ``subprocess`` does) or whose memory at the
+    ``fork`` it inherits, so a program started by a large one (a test runner, Snakemake) would report the parent's
+    size. Without ``/proc`` (macOS): ``ru_maxrss``, in bytes there (KiB on Linux)."""
+    own = memory()
+    if own is not None:
+        return own[1]
     scale = 1 if sys.platform == "darwin" else 1024
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)
+
+
+def memory_text(pid: int | str = "self") -> str:
+    """Process ``pid``'s resident memory now and at its peak (:func:`memory`), for progress lines; where that is
+    unknown, this process's peak alone (:func:`peak_resident_bytes`), and nothing of another."""
+    both = memory(pid)
+    if both is not None:
+        return f"RSS {both[0] / 2**30:.2f} GiB (peak {both[1] / 2**30:.2f} GiB)"
+    return f"peak RSS {peak_resident_bytes() / 2**30:.2f} GiB" if pid == "self" else ""
+
+
+def listed() -> Iterator[tuple[int, list[bytes], str]] | None:
+    """``(pid, command line, working directory)`` of every process of this machine whose files may be read (another
+    user's are left out), this one excepted; None where processes cannot be listed (no ``/proc``)."""
+    if not PROC.is_dir():
+        return None
+
+    def each():
+        for entry in PROC.glob("[0-9]*"):
+            if int(entry.name) == os.getpid():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                cwd = os.readlink(entry / "cwd")
+            except OSError:  # gone meanwhile, or another user's
+                continue
+            yield int(entry.name), argv, cwd
+
+    return each()
