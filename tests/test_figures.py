@@ -92,6 +92,16 @@ def test_fit_line_band_contains_fit():
     xs, fit, lo, hi = figures.fit_line(x, y)
     assert np.all(lo <= fit) and np.all(fit <= hi)
     assert np.polyfit(x, y, 1)[0] == pytest.approx((fit[-1] - fit[0]) / (xs[-1] - xs[0]))
+    # the band against the matrix form: ŷ(x0) ± t_{0.975, n-2} · √(x0ᵀ s² (XᵀX)⁻¹ x0), X = [1, x]
+    from scipy import stats as sps
+
+    design = np.column_stack([np.ones_like(x), x])
+    coef, residual, *_ = np.linalg.lstsq(design, y, rcond=None)
+    cov = residual[0] / (len(x) - 2) * np.linalg.inv(design.T @ design)
+    at = np.column_stack([np.ones_like(xs), xs])
+    half = sps.t.ppf(0.975, len(x) - 2) * np.sqrt(np.einsum("ij,jk,ik->i", at, cov, at))
+    np.testing.assert_allclose(fit, at @ coef, rtol=1e-10)
+    np.testing.assert_allclose(np.stack([lo, hi]), np.stack([at @ coef - half, at @ coef + half]), rtol=1e-10)
 
 
 def test_cli(summary_dir, tmp_path, capsys):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from softmax_bottleneck.analysis.stats import t_quantile
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.common import pearson, read_runs
 from softmax_bottleneck.report.figures.catalog import paper_figure
@@ -27,9 +28,8 @@ if TYPE_CHECKING:
 
 
 def fit_line(x, y, level: float = 0.95):
-    """Least-squares line and the confidence band of its mean: ``(xs, fit, lower, upper)`` (NaN band if n < 3)."""
-    from scipy import stats as sps
-
+    """Least-squares line and the confidence band of its mean: ``(xs, fit, lower, upper)`` (NaN band if n < 3):
+    fit ± t_{(1+level)/2, n-2} · s · √(1/n + (x - x̄)² / Sxx)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     n = len(x)
     xs = np.linspace(x.min(), x.max(), 100)
@@ -41,7 +41,7 @@ def fit_line(x, y, level: float = 0.95):
     s = math.sqrt(float(resid @ resid) / (n - 2))
     sxx = float(((x - x.mean()) ** 2).sum())
     se = s * np.sqrt(1.0 / n + (xs - x.mean()) ** 2 / sxx)
-    t = sps.t.ppf(0.5 + level / 2, n - 2)
+    t = t_quantile(0.5 + level / 2, n - 2)
     return xs, fit, fit - t * se, fit + t * se
 
 
