@@ -188,3 +188,28 @@ def test_a_long_step_of_the_analysis_logs_a_heartbeat_with_memory_where_proc_tel
         Progress(total=10, every=0.0).rows(10)
     assert "10/10 rows (100.0%)" in caplog.text
     assert caplog.text.rstrip().endswith(" GiB)" if proc == "linux" else " GiB") and "peak" in caplog.text
+
+
+#: a heartbeat during a long step, the whole process group stopped with Ctrl-C (SIGINT) after a second; the process
+#: itself says it stopped, as ``analyze`` does through its signal handler
+CTRL_C = """
+import os, signal, time
+from softmax_bottleneck.analysis.logp import Progress
+try:
+    with Progress(total=1, every=0.2).heartbeat("singular values"):
+        time.sleep(1.0)
+        os.killpg(0, signal.SIGINT)
+        time.sleep(5.0)
+except KeyboardInterrupt:
+    print("stopped")
+time.sleep(1.0)  # time for a watcher to print what it prints on the signal
+"""
+
+
+def test_ctrl_c_during_a_heartbeat_leaves_no_traceback_in_the_log():
+    """Ctrl-C reaches the watcher too (one process group): it ends quietly, without a traceback in the analysis's
+    log, and no line of it comes after the step."""
+    done = subprocess.run([sys.executable, "-c", CTRL_C], capture_output=True, text=True, timeout=120,
+                          start_new_session=True)  # fmt: skip
+    assert done.stdout.strip() == "stopped", done.stdout + done.stderr
+    assert "singular values: running for" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -108,9 +108,11 @@ class Progress:
 
 
 #: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name, /proc,
-#: the folder that holds the package. It imports :mod:`softmax_bottleneck.cluster.processes` alone (no PyTorch).
+#: the folder that holds the package. It imports :mod:`softmax_bottleneck.cluster.processes` alone (no PyTorch), and
+#: ignores Ctrl-C, which reaches its whole process group: it ends with the step, or when the analysis dies.
 _WATCHER = """
-import pathlib, select, sys, time
+import pathlib, select, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 sys.path.insert(0, sys.argv[6])
 from softmax_bottleneck.cluster import processes
 pid, every, what, name = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
