@@ -191,10 +191,12 @@ def test_a_long_step_of_the_analysis_logs_a_heartbeat_with_memory_where_proc_tel
 
 
 #: a heartbeat during a long step, the whole process group stopped with Ctrl-C (SIGINT) after a second; the process
-#: itself says it stopped, as ``analyze`` does through its signal handler
+#: itself says it stopped, as ``analyze`` does through its signal handler (Python's own, set here: a process started in
+#: the background of a shell script inherits SIGINT ignored, and Python then leaves it ignored)
 CTRL_C = """
 import os, signal, time
 from softmax_bottleneck.analysis.logp import Progress
+signal.signal(signal.SIGINT, signal.default_int_handler)
 try:
     with Progress(total=1, every=0.2).heartbeat("singular values"):
         time.sleep(1.0)
