@@ -187,4 +187,5 @@ def test_the_workflow_waits_for_a_run_already_running_instead_of_training_it(tmp
     trained = [block for block in jobs if "rule train:" in block]
     assert len(awaited) == 1 and f"{path}/model.pt" in awaited[0], dry.stdout[-3000:]
     assert f"wait-for-run {path} --log {TRAIN_LOG.format(**run.wildcards)}" in awaited[0]  # its own log
+    assert "\n    threads: 0\n" in awaited[0]  # a wait holds none of --cores: the jobs beside it run as if it were not
     assert len(trained) == 1 and f"{other}/model.pt" in trained[0]  # a run nobody trains is trained as before

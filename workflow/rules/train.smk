@@ -129,6 +129,7 @@ if SCHEDULED_TRAININGS:
         localrule: True
         conda:
             "../../envs/softmax-bottleneck.yaml"
+        threads: 0  # a wait holds no core: --cores N still runs N jobs beside any number of waits
         params:
             data=corpus_data_dir,
             sets=train_sets,
@@ -167,6 +168,7 @@ if RUNNING_RUNIDS:
         localrule: True
         conda:
             "../../envs/softmax-bottleneck.yaml"
+        threads: 0  # a wait holds no core: --cores N still runs N jobs beside any number of waits
         params:
             data=corpus_data_dir,
             sets=train_sets,
