@@ -91,7 +91,7 @@ class Progress:
             package_root = Path(processes.__file__).resolve().parents[2]  # the folder that holds softmax_bottleneck
             argv = [str(os.getpid()), str(self.every), what, log.name, str(processes.PROC), str(package_root)]
             watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, *argv], stdin=subprocess.PIPE,
-                                       stdout=subprocess.DEVNULL)  # fmt: skip
+                                       stdout=subprocess.DEVNULL, process_group=0)  # fmt: skip
         except OSError:  # no watcher, no heartbeat: the result does not depend on it
             pass
         try:
@@ -108,11 +108,13 @@ class Progress:
 
 
 #: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name, /proc,
-#: the folder that holds the package. It imports :mod:`softmax_bottleneck.cluster.processes` alone (no PyTorch), and
-#: ignores Ctrl-C, which reaches its whole process group: it ends with the step, or when the analysis dies.
+#: the folder that holds the package. It imports :mod:`softmax_bottleneck.cluster.processes` alone (no PyTorch). It
+#: runs in its own process group, which a terminal's Ctrl-C does not reach, and ignores SIGINT sent to it all the same
+#: (``scancel --signal=INT`` signals every process of a job): it ends with the step, or when the analysis dies.
 _WATCHER = """
-import pathlib, select, signal, sys, time
+import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+import pathlib, select, sys, time
 sys.path.insert(0, sys.argv[6])
 from softmax_bottleneck.cluster import processes
 pid, every, what, name = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
