@@ -109,8 +109,8 @@ class Progress:
 
 #: the heartbeat's watcher process (see :meth:`Progress.heartbeat`): argv = pid, seconds, what, logger name, /proc,
 #: the folder that holds the package. It imports :mod:`softmax_bottleneck.cluster.processes` alone (no PyTorch). It
-#: runs in its own process group, which a terminal's Ctrl-C does not reach, and ignores SIGINT sent to it all the same
-#: (``scancel --signal=INT`` signals every process of a job): it ends with the step, or when the analysis dies.
+#: runs in its own process group, which a terminal's Ctrl-C does not reach, and ignores a SIGINT sent to it all the
+#: same (a batch scheduler may signal every process of a job): it ends with the step, or when the analysis dies.
 _WATCHER = """
 import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
