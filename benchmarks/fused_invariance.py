@@ -4,9 +4,11 @@ gives, per group, whether its weights equal the K = 1 run's bit for bit, and the
 run's weights are validated (``--valid-chunks`` chunks) alone and in the same slot of the K runs evaluated together
 (:func:`.fused_evaluation.evaluate_group`, a fused group's validation): the same loss? On the CPU with the per-run
 recurrence both must be equal (``tests/test_fused.py``); on a GPU with the batched one this is the measurement of
-K-invariance (cuBLAS may choose other kernels for other batch counts).
+K-invariance (cuBLAS may choose other kernels for other batch counts). With ``--diagnose``, a difference found
+runs ``benchmarks/fused_ops_invariance.py`` next, in this process: which operation of the batched recurrence gives
+other bits at another K?
 
-    python benchmarks/fused_invariance.py --device cuda --groups 4,8 --updates 30 --out /tmp/fused
+    python benchmarks/fused_invariance.py --device cuda --groups 4,8 --updates 30 --diagnose --out /tmp/fused
     python benchmarks/fused_invariance.py --device cpu --groups 2 --updates 2 --set nemb=16 --set nhid=32 \\
         --set nhidlast=16 --out /tmp/fused
 """
@@ -22,6 +24,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 from softmax_bottleneck import presets  # noqa: E402
 from softmax_bottleneck.corpora.corpus import batchify  # noqa: E402
@@ -63,6 +66,9 @@ def main(argv=None) -> int:
     parser.add_argument("--valid-chunks", type=int, default=10)
     parser.add_argument("--recurrence", choices=tuple(RECURRENCES), default="auto")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="where a run's numbers depend on K, probe each operation of the batched recurrence next "
+                        "(fused_ops_invariance.py, its default models and K)")  # fmt: skip
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
@@ -85,6 +91,12 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "fused-invariance.json").write_text(json.dumps(rows, indent=2))
+    if args.diagnose and not all(row["equal"] and row["valid_loss_equal"] for row in rows):
+        print("a run's numbers depend on its group: which operation? (fused_ops_invariance.py)", flush=True)
+        import fused_ops_invariance
+
+        return fused_ops_invariance.main(["--device", args.device, "--out", args.out,
+                                          *(f"--set={override}" for override in args.overrides)])  # fmt: skip
     return 0
 
 

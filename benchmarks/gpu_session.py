@@ -11,7 +11,8 @@ its limit, sized so that ``--part measure`` ends within 7 minutes (a lent card h
   then K = 1, 4, 8, 16 WikiText-2 Softmax runs, trained fused in one process beside one run alone, with peak memory
   and the K runs' validation together against K passes alone); ``fused_invariance``
   (``benchmarks/fused_invariance.py``: a run's weights after 30 updates alone, first of K and last of K, K = 4, 8, and
-  its validation loss alone and in those slots of K runs validated together: equal?); ``fused_graphs``
+  its validation loss alone and in those slots of K runs validated together: equal? if not, which operation of the
+  batched recurrence gives other bits: ``benchmarks/fused_ops_invariance.py``); ``fused_graphs``
   (``benchmarks/fused_graphs_check.py``: K = 16 and 4 PTB Softmax runs in lock-step, 160 updates eagerly and from
   CUDA graphs of the fused update: the same numbers? the seconds per update and per epoch, against one run alone);
   ``fused_speed_mos`` (K = 1, 4, 16 PTB MoS runs).
@@ -126,7 +127,8 @@ def plan(args) -> list[tuple[str, str, int, list[str]]]:
         # WikiText-2's Softmax family is 681 of the H200's 1,811 study hours (PTB's MoS 122): its fused price next
         wt2 = ["--models", "wt2/softmax", "--groups", "1,4,8,16", "--batches", "10", "--warmup", "2"]
         steps.append(("fused_speed_wt2", "fused", 70, fused_in("fused-wt2") + wt2))
-    invariance = py + [str(REPO / "benchmarks" / "fused_invariance.py"), "--device", dev, "--out", str(out / "fused")]
+    invariance = py + [str(REPO / "benchmarks" / "fused_invariance.py"), "--device", dev, "--out", str(out / "fused"),
+                       "--diagnose"]  # fmt: skip
     invariance += ["--groups", "2", "--updates", "2", *TOY] if smoke else ["--groups", "4,8", "--updates", "30"]
     steps.append(("fused_invariance", "fused", 50 * slow, invariance))
     graphed = py + [str(REPO / "benchmarks" / "fused_graphs_check.py"), "--data-root", data, "--device", dev, "--out",
@@ -319,6 +321,7 @@ def main(argv=None) -> int:
         "fused/fused-speed.md",
         "fused-wt2/fused-speed.md",
         "fused-mos/fused-speed.md",
+        "fused/fused-ops-invariance.md",
         "fused-graphs/fused-graphs.md",
         "threads/packing.md",
         "graphs/cuda-graphs.md",

@@ -8,10 +8,12 @@ their arithmetic on made-up inputs, so that a number they print on a card means 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from softmax_bottleneck import presets
 
@@ -144,3 +146,50 @@ def test_the_session_archive_holds_each_finished_step_and_is_replaced_whole(tmp_
         text = tar.extractfile("gs/identity.log").read().decode()
     assert names == ["gs", "gs/identity.log", "gs/packing", "gs/packing/packing.md"] and "True" in text
     assert [p.name for p in target.parent.iterdir()] == ["session.tar.gz"]  # no partial archive left beside it
+
+
+def test_the_operations_probe_flags_an_operation_whose_bits_depend_on_k_and_probes_what_autograd_runs():
+    probe = load("fused_ops_invariance")
+    # the control: run by run, a layer has one run's shapes whatever K, so its bits are its own at every K and slot
+    control = probe.compare(lambda k, slot: probe.layer_result(k, slot, 3, 4, 5, 6, "cpu", batched=False), [2, 3])
+    assert control["differ_at_K"] == {"slot 0": [], "slot K-1": []} and control["max_abs_difference"] == 0
+    assert control["max_abs_value"] > 0
+    # an operation that mixes the runs is flagged at every K and in both slots
+    mixing = ({"x": (2, 3)}, lambda o: o["x"] + o["x"].sum(0, keepdim=True))
+    found = probe.compare(lambda k, slot: probe.operation_result(mixing, k, slot, "cpu"), [2, 3])
+    assert found["differ_at_K"] == {"slot 0": [2, 3], "slot K-1": [2, 3]} and found["max_abs_difference"] > 0
+    # the slot's own operands, whatever the slot: slot K-1 of 3 sees what slot 0 of 1 sees
+    own = ({"x": (2, 3)}, lambda o: o["x"] * 2)
+    assert torch.equal(probe.operation_result(own, 3, 2, "cpu"), probe.operation_result(own, 1, 0, "cpu"))
+    # the gradient operations are those of autograd's backward of the recurrence's baddbmm, bit for bit
+    ops = probe.operations(4, 5)
+    shapes = {name: shape for op in ops.values() for name, shape in op[0].items() if name in ("b", "h", "w", "g")}
+    drawn = {name: torch.stack([t, t.flip(0)]) for name, t in probe._draw(shapes, 0, "cpu").items()}
+    leaves = {name: drawn[name].clone().requires_grad_() for name in ("b", "h", "w")}
+    torch.baddbmm(leaves["b"], leaves["h"], leaves["w"].transpose(1, 2)).backward(drawn["g"])
+    assert torch.equal(leaves["h"].grad, ops["gradient to h (bmm)"][1](drawn))
+    assert torch.equal(leaves["w"].grad.transpose(1, 2), ops["gradient to W_hh (bmm)"][1](drawn))
+    assert torch.equal(leaves["b"].grad, ops["gradient to b_hh (sum over columns)"][1](drawn))
+
+
+def test_a_run_whose_numbers_depend_on_its_group_is_diagnosed_operation_by_operation(tmp_path, monkeypatch):
+    invariance = load("fused_invariance")
+    toy = ["--set", "nemb=8", "--set", "nhid=8", "--set", "nhidlast=8", "--set", "bptt=4"]
+    argv = ["--device", "cpu", "--groups", "2", "--updates", "1", "--valid-chunks", "1", "--diagnose", *toy]
+    assert invariance.main([*argv, "--out", str(tmp_path / "equal")]) == 0  # run by run on a CPU: K-invariant
+    assert json.loads((tmp_path / "equal" / "fused-invariance.json").read_text())[0]["equal"] is True
+    assert not (tmp_path / "equal" / "fused-ops-invariance.md").exists()  # nothing to diagnose
+    trained = invariance.trained
+
+    def in_a_group_other_bits(hp, corpus, device, k, slot, updates, batched):  # a planted dependence on K
+        weights = trained(hp, corpus, device, k, slot, updates, batched)
+        return {name: value + (k > 1) * 1e-3 for name, value in weights.items()}
+
+    monkeypatch.setattr(invariance, "trained", in_a_group_other_bits)
+    assert invariance.main([*argv, "--out", str(tmp_path / "differ")]) == 0
+    assert json.loads((tmp_path / "differ" / "fused-invariance.json").read_text())[0]["equal"] is False
+    table = (tmp_path / "differ" / "fused-ops-invariance.md").read_text().splitlines()
+    rows = json.loads((tmp_path / "differ" / "fused-ops-invariance.json").read_text())
+    assert {row["operation"] for row in rows} >= {"h W_hhᵀ + b_hh (baddbmm)", "gradient to h (bmm)"}
+    assert any(row["operation"].endswith("the control") for row in rows) and len(table) == len(rows) + 2
+    assert {row["hidden"] for row in rows} == {8} and {1, 10} <= {row["columns"] for row in rows}  # --set reached it
