@@ -293,3 +293,33 @@ def test_the_docs_overlay_adds_the_plugin_to_a_complete_configuration(plugin_pat
     assert re.search(r"^train\s+55$", out, re.M) and re.search(r"^check_layer\s+1$", out, re.M), out[-3000:]
     assert plan.returncode == 0, plan.stderr
     assert "* taylor: priced at the paper's time per epoch of softmax, an assumption" in plan.stdout
+
+
+@pytest.mark.slow
+def test_a_point_added_after_its_layer_was_checked_is_trained_in_the_same_run(plugin_path, tmp_path):
+    """A sweep that gains a point runs its plug-in layer's check again; the new point's trainings, and all that reads
+    them, are planned in that same run, not left for the next `snakemake` (Snakemake leaves out a job whose only link
+    to a job that runs again is an ancient() input, snakemake/snakemake#4166: the stamp is one for finished runs only).
+    """
+    work, path = tmp_path / "work", tmp_path / "taylor.yaml"
+    config = yaml.safe_load((REPO / "config" / "small.yaml").read_text())
+    grid = [0.5, 2.0]
+    config["data_mirror"] = str(MIRROR)
+    config["sweeps"] = {"scale": {"variant": "taylor", "datasets": ["ptb"], "schedule": "et", "seeds": "authors",
+                                  "grid": {"taylor_scale": grid}}}  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")])))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--configfile", str(path),
+                 "--directory", str(work)]  # fmt: skip
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    checked = subprocess.run([*snakemake, "--cores", "1", "results/conformance/taylor.json"], capture_output=True,
+                             text=True, env=env, timeout=600)  # fmt: skip
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-3000:]
+    grid.append(4.0)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    dry = subprocess.run([*snakemake, "-n", "--quiet", "rules", "--", "sweep_scale"], capture_output=True, text=True,
+                         env=env, timeout=600)  # fmt: skip
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-3000:]
+    assert re.search(r"^check_layer\s+1$", out, re.M), out[-3000:]  # the check again, at the three points
+    assert re.search(r"^train\s+3$", out, re.M) and re.search(r"^sweep_scale\s+1$", out, re.M), out[-3000:]

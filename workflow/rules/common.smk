@@ -63,7 +63,6 @@ from softmax_bottleneck.study.runs import (
     Study,
     StudyError,
     output_roots,
-    point_argument,
 )
 
 # --------------------------------------------------------------------------------------------- configuration
@@ -176,7 +175,6 @@ def rendering_code(wildcards=None):
 
 
 # --------------------------------------------------------------------------------------------- training jobs (workflow/rules/train.smk)
-from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.models.output_layers.provenance import current_tag
 from softmax_bottleneck.models.output_layers.registry import layer_source
 from softmax_bottleneck.study.plan import (
@@ -190,36 +188,6 @@ from softmax_bottleneck.study.plan import (
     train_memory_mb,
     train_runtime_minutes,
 )
-
-
-def train_sets(wildcards):
-    """``--set key=value`` arguments of one training job (model overrides + the experiment's values), and
-    for a plug-in layer the conformance stamp it must present."""
-    sets = [f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments]
-    stamp = conformance_stamp(wildcards)
-    if stamp:
-        sets.append(f"--conformance-stamp {stamp[0]}")
-    return " ".join(sets)
-
-
-def plugin_layer(variant):
-    """The output layer of ``variant`` when it is a plug-in (not one of the paper's), else None."""
-    layer = presets.variant_info(variant).output_layer
-    return None if output_layer(layer).builtin else layer
-
-
-def conformance_stamp(wildcards):
-    """A plug-in layer's conformance stamp (made once, before any of its training); ancient(): a new stamp
-    never retrains a finished run."""
-    layer = plugin_layer(wildcards.variant)
-    return [ancient(f"results/conformance/{layer}.json")] if layer else []
-
-
-def check_layer_points(wildcards):
-    """``--point KEY=VALUE,...`` of each point of the layer's own hyper-parameters that a training job of the
-    configuration uses (none for a layer without hyper-parameters of its own)."""
-    points = [point_argument(p) for p in STUDY.layer_points(wildcards.layer)]
-    return " ".join(f"--point {shlex.quote(text)}" for text in points if text)
 
 
 def start_workflow_run():

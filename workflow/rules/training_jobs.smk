@@ -1,5 +1,6 @@
-# What the train and await rules of train.smk need, the training log and the time limit of each attempt, and the
-# runs to wait for instead of training (functions only: `snakemake --lint` asks rules and functions apart).
+# What the train, await and check_layer rules of train.smk need: the training log and the time limit of each attempt,
+# a plug-in layer's check and its stamp, and the runs to wait for instead of training (functions only: `snakemake
+# --lint` asks rules and functions apart).
 #
 # A training already running when Snakemake starts (a cluster job left by a Snakemake that died) is waited for by the
 # local rule await_training, never submitted a second time (softmax_bottleneck.study.wait_for_run); one whose `train`
@@ -9,6 +10,8 @@
 # the record `train` would have made: the next controller does not submit it again.
 
 from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
+from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.study.runs import point_argument
 from softmax_bottleneck.study.fusion import fused_groups, fusion_notes, group_of_runs
 from softmax_bottleneck.study.plan import fused_memory_mb
 from softmax_bottleneck.study.status import study_status
@@ -65,6 +68,50 @@ def await_max_wait(wildcards):
     train's first attempt of that run asks (the site's limit at most: that job cannot outlive it).
     """
     return Unrecorded(60 * 3 * train_runtime(wildcards, 1))
+
+
+# --------------------------------------------------------------------------------------------- a plug-in layer's check
+# A plug-in layer is checked (check_layer) at every point of its own keys that the configuration trains, before any
+# of its trainings, which present the check's stamp. The stamp is an ancient() input of a finished run, so a new check
+# (after the layer's code or its points changed) never trains that run again; it is a plain input of a run still to
+# train, which runs anyway: Snakemake (9.27) leaves out of a run every job whose only link to a job that runs again is
+# an ancient() input, whatever its own reason to run (snakemake/snakemake#4166), and a new point's trainings, and all
+# that reads them, would wait for the next `snakemake`.
+def plugin_layer(variant):
+    """The output layer of ``variant`` when it is a plug-in (not one of the paper's), else None."""
+    layer = presets.variant_info(variant).output_layer
+    return None if output_layer(layer).builtin else layer
+
+
+def stamp_input(layer, finished):
+    """The stamp of ``layer`` as an input: ancient() where what depends on it is ``finished``."""
+    stamp = f"results/conformance/{layer}.json"
+    return ancient(stamp) if finished else stamp
+
+
+def conformance_stamp(wildcards):
+    """A plug-in layer's conformance stamp, for one run's training (none for the paper's layers)."""
+    layer = plugin_layer(wildcards.variant)
+    run = STUDY.job(wildcards).dir
+    finished = all(os.path.exists(f"{run}/{name}") for name in OUTPUTS)
+    return [stamp_input(layer, finished)] if layer else []
+
+
+def check_layer_points(wildcards):
+    """``--point KEY=VALUE,...`` of each point of the layer's own hyper-parameters that a training job of the
+    configuration uses (none for a layer without hyper-parameters of its own)."""
+    points = [point_argument(p) for p in STUDY.layer_points(wildcards.layer)]
+    return " ".join(f"--point {shlex.quote(text)}" for text in points if text)
+
+
+def train_sets(wildcards):
+    """``--set key=value`` arguments of one training job (model overrides + the experiment's values), and
+    for a plug-in layer the conformance stamp it must present."""
+    sets = [f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments]
+    stamp = conformance_stamp(wildcards)
+    if stamp:
+        sets.append(f"--conformance-stamp {stamp[0]}")
+    return " ".join(sets)
 
 
 def train_log(wildcards):
@@ -167,11 +214,9 @@ def fused_layers(wildcards):
 
 
 def fused_stamps(wildcards):
-    """The conformance stamps of the group's plug-in layers (ancient(), as `train`'s)."""
-    return [
-        ancient(f"results/conformance/{layer}.json")
-        for layer in fused_layers(wildcards)
-    ]
+    """The conformance stamps of the group's plug-in layers, as `train`'s: ancient() once the group's job has run."""
+    done = os.path.exists(f"results/fused/{wildcards.group}.json")
+    return [stamp_input(layer, done) for layer in fused_layers(wildcards)]
 
 
 def fused_arguments(wildcards):
