@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from softmax_bottleneck.models.output_layers import OutputLayer, output_layers, register_output_layer
+from softmax_bottleneck.models.output_layers import Hyperparameter, OutputLayer, output_layers, register_output_layer
 from softmax_bottleneck.models.output_layers import registry as registry_module
 from softmax_bottleneck.training.conformance import CHECKS, CheckResult, check_layer
 
@@ -131,6 +132,32 @@ class _PythonRandomNoise(OutputLayer):
         return F.log_softmax(self.logits(context, weight) * scale, dim=-1)
 
 
+class _OwnLr(OutputLayer):
+    """A learned temperature at a learning rate of its own (``olr_lr``), counted in the layer's parameters."""
+
+    def __init__(self, vocab_size, nemb, nhidlast, **hp):
+        super().__init__(vocab_size, nemb, nhidlast)
+        self.log_temperature = nn.Parameter(torch.zeros(1))
+
+    @classmethod
+    def extra_parameter_count(cls, vocab_size, nemb, nhidlast, **hp):
+        return int(vocab_size) + 1
+
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight) * self.log_temperature.exp() * 0.5, dim=-1)
+
+    def own_lr_parameters(self):
+        return [(self.log_temperature, "olr_lr")]
+
+
+class _OwnLrFrozen(_OwnLr):
+    """Asks its own learning rate for a parameter that does not train."""
+
+    def __init__(self, vocab_size, nemb, nhidlast, **hp):
+        super().__init__(vocab_size, nemb, nhidlast, **hp)
+        self.log_temperature.requires_grad_(False)
+
+
 #: what the loss-path check says of randomness outside torch's generator (before: "nll differs from −forward")
 OUTSIDE_TORCH = r"^two training-mode forward calls after the same torch.manual_seed differ .*outside torch's global "
 OUTSIDE_TORCH += r"generator \(numpy, Python's random.*the fault is not in nll"
@@ -146,6 +173,8 @@ BROKEN = [  # (layer, the check that must reject it, its message, other checks i
     (_WrongNll, "loss-path", r"nll differs from −forward\[targets\]", {"shapes"}),
     (_NumpyNoise, "loss-path", OUTSIDE_TORCH, ()),
     (_PythonRandomNoise, "loss-path", OUTSIDE_TORCH, ()),
+    (_OwnLr, "parameters", r"the learning-rate key 'olr_lr', which the registration does not declare.*\(none\)", ()),
+    (_OwnLrFrozen, "parameters", r"names log_temperature, which does not require grad", ()),
 ]
 
 
@@ -153,6 +182,24 @@ BROKEN = [  # (layer, the check that must reject it, its message, other checks i
 def test_a_broken_layer_fails_the_right_check(scratch_registry, cls, check, message, also):
     detail = _failures(_register(f"bad_{check.replace('-', '_')}", cls), check, also)
     assert re.search(message, detail), detail
+
+
+def test_a_layer_whose_own_learning_rate_is_declared_passes_and_says_it(scratch_registry):
+    olr = {"olr_lr": Hyperparameter(0.01, float, "the temperature's learning rate", exclusive_minimum=0.0)}
+    results = _register("own_lr", _OwnLr, hyperparameters=olr)
+    assert all(r.status == "pass" for c, r in results.items() if c != "not-softmax"), results
+    assert results["parameters"].detail.endswith("; own lr: log_temperature at olr_lr=0.01")
+
+
+def test_a_training_whose_layer_asks_an_undeclared_learning_rate_stops_in_one_line_naming_it():
+    from softmax_bottleneck.training.schedule import param_groups
+
+    layer = _OwnLr(32, 8, 8)
+    model = SimpleNamespace(output_layer=layer, parameters=layer.parameters)
+    with pytest.raises(ValueError, match=r"^output layer 'own_lr': own_lr_parameters\(\) asks the learning rate 'olr"):
+        param_groups(model, {"output_layer": "own_lr", "lr": 20.0})
+    groups = param_groups(model, {"output_layer": "own_lr", "lr": 20.0, "olr_lr": 0.01})
+    assert [g["lr"] for g in groups] == [20.0, 0.01] and groups[1]["params"] == [layer.log_temperature]
 
 
 def test_overflow_is_caught_only_at_large_logits(scratch_registry):

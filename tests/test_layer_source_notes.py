@@ -76,3 +76,13 @@ def test_a_table_and_a_figure_note_results_of_an_older_source(summary_dir, tmp_p
     texts = [" ".join(t.get_text().split()) for t in fig.texts]  # notes are wrapped to the figure's width
     assert any(NOTE in text for text in texts), texts
     assert not _outside_canvas(fig)
+
+
+def test_a_table_notes_an_older_source_only_of_a_layer_it_shows(summary_dir, tmp_path):
+    """Table 1 reads ntet.csv but shows no Softmax row: an older Softmax there is SM Table 10's note, not its own."""
+    _age(summary_dir, "ntet.csv", "softmax", "f" * 64)
+    table1 = tables.render("table1", summary_dir, tmp_path / "table1")
+    assert "softmax" not in set(table1["variant"]) and "ss" in set(table1["variant"])
+    assert "older source" not in (tmp_path / "table1.md").read_text(encoding="utf-8")
+    tables.render("sm_table10", summary_dir, tmp_path / "sm_table10")
+    assert NOTE.replace("of ss", "of softmax") in (tmp_path / "sm_table10.md").read_text(encoding="utf-8")

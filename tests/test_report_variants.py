@@ -210,3 +210,20 @@ def test_table1_shows_every_e2_model_the_papers_with_their_values_then_gss_moc_a
     assert [cell.strip() for cell in reported_ranks.strip("|").split("|")][1:] == [
         "4,640", "N/A", "9,980", "—", "—", "—",
     ]  # fmt: skip
+
+
+def test_plugins_without_a_colour_get_colours_as_far_apart_as_declared_ones_must_be(monkeypatch):
+    """Each plug-in that declares no colour is drawn in one at least MIN_DELTA_E (CIEDE2000) from every other
+    variant's, as a declared colour must be: never a second purple beside MoS's."""
+    from softmax_bottleneck.models.output_layers.colours import MIN_DELTA_E, delta_e
+
+    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+    mine = [f"mine{i}" for i in range(4)]
+    for name in mine:
+        cls = type(name, (OutputLayer,), {"forward": lambda self, c, w: self.logits(c, w).log_softmax(-1)})
+        register_output_layer(name, display=name.capitalize(), family="softmax")(cls)
+    table = variants.colors()
+    assert set(mine) <= set(table) and variants.colors() == table
+    for name in mine:
+        for other, colour in table.items():
+            assert other == name or delta_e(table[name], colour) >= MIN_DELTA_E, (name, table[name], other, colour)

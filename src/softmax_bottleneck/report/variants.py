@@ -68,20 +68,27 @@ def _distinct(colour: str, others: set[str], min_hue: float = 0.04) -> bool:
 
 
 def colors() -> dict[str, str]:
-    """One colour per registered variant: its declared colour, else the next palette colour no variant declares."""
+    """One colour per registered variant: its declared colour, else the first palette colour that is at least
+    :data:`~softmax_bottleneck.models.output_layers.colours.MIN_DELTA_E` (CIEDE2000) from every colour taken so far
+    (the declared ones, then those given before it in registry order), as a declared colour must be, and saturated, of
+    a hue of its own; with more such variants than the palette has colours, the next unused one."""
     import matplotlib
 
+    from softmax_bottleneck.models.output_layers.colours import MIN_DELTA_E, delta_e
+
     infos = [presets.variant_info(v) for v in registry_order()]
-    declared = {matplotlib.colors.to_hex(i.color) for i in infos if i.color}
-    free = [c for c in _palette() if c not in declared and _distinct(c, declared)]
-    free += [c for c in _palette() if c not in declared and c not in free]  # more plug-ins than distinct hues
-    out, k = {}, 0
+    taken = [matplotlib.colors.to_hex(i.color) for i in infos if i.color]
+    declared = set(taken)
+    out = {}
     for info in infos:
         if info.color:
             out[info.name] = info.color
-        else:
-            out[info.name] = free[k % len(free)]
-            k += 1
+            continue
+        unused = [c for c in _palette() if c not in taken]
+        apart = [c for c in unused if all(delta_e(c, t) >= MIN_DELTA_E for t in taken)]
+        choice = next((c for c in apart if _distinct(c, declared)), None) or next(iter(apart or unused), None)
+        out[info.name] = choice or _palette()[len(out) % len(_palette())]
+        taken.append(out[info.name])
     return out
 
 

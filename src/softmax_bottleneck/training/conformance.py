@@ -6,7 +6,9 @@ layer. Each check passes, fails (naming the check, the layer and what is wrong) 
 
 * ``build``: the layer builds and ``forward`` gives ``[L, B, V]`` float32 log-probabilities for float32 input;
 * ``parameters``: the built module's parameter count equals the registration's ``extra_parameter_count``
-  (the #Param of paper Table 2), at two sizes;
+  (the #Param of paper Table 2), at two sizes; each parameter ``own_lr_parameters`` names is a trainable parameter
+  of the layer, named once, with a learning-rate key the registration declares among the layer's own
+  hyper-parameters (the optimiser reads it from the run's);
 * ``normalise``: every row sums to 1 within 1e-5, in float32, at logits of ±5, ±50 and ±500, with finite
   log-probabilities, in training and evaluation mode;
 * ``not-softmax``: the output is not the plain ``log_softmax`` of the layer's logits ``W h + b`` unless the
@@ -156,7 +158,37 @@ def _check_parameters(s: Subject) -> str:
                 f"{s.spec.cls.__qualname__}.extra_parameter_count says {declared}: override extra_parameter_count "
                 "to count every parameter the layer owns (it is the layer's #Param in Table 2)"
             )
-    return f"{declared} at V={vocab}, nemb={nemb}, nhidlast={nhidlast}"
+    own = _check_own_lr(s)
+    return f"{declared} at V={vocab}, nemb={nemb}, nhidlast={nhidlast}" + (f"; own lr: {own}" if own else "")
+
+
+def _check_own_lr(s: Subject) -> str:
+    """CheckFailed unless each ``own_lr_parameters`` pair is a trainable parameter of the layer, named once, and a
+    learning-rate key among the layer's declared hyper-parameters; the pairs' keys and values, for the detail."""
+    layer = s.build()
+    mine = {id(p): name for name, p in layer.named_parameters()}
+    seen: set[int] = set()
+    keys = []
+    for entry in layer.own_lr_parameters():
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], torch.nn.Parameter)):
+            raise CheckFailed(f"own_lr_parameters() gave {type(entry).__name__} {entry!r:.80}, expected (parameter, "
+                              "learning-rate key) pairs")  # fmt: skip
+        parameter, key = entry
+        if id(parameter) not in mine:
+            raise CheckFailed("own_lr_parameters() names a parameter that is not one of the layer's")
+        if not parameter.requires_grad or id(parameter) in seen:
+            why = "is named twice" if parameter.requires_grad else "does not require grad (no optimiser steps it)"
+            raise CheckFailed(f"own_lr_parameters() names {mine[id(parameter)]}, which {why}")
+        if key not in s.spec.hyperparameters:
+            raise CheckFailed(
+                f"own_lr_parameters() gives {mine[id(parameter)]} the learning-rate key {key!r}, which the "
+                f"registration does not declare among the layer's own hyper-parameters "
+                f"({', '.join(s.spec.hyperparameters) or 'none'}): declare it (hyperparameters={{{key!r}: "
+                "Hyperparameter(...)}), or a training stops at its first step"
+            )
+        seen.add(id(parameter))
+        keys.append(f"{mine[id(parameter)]} at {key}={s.hp[key]}")
+    return ", ".join(keys)
 
 
 def _check_normalise(s: Subject) -> str:

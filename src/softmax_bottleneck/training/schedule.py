@@ -20,8 +20,16 @@ from softmax_bottleneck.models.awd_lstm import AWDLSTM
 
 
 def param_groups(model: AWDLSTM, hp: dict) -> list[dict]:
-    """One group for every trainable parameter at the common lr, one per parameter with its own lr (PLIF)."""
-    own = {id(p): hp[key] for p, key in model.output_layer.own_lr_parameters()}
+    """One group for every trainable parameter at the common lr, one per parameter with its own lr (PLIF); ValueError
+    naming the layer and the key when its learning rate is no hyper-parameter of the run."""
+    own = {}
+    for p, key in model.output_layer.own_lr_parameters():
+        if key not in hp:
+            layer = hp.get("output_layer")
+            raise ValueError(f"output layer {layer!r}: own_lr_parameters() asks the learning rate {key!r}, which is no "
+                             f"hyper-parameter of the run: declare it in the layer's registration (check-layer {layer} "
+                             "checks it)")  # fmt: skip
+        own[id(p)] = hp[key]
     common = [p for p in model.parameters() if p.requires_grad and id(p) not in own]
     groups = [{"params": common, "lr": hp["lr"]}]
     groups += [{"params": [p], "lr": lr} for p in model.parameters() if id(p) in own for lr in [own[id(p)]]]

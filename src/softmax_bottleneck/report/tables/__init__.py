@@ -27,7 +27,7 @@ import pandas as pd
 from softmax_bottleneck.atomic import atomic_write_text
 from softmax_bottleneck.readback import ReadbackError
 from softmax_bottleneck.report.common import mean_sd, pearson, read_summary, require_summaries, t_test
-from softmax_bottleneck.report.layer_sources import summary_notes, with_notes
+from softmax_bottleneck.report.layer_sources import shown_layers, summary_notes, with_notes
 from softmax_bottleneck.report.tables import (  # noqa: F401  (each import registers its tables)
     fair,
     gss_grid,
@@ -84,7 +84,8 @@ def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> 
     (the paper's layout, with ``banner`` on top when given, and a note when an older source of a layer made some
     results, :mod:`~softmax_bottleneck.report.layer_sources`) and ``.ours.tex`` (ours alone), atomically."""
     table = build(name, summary_dir)
-    banner = with_notes(banner, summary_notes(summary_dir, TABLES[name].requires))  # an older source of a layer
+    notes = summary_notes(summary_dir, TABLES[name].requires, shown_layers(table))  # an older source of a layer
+    banner = with_notes(banner, notes)
     prefix = str(out_prefix)
     atomic_write_text(table.to_csv(index=False, lineterminator="\n"), prefix + ".csv")  # floats as repr: exact
     atomic_write_text(to_markdown(name, table, banner), prefix + ".md")
