@@ -92,9 +92,11 @@ def stamp_input(layer, finished):
 def conformance_stamp(wildcards):
     """A plug-in layer's conformance stamp, for one run's training (none for the paper's layers)."""
     layer = plugin_layer(wildcards.variant)
+    if not layer:
+        return []
     run = STUDY.job(wildcards).dir
     finished = all(os.path.exists(f"{run}/{name}") for name in OUTPUTS)
-    return [stamp_input(layer, finished)] if layer else []
+    return [stamp_input(layer, finished)]
 
 
 def check_layer_points(wildcards):
