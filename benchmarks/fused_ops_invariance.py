@@ -63,10 +63,15 @@ def _draw(shapes: dict[str, tuple[int, ...]], seed: int, device, scale: float = 
     return {name: torch.randn(*shape, generator=gen, device=device) * scale for name, shape in shapes.items()}
 
 
+def _group(shapes: dict[str, tuple[int, ...]], k: int, slot: int, device, seed: int, scale: float = 1.0) -> list[dict]:
+    """The operands of ``k`` runs: those of generator ``seed`` in slot ``slot``, the others' of other generators."""
+    return [_draw(shapes, seed if i == slot else seed + 1 + i, device, scale) for i in range(k)]
+
+
 def operation_result(op: Operation, k: int, slot: int, device, seed: int = 0) -> torch.Tensor:
     """The operation's result for the run of operands ``seed`` in slot ``slot`` of ``k`` runs."""
     shapes, fn = op
-    runs = [_draw(shapes, seed if i == slot else seed + 1 + i, device) for i in range(k)]
+    runs = _group(shapes, k, slot, device, seed)
     stacked = {name: torch.stack([run[name] for run in runs]) for name in shapes}
     return fn(stacked)[slot].cpu()
 
@@ -79,10 +84,8 @@ def layer_result(k: int, slot: int, columns: int, n_in: int, hidden: int, steps:
     shapes = {"w_ih": (gates, n_in), "w_hh": (gates, hidden), "b_ih": (gates,), "b_hh": (gates,),
               "x": (steps, columns, n_in), "h0": (1, columns, hidden), "c0": (1, columns, hidden),
               "cot": (steps, columns, hidden)}  # fmt: skip
-    runs = []
-    for i in range(k):
-        drawn = _draw(shapes, seed if i == slot else seed + 1 + i, device, scale=0.1)
-        runs.append({name: t.requires_grad_(name != "cot") for name, t in drawn.items()})
+    runs = [{name: t.requires_grad_(name != "cot") for name, t in drawn.items()}
+            for drawn in _group(shapes, k, slot, device, seed, scale=0.1)]  # fmt: skip
     outputs, finals = fused_lstm_layer([r["x"] for r in runs],
                                        [(r["w_ih"], r["w_hh"], r["b_ih"], r["b_hh"]) for r in runs],
                                        [(r["h0"], r["c0"]) for r in runs], batched)  # fmt: skip

@@ -187,7 +187,7 @@ if RUNNING_RUNIDS:
 rule check_layer:
     """Check one plug-in layer at every point of its own keys that the config trains (CPU, before training)."""
     output:
-        "results/conformance/{layer}.json",
+        STAMP,
     log:
         "logs/check_layer/{layer}.log",
     conda:

@@ -77,6 +77,10 @@ def await_max_wait(wildcards):
 # train, which runs anyway: Snakemake (9.27) leaves out of a run every job whose only link to a job that runs again is
 # an ancient() input, whatever its own reason to run (snakemake/snakemake#4166), and a new point's trainings, and all
 # that reads them, would wait for the next `snakemake`.
+#: a plug-in layer's conformance stamp, check_layer's output
+STAMP = "results/conformance/{layer}.json"
+
+
 def plugin_layer(variant):
     """The output layer of ``variant`` when it is a plug-in (not one of the paper's), else None."""
     layer = presets.variant_info(variant).output_layer
@@ -85,7 +89,7 @@ def plugin_layer(variant):
 
 def stamp_input(layer, finished):
     """The stamp of ``layer`` as an input: ancient() where what depends on it is ``finished``."""
-    stamp = f"results/conformance/{layer}.json"
+    stamp = STAMP.format(layer=layer)
     return ancient(stamp) if finished else stamp
 
 
@@ -229,7 +233,7 @@ def fused_arguments(wildcards):
         args.append("--run " + " ".join(shlex.quote(field) for field in fields))
         args.append(f"--run-log {run.dir} {TRAIN_LOG.format(**run.wildcards)}")
     args += [
-        f"--conformance-stamp {layer}=results/conformance/{layer}.json"
+        f"--conformance-stamp {layer}={STAMP.format(layer=layer)}"
         for layer in fused_layers(wildcards)
     ]
     return Unrecorded(" ".join(args))

@@ -149,8 +149,9 @@ def _check_build(s: Subject) -> str:
 
 def _check_parameters(s: Subject) -> str:
     sizes = [(V, NEMB, s.nhidlast), (50, 8, 12 if s.spec.cls.projects_context else 8)]
-    for vocab, nemb, nhidlast in sizes:
-        built = sum(p.numel() for p in s.build(vocab=vocab, nemb=nemb, nhidlast=nhidlast).parameters())
+    layers = [s.build(vocab=vocab, nemb=nemb, nhidlast=nhidlast) for vocab, nemb, nhidlast in sizes]
+    for (vocab, nemb, nhidlast), layer in zip(sizes, layers, strict=True):
+        built = sum(p.numel() for p in layer.parameters())
         declared = s.spec.extra_parameter_count(vocab, nemb, nhidlast, s.hp)
         if built != declared:
             raise CheckFailed(
@@ -158,14 +159,14 @@ def _check_parameters(s: Subject) -> str:
                 f"{s.spec.cls.__qualname__}.extra_parameter_count says {declared}: override extra_parameter_count "
                 "to count every parameter the layer owns (it is the layer's #Param in Table 2)"
             )
-    own = _check_own_lr(s)
+    own = _check_own_lr(s, layers[0])
     return f"{declared} at V={vocab}, nemb={nemb}, nhidlast={nhidlast}" + (f"; own lr: {own}" if own else "")
 
 
-def _check_own_lr(s: Subject) -> str:
-    """CheckFailed unless each ``own_lr_parameters`` pair is a trainable parameter of the layer, named once, and a
-    learning-rate key among the layer's declared hyper-parameters; the pairs' keys and values, for the detail."""
-    layer = s.build()
+def _check_own_lr(s: Subject, layer: OutputLayer) -> str:
+    """CheckFailed unless each ``own_lr_parameters`` pair of ``layer`` (built at the subject's sizes) is a trainable
+    parameter of it, named once, and a learning-rate key among the layer's declared hyper-parameters; the pairs' keys
+    and values, for the detail."""
     mine = {id(p): name for name, p in layer.named_parameters()}
     seen: set[int] = set()
     keys = []
