@@ -124,6 +124,40 @@ def test_a_bad_combination_names_its_experiment():
 
 
 @pytest.mark.parametrize(
+    ("blocks", "message"),
+    [
+        ({"all": {"small_batch_size": 3}}, r"^model_overrides \(all \+ families/softmax\): softmax on ptb \(et\): "
+         r"batch_size 10 is not a multiple of small_batch_size 3$"),
+        ({"datasets": {"wt2": {"small_batch_size": 3}}},
+         r"^model_overrides \(all \+ datasets/wt2 \+ families/softmax\): softmax on wt2 \(et\): batch_size 10 is"),
+        ({"variants": {"mos": {"nhidlast": 8, "small_batch_size": 4}}},
+         r"^model_overrides \(all \+ families/mixture \+ variants/mos\): mos on ptb \(et\)"),
+        ({"variants": {"softmax": {"n_experts": 3}}},
+         r"^model_overrides/variants/softmax/n_experts: variant 'softmax' does not own n_experts .* change no model"),
+        ({"families": {"softmax": {"n_experts": 3}}},
+         r"^model_overrides/families/softmax/n_experts: no variant of family 'softmax' owns n_experts"),
+        ({"families": {"softmax": {"gss_c": -1.0}}, "variants": {"mos": {"n_experts": 3}}}, None),  # GSS owns gss_c
+    ],
+)  # fmt: skip
+def test_model_overrides_are_named_by_their_block_not_by_the_experiment_that_meets_them(blocks, message):
+    """Before, a clash of two overrides was named by the first experiment whose sweep met it
+    (``experiments/gss_grid/sweep/ptb: ...``), and an override of a key the variant's layer lacks changed nothing,
+    silently."""
+    config = study_config.read(REPO / "config" / "small.yaml")
+    study_config.merge(config["model_overrides"], blocks)
+    if message is None:
+        study_config.check(config)
+        sets = Study(config).model_overrides("ptb", "mos")
+        assert (
+            sets["n_experts"] == 3
+            and presets.resolve("ptb", "gss", "et", Study(config).model_overrides("ptb", "gss"))["gss_c"] == -1.0
+        )
+        return
+    with pytest.raises(study_config.ConfigError, match=message):
+        study_config.check(config)
+
+
+@pytest.mark.parametrize(
     ("change", "message"),
     [
         (lambda c: c["experiments"]["main"]["variants"].append("nope"), "experiments/main/variants: unknown variant"),

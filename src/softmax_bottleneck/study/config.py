@@ -4,7 +4,8 @@
 file may be; :func:`check` validates a complete configuration against the workflow's JSON schema
 (``data/config.schema.yaml``, which ``workflow/schemas/`` links to), then checks what the
 schema cannot express: seeds, variant names against the output-layer registry, variant × dataset, sweep datasets,
-every override's hyper-parameter name, type and range as the presets declare them, and that every variant of an
+every override's hyper-parameter name, type and range as the presets declare them, a variant's (family's) overrides
+only of keys it owns, every run's overrides resolving together (named by their blocks), and that every variant of an
 experiment owns every key its sweep sets (a key the variant's resolved hyper-parameters lack, or that resolving
 overrules, would train the same model several times under names that lie), and the same of every ``sweeps`` entry
 (a sweep of one variant's own hyper-parameters; its name, variant, datasets and grid). Every failure is a
@@ -199,6 +200,64 @@ def check_sweeps(config: dict) -> None:
                         "sweep {key} with a variant that owns it")  # fmt: skip
 
 
+def _trained(config: dict) -> dict[tuple[str, str, str], None]:
+    """Every (variant, dataset, schedule) the configuration's experiments and sweeps train, in order (a dataset the
+    variant lacks is left to :func:`check_sweeps`)."""
+    triples = {
+        (variant, dataset, schedule): None
+        for experiment in config["experiments"].values()
+        for variant in experiment["variants"]
+        for dataset in experiment["datasets"]
+        for schedule in experiment["schedules"]
+    }
+    for sweep in (config.get("sweeps") or {}).values():
+        triples.update({(sweep["variant"], dataset, sweep["schedule"]): None for dataset in sweep["datasets"]})
+    return {triple: None for triple in triples if triple[1] in presets.variant_datasets(triple[0])}  # else named later
+
+
+def check_model_overrides(config: dict) -> None:
+    """``model_overrides``: each block's keys and values as the presets declare them; a variant's block sets only
+    keys that variant owns (:func:`owned_keys`), a family's only keys some variant of the family owns (another
+    layer's key would be dropped: the override would change nothing); every variant, dataset and schedule the study
+    trains resolves with the blocks that apply to it (the error names those blocks, e.g. ``batch_size`` not a
+    multiple of ``small_batch_size``)."""
+    overrides = config["model_overrides"]
+    check_hyperparameters("model_overrides/all", overrides.get("all"))
+    for where in ("datasets", "families", "variants"):
+        for sub, values in (overrides.get(where) or {}).items():
+            check_hyperparameters(f"model_overrides/{where}/{sub}", values)
+    blocks = {
+        f"variants/{variant}": (f"variant {variant!r} does not own", [variant])
+        for variant in overrides.get("variants") or {}
+    }
+    for family in overrides.get("families") or {}:
+        variants = [variant for variant in presets.variants() if presets.family(variant) == family]
+        blocks[f"families/{family}"] = (f"no variant of family {family!r} owns", variants)
+    for where, (who, variants) in blocks.items():
+        owned = {key for variant in variants for key in owned_keys(variant)}
+        for key in [key for key in _block(overrides, where) if key not in owned]:
+            raise ConfigError(
+                f"model_overrides/{where}/{key}: {who} {key} (another layer's key is dropped), so this override "
+                "would change no model; set it in the block of a variant that owns it"
+            )
+    for variant, dataset, schedule in _trained(config):
+        family = presets.family(variant)
+        applying = ["all", f"datasets/{dataset}", f"families/{family}", f"variants/{variant}"]
+        try:
+            presets.resolve(dataset, variant, schedule, model_overrides(config, dataset, variant))
+        except ValueError as err:
+            named = " + ".join(where for where in applying if _block(overrides, where)) or "none"
+            raise ConfigError(f"model_overrides ({named}): {variant} on {dataset} ({schedule}): {err}") from None
+
+
+def _block(overrides: dict, where: str) -> dict:
+    """The ``model_overrides`` block at ``where`` (``all``, ``datasets/ptb``, ...; empty when absent)."""
+    block = overrides
+    for key in where.split("/"):
+        block = (block or {}).get(key)
+    return block or {}
+
+
 def check_semantics(config: dict) -> None:
     """What the schema cannot express; each error names the offending key."""
     random = config["seeds"]["random"]
@@ -222,11 +281,7 @@ def check_semantics(config: dict) -> None:
                     f"experiments/{name}/sweep/{dataset}: {dataset} is not in experiments/{name}/datasets"
                 )
             check_hyperparameters(f"experiments/{name}/sweep/{dataset}", sweep, sweep=True)
-    overrides = config["model_overrides"]
-    check_hyperparameters("model_overrides/all", overrides.get("all"))
-    for where in ("datasets", "families", "variants"):
-        for sub, values in (overrides.get(where) or {}).items():
-            check_hyperparameters(f"model_overrides/{where}/{sub}", values)
+    check_model_overrides(config)
     for name in config["experiments"]:
         check_sweep_ownership(config, name)
     check_sweeps(config)
