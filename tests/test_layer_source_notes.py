@@ -86,3 +86,23 @@ def test_a_table_notes_an_older_source_only_of_a_layer_it_shows(summary_dir, tmp
     assert "older source" not in (tmp_path / "table1.md").read_text(encoding="utf-8")
     tables.render("sm_table10", summary_dir, tmp_path / "sm_table10")
     assert NOTE.replace("of ss", "of softmax") in (tmp_path / "sm_table10.md").read_text(encoding="utf-8")
+
+
+def test_a_table_without_a_variant_column_notes_only_the_layers_it_declares(summary_dir, tmp_path):
+    """Table 4 (LMS-PLIF vs LMS-PLIF†) reads main.csv, SM Table 13 (the vocabularies' counts) wordsim.csv: an older
+    Softmax in main.csv or an older SS in wordsim.csv is Table 2's and SM Table 3's note, not theirs; an older LMS-PLIF
+    is Table 4's."""
+    _age(summary_dir, "main.csv", "softmax", "f" * 64)
+    _age(summary_dir, "wordsim.csv", "ss", "f" * 64)
+    for name in ("table4", "sm_table13", "table2", "sm_table3"):
+        table = tables.render(name, summary_dir, tmp_path / name)
+        assert ("variant" in table.columns) == (name in ("table2", "sm_table3"))
+    softmax_note, ss_note = NOTE.replace("of ss", "of softmax"), NOTE
+    assert "older source" not in (tmp_path / "table4.md").read_text(encoding="utf-8")
+    assert "older source" not in (tmp_path / "sm_table13.md").read_text(encoding="utf-8")
+    assert softmax_note in (tmp_path / "table2.md").read_text(encoding="utf-8")
+    assert ss_note in (tmp_path / "sm_table3.md").read_text(encoding="utf-8")
+    _age(summary_dir, "main.csv", "lms_plif", "f" * 64)
+    tables.render("table4", summary_dir, tmp_path / "again" / "table4")
+    text = (tmp_path / "again" / "table4.md").read_text(encoding="utf-8")
+    assert NOTE.replace("of ss", "of lms_plif") in text and softmax_note not in text

@@ -198,6 +198,9 @@ class PaperItem:
     its ``{fields}``, if any, are filled by ``fill(table)`` from the built table (what was run, e.g. the K of SM
     Table 12), and by ``fill(None)`` where there is no table. ``report`` is the paragraph (reStructuredText) of the
     workflow's HTML report; ``layout`` (tables only) lays the tidy comparison table out as the paper prints it.
+    ``shows``: the variants whose results a table without a ``variant`` column shows (``()`` for none: SM Table 13's
+    vocabulary counts), for its older-source notes (:mod:`~softmax_bottleneck.report.layer_sources`); None: every
+    variant of the summaries it reads.
     """
 
     kind: str  # "table" or "figure"
@@ -208,6 +211,7 @@ class PaperItem:
     report: str
     layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None
+    shows: tuple[str, ...] | None = None
 
     def caption_for(self, table: pd.DataFrame | None) -> str:
         """The caption of ``table`` (this item built from some summaries); ``None``: of no particular build."""
@@ -261,6 +265,7 @@ class Registry:
         report: str,
         layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
         fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None,
+        shows: Sequence[str] | None = None,
     ) -> Callable[[Callable], Callable]:
         """Decorator registering ``build(summary_dir)`` as the item ``name`` (see :class:`PaperItem`)."""
         if not _NAME.match(name):
@@ -274,7 +279,8 @@ class Registry:
             previous = self._items.get(name)
             if previous is not None and previous.build is not build:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
-            self._items[name] = PaperItem(self.kind, name, build, tuple(requires), caption, report, layout, fill)
+            shown = None if shows is None else tuple(shows)
+            self._items[name] = PaperItem(self.kind, name, build, tuple(requires), caption, report, layout, fill, shown)
             return build
 
         return decorate

@@ -4,8 +4,9 @@ Every summary has a ``layer_source`` column (:mod:`.summaries`): ``<layer>@<firs
 module file>`` (:mod:`~softmax_bottleneck.models.output_layers.provenance`), the code that trained the row's model, from
 its ``metrics.json``. A table or figure built from summaries in which a row names another source of its layer than the
 one installed now carries the line ``note: some results here were trained with an older source of <layer> ...`` beside
-its banner (Markdown, HTML, LaTeX, the figure's top line); a table with a ``variant`` column, only for the layers it
-shows. Nothing is retrained or deleted: the note says which numbers predate the code.
+its banner (Markdown, HTML, LaTeX, the figure's top line); a table, only for the layers it shows (those of its
+``variant`` column, or those its registration declares). Nothing is retrained or deleted: the note says which
+numbers predate the code.
 """
 
 from __future__ import annotations
@@ -48,13 +49,16 @@ def summary_notes(summary_dir, files: Iterable[str], shown: set[str] | None = No
     return notes
 
 
-def shown_layers(table: pd.DataFrame) -> set[str] | None:
-    """The output layers of the variants in a tidy table's ``variant`` column (an unregistered name counts as its
-    own layer); None for a table without one (its notes are then those of every summary it reads)."""
-    if "variant" not in table.columns:
+def shown_layers(table: pd.DataFrame, shows: Iterable[str] | None = None) -> set[str] | None:
+    """The output layers of the variants in a tidy table's ``variant`` column, else of the variants ``shows`` names
+    (an unregistered name counts as its own layer); None for a table with neither (its notes are then those of every
+    summary it reads)."""
+    if "variant" in table.columns:
+        shows = table["variant"].dropna().astype(str).unique()
+    if shows is None:
         return None
     layers = set()
-    for variant in table["variant"].dropna().astype(str).unique():
+    for variant in shows:
         try:
             layers.add(presets.variant_info(variant).output_layer)
         except ValueError:

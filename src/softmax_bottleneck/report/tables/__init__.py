@@ -84,7 +84,8 @@ def render(name: str, summary_dir, out_prefix, *, banner: str | None = None) -> 
     (the paper's layout, with ``banner`` on top when given, and a note when an older source of a layer made some
     results, :mod:`~softmax_bottleneck.report.layer_sources`) and ``.ours.tex`` (ours alone), atomically."""
     table = build(name, summary_dir)
-    notes = summary_notes(summary_dir, TABLES[name].requires, shown_layers(table))  # an older source of a layer
+    shown = shown_layers(table, TABLES[name].shows)
+    notes = summary_notes(summary_dir, TABLES[name].requires, shown)  # an older source of a layer it shows
     banner = with_notes(banner, notes)
     prefix = str(out_prefix)
     atomic_write_text(table.to_csv(index=False, lineterminator="\n"), prefix + ".csv")  # floats as repr: exact

@@ -191,6 +191,7 @@ def table3(summary_dir) -> pd.DataFrame:
     requires=["main.csv", "frozen.csv"],
     caption="Table 4: test ppl of LMS-PLIF vs LMS-PLIF† over the random seeds, Student t-test.",
     layout=table4_layout,
+    shows=["lms_plif", "lms_plif_frozen"],
     report="**Table 4.** Test perplexity of LMS-PLIF and LMS-PLIF† over the random seeds (E1, E7) and the p-value of "
     "an unpaired two-sided Student t-test; PTB and WT2.",
 )
