@@ -7,6 +7,7 @@ named as such, and after a layer's source changes the workflow renders again wha
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -125,6 +126,11 @@ def test_a_plugin_named_like_a_shipped_layer_is_said_wherever_the_registry_loads
     assert [line.split(": ", 1)[-1] for line in listed.stderr.splitlines()] == [SHADOW_LINE]  # (a logging prefix)
     lines = {tuple(line.split()[:2]) for line in listed.stdout.splitlines()}
     assert {("ss", "SS"), ("ss", "BROKEN"), ("bss", "BSS"), ("bss_half", "BSS-half"), ("dup", "BROKEN")} <= lines
+    digest = hashlib.sha256((site / "two_layers.py").read_bytes()).hexdigest()[:16]
+    origins = {line.split()[0]: line.split(None, 4)[-1] for line in listed.stdout.splitlines() if "BROKEN" not in line}
+    assert origins["bss"] == f"plug-in two_layers.BiasedSigSoftmax, two-layers 0.1, source bss@{digest}"
+    assert origins["bss_half"] == f"plug-in two_layers.HalfSigSoftmax, two-layers 0.1, source bss_half@{digest}"
+    assert origins["ss"] == "built-in"
     described = run(site, "describe", "--dataset", "ptb", "--variant", "ss")
     assert described.returncode == 0 and described.stderr.splitlines() == [SHADOW_LINE]
     # a configuration naming ss (the paper's, the small one): said once, before any plan

@@ -169,6 +169,36 @@ def test_a_registered_layer_is_in_every_derived_list(scratch_registry):
         assert {k for k, h in spec.hyperparameters.items() if h.type is float} <= presets.float_keys()
 
 
+def test_a_layer_key_another_layer_declares_otherwise_is_refused(scratch_registry):
+    """Before, the first layer's declaration checked every configuration's value: MoS's n_experts (integer >= 1,
+    default 15) refused n_experts=0.5 for a layer whose n_experts is a float in (0, 1)."""
+    with pytest.raises(
+        RegistryError,
+        match=r"^output layer 'share' \(.*\): hyper-parameter 'n_experts' is declared "
+        r"otherwise by the built-in layer 'mos' \(.*\); rename it \(e\.g\. share_n_experts\)$",
+    ):
+
+        @register_output_layer(
+            "share",
+            display="Share",
+            family="mixture",
+            hyperparameters={"n_experts": Hyperparameter(0.5, float, minimum=0.0, maximum=1.0)},
+        )
+        class Share(OutputLayer):
+            pass
+
+    assert "share" not in output_layers()
+    alike = Hyperparameter(15, int, help="my own words", minimum=1)
+    assert alike.help != output_layers()["mos"].hyperparameters["n_experts"].help
+
+    @register_output_layer("alike", display="Alike", family="mixture", hyperparameters={"n_experts": alike})
+    class Alike(OutputLayer):
+        pass
+
+    assert "alike" in output_layers()  # declared alike (the help line aside): the two layers share the name
+    assert presets.resolve("ptb", "alike", overrides={"n_experts": 3})["n_experts"] == 3
+
+
 def test_a_layer_key_may_not_shadow_a_base_hyper_parameter(scratch_registry):
     """Refused at registration (not later, under check-layer's reload check, failing the built-ins' checks too)."""
     with pytest.raises(RegistryError, match=r"output layer 'shadow'.*lr belong to the base network.*shadow_lr"):

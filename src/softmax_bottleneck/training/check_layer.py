@@ -18,7 +18,8 @@ import sys
 
 import torch
 
-from softmax_bottleneck.models.output_layers.registry import broken_plugins, output_layers
+from softmax_bottleneck.models.output_layers.provenance import source_tag
+from softmax_bottleneck.models.output_layers.registry import broken_plugins, layer_source, output_layers
 from softmax_bottleneck.training.conformance import CheckResult, check_layer, parse_point, point_text
 from softmax_bottleneck.training.conformance_stamp import write_stamp
 from softmax_bottleneck.training.layer_cost import relative_cost
@@ -51,10 +52,23 @@ def add_cli(parser) -> None:
     )
 
 
+def _origin(name: str) -> str:
+    """``built-in``, or ``plug-in module.Class, distribution version, source name@digest`` (the digest the
+    summaries' ``layer_source`` column shows; distribution and version where known)."""
+    source = layer_source(name)
+    if source["builtin"]:
+        return "built-in"
+    parts = [f"plug-in {source['class']}"]
+    if source["distribution"]:
+        parts.append(f"{source['distribution']} {source['version']}")
+    if source["source_sha256"]:
+        parts.append(f"source {source_tag(name, source['source_sha256'])}")
+    return ", ".join(parts)
+
+
 def _list(layers: dict, broken: dict) -> int:
     for spec in layers.values():
-        origin = "built-in" if spec.builtin else f"plug-in {spec.cls.__module__}.{spec.cls.__qualname__}"
-        print(f"{spec.name:20s} {spec.display:12s} family {spec.family:8s} {origin}")
+        print(f"{spec.name:20s} {spec.display:12s} family {spec.family:8s} {_origin(spec.name)}")
     for name, reason in broken.items():
         print(f"{name:20s} {'BROKEN':12s} {reason}")
     return 0

@@ -21,16 +21,17 @@ Layers outside this package register through the entry-point group :data:`ENTRY_
 the layer; several layers of one module each belong to the entry point that names their class. Built-in layers come
 first, in the paper's order; plug-ins follow, sorted by name.
 
-A name belongs to one variant only: a plug-in cannot take the name of a built-in layer, of another plug-in or of
-a variant of ``presets.yaml`` (E10's ``mos_fair``, ``softmax_fair``, ``softmax_fair_large``), a name is registered
+A name belongs to one variant only: a plug-in cannot take the name of a built-in layer, of another plug-in or of a
+variant of ``presets.yaml`` (E10's ``mos_fair``, ``softmax_fair``, ``softmax_fair_large``), a name is registered
 once (the same class registered twice, or two entry points that name one layer, are refused too), its
-hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...), its display name must be a label
-every table, figure and configuration takes (:data:`DISPLAY`) that no other variant has (case ignored), and its
-colour must be at least :data:`~.colours.MIN_DELTA_E` (CIEDE2000) away from every other variant's; such a
-registration is refused in one line naming who holds the name, the label or the colour. A plug-in that fails to
-load (an import error, a refused registration) is *broken*: whatever it registered before failing is withdrawn, it
-is left out of :func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what names it fails
-(:func:`output_layer`), so configurations and commands that never name it keep working. A broken plug-in that
+hyper-parameters cannot be named like the base network's (``lr``, ``nemb``, ...) nor like another layer's declared
+otherwise (default, type or range: a configuration's value is checked against one declaration), its display name
+must be a label every table, figure and configuration takes (:data:`DISPLAY`) that no other variant has (case
+ignored), and its colour must be at least :data:`~.colours.MIN_DELTA_E` (CIEDE2000) away from every other variant's;
+such a registration is refused in one line naming who holds the name, the label or the colour. A plug-in that fails
+to load (an import error, a refused registration) is *broken*: whatever it registered before failing is withdrawn,
+it is left out of :func:`output_layers`, :func:`broken_plugins` gives its one-line reason, and only what names it
+fails (:func:`output_layer`), so configurations and commands that never name it keep working. A broken plug-in that
 claims a name another variant keeps (a plug-in ``ss``) is said in one warning line whenever the plug-ins load
 (:func:`plugin_warnings`), since naming it gets that other variant. A name that two plug-ins register is withdrawn
 from both: which code would train under it is not for the order of installation to decide.
@@ -41,6 +42,7 @@ module file (recorded with every trained run).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.metadata
@@ -171,6 +173,11 @@ def _class_name(spec: OutputLayerSpec) -> str:
     return f"{spec.cls.__module__}.{spec.cls.__qualname__}"
 
 
+def _declared(spec: Hyperparameter) -> Hyperparameter:
+    """``spec`` without its help line: what two layers sharing a hyper-parameter's name must declare alike."""
+    return dataclasses.replace(spec, help="")
+
+
 def _holder(spec: OutputLayerSpec) -> str:
     kind = "the built-in layer" if spec.builtin else "the plug-in layer"
     return f"{kind} {spec.name!r} ({_class_name(spec)})"
@@ -217,6 +224,13 @@ def register_output_layer(
                 f"hyper-parameter name(s) {', '.join(clash)} belong to the base network; rename them "
                 f"(e.g. {name}_{clash[0]})"
             )
+        for key, spec in hps.items():
+            other = next((o for o in _REGISTRY.values() if key in o.hyperparameters and o.name != name), None)
+            if other is not None and _declared(other.hyperparameters[key]) != _declared(spec):
+                raise refuse(
+                    f"hyper-parameter {key!r} is declared otherwise by {_holder(other)}: one name, one declaration "
+                    f"(a configuration's value is checked against one); rename it (e.g. {name}_{key})"
+                )
         previous = _REGISTRY.get(name)
         if previous is not None and previous.cls is cls:
             raise NameTaken(f"{where}: registered twice under the same name; register the class once", name, previous)
