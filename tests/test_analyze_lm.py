@@ -119,6 +119,17 @@ def test_tiny_gpt2_end_to_end(tiny, tmp_path, capsys, caplog):
     assert summary["max_abs_log_normaliser"] < 1e-4
 
 
+def test_more_rows_than_the_text_gives_are_said(tiny, tmp_path, capsys, caplog):
+    model_dir, text = tiny
+    short = tmp_path / "short.txt"
+    short.write_text(" ".join(WORDS[:40]), encoding="utf-8")
+    code, err = _run(capsys, "--model", model_dir, "--text", short, "--rows", 1000, "--device", "cpu", "--out-json",
+                     tmp_path / "rank.json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads((tmp_path / "rank.json").read_text())["rows"] == 39
+    assert "--rows 1000: the text's 40 tokens give 39 rows; ranking those" in caplog.text
+
+
 def test_bound_with_an_output_bias(tiny):
     from transformers import AutoModelForCausalLM
 
@@ -264,6 +275,86 @@ def test_weights_and_tokenizer_of_a_model_folder_are_checked_before_loading(tiny
                     "vocabulary mismatch", out=out)  # fmt: skip
 
 
+def test_weights_of_more_or_fewer_layers_than_config_json_and_a_model_that_sees_ahead_are_refused(
+    tiny, tmp_path, capsys
+):
+    """Before, a config.json of 2 layers over 1-layer weights analysed a model whose second layer was random, one of
+    0 layers dropped the weights' layer, and a masked-LM BERT (which AutoModelForCausalLM loads as BertLMHeadModel)
+    gave rows that saw the token they score: each wrote its numbers with exit status 0."""
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    model_dir, text = tiny
+    out = tmp_path / "rank.json"
+    common = ["--text", text, "--out-json", out, "--device", "cpu"]
+    for layers, phrase in ((2, "tensor(s) of the model config.json describes (e.g. transformer.h.1."),
+                           (0, "tensor(s) the model config.json describes has no place for (e.g. "
+                               "transformer.h.0.")):  # fmt: skip
+        other = _copy(model_dir, tmp_path / f"layers{layers}")
+        config = json.loads((other / "config.json").read_text())
+        (other / "config.json").write_text(json.dumps({**config, "n_layer": layers}))
+        _assert_refused(capsys, ["--model", other, *common], f"error: {other / 'model.safetensors'}: the weights ",
+                        phrase, "the weights and config.json are of different models", out=out)  # fmt: skip
+
+    torch.manual_seed(0)
+    masked = tmp_path / "roberta"
+    RobertaForMaskedLM(RobertaConfig(vocab_size=len(WORDS) + 4, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=16, max_position_embeddings=CONTEXT + 2,
+                                     initializer_range=0.5)).save_pretrained(masked)  # fmt: skip
+    _tokenizer(WORDS).save_pretrained(masked)
+    _assert_refused(capsys, ["--model", masked, *common], f"error: {masked}: not a causal language model: its output "
+                    "at earlier positions changes with a later token", out=out)  # fmt: skip
+
+
+def test_a_method_over_the_memory_budget_is_one_line_and_leaves_nothing(tiny, tmp_path, capsys):
+    """Before, analyze-lm let the budget's refusal out as a traceback (exit status 1)."""
+    model_dir, text = tiny
+    out = tmp_path / "out"
+    _assert_refused(capsys, ["--model", model_dir, "--text", text, "--rows", 200, "--method", "gram", "--device",
+                             "cpu", "--memory-budget-gb", 1e-5, "--out-json", out / "rank.json", "--save-logp",
+                             out / "logp.npy"],
+                    f"error: {model_dir}: the gram method on a 200 × {len(WORDS) + 1} matrix needs about 303.4 KiB, "
+                    "over the memory budget of 10.5 KiB; raise --memory-budget-gb to 1")  # fmt: skip
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "summary"])
+def test_an_analysis_stopped_after_its_matrix_was_written_leaves_no_file(tiny, tmp_path, capsys, monkeypatch, stop):
+    """The .npy is whole before the singular values; before, a SIGINT during them (or a summary that could not be
+    written) left it, without a summary, under 'partial outputs removed'."""
+    import signal
+
+    from softmax_bottleneck.analysis import outputs, rank, signals
+
+    model_dir, text = tiny
+    out = tmp_path / "out"
+    finish = rank.RankStream.finish
+
+    def stopped(self):
+        assert (out / "logp.npy").is_file()  # written whole, then the interruption
+        raise signals.Interrupted(signal.SIGINT)
+
+    def unwritable(text, path):
+        if str(path).endswith(".json"):
+            raise outputs.output_error(path, OSError(28, os.strerror(28)))
+        return write_text(text, path)
+
+    write_text = outputs.write_text
+    if stop == "interrupt":
+        monkeypatch.setattr(rank.RankStream, "finish", stopped)
+    else:
+        monkeypatch.setattr(lm, "write_text", unwritable)
+    argv = ["--model", model_dir, "--text", text, "--rows", 200, "--device", "cpu", "--out-json", out / "rank.json",
+            "--out-spectrum", out / "spectrum.csv", "--save-logp", out / "logp.npy"]  # fmt: skip
+    if stop == "interrupt":
+        with pytest.raises(SystemExit) as exit_:
+            _run(capsys, *argv)
+        assert exit_.value.code == 128 + signal.SIGINT
+    else:
+        _assert_refused(capsys, argv, "rank.json: cannot write: [Errno 28]")
+    assert list(out.iterdir()) == []
+    assert rank.RankStream.finish is finish or stop == "interrupt"
+
+
 def test_a_full_disk_under_save_logp_is_one_line_and_leaves_nothing(tiny, tmp_path, capsys, monkeypatch):
     """The .npy's disk space is reserved before any row: a full disk fails there (not as SIGBUS in the memory map)."""
     import os
@@ -280,6 +371,23 @@ def test_a_full_disk_under_save_logp_is_one_line_and_leaves_nothing(tiny, tmp_pa
                     f"error: {out / 'logp.npy'}: cannot write: [Errno 28] No space left on device; nothing was "
                     "written")  # fmt: skip
     assert list(out.iterdir()) == []
+
+
+def test_lm_report_names_its_files_and_keeps_fonttools_quiet(tmp_path):
+    """Before: about 60 fontTools INFO lines a figure, and 'wrote t, f'."""
+    import subprocess
+    import sys
+
+    summary = {"press_rank": 9, "effective_rank": {"1e-3": 5, "1e-4": 7, "1e-5": 9}, "shape": [900, 121],
+               "perplexity": 99.0, "head_input_size": 8, "hidden_size": 8, "softmax_bound": 9,
+               "text": "t.txt"}  # fmt: skip
+    (tmp_path / "tiny.json").write_text(json.dumps(summary))
+    done = subprocess.run([sys.executable, "-m", "softmax_bottleneck", "lm-report", f"tiny={tmp_path / 'tiny.json'}",
+                           "--out-table", str(tmp_path / "t"), "--out-figure", str(tmp_path / "f")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "fontTools" not in done.stderr
+    assert done.stderr.rstrip().endswith(f"wrote {tmp_path}/t.csv, {tmp_path}/t.md, {tmp_path}/f.pdf, {tmp_path}/f.png")
 
 
 def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
@@ -306,50 +414,6 @@ def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
     assert not (tmp_path / "u.csv").exists()
 
 
-LM_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["models", "corpus", "rows", "stride"],
-    "properties": {
-        "models": {
-            "type": "object",
-            "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
-            "additionalProperties": {"type": "string", "minLength": 1},
-        },
-        "corpus": {"type": "string", "minLength": 1},
-        "rows": {"oneOf": [{"type": "string", "enum": ["full"]}, {"type": "integer", "minimum": 2}]},
-        "stride": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
-    },
-}
-
-
-def _workflow_with_language_models(root):
-    """The repository's workflow with language_models.smk included and the config key in the schema.
-
-    While the Snakefile and the schema do not have them yet, a copy beside ``root`` adds them (the rest are links).
-    """
-    import yaml
-
-    repo = Path(__file__).resolve().parents[1]
-    snakefile = (repo / "Snakefile").read_text()
-    schema = yaml.safe_load((repo / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    if "language_models.smk" in snakefile and "language_models" in schema["properties"]:
-        return repo
-    root.mkdir()
-    for name in ("src", "envs", "profiles", "config"):
-        (root / name).symlink_to(repo / name)
-    (root / "workflow").mkdir()
-    for name in ("rules", "report", "scripts"):
-        (root / "workflow" / name).symlink_to(repo / "workflow" / name)
-    (root / "workflow" / "schemas").mkdir()
-    schema["properties"].setdefault("language_models", LM_SCHEMA)
-    (root / "workflow" / "schemas" / "config.schema.yaml").write_text(yaml.safe_dump(schema))
-    if "language_models.smk" not in snakefile:
-        snakefile += '\n\ninclude: "workflow/rules/language_models.smk"\n'
-    (root / "Snakefile").write_text(snakefile)
-    return root
-
-
 @pytest.mark.slow
 def test_workflow_plans_the_analysis_and_the_report(tiny, tmp_path):
     import subprocess
@@ -357,10 +421,10 @@ def test_workflow_plans_the_analysis_and_the_report(tiny, tmp_path):
 
     import yaml
 
-    workflow = _workflow_with_language_models(tmp_path / "workflow-copy")
-    repo = Path(__file__).resolve().parents[1]
-    config = yaml.safe_load((repo / "config" / "small.yaml").read_text())
-    config["language_models"] = {"models": {"tiny-gpt2": str(tiny[0])}, "corpus": "ptb", "rows": 200, "stride": 16}
+    workflow = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((workflow / "config" / "small.yaml").read_text())
+    config["language_models"] = {"models": {"tiny-gpt2": str(tiny[0])}, "corpus": "ptb", "rows": 200, "stride": 16,
+                                 "memory_budget_gb": 24}  # fmt: skip
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     work = tmp_path / "work"
     work.mkdir()
@@ -371,7 +435,8 @@ def test_workflow_plans_the_analysis_and_the_report(tiny, tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     for needle in ("rule fetch_corpus", "rule analyze_lm", "rule language_models", f"--model {tiny[0]}",
-                   "--text resources/data/ptb/test.txt", "--rows 200 --stride 16",
+                   "--text resources/data/ptb/test.txt", "--rows 200 --stride 16 --memory-budget-gb 24.0",
+                   f"mem_mb={math.ceil(32 * 2**30 / 1e6)}",
                    "results/small/language_models/tiny-gpt2/rank.json", "lm-report tiny-gpt2=",
                    "reports/small/figures/language_models"):  # fmt: skip
         assert needle in output, output[-3000:]

@@ -113,7 +113,8 @@ RUN_ELSEWHERE = {
     "sweep_taylor_scale --out-figure reports/figures/sweep_taylor_scale": "tests/test_sweeps.py (a sweep's summary)",
     "pip install -e '.[hf]'": "changes the environment; the test extra holds the hf extra already",
     "python -m softmax_bottleneck analyze-lm --model ~/models/gpt2 --text resources/data/ptb/test.txt --rows full "
-    "--out-json gpt2-ptb.json --out-spectrum gpt2-ptb-spectrum.csv": "tests/test_analyze_lm.py (a tiny local GPT-2)",
+    "--memory-budget-gb 24 --out-json gpt2-ptb.json --out-spectrum gpt2-ptb-spectrum.csv": "tests/test_analyze_lm.py "
+    "(a tiny local GPT-2)",
     "python -m softmax_bottleneck lm-report gpt2=gpt2-ptb.json --out-table lm --out-figure lm": "tests/test_analyze_lm.py",  # noqa: E501
     "python -m softmax_bottleneck table table2 --summary-dir results/summary --out reports/tables/table2": "tests/test_tables.py (paper-scale summaries)",  # noqa: E501
     "snakemake --unlock --profile profiles/slurm --directory $STUDY --configfile config/config.yaml": "tests/test_slurm.py (a controller killed, --unlock, the same command)",  # noqa: E501

@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None, *, heartbeat: bool = False) -> int:
             datefmt="%Y-%m-%d %H:%M:%S",
             stream=sys.stderr,
         )
+        if not args.verbose:  # matplotlib's PDF backend subsets fonts through fontTools, tens of INFO lines a figure
+            logging.getLogger("fontTools").setLevel(logging.WARNING)
         if heartbeat:
             from softmax_bottleneck.cluster import heartbeat as beat
 

@@ -1,6 +1,8 @@
 # What the rules of language_models.smk need: the configured models, the text they read and the options of
 # analyze-lm (functions only: `snakemake --lint` asks rules and functions apart).
 
+import math
+
 LM_CONFIG = config.get("language_models") or {}
 #: name -> local model folder (relative paths: against the working directory)
 LM_MODELS = {
@@ -30,7 +32,17 @@ def lm_model_files(wildcards):
 
 
 def lm_options(wildcards):
-    """``--rows`` and ``--stride`` of analyze-lm from the config (stride null: half the window)."""
-    stride = LM_CONFIG.get("stride")
-    rows = LM_CONFIG.get("rows") or "full"
-    return f"--rows {rows} --stride {int(stride)}" if stride else f"--rows {rows}"
+    """``--rows``, ``--stride`` and ``--memory-budget-gb`` of analyze-lm from the config (null: its default)."""
+    options = [f"--rows {LM_CONFIG.get('rows') or 'full'}"]
+    if LM_CONFIG.get("stride"):
+        options.append(f"--stride {int(LM_CONFIG['stride'])}")
+    if LM_CONFIG.get("memory_budget_gb"):
+        options.append(f"--memory-budget-gb {float(LM_CONFIG['memory_budget_gb'])}")
+    return " ".join(options)
+
+
+def lm_mem_mb(wildcards, attempt):
+    """Host memory of one analyze_lm job: the singular values' budget plus 8 GiB (model, row pass), at least
+    32 GB, more on a retry."""
+    budget = LM_CONFIG.get("memory_budget_gb") or 17
+    return max(32000, math.ceil((budget + 8) * 2**30 / 1e6)) * attempt

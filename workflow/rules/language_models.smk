@@ -29,7 +29,7 @@ rule analyze_lm:
     threads: 8
     resources:
         gpu=1,
-        mem_mb=32000,
+        mem_mb=lm_mem_mb,
         runtime=240,
     params:
         model=lambda wildcards: LM_MODELS[wildcards.lm],

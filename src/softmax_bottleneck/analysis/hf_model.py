@@ -5,8 +5,10 @@ Loading never reaches the network and never runs code from the folder: ``local_f
 ``transformers`` could take it for a Hub name. Only safetensors weights are read (a pickle such as
 ``pytorch_model.bin`` is refused unread, with how to convert it), each file checked whole and its tensors' shapes
 against ``config.json`` before the model is built (where the model can be built empty, on the meta device; else
-loading itself finds the mismatch); the folder must hold its tokenizer's vocabulary, of no more tokens
-than the model outputs. Every failure is one :class:`~softmax_bottleneck.analysis.inputs.InputError` naming the file.
+loading itself finds the mismatch), and after loading every tensor of either side found in the other (a
+``config.json`` of more or fewer layers than the weights); the model must be causal (a later token does not change
+an earlier position's output); the folder must hold its tokenizer's vocabulary, of no more tokens than the model
+outputs. Every failure is one :class:`~softmax_bottleneck.analysis.inputs.InputError` naming the file.
 """
 
 from __future__ import annotations
@@ -215,14 +217,16 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
             f"{path}: not a causal language model (model_type {getattr(config, 'model_type', '?')!r} has no "
             "AutoModelForCausalLM class in this transformers; custom code is never run)"
         )
-    check_weights(weight_files(path), config)
+    files = weight_files(path)
+    check_weights(files, config)
     vocabulary = tokenizer_file(path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            path, config=config, use_safetensors=True, **_from_pretrained_kwargs(dtype)
+        model, loading = AutoModelForCausalLM.from_pretrained(
+            path, config=config, use_safetensors=True, output_loading_info=True, **_from_pretrained_kwargs(dtype)
         )
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
         raise InputError(f"{path}: cannot load the causal language model: {_one_line(err)}") from None
+    check_loading(loading, files[0] if len(files) == 1 else path / SAFETENSORS_INDEX)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, **_from_pretrained_kwargs())
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -231,7 +235,55 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
         raise InputError(f"{vocabulary}: no usable tokenizer ({len(tokenizer) if callable(tokenizer) else 0} tokens)")
     model.eval()
     model.to(device)
+    check_causal(model, path)
     return model, tokenizer
+
+
+def check_loading(loading: dict, weights: Path) -> None:
+    """The weights ``from_pretrained`` loaded are exactly the tensors of the model ``config.json`` describes
+    (``output_loading_info``): a tensor the weights lack would be left random (``config.json`` says more layers
+    than the weights hold), one the model lacks is dropped (fewer) - either way the numbers would not be the
+    model's."""
+    for key, told in (("missing_keys", "lack {n} tensor(s) of the model config.json describes (e.g. {first}), "
+                                        "which would be left random"),
+                      ("unexpected_keys", "hold {n} tensor(s) the model config.json describes has no place for "
+                                          "(e.g. {first}), which would be dropped")):  # fmt: skip
+        names = sorted(loading.get(key) or ())
+        if names:
+            raise InputError(
+                f"{weights}: the weights {told.format(n=len(names), first=names[0])}: the weights and config.json "
+                "are of different models"
+            )
+
+
+#: the probe of :func:`check_causal`: tokens, and how far an earlier position's logits may move (relative to the
+#: largest logit; a causal model's move by nothing: the same operations on the same earlier tokens)
+CAUSAL_PROBE_TOKENS = 8
+CAUSAL_TOLERANCE = 1e-6
+
+
+def check_causal(model, path: Path) -> None:
+    """The model's logits at a position do not depend on later tokens: two probe sequences that differ only in
+    their last token give the same logits before it. A class ``AutoModelForCausalLM`` loads may still attend both
+    ways (a masked LM's BERT loaded as ``BertLMHeadModel`` without ``is_decoder``); its rows would see the token
+    they score."""
+    import torch
+
+    vocab = head_info(model).vocab_size
+    n = max(2, min(CAUSAL_PROBE_TOKENS, context_length(model.config, CAUSAL_PROBE_TOKENS)))
+    device = next(model.parameters()).device
+    first = (torch.arange(n, device=device) * 7 + 3) % vocab
+    second = first.clone()
+    second[-1] = (second[-1] + 1) % vocab
+    with torch.no_grad():  # one sequence a call: the same kernels on the same shapes
+        logits = [model(input_ids=ids[None]).logits[0, :-1].double() for ids in (first, second)]
+    moved = float((logits[0] - logits[1]).abs().max())
+    if moved > CAUSAL_TOLERANCE * max(1.0, float(logits[0].abs().max())):
+        raise InputError(
+            f"{path}: not a causal language model: its output at earlier positions changes with a later token "
+            f"(by up to {moved:.3g}), so each row would see the token it scores (a bidirectional model such as a "
+            "masked-LM BERT, loaded as a decoder)"
+        )
 
 
 def tokenize_text(tokenizer, text_file: str | os.PathLike):

@@ -4,7 +4,7 @@ The same analysis as ``analyze`` (:mod:`softmax_bottleneck.analysis.logp`), for 
 local folder (``save_pretrained``: ``config.json``, the weights, the tokenizer files). Row r of the matrix is the
 model's full next-token vector log P(· | tokens 0…r) of the tokenised text, in float32, over the model's whole output
 vocabulary (the columns); rows stream into :class:`softmax_bottleneck.analysis.rank.RankStream`, so the matrix is never
-held unless the exact SVD fits ``--memory-budget-gb``.
+held unless ``auto`` (or ``--method exact``) takes the exact SVD.
 
 A transformer sees a bounded context, so the text is read in sliding windows of ``context`` tokens (the model's
 ``n_positions`` / ``max_position_embeddings``, capped) moved by ``stride`` tokens, as in Hugging Face's perplexity
@@ -19,7 +19,8 @@ floating-point noise; a mixture of softmaxes can).
 The folder is loaded by :mod:`softmax_bottleneck.analysis.hf_model` (local files only, no code from the folder,
 safetensors weights only, checked before the model is built). Outputs
 are written as ``analyze`` writes them (:mod:`softmax_bottleneck.analysis.outputs`): ``--save-logp``'s disk space is
-reserved before the first row, and nothing is left on a failure.
+reserved before the first row, and all of them or none are left (a failure or an interruption removes those the run
+wrote).
 """
 
 from __future__ import annotations
@@ -43,10 +44,17 @@ from softmax_bottleneck.analysis.hf_model import (
     tokenize_text,
 )
 from softmax_bottleneck.analysis.inputs import InputError, report, resolve_device
-from softmax_bottleneck.analysis.outputs import OutputError, npy_writer, remove_stale_temporaries, write_text
+from softmax_bottleneck.analysis.outputs import (
+    OutputError,
+    all_or_none,
+    npy_writer,
+    remove_stale_temporaries,
+    write_text,
+)
 from softmax_bottleneck.analysis.rank import (
     DEFAULT_MEMORY_BUDGET,
     METHODS,
+    MemoryBudgetError,
     RankStream,
     add_memory_budget_option,
     spectrum_table,
@@ -181,6 +189,8 @@ def analyze_stream(
     n_rows = n_rows_for(rows, n_tokens)
     if n_rows < 1:
         raise ValueError(f"the text has {n_tokens} token(s): no next-token rows to analyse")
+    if rows != "full" and n_rows < int(rows):
+        log.warning("--rows %s: the text's %d tokens give %d rows; ranking those", rows, n_tokens, n_rows)
     stream = RankStream(n_cols, method, device=str(device), memory_budget_bytes=memory_budget_bytes,
                         expected_rows=n_rows)  # fmt: skip
     cuda = str(device).startswith("cuda")
@@ -269,7 +279,7 @@ def add_cli(parser) -> None:
         "--method",
         default="auto",
         choices=METHODS,
-        help="singular-value method; auto: exact SVD if it fits --memory-budget-gb, else TSQR",
+        help="singular-value method; auto: exact SVD up to a 1 GiB float64 matrix, else the streamed Gram",
     )
     add_memory_budget_option(parser)
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
@@ -339,11 +349,12 @@ def run_cli(args) -> int:
     with stop_on_signals("analyze-lm"):
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
         try:
-            sv, summary = analyze_language_model(args)
-            if args.out_spectrum:
-                write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
-            write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
-        except NonFiniteLogP as err:
+            with all_or_none(args.save_logp, args.out_spectrum, args.out_json):
+                sv, summary = analyze_language_model(args)
+                if args.out_spectrum:
+                    write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
+                write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
+        except (NonFiniteLogP, MemoryBudgetError) as err:
             return report("analyze-lm", f"{args.model}: {err}")
         except (InputError, OutputError) as err:
             return report("analyze-lm", err)

@@ -34,7 +34,13 @@ from pathlib import Path
 import torch
 
 from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, report
-from softmax_bottleneck.analysis.outputs import OutputError, npy_writer, remove_stale_temporaries, write_text
+from softmax_bottleneck.analysis.outputs import (
+    OutputError,
+    all_or_none,
+    npy_writer,
+    remove_stale_temporaries,
+    write_text,
+)
 from softmax_bottleneck.analysis.rank import (
     DEFAULT_MEMORY_BUDGET,
     METHODS,
@@ -305,23 +311,17 @@ def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
         try:
-            model, meta, corpus = model_and_corpus(args)
-            sv, summary = analyze(model, corpus.test, meta["dataset"], args.rows, args.method,
-                                  int(args.memory_budget_gb * 2**30), args.save_logp)  # fmt: skip
-        except NonFiniteLogP as err:
+            with all_or_none(args.save_logp, args.out_spectrum, args.out_json):
+                model, meta, corpus = model_and_corpus(args)
+                sv, summary = analyze(model, corpus.test, meta["dataset"], args.rows, args.method,
+                                      int(args.memory_budget_gb * 2**30), args.save_logp)  # fmt: skip
+                summary.update(checkpoint=str(args.checkpoint), dataset=meta["dataset"], variant=meta["variant"])
+                if args.out_spectrum:
+                    write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
+                write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
+        except (NonFiniteLogP, MemoryBudgetError) as err:
             return report("analyze", f"{args.checkpoint}: {err}")
-        except MemoryBudgetError as err:
-            return report("analyze", f"{args.checkpoint}: {err}")
-        except InputError as err:
-            return report("analyze", err)
-        except OutputError as err:
-            return report("analyze", err)
-        summary.update(checkpoint=str(args.checkpoint), dataset=meta["dataset"], variant=meta["variant"])
-        try:
-            if args.out_spectrum:
-                write_text(spectrum_table(sv).to_csv(index=False), args.out_spectrum)
-            write_text(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False) + "\n", args.out_json)
-        except OutputError as err:
+        except (InputError, OutputError) as err:
             return report("analyze", err)
     log.info(
         "Press' rank %d of %s; ε-ranks %s; log-P test loss %.4f (ppl %.2f); %.0fs (%s)",

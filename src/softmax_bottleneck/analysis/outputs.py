@@ -4,7 +4,8 @@ Each output is written to a locked temporary beside it (``.<name>.<random>.tmp``
 renamed into place; a ``.npy`` log-P matrix (``--save-logp``, gigabytes) has its disk space reserved before the first
 row (:func:`reserve`), so a full disk fails there in one line instead of as SIGBUS inside the memory map. Any write
 error is an :class:`OutputError` naming the output; the temporary is removed, and one left by a killed run is removed
-by the next run (:func:`remove_stale_temporaries`).
+by the next run (:func:`remove_stale_temporaries`). A command's outputs are all written or none
+(:func:`all_or_none`).
 """
 
 from __future__ import annotations
@@ -144,6 +145,32 @@ def npy_writer(path, shape):
         raise
     except OSError as err:
         raise output_error(path, err) from None
+
+
+def _identity(path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+@contextmanager
+def all_or_none(*paths):
+    """The outputs ``paths`` (None: not asked for) stay only if the whole block succeeds: on any exception, an
+    interruption included (:class:`~softmax_bottleneck.analysis.signals.Interrupted`), each one the block wrote (a
+    new file at its path: every write renames a new file into place) is removed again, so a ``.npy`` finished before
+    a failed SVD or summary is not left without them. Files the block did not write are left alone."""
+    before = {Path(p): _identity(p) for p in paths if p is not None}
+    try:
+        yield
+    except BaseException:
+        for path, identity in before.items():
+            now = _identity(path)
+            if now is not None and now != identity:
+                path.unlink(missing_ok=True)
+                log.info("removed %s: the command did not finish", path)
+        raise
 
 
 def write_text(text: str, path) -> None:

@@ -89,7 +89,9 @@ def memory_needed(method: str, rows: int, n_cols: int, device: str = "cpu", item
 
 
 def _gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.1f} GiB"
+    """``9.3 GiB``; below 1 GiB in MiB or KiB (``0.1 GiB`` over a budget of ``0.1 GiB`` would say nothing)."""
+    unit, scale = next((u, s) for u, s in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if nbytes >= s or u == "KiB")
+    return f"{nbytes / scale:.1f} {unit}"
 
 
 def check_memory(method: str, rows: int, n_cols: int, device: str, budget_bytes: int, itemsize: int = 4) -> int:

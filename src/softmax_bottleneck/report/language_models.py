@@ -213,5 +213,7 @@ def run_cli(args) -> int:
         render(analyses, args.out_table, args.out_figure)
     except ValueError as err:
         raise SystemExit(f"lm-report: {err}") from None
-    log.info("wrote %s", ", ".join(p for p in (args.out_table, args.out_figure) if p))
+    written = [f"{args.out_table}.{ext}" for ext in ("csv", "md") if args.out_table]
+    written += [f"{args.out_figure}.{ext}" for ext in ("pdf", "png") if args.out_figure]
+    log.info("wrote %s", ", ".join(written))
     return 0
