@@ -99,6 +99,39 @@ def test_a_summary_that_is_not_a_file_is_refused_never_waited_on(study, tmp_path
     no_page(prefix)
 
 
+@pytest.mark.parametrize("cut", ["press_rank", "test_ppl", "everything"])
+def test_a_summary_without_the_columns_its_claims_read_is_refused(study, tmp_path, cut):
+    """Before, main.csv without its press_rank column (or emptied to 0 bytes) gave a page on which the claims that
+    read it were "too few runs", with nothing said."""
+    folder = copy_of(study, tmp_path)
+    if cut == "everything":
+        (folder / "main.csv").write_bytes(b"")
+        needles = ("main.csv: empty (no header): not a summary of the workflow",)
+    else:
+        pd.read_csv(folder / "main.csv", keep_default_na=False).drop(columns=cut).to_csv(folder / "main.csv",
+                                                                                           index=False)  # fmt: skip
+        needles = (f"main.csv: no column {cut}: not a summary of the workflow",)
+    prefix = tmp_path / "claims"
+    refused(claims("--summary-dir", str(folder), "--out", str(prefix)), *needles)
+    no_page(prefix)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--simulate", "--seeds"], "--simulate draws its own studies and writes its table to stdout; drop --seeds"),
+        (["--out", "page"], "the page needs its input: --summary-dir DIR (the study's results/summary) or --paper"),
+        (["--paper"], "the page needs --out PREFIX"),
+    ],
+)
+def test_arguments_that_do_not_go_together_are_refused_before_any_work(tmp_path, args, needle):
+    """Before, --simulate ignored --seeds (minutes of simulation), and a page without --out was asked --summary-dir."""
+    done = subprocess.run([sys.executable, "-m", "softmax_bottleneck", "claims", *args], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    refused(done, needle)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_summary_folder_that_does_not_exist_is_refused(tmp_path):
     refused(claims("--summary-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "claims")), "no such folder")
 

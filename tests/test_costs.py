@@ -251,6 +251,9 @@ BAD_PLANS = {
     "epochs a fraction": ({"epochs": "2.5"}, "column epochs, row 2: '2.5' is not a whole number"),
     "epochs zero": ({"epochs": "0"}, "column epochs, row 2: '0' is impossible (epochs count from 1)"),
     "variant empty": ({"variant": ""}, "column variant, row 2 is empty"),
+    "schedule unknown": ({"schedule": "NT"}, "column schedule, row 2: 'NT' is not one of et, nt"),
+    "dataset unknown": ({"dataset": "penn"}, "column dataset, row 2: 'penn' is not one of ptb, wt2"),
+    "run twice": ({}, "row 2 repeats the run of row 1 (r)"),
 }
 
 
@@ -271,6 +274,30 @@ def test_a_plan_is_read_strictly_and_refused_in_one_line_naming_file_column_and_
         result = subprocess.run(cmd, capture_output=True, text=True)
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines()[-1].endswith(f"costs: {plan_path}: {message}")
+
+
+def test_a_plan_of_only_its_header_is_refused_in_one_line(bench, tmp_path):
+    """Before: a traceback (max() of no epochs), exit status 1."""
+    plan_path = tmp_path / "plan.csv"
+    plan_path.write_text(",".join(PLAN_ROW) + "\n")
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(bench), "--plan", str(plan_path)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .endswith(f"costs: {plan_path}: no training job (only the header): nothing to price")
+    )
+
+
+def test_a_benchmark_record_without_its_seconds_is_skipped_not_counted(bench, caplog):
+    """Before, a record whose s was text counted as a job of no time (the rule's jobs and mean went wrong)."""
+    before = costs.summarize_rules(costs.read_benchmarks(bench))
+    (bench / "train" / "words.tsv").write_text(HEADER + "\n" + "\t".join(["abc"] + ["1"] * (HEADER.count("\t"))) + "\n")
+    with caplog.at_level("WARNING"):
+        after = costs.summarize_rules(costs.read_benchmarks(bench))
+    pd.testing.assert_frame_equal(after, before)
+    assert "words.tsv: row 1, column s: 'abc' is not a number of seconds" in caplog.text
 
 
 def test_a_plan_that_is_a_link_or_a_fifo_is_refused_unread(tmp_path):
@@ -322,7 +349,7 @@ def test_a_real_bench_output_projects_the_runs_on_its_device(tmp_path):
         subprocess.run(cmd, stdout=fh, check=True)
     measured = json.loads(out.read_text())["projected_seconds_per_epoch"]
     plan = tmp_path / "plan.csv"
-    rows = [dict(run=f"r{i}", experiments="main", dataset="ptb", variant=v, schedule="et", epochs=1000)
+    rows = [dict(run=f"{v}-{i}", experiments="main", dataset="ptb", variant=v, schedule="et", epochs=1000)
             for v in ("softmax", "ss") for i in range(3)]  # fmt: skip
     pd.DataFrame(rows).to_csv(plan, index=False)
     csv = tmp_path / "costs.csv"

@@ -145,3 +145,19 @@ def test_the_measured_speeds_and_analyses_are_those_benchmarks_md_reports():
     for row in measured.records("analyses"):
         seconds = row["seconds"]
         assert f"{seconds} s" in text or f"{seconds} s =" in text, row
+
+
+def test_runs_smaller_than_the_papers_are_said_to_be_priced_at_paper_size(paper):
+    """Before, `plan --config config/small.yaml` gave its tiny runs 8 V100 GPU-hours and said nothing."""
+    assert plan.size_note(paper) == []
+    small = Study(study_config.check(study_config.load([str(REPO / "config" / "small.yaml")])))
+    note = plan.size_note(small)
+    assert len(note) == 1 and note[0].startswith(f"Note: {len(small.jobs)} of {len(small.jobs)} runs are not of the "
+                                                 "paper's size (nemb, nhid, nhidlast, nlayers, batch_size, bptt, "
+                                                 "train_tokens set by the configuration)")  # fmt: skip
+    config = study_config.load([str(REPO / "config" / "config.yaml")])
+    config["model_overrides"] = {"variants": {"mos": {"nhid": 500}}}
+    one = Study(study_config.check(config))
+    mos = [run for run in one.jobs.values() if run.variant == "mos"]
+    assert mos and plan.size_note(one)[0].startswith(f"Note: {len(mos)} of {len(one.jobs)} runs are not of the "
+                                                     "paper's size (nhid set by")  # fmt: skip

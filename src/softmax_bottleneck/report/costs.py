@@ -111,11 +111,17 @@ def read_benchmarks(root: str | os.PathLike) -> pd.DataFrame:
             continue
         if frame.empty:
             continue
+        seconds = pd.to_numeric(frame["s"], errors="coerce")
+        bad = (seconds.isna() | (seconds < 0)).to_numpy().nonzero()[0]
+        if len(bad):
+            value = frame["s"].iloc[bad[0]]
+            log.warning("skipping %s: row %d, column s: %r is not a number of seconds", path, bad[0] + 1, value)
+            continue
         part = pd.DataFrame(
             {
                 "rule": _rule_of(path, root, frame),
                 "file": str(path.relative_to(root)),
-                "s": pd.to_numeric(frame["s"], errors="coerce"),
+                "s": seconds,
                 "max_rss": pd.to_numeric(frame.get("max_rss"), errors="coerce"),
                 "cpu_time": pd.to_numeric(frame.get("cpu_time"), errors="coerce"),
             }

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import presets, readback
 from softmax_bottleneck.report.bench_speeds import MeasuredSpeeds
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.plan import (
@@ -100,18 +100,35 @@ PLAN_COLUMNS = ("experiments", "dataset", "variant", "schedule", "epochs")
 
 
 def read_plan(path: str | os.PathLike) -> pd.DataFrame:
-    """The workflow's plan ``path`` (``snakemake plan``: results/plan/training_jobs.csv) through the bounded reader,
-    with the columns the projection reads, each cell given and every ``epochs`` a whole number ≥ 1;
+    """The workflow's plan ``path`` (``snakemake plan``: results/plan/training_jobs.csv) through the bounded reader:
+    at least one job, the columns the projection reads, each cell given, every ``dataset`` and ``schedule`` one the
+    study knows, every ``epochs`` a whole number ≥ 1, and no ``run`` listed twice (it would be priced twice);
     :class:`~softmax_bottleneck.readback.ReadbackError` naming the file, column and row otherwise."""
     frame = readback.read_csv(path, dtype=str)
     missing = [column for column in PLAN_COLUMNS if column not in frame.columns]
     if missing:
         raise readback.ReadbackError(path, f"not a training plan of `snakemake plan` (no column {', '.join(missing)})")
+    if frame.empty:
+        raise readback.ReadbackError(path, "no training job (only the header): nothing to price")
     for column in PLAN_COLUMNS:
         blank = (frame[column].isna() | (frame[column].str.strip() == "")).to_numpy().nonzero()[0]
         if len(blank):
             raise readback.ReadbackError(path, f"column {column}, row {blank[0] + 1} is empty")
+    for column, known in (("dataset", presets.DATASETS), ("schedule", presets.SCHEDULES)):
+        unknown = (~frame[column].isin(known)).to_numpy().nonzero()[0]
+        if len(unknown):
+            value = frame[column].iloc[unknown[0]]
+            raise readback.ReadbackError(
+                path, f"column {column}, row {unknown[0] + 1}: {value!r} is not one of {', '.join(known)}"
+            )
     readback.check_columns(frame, path)  # epochs: a whole number ≥ 1 (readback.BOUNDS)
+    if "run" in frame.columns:
+        repeated = frame["run"].duplicated().to_numpy().nonzero()[0]
+        if len(repeated):
+            first = int(frame.index[frame["run"] == frame["run"].iloc[repeated[0]]][0])
+            raise readback.ReadbackError(
+                path, f"row {repeated[0] + 1} repeats the run of row {first + 1} ({frame['run'].iloc[first]})"
+            )
     return frame
 
 

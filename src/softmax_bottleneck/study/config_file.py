@@ -51,7 +51,11 @@ def read(path: str | Path) -> dict:
     try:
         raw = readback.read_bytes(path, MAX_CONFIG_BYTES, follow_links=True, what="configuration")
     except FileNotFoundError:
-        raise ConfigError("not found (run from the repository root, or pass --configfile FILE)", str(path)) from None
+        raise ConfigError(
+            "not found (run from the repository root, or name the configuration: snakemake --configfile FILE; "
+            "plan, costs, status and preview --config FILE)",
+            str(path),
+        ) from None
     except readback.TooLarge as err:
         raise ConfigError(
             f"{err.size:,} bytes, over the {MAX_CONFIG_BYTES:,} a configuration may have (config/config.yaml has "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from softmax_bottleneck import paper_numbers, presets
 from softmax_bottleneck.study.run_status import experiment_label
-from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study
+from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, same_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -233,10 +233,34 @@ def run_cli(args, on_card=None) -> int:
     print(f"Training plan of {source}: {len(study.jobs)} training jobs (a run that several experiments use "
           "is trained once); projected with the paper's V100 seconds per epoch × epochs.\n")  # fmt: skip
     print(plan_markdown(table))
-    for note in [*proxy_notes(proxy_priced(study)), *stale_runs(study)]:
+    for note in [*size_note(study), *proxy_notes(proxy_priced(study)), *stale_runs(study)]:
         print(note)
     print("\n".join(plan_footer(study, args.gpus, args.per_gpu, on_card(study) if on_card else None)))
     return 0
+
+
+#: hyper-parameters that set what one epoch computes: a run whose value differs from its preset's is not paper-size
+SIZE_KEYS = ("nemb", "nhid", "nhidlast", "nlayers", "batch_size", "bptt", "train_tokens")
+
+
+def size_note(study: Study) -> list[str]:
+    """A note when some of ``study``'s runs are not of the paper's size (:data:`SIZE_KEYS` set otherwise than their
+    preset): the paper's seconds per epoch price an epoch of the paper's model on the whole corpus, not theirs."""
+    keys: dict[str, None] = {}
+    odd = 0
+    for run in study.jobs.values():
+        preset = presets.resolve(run.dataset, run.variant, run.schedule)
+        own = [key for key in SIZE_KEYS if not same_value(run.hyperparameters.get(key), preset.get(key))]
+        odd += bool(own)
+        keys.update(dict.fromkeys(own))
+    if not odd:
+        return []
+    changed = ", ".join(key for key in SIZE_KEYS if key in keys)
+    return [
+        f"Note: {odd} of {len(study.jobs)} runs are not of the paper's size ({changed} set by the configuration): "
+        "the GPU-hours here price paper-size epochs, not theirs (the small scale trains on a CPU in minutes, "
+        "docs/running.md)."
+    ]
 
 
 #: attempts after which a training job's memory stops growing (a time-limit or pre-emption retry is not an

@@ -88,6 +88,10 @@ def run_cli(args) -> int:
         raise SystemExit("claims: give --summary-dir or --paper, not both")
     if args.summary_dir and not Path(args.summary_dir).is_dir():
         raise SystemExit(f"claims: --summary-dir {args.summary_dir}: no such folder (the study's results/summary)")
+    if args.simulate and (args.seeds or args.summary_dir or args.paper or args.out):
+        given = [f"--{o.replace('_', '-')}" for o in ("seeds", "summary_dir", "paper", "out") if getattr(args, o)]
+        raise SystemExit(f"claims: --simulate draws its own studies and writes its table to stdout; drop "
+                         f"{', '.join(given)}")  # fmt: skip
     names = set(args.claim) if args.claim else None
     if args.simulate:
         table = simulate(names, args.studies, args.seed)
@@ -100,8 +104,10 @@ def run_cli(args) -> int:
     if args.seeds:
         sys.stdout.write(seeds_markdown(seeds_table(decisions, ours=bool(args.summary_dir))))
         return 0
-    if not args.out or not (args.summary_dir or args.paper):
-        raise SystemExit("claims: the page needs --out PREFIX and --summary-dir DIR (or --paper)")
+    if not (args.summary_dir or args.paper):
+        raise SystemExit("claims: the page needs its input: --summary-dir DIR (the study's results/summary) or --paper")
+    if not args.out:
+        raise SystemExit("claims: the page needs --out PREFIX (its .csv, .md, .html and .tex)")
     banner = args.banner
     if args.paper:
         banner = f"{banner} — " if banner else ""
