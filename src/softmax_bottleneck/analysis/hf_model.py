@@ -257,7 +257,7 @@ def check_loading(loading: dict, weights: Path) -> None:
 
 
 #: the probe of :func:`check_causal`: tokens, and how far an earlier position's logits may move (relative to the
-#: largest logit; a causal model's move by nothing: the same operations on the same earlier tokens)
+#: largest logit; a causal model's do not move at all: the same operations on the same earlier tokens)
 CAUSAL_PROBE_TOKENS = 8
 CAUSAL_TOLERANCE = 1e-6
 

@@ -200,9 +200,9 @@ def check_sweeps(config: dict) -> None:
                         "sweep {key} with a variant that owns it")  # fmt: skip
 
 
-def _trained(config: dict) -> dict[tuple[str, str, str], None]:
-    """Every (variant, dataset, schedule) the configuration's experiments and sweeps train, in order (a dataset the
-    variant lacks is left to :func:`check_sweeps`)."""
+def _trained(config: dict) -> list[tuple[str, str, str]]:
+    """Every (variant, dataset, schedule) the configuration's experiments and sweeps train, once each, in order (a
+    dataset the variant lacks is left to :func:`check_sweeps`)."""
     triples = {
         (variant, dataset, schedule): None
         for experiment in config["experiments"].values()
@@ -212,7 +212,7 @@ def _trained(config: dict) -> dict[tuple[str, str, str], None]:
     }
     for sweep in (config.get("sweeps") or {}).values():
         triples.update({(sweep["variant"], dataset, sweep["schedule"]): None for dataset in sweep["datasets"]})
-    return {triple: None for triple in triples if triple[1] in presets.variant_datasets(triple[0])}  # else named later
+    return [triple for triple in triples if triple[1] in presets.variant_datasets(triple[0])]
 
 
 def check_model_overrides(config: dict) -> None:
