@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from test_tables import make_summaries
 
 from softmax_bottleneck.report import figures
-from softmax_bottleneck.report.summaries import RUN_COLUMNS
+from softmax_bottleneck.report.summaries import RUN_COLUMNS, SPECTRA_COLUMNS, TOP5_COLUMNS, WORDSIM_COLUMNS
 
 
 def _draw(fig) -> None:
@@ -52,11 +52,9 @@ def test_requires():
 def test_empty_and_missing_inputs(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    for fname in {f for files in figures.REQUIRES.values() for f in files}:
-        columns = (
-            ["dataset", "variant", "index", "sigma", "sigma_normalised"] if fname == "spectra.csv" else RUN_COLUMNS
-        )
-        pd.DataFrame(columns=columns).to_csv(empty / fname, index=False)
+    headers = {"spectra.csv": SPECTRA_COLUMNS, "wordsim.csv": WORDSIM_COLUMNS, "top5.csv": TOP5_COLUMNS}
+    for fname in {f for files in figures.REQUIRES.values() for f in files}:  # each as the workflow writes it
+        pd.DataFrame(columns=headers.get(fname, RUN_COLUMNS)).to_csv(empty / fname, index=False)
     for name in figures.FIGURES:  # header-only files: empty panels with a note, no crash (drawing included)
         _draw(figures.build(name, empty))
     with pytest.raises(FileNotFoundError, match="spectra.csv"):

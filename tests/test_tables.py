@@ -428,3 +428,29 @@ def test_older_summaries_without_some_columns_give_the_same_tables(summary_dir, 
     for name in ("figure3", "figure4"):
         figures.render(name, older, tmp_path / name)
         assert (tmp_path / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("item", "file", "cut"),
+    [("table2", "main.csv", "test_ppl"), ("table2", "main.csv", "variant"), ("sm_table3", "wordsim.csv", "spearman"),
+     ("figure2", "gss_grid.csv", "press_rank"), ("figure7", "spectra.csv", "sigma"), ("table2", "main.csv", None)],
+)  # fmt: skip
+def test_a_summary_without_a_column_it_must_have_is_refused_not_shown_as_runs_not_made(summary_dir, tmp_path, item,
+                                                                                         file, cut):  # fmt: skip
+    """Before, main.csv without test_ppl gave Table 2 with every test perplexity "—" (a run not made yet) and exit
+    status 0; without variant, n = 0 everywhere and a caption blaming too few seeds; figures drew empty panels."""
+    from softmax_bottleneck.cli import main
+
+    broken = tmp_path / "summary"
+    shutil.copytree(summary_dir, broken)
+    if cut is None:
+        (broken / file).write_bytes(b"")
+        needle = f"{broken / file}: empty (no header): not a summary of the workflow"
+    else:
+        pd.read_csv(summary_dir / file).drop(columns=cut).to_csv(broken / file, index=False)
+        needle = f"{broken / file}: no column {cut}: not a summary of the workflow"
+    kind = "figure" if item.startswith("figure") and item != "figure2_pearson" else "table"
+    with pytest.raises(SystemExit) as exc:
+        main([kind, item, "--summary-dir", str(broken), "--out", str(tmp_path / "out" / item)])
+    assert str(exc.value.code).startswith(f"{kind} {item}: ") and needle in str(exc.value.code)
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []

@@ -335,6 +335,24 @@ def built_parameter_counts(hp: dict, vocab_size: int) -> tuple[int, int]:
     return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
 
 
+def not_owned(variant: str, overrides: dict | None) -> list[str]:
+    """The keys of ``overrides`` that ``variant`` does not have: another output layer's hyper-parameters, which
+    :func:`resolve` drops (a workflow's ``model_overrides/all`` may set them for the layers that own them)."""
+    layer = output_layer(variant_info(variant).output_layer)
+    own = set(base_hyperparameters()) | set(layer.hyperparameters)
+    return [key for key in overrides or {} if key not in own]
+
+
+def not_owned_text(variant: str, keys: list[str]) -> str:
+    """``--set n_experts: ...``: what :func:`not_owned` found, in one line."""
+    layer = output_layer(variant_info(variant).output_layer)
+    own = ", ".join(sorted(layer.hyperparameters)) or "none"
+    return (
+        f"--set {', '.join(keys)}: variant {variant!r} has no such hyper-parameter (another output layer's; "
+        f"{layer.name}'s own: {own}), so it changes nothing"
+    )
+
+
 def describe(dataset: str, variant: str, schedule: str = "et", overrides: dict | None = None) -> dict:
     hp = resolve(dataset, variant, schedule, overrides)
     vocab = VOCAB_SIZES[dataset]
@@ -377,7 +395,11 @@ def add_cli(parser) -> None:
 
 def run_cli(args) -> int:
     try:
-        info = describe(args.dataset, args.variant, args.schedule, parse_overrides(args.overrides))
+        overrides = parse_overrides(args.overrides)
+        foreign = not_owned(args.variant, overrides)
+        if foreign:
+            raise ValueError(not_owned_text(args.variant, foreign))
+        info = describe(args.dataset, args.variant, args.schedule, overrides)
     except ValueError as err:
         raise SystemExit(f"describe: {err}") from None
     except Exception as err:  # a crash in an output layer's own code (building it, counting its parameters)

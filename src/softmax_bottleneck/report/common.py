@@ -26,7 +26,7 @@ import pandas as pd
 from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.report import reported
-from softmax_bottleneck.report.summaries import TOP5_COLUMNS
+from softmax_bottleneck.report.summaries import SOURCE_COLUMNS, TOP5_COLUMNS, TOP5_MODEL_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +101,35 @@ def require_summaries(what: str, summary_dir, files: Sequence[str]) -> None:
             raise FileNotFoundError(f"{what} needs summary file {path}, which does not exist")
 
 
-def read_summary(summary_dir, name: str, *, text: Sequence[str] = (), numbers: Sequence[str] = ()) -> pd.DataFrame:
-    """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent; a binary or malformed file or an
-    impossible number (a perplexity below 1, ...) is a :class:`~softmax_bottleneck.readback.ReadbackError` naming
-    it, its column and row. Every column named in ``text`` (strings) or ``numbers`` (floats) is there, empty where
-    the file lacks it (a small-scale or an older summary)."""
+#: the columns every run summary the workflow writes has, and the tables, figures and claims read: a file without
+#: one (emptied, or a column cut out) would show every cell that reads it as "—", a run not made yet
+RUN_REQUIRED = ("dataset", "variant", "schedule", "seed", "seed_kind", "train_ppl", "valid_ppl", "test_ppl",
+                "press_rank")  # fmt: skip
+
+
+def read_summary(
+    summary_dir,
+    name: str,
+    *,
+    text: Sequence[str] = (),
+    numbers: Sequence[str] = (),
+    required: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Read ``summary_dir/name``; FileNotFoundError naming the file if it is absent; a binary or malformed file, an
+    impossible number (a perplexity below 1, ...) or a file without a column of ``required`` is a
+    :class:`~softmax_bottleneck.readback.ReadbackError` naming it (and its column and row). Every other column named
+    in ``text`` (strings) or ``numbers`` (floats) is there, empty where the file lacks it (an older summary)."""
     path = Path(summary_dir) / name
     if not path.is_file():
         raise FileNotFoundError(f"summary file {path} not found")
     frame = readback.read_csv(path)
+    if required and frame.columns.empty:
+        raise readback.ReadbackError(path, "empty (no header): not a summary of the workflow; rebuild it (snakemake)")
+    missing = [column for column in required if column not in frame.columns]
+    if missing:
+        raise readback.ReadbackError(
+            path, f"no column {', '.join(missing)}: not a summary of the workflow (or one cut); rebuild it (snakemake)"
+        )
     readback.check_columns(frame, path)
     for col in (*text, *numbers):
         if col not in frame.columns:
@@ -121,7 +141,8 @@ def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame
     """A run summary (one row per run) with every column the tables and figures read, plus the numeric ``extra``
     ones (e.g. ``n_experts``); a column the file lacks is there, empty (small-scale runs)."""
     numbers = ["seed", "parameters", *PPL3, "press_rank", *EPS, *extra]
-    return read_summary(summary_dir, name, text=["dataset", "variant", "schedule", "seed_kind"], numbers=numbers)
+    text = ["dataset", "variant", "schedule", "seed_kind"]
+    return read_summary(summary_dir, name, text=text, numbers=numbers, required=RUN_REQUIRED)
 
 
 def read_wordsim(summary_dir) -> pd.DataFrame:
@@ -132,6 +153,7 @@ def read_wordsim(summary_dir) -> pd.DataFrame:
         "wordsim.csv",
         text=["dataset", "variant", "benchmark"],
         numbers=["pairs", "found", "not_found", "spearman"],
+        required=["dataset", "variant", "benchmark", "spearman"],  # the pair counts came later
     )
     return frame.assign(benchmark=frame["benchmark"].map(reported.normalise_benchmark))
 
@@ -139,7 +161,9 @@ def read_wordsim(summary_dir) -> pd.DataFrame:
 def read_top5(summary_dir) -> pd.DataFrame:
     """The top-5 summary (E5, ``top5.csv``) with every column of
     :data:`~softmax_bottleneck.report.summaries.TOP5_COLUMNS` (as text)."""
-    return read_summary(summary_dir, "top5.csv", text=TOP5_COLUMNS)
+    later = {*TOP5_MODEL_COLUMNS, *SOURCE_COLUMNS}  # the models' dataset, variant and schedule, their source
+    required = [column for column in TOP5_COLUMNS if column not in later]
+    return read_summary(summary_dir, "top5.csv", text=TOP5_COLUMNS, required=required)
 
 
 def one_run_per(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

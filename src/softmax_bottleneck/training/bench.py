@@ -405,6 +405,9 @@ def run_cli(args) -> int:
             "recurrence": args.recurrence,
         }
         presets.resolve(args.dataset, args.variant, "et", opts["overrides"])  # fail before any work
+        foreign = presets.not_owned(args.variant, opts["overrides"])
+        if foreign:  # another layer's key: the run timed would not be the one asked for
+            raise ValueError(presets.not_owned_text(args.variant, foreign))
         keep_freed_host_memory(resolve_device(args.device))  # the steps timed as the trainer's process runs them
         if args.fused is not None:
             (result,) = measure_fused(opts, *bench_corpus(args.dataset, args.data, args.corpus_cache))

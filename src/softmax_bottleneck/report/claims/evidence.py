@@ -25,7 +25,7 @@ import pandas as pd
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.models.output_layers import output_layer
-from softmax_bottleneck.report.claims.inputs import TOP5_IDENTITY, check_header, check_once, check_runs
+from softmax_bottleneck.report.claims.inputs import TOP5_IDENTITY, check_once, check_runs
 from softmax_bottleneck.report.common import read_runs, read_top5, read_wordsim
 from softmax_bottleneck.report.summaries import RUN_COLUMNS, TOP5_COLUMNS
 from softmax_bottleneck.report.tables.cells import missing
@@ -86,13 +86,10 @@ class Summaries:
                 columns = {WORDSIM: ["dataset", "variant", "benchmark", "spearman"], TOP5: TOP5_COLUMNS}
                 self._frames[file] = pd.DataFrame(columns=columns.get(file, RUN_COLUMNS))
             elif file == WORDSIM:
-                check_header(path, "wordsim")
                 self._frames[file] = check_once(read_wordsim(self.dir), path)
             elif file == TOP5:
-                check_header(path, "top5")
                 self._frames[file] = check_once(_top5(self.dir, path), path, TOP5_IDENTITY)
             else:
-                check_header(path, "runs")
                 self._frames[file] = check_runs(read_runs(self.dir, file, extra=["n_experts"]), path)
         return self._frames[file]
 

@@ -4,8 +4,8 @@ readback`): a verdict is never made of an impossible or doubled run.
 Each row of a run summary names a known dataset and schedule and a whole seed ≥ 0, has its test perplexity, and
 ranks (Press' and the ε-effective ones) no larger than its dataset's vocabulary (a log-P matrix has V columns); a
 run appears once, by its identity (dataset, output layer, schedule, seed and the swept values a summary records), a
-word-similarity row once per model and benchmark, and a top-5 row once per model and context; each summary has the
-columns its claims read (:data:`REQUIRED`). Anything else is a
+word-similarity row once per model and benchmark, and a top-5 row once per model and context (each summary has the
+columns its claims read: :func:`softmax_bottleneck.report.common.read_summary`). Anything else is a
 :class:`~softmax_bottleneck.readback.ReadbackError` naming the file, the row (1 = the first data row) and the column:
 one line, and no page.
 """
@@ -16,7 +16,7 @@ import math
 
 import pandas as pd
 
-from softmax_bottleneck import presets, readback
+from softmax_bottleneck import presets
 from softmax_bottleneck.readback import ReadbackError
 
 #: the columns that tell one run of a run summary from another
@@ -27,25 +27,6 @@ WORDSIM_IDENTITY = ("dataset", "variant", "benchmark")
 TOP5_IDENTITY = ("model", "group", "number")
 #: the rank columns of a run summary, each at most the vocabulary of the run's dataset
 RANKS = ("press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5")
-#: the columns a summary must have for the claims read from it (every summary the workflow writes has them)
-REQUIRED = {
-    "runs": ("dataset", "variant", "schedule", "seed", "test_ppl", "press_rank"),
-    "wordsim": ("dataset", "variant", "benchmark", "spearman"),
-    "top5": TOP5_IDENTITY,
-}
-
-
-def check_header(path, kind: str) -> None:
-    """The summary ``path`` has the columns of :data:`REQUIRED` ``[kind]``: a file without them (emptied, or a column
-    cut out) would read as runs without ranks, its claims "too few runs" with nothing said."""
-    columns = set(map(str, readback.read_csv(path, nrows=0, dtype=str).columns))
-    if not columns:
-        raise ReadbackError(path, "empty (no header): not a summary of the workflow; rebuild it (snakemake)")
-    missing = [column for column in REQUIRED[kind] if column not in columns]
-    if missing:
-        raise ReadbackError(
-            path, f"no column {', '.join(missing)}: not a summary of the workflow (or one cut); rebuild it (snakemake)"
-        )
 
 
 def _empty(value) -> bool:

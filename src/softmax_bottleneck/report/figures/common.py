@@ -101,9 +101,9 @@ def one_per(frame: pd.DataFrame, key: str) -> pd.DataFrame:
 
 
 def read_spectra(summary_dir) -> pd.DataFrame:
-    return read_summary(
-        summary_dir, "spectra.csv", text=["dataset", "variant"], numbers=["index", "sigma", "sigma_normalised"]
-    )
+    columns = ["index", "sigma", "sigma_normalised"]
+    return read_summary(summary_dir, "spectra.csv", text=["dataset", "variant"], numbers=columns,
+                        required=["dataset", "variant", *columns])  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------- axes from the data

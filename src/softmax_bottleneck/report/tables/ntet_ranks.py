@@ -118,9 +118,7 @@ def table1(summary_dir) -> pd.DataFrame:
 
 def spectra_models(summary_dir, datasets: tuple[str, ...]) -> pd.DataFrame:
     """The (dataset, variant) pairs of the spectra analysis (``spectra.csv``): the models of Table 6 and Figure 7."""
-    frame = read_summary(summary_dir, "spectra.csv")
-    if not {"dataset", "variant"} <= set(frame.columns):
-        return pd.DataFrame(columns=["dataset", "variant"])
+    frame = read_summary(summary_dir, "spectra.csv", required=["dataset", "variant"])
     frame = frame[["dataset", "variant"]].drop_duplicates()
     return frame[frame["dataset"].isin(datasets)].reset_index(drop=True)
 

@@ -12,9 +12,8 @@ from softmax_bottleneck.report.tables.common import compare
 
 
 def read_robustness(summary_dir) -> pd.DataFrame:
-    return read_summary(
-        summary_dir, "robustness.csv", numbers=["algorithm", "iteration_or_c", "press_rank", "error", *EPS]
-    )
+    numbers = ["algorithm", "iteration_or_c", "press_rank", "error", *EPS]
+    return read_summary(summary_dir, "robustness.csv", numbers=numbers, required=numbers[:3])
 
 
 def robustness_pair(summary_dir, algorithm: int, table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
