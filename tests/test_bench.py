@@ -33,6 +33,7 @@ def test_bench_prints_its_json_on_cpu(tmp_path):
     cmd += [arg for k, v in TINY.items() for arg in ("--set", f"{k}={v}")]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300)
     assert result.returncode == 0, result.stderr
+    assert "--set plif_knots: variant 'softmax' has no such hyper-parameter" in result.stderr  # TINY's: said, ignored
     out = json.loads(result.stdout)
     assert KEYS <= set(out) and out["device"] == "cpu" and out["data"] == "synthetic"
     assert out["runs"] == 1 and out["tf32"] is False and out["batch_size"] == 4
