@@ -343,8 +343,11 @@ def not_owned(variant: str, overrides: dict | None) -> list[str]:
     return [key for key in overrides or {} if key not in own]
 
 
-def not_owned_text(variant: str, keys: list[str]) -> str:
-    """``--set n_experts: ...``: what :func:`not_owned` found, in one line."""
+def not_owned_note(variant: str, overrides: dict | None) -> str | None:
+    """``--set n_experts: ...``: the keys :func:`not_owned` finds, in one line; None when there are none."""
+    keys = not_owned(variant, overrides)
+    if not keys:
+        return None
     layer = output_layer(variant_info(variant).output_layer)
     own = ", ".join(sorted(layer.hyperparameters)) or "none"
     return (
@@ -396,9 +399,9 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     try:
         overrides = parse_overrides(args.overrides)
-        foreign = not_owned(args.variant, overrides)
+        foreign = not_owned_note(args.variant, overrides)
         if foreign:
-            raise ValueError(not_owned_text(args.variant, foreign))
+            raise ValueError(foreign)
         info = describe(args.dataset, args.variant, args.schedule, overrides)
     except ValueError as err:
         raise SystemExit(f"describe: {err}") from None

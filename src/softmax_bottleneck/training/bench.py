@@ -405,9 +405,9 @@ def run_cli(args) -> int:
             "recurrence": args.recurrence,
         }
         presets.resolve(args.dataset, args.variant, "et", opts["overrides"])  # fail before any work
-        foreign = presets.not_owned(args.variant, opts["overrides"])
+        foreign = presets.not_owned_note(args.variant, opts["overrides"])
         if foreign:  # as train: scripts bench several variants with one set of keys (benchmarks/packing.py)
-            log.warning("%s (ignored)", presets.not_owned_text(args.variant, foreign))
+            log.warning("%s (ignored)", foreign)
         keep_freed_host_memory(resolve_device(args.device))  # the steps timed as the trainer's process runs them
         if args.fused is not None:
             (result,) = measure_fused(opts, *bench_corpus(args.dataset, args.data, args.corpus_cache))

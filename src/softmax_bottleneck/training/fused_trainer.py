@@ -350,9 +350,9 @@ def run_cli(args) -> int:
         specs = [_spec(values) for values in args.runs]
         overrides = presets.parse_overrides(args.overrides)
         for spec in specs:  # as train: the workflow's model_overrides/all may name other layers' keys
-            foreign = presets.not_owned(spec.variant, {**overrides, **dict(spec.sets)})
+            foreign = presets.not_owned_note(spec.variant, {**overrides, **dict(spec.sets)})
             if foreign:
-                log.warning("%s: %s (ignored)", spec.out, presets.not_owned_text(spec.variant, foreign))
+                log.warning("%s: %s (ignored)", spec.out, foreign)
         check_stamps(args.dataset, specs, overrides, _stamps(args.conformance_stamp))
         keep_freed_host_memory(resolve_device(args.device))  # this process is the group's alone
         with run_logs(specs, {Path(out): Path(file) for out, file in args.run_log}):

@@ -54,9 +54,9 @@ def run_cli(args) -> int:
     data_dir = data_folder(args)
     try:
         overrides = presets.parse_overrides(args.overrides)
-        foreign = presets.not_owned(args.variant, overrides)
+        foreign = presets.not_owned_note(args.variant, overrides)
         if foreign:  # the workflow passes its model_overrides whole: model_overrides/all may name other layers' keys
-            log.warning("%s (ignored)", presets.not_owned_text(args.variant, foreign))
+            log.warning("%s (ignored)", foreign)
         if args.conformance_stamp:  # the stamp must vouch for this layer's source, at this run's values of its own keys
             from softmax_bottleneck.training.conformance_stamp import conformance_stamp_ok
 
