@@ -108,8 +108,8 @@ def test_projection_arithmetic():
 
 def test_the_paper_configuration_is_projected_as_the_workflow_plans_it():
     """config/config.yaml: 283 distinct training runs; E1 alone (Table 2: 110 runs) ~2,900 V100-hours."""
-    runs, source = training_projection.load_runs(REPO / "config" / "config.yaml")
-    assert source.startswith("runs of ")
+    runs, source, notes = training_projection.load_runs(REPO / "config" / "config.yaml")
+    assert source.startswith("runs of ") and notes == []  # every run of the paper's size
     proj = training_projection.project_training(runs)
     body = proj.iloc[:-1]
     assert int(proj["runs"].iloc[-1]) == 283
@@ -150,8 +150,20 @@ def test_runs_from_plan(tmp_path):
         ("fair", "mos_fair"): 1,
     }
     plan.to_csv(tmp_path / "plan.csv", index=False)
-    loaded, source = training_projection.load_runs(None, tmp_path / "plan.csv")
-    assert loaded == runs and "plan.csv" in source
+    loaded, source, notes = training_projection.load_runs(None, tmp_path / "plan.csv")
+    assert loaded == runs and "plan.csv" in source and notes == []
+
+
+def test_a_configuration_of_runs_not_of_the_papers_size_is_priced_with_the_plans_note(bench):
+    """``costs --config config/small.yaml`` priced 51 tiny runs at paper-size epochs without saying so (``plan``
+    said it); now the same note, under the projection."""
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "costs", "--benchmarks", str(bench), "--config",
+           str(REPO / "config" / "small.yaml")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    study = Study(study_config.check(study_config.read(REPO / "config" / "small.yaml")))
+    (note,) = plan.size_note(study)
+    assert note.startswith(f"Note: {len(study.jobs)} of {len(study.jobs)} runs are not of the paper's size")
+    assert note in out and out.index(note) > out.index("Total: ")
 
 
 def test_cli_markdown_and_csv(bench, tmp_path):
@@ -466,7 +478,7 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     as the caps they are; the analyses counted where measured."""
     from softmax_bottleneck import measured
 
-    runs, _ = training_projection.load_runs([str(REPO / "config" / "config.yaml")])
+    runs = training_projection.load_runs([str(REPO / "config" / "config.yaml")])[0]
     projection = training_projection.project_training(runs)
     section = "\n".join(cards.cards_section(projection))
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
@@ -539,7 +551,7 @@ def test_days_on_your_number_of_cards_for_every_measured_card():
     free card), not only on the paper's V100."""
     from softmax_bottleneck.study.plan import makespan_hours
 
-    runs, _ = training_projection.load_runs([str(REPO / "config" / "config.yaml")])
+    runs = training_projection.load_runs([str(REPO / "config" / "config.yaml")])[0]
     section = "\n".join(cards.cards_section(training_projection.project_training(runs), gpus=[8, 300]))
     header = next(line for line in section.splitlines() if line.startswith("| card"))
     assert [c.strip() for c in header.split("|")[-3:-1]] == ["days on 8", "days on 300"]
@@ -620,7 +632,7 @@ def test_the_h200_range_takes_ss_and_gss_at_the_v100_ratios_and_brackets_the_pri
     from softmax_bottleneck.study.plan import paper_seconds_per_epoch
 
     config = [str(REPO / "config" / "config.yaml")]
-    runs, _ = training_projection.load_runs(config)
+    runs = training_projection.load_runs(config)[0]
     speeds, _ = cards.card_speeds()["NVIDIA H200"]
     found = cards.study_price_range("NVIDIA H200", config)
     price = cards.study_price("NVIDIA H200", config)

@@ -97,7 +97,7 @@ def proxied_models(device: str, config_path) -> list[tuple[str, str, float]]:
     """``(dataset, variant, training GPU-hours)`` of the models of a configuration's study that the measured card
     ``device`` prices at another model's time (:func:`proxy_share`'s lines), the most hours first: what to ``bench``
     there next (``benchmarks/proxy_bench.py``)."""
-    runs, _ = load_runs(config_path)
+    runs = load_runs(config_path)[0]
     body = project_training(runs, card_speeds()[device][0]).iloc[:-1]
     hours: dict[tuple[str, str], float] = {}
     for dataset, variant, time_of, gpu_hours in zip(body["dataset"], body["variant"], body["time_of"],
@@ -110,7 +110,7 @@ def proxied_models(device: str, config_path) -> list[tuple[str, str, float]]:
 def study_price(device: str, config_path) -> float:
     """The training GPU-hours of a configuration's study (``config/config.yaml``: the paper's) on the measured card
     ``device``: the figure `costs` prints, and the one every document quotes."""
-    runs, _ = load_runs(config_path)
+    runs = load_runs(config_path)[0]
     speeds, _ = card_speeds()[device]
     return sum(job_hours(project_training(runs, speeds)))
 
@@ -185,7 +185,7 @@ def proxy_range(projection: pd.DataFrame, times: CardTimes | None = None) -> Pro
 def study_price_range(device: str, config_path) -> ProxyRange:
     """:func:`proxy_range` of a configuration's study on the measured card ``device``: the range that `costs` prints
     beside :func:`study_price`, and the one every document quotes."""
-    runs, _ = load_runs(config_path)
+    runs = load_runs(config_path)[0]
     speeds, _ = card_speeds()[device]
     return proxy_range(project_training(runs, speeds))
 

@@ -180,6 +180,7 @@ def render_markdown(
     runs_source: str,
     speeds: MeasuredSpeeds | None = None,
     gpus=WALL_CLOCK_GPUS,
+    notes: list[str] = (),
 ) -> str:
     lines = [f"## Measured cost per rule ({source})", ""]
     if measured.empty:
@@ -210,7 +211,7 @@ def render_markdown(
         _fmt(projection.assign(gpu_hours=projection["gpu_hours"].astype(float)), 0).to_markdown(index=False),
         "",
         _total_line(total_h, speeds),
-        *(f"\n{note}" for note in proxy_notes(_proxy_priced(body))),
+        *(f"\n{note}" for note in [*notes, *proxy_notes(_proxy_priced(body))]),
         "",
         *cards_section(projection, gpus),
     ]
@@ -288,7 +289,7 @@ def run_cli(args: argparse.Namespace) -> int:
     source = args.plan or study_config.describe_files(files)
     try:
         speeds = load_speeds(args.bench) if args.bench else None
-        runs, runs_source = load_runs(files, args.plan)
+        runs, runs_source, notes = load_runs(files, args.plan)
         projection = project_training(runs, speeds)
     except (BenchFileError, readback.ReadbackError) as exc:  # each names its file
         log.error("costs: %s", exc)
@@ -309,7 +310,7 @@ def run_cli(args: argparse.Namespace) -> int:
         log.info("wrote %s and %s", out, out.with_suffix(".projection.csv"))
         return 0
     text = render_markdown(measured, projection, source=str(args.benchmarks), runs_source=runs_source, speeds=speeds,
-                           gpus=args.gpus)  # fmt: skip
+                           gpus=args.gpus, notes=notes)  # fmt: skip
     if args.out:
         atomic_write_text(text, Path(args.out))
         log.info("wrote %s", args.out)

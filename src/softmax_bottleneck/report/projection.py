@@ -19,6 +19,7 @@ from softmax_bottleneck.study.plan import (
     plan_frame,
     priced_by_proxy,
     seconds_per_epoch,
+    size_note,
 )
 from softmax_bottleneck.study.runs import Study
 
@@ -134,11 +135,12 @@ def read_plan(path: str | os.PathLike) -> pd.DataFrame:
 
 def load_runs(
     config_path: str | os.PathLike | list | None, plan_path: str | os.PathLike | None = None
-) -> tuple[list[dict], str]:
-    """The training runs to project: the workflow's plan, else a workflow configuration's (one file, or several
-    merged in order; checked as the workflow checks it)."""
+) -> tuple[list[dict], str, list[str]]:
+    """The training runs to project, their source and notes on them: the workflow's plan, else a workflow
+    configuration's (one file, or several merged in order; checked as the workflow checks it), whose runs not of the
+    paper's size are noted (:func:`~softmax_bottleneck.study.plan.size_note`; a plan does not hold their sizes)."""
     if plan_path:
-        return runs_from_plan(read_plan(plan_path)), f"runs of {plan_path}"
+        return runs_from_plan(read_plan(plan_path)), f"runs of {plan_path}", []
     files = config_path if isinstance(config_path, list) else [config_path]
-    config = study_config.check(study_config.load(files))
-    return runs_from_study(Study(config)), f"runs of {study_config.describe_files(files)}"
+    study = Study(study_config.check(study_config.load(files)))
+    return runs_from_study(study), f"runs of {study_config.describe_files(files)}", size_note(study)
