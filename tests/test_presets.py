@@ -253,3 +253,16 @@ def test_another_layers_hyper_parameter_is_refused_by_describe_and_said_by_train
               "--data", str(tmp_path / "nowhere"), "--set", "n_experts=5"])  # fmt: skip
     assert f"{line}, so it changes nothing (ignored)" in caplog.text
     assert not (tmp_path / "run" / "model.pt").exists()
+    caplog.clear()  # train-fused: the group's shared --set and a run's own KEY=VALUE, each run said by its folder
+    gss, softmax = tmp_path / "gss", tmp_path / "softmax"
+    with pytest.raises(SystemExit, match="nowhere: missing train.txt"):
+        main(["train-fused", "--dataset", "ptb", "--data", str(tmp_path / "nowhere"), "--set", "n_experts=5", "--run",
+              "softmax", "et", "1", str(softmax), "gss_c=1.0", "--run", "gss", "et", "1", str(gss)])  # fmt: skip
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        f"{softmax}: --set n_experts, gss_c: variant 'softmax' has no such hyper-parameter (another output layer's;"
+        " softmax's own: none), so it changes nothing (ignored)",
+        f"{gss}: {presets.not_owned_note('gss', {'n_experts': 5})} (ignored)",
+    ], warned
+    assert "gss's own: gss_c" in warned[1]
+    assert not softmax.exists() and not gss.exists()
