@@ -108,6 +108,31 @@ def test_bad_registrations_name_the_layer(scratch_registry, kwargs, cls, match):
     assert "bad_layer" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("declared", "problem"),
+    [
+        (Hyperparameter("a", float), "its default 'a' is not a float"),
+        (Hyperparameter(-1.0, float, minimum=0.0), "its default -1.0 is not >= 0"),
+        (Hyperparameter(1.0, float, minimum=5.0, maximum=0.0), r"its range \(in \[5, 0\]\) holds no value"),
+        (Hyperparameter(1, int, exclusive_minimum=1, maximum=1), r"its range \(in \(1, 1\]\) holds no value"),
+        (Hyperparameter(True, int), "its default True is not an int"),
+        (Hyperparameter(None, float), "its default is None: give a value, or declare it nullable=True"),
+        (Hyperparameter("x", str, minimum=1), r"a str has no range \(minimum given\)"),
+        (Hyperparameter(1.0, float, maximum=float("inf")), "maximum must be a finite number, got inf"),
+    ],
+)
+def test_a_hyper_parameter_declared_wrongly_is_refused_at_registration(scratch_registry, declared, problem):
+    """Before, such a layer registered and was listed healthy; its default failed later, at describe, check-layer or
+    train (a default 'a' said "YAML 1.1 reads 1e-3 as a string", though no YAML was read)."""
+    with pytest.raises(RegistryError, match=rf"^output layer 'bad_layer' \(.*\): hyper-parameter 'bad_x': {problem}$"):
+        register_output_layer("bad_layer", display="Bad", family="softmax", hyperparameters={"bad_x": declared})(
+            type("Bad", (OutputLayer,), {})
+        )
+    assert "bad_layer" not in output_layers()
+    for fine in (Hyperparameter(None, float, nullable=True), Hyperparameter(2, float, exclusive_minimum=0.0)):
+        assert fine.declaration_problem() is None
+
+
 def test_a_name_cannot_be_taken_twice(scratch_registry):
     with pytest.raises(RegistryError, match="already registered"):
         register_output_layer("softmax", display="Mine", family="softmax")(type("Mine", (OutputLayer,), {}))
@@ -175,7 +200,7 @@ def test_a_layer_key_another_layer_declares_otherwise_is_refused(scratch_registr
     with pytest.raises(
         RegistryError,
         match=r"^output layer 'share' \(.*\): hyper-parameter 'n_experts' is declared "
-        r"otherwise by the built-in layer 'mos' \(.*\); rename it \(e\.g\. share_n_experts\)$",
+        r"otherwise by the built-in layer 'mos' \(.*\); rename it in 'share' \(e\.g\. share_n_experts\)$",
     ):
 
         @register_output_layer(
@@ -363,6 +388,33 @@ def test_two_plugins_under_one_name_are_both_refused(plugins):
     _refused_everywhere(
         "shared", r"output layer 'shared' is registered twice: by entry point 'a_layer' = 'a_mod:Layer'"
     )
+
+
+DECLARES = """
+    from softmax_bottleneck.models.output_layers import Hyperparameter, SoftmaxOfScores, register_output_layer
+
+    @register_output_layer("{name}", display="{name}", family="softmax",
+                           hyperparameters={{"powsm_a": Hyperparameter({default}, float, minimum=0.0)}})
+    class Layer(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return 2 * self.logits(context, weight)
+"""
+
+
+@pytest.mark.parametrize("newcomer", ["bad", "zzz"])
+def test_two_plugins_declaring_one_key_otherwise_are_both_refused_whatever_their_order(plugins, newcomer):
+    """Before, which plug-in was refused depended on the order of the entry points' names: a newly installed
+    plug-in named `bad` broke `powsm`, trained and working, while one named `zzz` was itself refused."""
+    plugins({"powsm = powsm_mod:Layer": DECLARES.format(name="powsm", default=1.0),
+             f"{newcomer} = new_mod:Layer": DECLARES.format(name=newcomer, default=2.0),
+             "fine = fine_mod:Layer": GOOD.format(name="fine")})  # fmt: skip
+    broken = registry_module.broken_plugins()
+    assert {"powsm", newcomer} <= set(broken) and "fine" not in broken
+    hint = f"rename it in '{newcomer}' (e.g. {newcomer}_a)"  # powsm_a is powsm's: the other layer renames it
+    for name in ("powsm", newcomer):
+        _refused_everywhere(name, "hyper-parameter 'powsm_a' is declared otherwise by the plug-in layer")
+        assert hint in broken[name], broken[name]
+    assert "fine" in output_layers()
 
 
 def test_a_plugin_named_like_a_preset_variant_leaves_the_shipped_configs_loadable(plugins):

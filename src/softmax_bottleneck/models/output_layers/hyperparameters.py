@@ -45,6 +45,37 @@ class Hyperparameter:
         if self.type not in _TYPES:
             raise RegistryError(f"hyper-parameter type must be one of float, int, bool, str; got {self.type!r}")
 
+    def declaration_problem(self) -> str | None:
+        """What is wrong with the declaration itself, in words (a layer's registration is refused for it), or None:
+        a range only for an int or float, each bound a finite number, the range not empty, the default a value of the
+        declared type inside the range (``None`` only when ``nullable``)."""
+        bounds = {"minimum": self.minimum, "maximum": self.maximum, "exclusive_minimum": self.exclusive_minimum,
+                  "exclusive_maximum": self.exclusive_maximum}  # fmt: skip
+        given = {word: bound for word, bound in bounds.items() if bound is not None}
+        if given and self.type not in (int, float):
+            return f"a {self.type.__name__} has no range ({', '.join(given)} given)"  # bool, str
+        for word, bound in given.items():
+            if isinstance(bound, bool) or not isinstance(bound, int | float) or not math.isfinite(bound):
+                return f"{word} must be a finite number, got {bound!r}"
+        lows = [(self.minimum, False), (self.exclusive_minimum, True)]
+        highs = [(self.maximum, False), (self.exclusive_maximum, True)]
+        for low, open_low in (bound for bound in lows if bound[0] is not None):
+            for high, open_high in (bound for bound in highs if bound[0] is not None):
+                if low > high or (low == high and (open_low or open_high)):
+                    return f"its range ({self.range_text()}) holds no value"
+        if self.default is None:
+            return None if self.nullable else "its default is None: give a value, or declare it nullable=True"
+        value = self.default
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
+            return f"its default {self.default!r} is not a{'n' if self.type is int else ''} {self.type.__name__}"
+        if self.type is float and not math.isfinite(value):
+            return f"its default {self.default!r} is not a finite number"
+        if self.type in (int, float) and not self._in_range(value):
+            return f"its default {self.default!r} is not {self.range_text()}"
+        return None
+
     def range_text(self) -> str:
         """The allowed range in words, e.g. ``in [0, 1)`` or ``> 0`` (empty when unbounded)."""
         lo = (f"[{self.minimum:g}" if self.minimum is not None else

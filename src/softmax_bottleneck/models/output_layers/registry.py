@@ -97,6 +97,15 @@ class NameTaken(RegistryError):
         self.holder = holder
 
 
+class DeclaredOtherwise(RegistryError):
+    """A registration refused because ``holder``, registered already, declares its hyper-parameter ``key``
+    otherwise."""
+
+    def __init__(self, message: str, name: str, holder: OutputLayerSpec, key: str):
+        super().__init__(message, name)
+        self.holder, self.key = holder, key
+
+
 @dataclass(frozen=True)
 class OutputLayerSpec:
     """Everything the study knows about one output layer (see the module docstring)."""
@@ -183,6 +192,14 @@ def _holder(spec: OutputLayerSpec) -> str:
     return f"{kind} {spec.name!r} ({_class_name(spec)})"
 
 
+def _rename_hint(name: str, key: str, other: OutputLayerSpec) -> str:
+    """Which of layers ``name`` and ``other`` should rename ``key``, and to what: not the one whose name it starts
+    with (``powsm_a`` is powsm's), never a built-in."""
+    if key.startswith(f"{name}_") and not other.builtin:
+        return f"rename it in {other.name!r} (e.g. {other.name}_{key.removeprefix(name + '_')})"
+    return f"rename it in {name!r} (e.g. {name}_{key.removeprefix(other.name + '_')})"
+
+
 def register_output_layer(
     name: str,
     *,
@@ -217,6 +234,8 @@ def register_output_layer(
         for key, spec in hps.items():
             if not isinstance(spec, Hyperparameter) or not _NAME.match(key):
                 raise refuse(f"hyper-parameter {key!r} must be a Hyperparameter with a lower-case name")
+            if problem := spec.declaration_problem():
+                raise refuse(f"hyper-parameter {key!r}: {problem}")
         reserved_variants, base_keys = reserved_names()
         clash = sorted(set(hps) & base_keys)
         if clash:
@@ -227,10 +246,11 @@ def register_output_layer(
         for key, spec in hps.items():
             other = next((o for o in _REGISTRY.values() if key in o.hyperparameters and o.name != name), None)
             if other is not None and _declared(other.hyperparameters[key]) != _declared(spec):
-                raise refuse(
-                    f"hyper-parameter {key!r} is declared otherwise by {_holder(other)}: one name, one declaration "
-                    f"(a configuration's value is checked against one); rename it (e.g. {name}_{key})"
-                )
+                raise DeclaredOtherwise(
+                    f"{where}: hyper-parameter {key!r} is declared otherwise by {_holder(other)}: one name, one "
+                    f"declaration (a configuration's value is checked against one); {_rename_hint(name, key, other)}",
+                    name, other, key,
+                )  # fmt: skip
         previous = _REGISTRY.get(name)
         if previous is not None and previous.cls is cls:
             raise NameTaken(f"{where}: registered twice under the same name; register the class once", name, previous)
@@ -359,6 +379,9 @@ def _load_plugins() -> None:
             holder = err.holder if isinstance(err, NameTaken) else None
             if holder is not None and not holder.builtin and err.name not in added and err.name in _REGISTRY:
                 _withdraw(err.name, entry, f"{type(err).__name__}: {err}")
+            other = err.holder if isinstance(err, DeclaredOtherwise) else None
+            if other is not None and not other.builtin and other.name not in added and other.name in _REGISTRY:
+                _withdraw_declared(other, err, where)
             continue
         if isinstance(loaded, type) and loaded.__dict__.get("registered_name") is None:
             _BROKEN[entry.name] = (
@@ -415,6 +438,20 @@ def _withdraw(name: str, entry: importlib.metadata.EntryPoint, why: str) -> None
         "must not depend on the order of installation: uninstall one of them, or rename one layer"
     )
     for key in (name, entry.name, *([first.name] if first else [])):
+        _BROKEN[key] = reason
+
+
+def _withdraw_declared(holder: OutputLayerSpec, err: DeclaredOtherwise, where: str) -> None:
+    """Take the plug-in layer ``holder`` out of the registry: the plug-in of ``where`` declares ``err.key`` otherwise
+    (which of the two declarations checks a value must not depend on the order the plug-ins load in)."""
+    _REGISTRY.pop(holder.name, None)
+    first = _ORIGINS.get(holder.name)
+    reason = (
+        f"output layer {holder.name!r} ({_class_name(holder)}): hyper-parameter {err.key!r} is declared otherwise by "
+        f"the plug-in layer {err.name!r} of {where}: which declaration checks a configuration's value must not depend "
+        f"on the order of installation: {_rename_hint(err.name, err.key, holder)}, or uninstall one of them"
+    )
+    for key in (holder.name, *([first.name] if first else [])):
         _BROKEN[key] = reason
 
 
