@@ -60,9 +60,30 @@ CASES = {
             seal({**(b := torch.load(p, weights_only=True)), "hyperparameters": {**b["hyperparameters"], "nhid": 32}}),
             p,
         ),  # fmt: skip
-        "weights do not fit",
+        "weights do not fit the model its hyper-parameters describe (shape of ",
     ),
+    # before, these three said "weights do not fit the recorded hyper-parameters (Error(s) in loading state_dict for
+    # AWDLSTM:)", cut at its first line, or blamed the weights of a layer only not installed
+    "extra tensor": (
+        lambda p, m: _reseal(p, lambda b: b["state_dict"].update({"output_layer.w": torch.zeros(2)})),
+        "(unexpected output_layer.w): the model this code builds has other tensors",
+    ),  # fmt: skip
+    "missing tensor": (
+        lambda p, m: _reseal(p, lambda b: b["state_dict"].pop("output_layer.bias")),
+        "(missing output_layer.bias): the model this code builds has other tensors",
+    ),  # fmt: skip
+    "layer not here": (
+        lambda p, m: _reseal(p, lambda b: b["hyperparameters"].update(output_layer="powsm")),
+        "cannot build the model its hyper-parameters describe (unknown output layer",
+    ),  # fmt: skip
 }
+
+
+def _reseal(path, change):
+    """``change`` the checkpoint ``path`` and save it sealed anew (its content checksum recomputed)."""
+    blob = torch.load(path, weights_only=True)
+    change(blob)
+    torch.save(seal(blob), path)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

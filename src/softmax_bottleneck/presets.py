@@ -142,7 +142,8 @@ def variant_info(variant: str) -> VariantInfo:
         broken = broken_plugins()
         if variant in broken:
             raise RegistryError(broken[variant])
-        raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(table)}")
+        raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(table)} (a plug-in layer is "
+                         "known where its package is installed: check-layer --list)")  # fmt: skip
     return table[variant]
 
 

@@ -271,7 +271,8 @@ def check_semantics(config: dict) -> None:
         if variant in broken and variant not in known:  # a preset's name stays the preset's (E10's mos_fair)
             raise ConfigError(f"{where}: variant {variant!r} is a broken plug-in: {broken[variant]}")
         if variant not in known:
-            raise ConfigError(f"{where}: unknown variant {variant!r}; known: {', '.join(known)}")
+            raise ConfigError(f"{where}: unknown variant {variant!r}; known: {', '.join(known)} (a plug-in layer "
+                              "is known where its package is installed: check-layer --list)")  # fmt: skip
     for name, experiment in config["experiments"].items():
         for variant in experiment["variants"]:
             check_variant_datasets(f"experiments/{name}", variant, experiment["datasets"])

@@ -129,6 +129,25 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     return blob
 
 
+def state_mismatch(expected: dict, given: dict) -> str | None:
+    """How the tensors ``given`` (a checkpoint's ``state_dict``) differ from those of the model ``expected``: the
+    names missing, the names unexpected, the shapes unlike (at most three of each named); None when they fit."""
+
+    def few(names: list[str]) -> str:
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    missing = [name for name in expected if name not in given]
+    unexpected = [name for name in given if name not in expected]
+    shapes = [
+        f"{name} {tuple(given[name].shape)} for {tuple(expected[name].shape)}"
+        for name in expected
+        if name in given and tuple(getattr(given[name], "shape", ())) != tuple(expected[name].shape)
+    ]
+    parts = [f"{what} {few(names)}" for what, names in
+             (("missing", missing), ("unexpected", unexpected), ("shape of", shapes)) if names]  # fmt: skip
+    return "; ".join(parts) or None
+
+
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", corpus=None):
     """Rebuild a trained model from ``model.pt``; returns ``(model, meta)`` with the model in eval mode.
 
@@ -147,6 +166,17 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", corp
         )
     try:
         model = AWDLSTM(len(blob["vocab"]), blob["hyperparameters"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:  # e.g. a plug-in layer not installed here
+        why = readback.error_line(err)
+        raise CheckpointError(f"{path}: cannot build the model its hyper-parameters describe ({why})") from None
+    unlike = state_mismatch(model.state_dict(), blob["state_dict"])
+    if unlike:
+        raise CheckpointError(
+            f"{path}: weights do not fit the model its hyper-parameters describe ({unlike}): the model this code "
+            "builds has other tensors (was the output layer's code changed since it was trained, or does the layer "
+            "add a tensor in its forward pass?)"
+        )
+    try:
         model.load_state_dict(blob["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         why = readback.error_line(err)
