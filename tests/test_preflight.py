@@ -44,6 +44,14 @@ class _ReturnsNaN(OutputLayer):
         return F.log_softmax(self.logits(context, weight) * 0.5, dim=-1) * float("nan")
 
 
+class _ReturnsConstantNaN(OutputLayer):
+    """NaN that depends on nothing: no gradient to take (before, loss-path and reload failed with "element 0 of
+    tensors does not require grad", not with the cause)."""
+
+    def forward(self, context, weight):
+        return torch.full((*context.shape[:-1], weight.shape[0]), float("nan"), device=context.device)
+
+
 def _counting_batches(monkeypatch) -> dict:
     calls = {"train_batch": 0}
     real = step.train_batch
@@ -83,14 +91,15 @@ def test_a_layer_failing_only_at_batch_size_1_stops_before_the_first_epoch_in_on
     )
 
 
-def test_a_nan_layer_is_named_as_the_cause_by_check_layer_and_by_the_trainer(scratch_registry, tmp_path):
+@pytest.mark.parametrize("layer", [_ReturnsNaN, _ReturnsConstantNaN], ids=["nan", "constant nan"])
+def test_a_nan_layer_is_named_as_the_cause_by_check_layer_and_by_the_trainer(scratch_registry, tmp_path, layer):
     """Before, check-layer blamed "equals log_softmax" and "random state?", the trainer "lower lr or check the data"."""
-    register_output_layer("returns_nan", display="NaN", family="softmax")(_ReturnsNaN)
+    register_output_layer("returns_nan", display="NaN", family="softmax")(layer)
     failed = {r.check: r.detail for r in check_layer("returns_nan") if r.status == "fail"}
-    assert {"normalise", "not-softmax", "eval-deterministic"} <= set(failed)
+    assert {"normalise", "not-softmax", "loss-path", "eval-deterministic", "reload"} <= set(failed), failed
     for check, detail in failed.items():
-        assert "not finite" in detail or "non-finite values (NaN or inf)" in detail, (check, detail)
-        for wrong in ("equals log_softmax", "random state", "differ"):
+        assert "non-finite values (NaN or inf)" in detail, (check, detail)
+        for wrong in ("equals log_softmax", "random state", "differ", "require grad"):
             assert wrong not in detail, (check, detail)
     with pytest.raises(PreflightError) as info:
         train(dataset="ptb", variant="returns_nan", schedule="et", out_dir=tmp_path / "run", overrides=TINY,

@@ -204,7 +204,8 @@ def _check_normalise(s: Subject) -> str:
             mode = "training" if training else "evaluation"
             if not torch.isfinite(out).all():
                 bad = (~torch.isfinite(out)).sum().item()
-                raise CheckFailed(f"at logits of ±{scale:g} ({mode} mode) {bad} log-probabilities are not finite")
+                raise CheckFailed(f"at logits of ±{scale:g} ({mode} mode) the output has {bad} non-finite values "
+                                  f"(NaN or inf) of {out.numel()}")  # fmt: skip
             deviation = float((out.double().exp().sum(-1) - 1).abs().max())
             worst = max(worst, deviation)
             if deviation > NORM_TOL:
@@ -266,6 +267,7 @@ def _paths(layer, context, weight, targets, upstream):
             nll = -layer(ctx, w).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         else:
             nll = layer.nll(ctx, w, targets)
+        _require_finite(nll, "−forward[targets] (training mode)" if path == "forward" else "nll (training mode)")
         (nll * upstream).sum().backward()
         grads = {"context": ctx.grad, "weight": w.grad}
         grads.update({f"parameter {n}": p.grad for n, p in layer.named_parameters() if p.requires_grad})
@@ -381,6 +383,7 @@ def _check_reload(s: Subject) -> str:
     for _ in range(3):
         optimizer.zero_grad()
         nll, *_ = model.nll(tokens[:-1], model.init_hidden(4), tokens[1:])
+        _require_finite(nll, "nll of the tiny model in training")
         nll.mean().backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
         optimizer.step()
