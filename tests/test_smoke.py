@@ -50,8 +50,9 @@ def test_the_smoke_check_runs_end_to_end(tmp_path):
     assert status.returncode == 0, (status.stdout + status.stderr)[-3000:]
     assert status.stdout.startswith("Status of config/smoke.yaml at ")
     assert "2 training jobs: 2 finished." in status.stdout
-    shown = [line for line in status.stdout.splitlines() if line.startswith("The workflow running this study, at ")]
-    assert len(shown) == 1 and shown[0].endswith("ago): trainings: 2 of 2 done, jobs: 13 of 13."), status.stdout
+    shown = [line for line in status.stdout.splitlines() if line.startswith("The workflow's last run of this study ")]
+    assert len(shown) == 1 and shown[0].startswith("The workflow's last run of this study finished at "), shown
+    assert shown[0].endswith("ago); its last line: trainings: 2 of 2 done, jobs: 13 of 13."), status.stdout
     # so does snakemake preview: it renders the smoke check's provisional tables and says where
     preview = run_in(repo, "snakemake preview")
     output = preview.stdout + preview.stderr
@@ -60,5 +61,5 @@ def test_the_smoke_check_runs_end_to_end(tmp_path):
     assert page.is_file() and "reports/smoke/preview" in output, output[-3000:]
     assert (repo / "reports" / "smoke" / "preview" / "tables" / "table2.md").is_file()
     assert (page.parent / "claims.html").is_file() and 'href="claims.html"' in page.read_text()  # the page's link
-    assert "The workflow running this study, at " in page.read_text()  # the time left the terminal wrote
+    assert "The workflow&#x27;s last run of this study finished at " in page.read_text()  # marked by onsuccess
     assert "trainings: 2 of 2 done, jobs: 13 of 13." in page.read_text()

@@ -209,6 +209,14 @@ def start_workflow_run():
     )
 
 
+def end_workflow_run(ok):
+    """At the run's end (onsuccess, onerror): its last progress line marked finished or failed, so that `status` does
+    not show it as running (softmax_bottleneck.cluster.workflow_run.end_time_left)."""
+    from softmax_bottleneck.cluster import workflow_run
+
+    workflow_run.end_time_left(ok)
+
+
 def finished_runs():
     """Run folders of the plan whose model is already trained."""
     return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}

@@ -23,6 +23,14 @@ onstart:
     start_workflow_run()
 
 
+onsuccess:
+    end_workflow_run(ok=True)
+
+
+onerror:
+    end_workflow_run(ok=False)
+
+
 localrules:
     plan,
 

@@ -112,8 +112,12 @@ def workflow_lines(status: StudyStatus) -> list[str]:
     if "error" in status.workflow:
         return [f"Time left of the workflow: {status.workflow['error']}"]
     when = status.workflow["written"]
-    return [f"The workflow running this study, at {time.strftime('%H:%M', time.localtime(when))} "
-            f"({_ago(status.now, when)}): {status.workflow['line']}."]  # fmt: skip
+    at = f"at {time.strftime('%H:%M', time.localtime(when))} ({_ago(status.now, when)})"
+    ended = status.workflow.get("ended")
+    if ended:
+        how = "finished" if ended == "finished" else "stopped on an error or an interruption"
+        return [f"The workflow's last run of this study {how} {at}; its last line: {status.workflow['line']}."]
+    return [f"The workflow running this study, {at}: {status.workflow['line']}."]
 
 
 def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
