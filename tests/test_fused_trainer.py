@@ -122,8 +122,14 @@ def test_a_diverging_run_leaves_the_group_and_the_others_finish(tmp_path):
         trainer = Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=corpus, out_dir=tmp_path / f"run{k}")
         trainers.append(trainer)
         labels.append(f"run {k}")
-    outcomes = FusedGroup(trainers, labels).fit()
+    told = []  # (run, why, whether a run of the group had finished then)
+
+    def on_end(k, err):
+        told.append((k, type(err), any((tmp_path / f"run{j}" / "metrics.json").exists() for j in (0, 2))))
+
+    outcomes = FusedGroup(trainers, labels, on_end).fit()
     assert isinstance(outcomes[1], Diverged)
+    assert told == [(1, Diverged, False)]  # said when it left, not when the others ended (before: only at the end)
     progress = json.loads((tmp_path / "run1" / ".resume" / "progress.json").read_text())
     assert "diverged" in progress["error"]  # the run's own progress file says why it stopped
     assert isinstance(outcomes[0], dict) and isinstance(outcomes[2], dict)
@@ -250,10 +256,12 @@ def test_a_group_whose_models_together_exceed_the_devices_memory_is_refused_befo
 def test_a_run_held_elsewhere_fails_a_group_unless_it_is_left_busy(tmp_path):
     """The workflow's group job names every run of its group: with --leave-busy a run another process holds is left
     to it, not a failure; a run that failed is a failure either way."""
-    from softmax_bottleneck.training.fused_trainer import _report
+    from softmax_bottleneck.training.fused_trainer import exit_status
+    from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Preempted
 
-    specs = [RunSpec("softmax", "et", seed, tmp_path / f"run{seed}") for seed in (1, 2, 3)]
     busy = RunFolderBusy("run1: another training process (PID 7 on here) is writing this run folder")
-    assert _report(specs, [busy, {"test_ppl": 90.0}, {"test_ppl": 91.0}]) == 1
-    assert _report(specs, [busy, {"test_ppl": 90.0}, {"test_ppl": 91.0}], leave_busy=True) == 0
-    assert _report(specs, [busy, Diverged("epoch 1, batch 3: loss nan"), {"test_ppl": 91.0}], leave_busy=True) == 1
+    assert exit_status([busy, {"test_ppl": 90.0}, {"test_ppl": 91.0}]) == 1
+    assert exit_status([busy, {"test_ppl": 90.0}, {"test_ppl": 91.0}], leave_busy=True) == 0
+    assert exit_status([busy, Diverged("epoch 1, batch 3: loss nan"), {"test_ppl": 91.0}], leave_busy=True) == 1
+    assert exit_status([Preempted("SIGTERM"), {"test_ppl": 91.0}]) == PREEMPTED_EXIT
+    assert exit_status([Preempted("SIGTERM"), Diverged("epoch 1, batch 3: loss nan")]) == 1

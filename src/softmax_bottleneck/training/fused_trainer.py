@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,20 +81,40 @@ class _Member:
         self.epoch = self.train_loss = None
 
 
+#: ``on_end(k, exception)``: run ``k`` of the group has left it without finishing
+Ended = Callable[[int, Exception], None]
+
+
+class _Outcomes(dict):
+    """Run index → metrics or the exception that ended it; an exception is told to ``on_end`` when it is recorded."""
+
+    def __init__(self, on_end: Ended | None):
+        super().__init__()
+        self.on_end = on_end
+
+    def __setitem__(self, k: int, outcome) -> None:
+        super().__setitem__(k, outcome)
+        if self.on_end is not None and isinstance(outcome, Exception):
+            self.on_end(k, outcome)
+
+
 class FusedGroup:
     """Trainers of one shape (:func:`.check_fusable`) on one device (each with its random streams in ``rng``)."""
 
-    def __init__(self, trainers: list[Trainer], labels: list[str]):
+    def __init__(self, trainers: list[Trainer], labels: list[str], on_end: Ended | None = None):
         check_fusable([t.hp for t in trainers], [str(t.out_dir) for t in trainers])
         if len({t.device for t in trainers}) != 1:
             raise ValueError("the runs of a fused group train on one device")
         self.trainers = trainers
+        self.on_end = on_end
         for trainer, label in zip(trainers, labels, strict=True):
             trainer.log = RunLog(label)
 
     def fit(self) -> list:
-        """Every run's metrics, or the exception that ended it, in the group's order."""
-        outcomes: dict[int, object] = {}
+        """Every run's metrics, or the exception that ended it, in the group's order; ``on_end(k, exception)`` is
+        called as soon as run ``k`` leaves the group without finishing (its log says so then, not when the others
+        end, maybe days later)."""
+        outcomes = _Outcomes(self.on_end)
         with StopFlag() as stop:
             members = []
             for k, trainer in enumerate(self.trainers):
@@ -211,8 +232,10 @@ class FusedGroup:
 def train_group(
     *, dataset: str, runs: list[RunSpec], overrides: dict | None = None, data_dir=None, corpus_cache=None,
     device: str = "auto", corpus: Corpus | None = None, checkpoint_seconds: float = 600.0,
+    on_end: Ended | None = None,
 ) -> list:  # fmt: skip
-    """Resolve every run's preset, load the corpus once, train the group; every run's metrics or exception."""
+    """Resolve every run's preset, load the corpus once, train the group; every run's metrics or exception
+    (``on_end``: :meth:`FusedGroup.fit`)."""
     if len({spec.out.resolve() for spec in runs}) != len(runs):
         raise ValueError("two runs of the group name the same run folder")
     hps = []
@@ -234,7 +257,7 @@ def train_group(
         trainer = Trainer(dataset=dataset, variant=spec.variant, hp=hp, corpus=limited, out_dir=spec.out,
                           device=device, checkpoint_seconds=checkpoint_seconds)  # fmt: skip
         trainers.append(trainer)
-    return FusedGroup(trainers, group_labels(runs)).fit()
+    return FusedGroup(trainers, group_labels(runs), on_end).fit()
 
 
 def group_labels(runs: list[RunSpec]) -> list[str]:
@@ -356,10 +379,12 @@ def run_cli(args) -> int:
         check_stamps(args.dataset, specs, overrides, _stamps(args.conformance_stamp))
         keep_freed_host_memory(resolve_device(args.device))  # this process is the group's alone
         with run_logs(specs, {Path(out): Path(file) for out, file in args.run_log}):
+            labels = group_labels(specs)
+            said = lambda k, err: say_ended(specs[k], labels[k], err, args.leave_busy)  # noqa: E731
             outcomes = train_group(dataset=args.dataset, runs=specs, overrides=overrides, data_dir=data_dir,
                                    corpus_cache=args.corpus_cache, device=args.device,
-                                   checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
-            code = _report(specs, outcomes, args.leave_busy)
+                                   checkpoint_seconds=args.checkpoint_seconds, on_end=said)  # fmt: skip
+            code = exit_status(outcomes, args.leave_busy)
         finished = [(spec, o) for spec, o in zip(specs, outcomes, strict=True) if isinstance(o, dict)]
         if args.read_only_outputs:
             for spec, _ in finished:
@@ -376,22 +401,23 @@ def run_cli(args) -> int:
     return code
 
 
-def _report(specs: list[RunSpec], outcomes: list, leave_busy: bool = False) -> int:
-    """Log each run that did not finish, in its own log too; the exit status (1 when one failed, 143 when one was
-    pre-empted and none failed, else 0). With ``leave_busy``, a run another process holds is not a failure."""
-    failed = preempted = 0
-    for spec, label, outcome in zip(specs, group_labels(specs), outcomes, strict=True):
-        extra = {RUN_LABEL: label}
-        if leave_busy and isinstance(outcome, RunFolderBusy):
-            log.info("%s: left to the process that holds it (%s)", label, outcome)
-        elif isinstance(outcome, Preempted):
-            preempted += 1
-            log.warning("%s: pre-empted (%s); state saved, rerun the same command to resume", label, outcome,
-                        extra=extra)  # fmt: skip
-        elif isinstance(outcome, BaseException):
-            failed += 1
-            reason = os_error_reason(outcome) if isinstance(outcome, OSError) else str(outcome)
-            log.error("%s (%s): %s", label, spec.out, reason, extra=extra)
-    if failed:
+def say_ended(spec: RunSpec, label: str, outcome: Exception, leave_busy: bool = False) -> None:
+    """One line, in the run's own log too, for a run that left its group without finishing, when it leaves. With
+    ``leave_busy``, a run another process holds is left to it (an info line)."""
+    extra = {RUN_LABEL: label}
+    if leave_busy and isinstance(outcome, RunFolderBusy):
+        log.info("%s: left to the process that holds it (%s)", label, outcome)
+    elif isinstance(outcome, Preempted):
+        log.warning("%s: pre-empted (%s); state saved, rerun the same command to resume", label, outcome, extra=extra)
+    else:
+        reason = os_error_reason(outcome) if isinstance(outcome, OSError) else str(outcome)
+        log.error("%s (%s): %s", label, spec.out, reason, extra=extra)
+
+
+def exit_status(outcomes: list, leave_busy: bool = False) -> int:
+    """1 when a run failed, 143 when one was pre-empted and none failed, else 0. With ``leave_busy``, a run another
+    process holds is not a failure."""
+    ended = [o for o in outcomes if isinstance(o, BaseException) and not (leave_busy and isinstance(o, RunFolderBusy))]
+    if any(not isinstance(o, Preempted) for o in ended):
         return 1
-    return PREEMPTED_EXIT if preempted else 0
+    return PREEMPTED_EXIT if ended else 0
