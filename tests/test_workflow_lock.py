@@ -24,9 +24,13 @@ rule hold:
 """
 
 
+def _arguments(folder: Path, *args: str) -> list[str]:
+    return ["training_plan", *args, "--cores", "1", "-s", str(REPO / "Snakefile"), "--configfile",
+            str(REPO / "config" / "smoke.yaml"), "--directory", str(folder)]  # fmt: skip
+
+
 def _snakemake(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "training_plan", *args, "--cores", "1", "-s", str(REPO / "Snakefile"),
-               "--configfile", str(REPO / "config" / "smoke.yaml"), "--directory", str(folder)]  # fmt: skip
+    command = [sys.executable, "-m", "snakemake", *_arguments(folder, *args)]
     return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -56,6 +60,40 @@ def test_a_run_beside_a_running_snakemake_stops_in_one_line_and_never_invites_un
     out = stale.stdout + stale.stderr
     assert stale.returncode != 0 and "no longer runs on this machine" in out, out[-3000:]
     assert "lift it with snakemake --unlock, then run this again" in out
+    # run through a wrapper (`timeout 100 snakemake ...`): the wrapper is not another Snakemake (before: "another
+    # Snakemake runs in this folder (process <the wrapper>)", wait for it)
+    script = Path(sys.executable).parent / "snakemake"
+    wrapped = subprocess.run(["timeout", "100", str(script), *_arguments(tmp_path)], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300, check=False)  # fmt: skip
+    out = wrapped.stdout + wrapped.stderr
+    assert wrapped.returncode != 0 and "no longer runs on this machine" in out, out[-3000:]
+
+
+def test_a_run_beside_a_running_snakemake_stops_even_when_it_needs_none_of_its_files(tmp_path):
+    """Before, `snakemake plan` (or a table already made) beside a running study ran, and when it ended Snakemake
+    removed the whole `.snakemake/locks`, the study's lock too: a second start of the study was then accepted. Now it
+    stops at once, changing nothing, and the running one keeps its lock; a dry run still plans beside it."""
+    (tmp_path / "holder.smk").write_text(HOLDER.replace(PLAN_OUTPUT, "elsewhere.txt"))
+    holder = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", "holder.smk", "--cores", "1"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        locks, deadline = tmp_path / ".snakemake" / "locks", time.monotonic() + 120
+        while not any("elsewhere.txt" in p.read_text() for p in locks.glob("*.lock")) if locks.is_dir() else True:
+            assert holder.poll() is None and time.monotonic() < deadline, "the other Snakemake took no lock"
+            time.sleep(0.2)
+        held = sorted(locks.glob("*.lock"))
+        refused = _snakemake(tmp_path)
+        out = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "Traceback" not in out, out[-3000:]
+        assert f"snakemake: another Snakemake runs in this folder (process {holder.pid}, started " in out, out[-3000:]
+        assert "Snakemake would remove its lock with this one's" in out and "do not --unlock while it runs" in out
+        assert not (tmp_path / PLAN_OUTPUT).exists() and sorted(locks.glob("*.lock")) == held  # its lock stays
+        dry = _snakemake(tmp_path, "-n")
+        assert dry.returncode == 0, (dry.stdout + dry.stderr)[-3000:]
+        assert sorted(locks.glob("*.lock")) == held
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
 
 
 def test_a_jobs_snakemake_in_the_folder_is_not_taken_for_a_running_controller(tmp_path):

@@ -48,6 +48,9 @@ if CONTROLLER:
     # where another run's lock holds files of this one, one line saying why and what to do (never --unlock while
     # a Snakemake runs here) instead of Snakemake's, which invites --unlock (a dry run's too, logged as an error)
     lock_free.explain_locks()
+    # a run of jobs beside a running Snakemake stops at once: when it ended, Snakemake would remove the running one's
+    # lock with its own, and the study could then be started twice
+    lock_free.refuse_beside_another()
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS

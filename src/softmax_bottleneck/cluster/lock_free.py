@@ -8,7 +8,8 @@ cannot exempt a rule from that lock, nor does it know its targets before the loc
 is its own ``--nolock``. So a Snakemake command line whose targets are all reading targets is run again at once with
 ``--nolock`` (:func:`rerun_without_lock`, which the workflow calls while Snakemake reads it: before any lock, DAG or
 job). The reading targets read run folders and write only files of their own, atomically: they need no lock.
-A command line with any other target, or none, is left to Snakemake as typed.
+A command line with any other target, or none, is left to Snakemake as typed, unless it would run jobs while another
+Snakemake runs in the folder: then it stops at once, changing nothing (:func:`refuse_beside_another`).
 """
 
 from __future__ import annotations
@@ -87,9 +88,11 @@ def snakemakes_here(directory=".") -> list[tuple[int, float | None]] | None:
     every = processes.listed()
     if every is None:
         return None
-    here, found = os.path.realpath(directory), []
+    here, found, wrappers = os.path.realpath(directory), [], processes.ancestors()
     for pid, argv, cwd in every:
         if b"--target-jobs" in argv:  # a job a controller spawned (a cluster job, a local job step): not a controller
+            continue
+        if pid in wrappers:  # `timeout 60 snakemake ...`: this Snakemake's own wrapper
             continue
         words = [Path(os.fsdecode(word)) for word in argv[:3]]
         if cwd == here and any(snakemake_program(str(w)) or w.name == "snakemake" for w in words):
@@ -97,11 +100,42 @@ def snakemakes_here(directory=".") -> list[tuple[int, float | None]] | None:
     return sorted(found, key=lambda item: item[1] or 0.0)
 
 
-def lock_line(dry_run: bool, directory=".") -> str:
-    """The one line that replaces Snakemake's where another run's lock holds files of this one: while a Snakemake
-    runs in the folder (this machine), wait or work elsewhere, never ``--unlock``; where none does, the lock is a
-    killed run's, and ``--unlock`` lifts it (after checking that none runs on another machine); where the processes
-    cannot be listed (no ``/proc``), ``--unlock`` only once ``ps`` shows that none runs."""
+#: Snakemake's options (as its parser names them) with which a command line runs no job and takes no lock of the
+#: folder (Snakemake 9.27: each plans, prints, lists or checks); ``--report`` only without ``--report-after-run``
+UNLOCKED_OPTIONS = (
+    "dryrun", "nolock", "unlock", "lint", "dag", "rulegraph", "filegraph", "d3dag", "summary", "detailed_summary",
+    "list_changes", "list_input_changes", "list_params_changes", "list_untracked", "archive", "delete_all_output",
+    "delete_temp_output", "generate_unit_tests", "cleanup_metadata", "conda_cleanup_envs", "conda_create_envs_only",
+    "list_conda_envs", "container_cleanup_images", "export_cwl", "list_rules", "list_target_rules",
+    "print_compilation",
+)  # fmt: skip
+
+
+def takes_lock(argv: Sequence[str]) -> bool:
+    """Whether Snakemake's command line ``argv`` runs jobs, and so takes the folder's lock and removes every lock of
+    the folder when it ends (module docstring): none of :data:`UNLOCKED_OPTIONS`; False for a command line Snakemake
+    will refuse itself."""
+    args = _parsed(argv)
+    if args is None:
+        return False
+    report = getattr(args, "report", None) and not getattr(args, "report_after_run", False)
+    return not report and not any(getattr(args, name, None) for name in UNLOCKED_OPTIONS)
+
+
+def refuse_beside_another(directory=".") -> None:
+    """Where this process is Snakemake's command line that runs jobs (:func:`takes_lock`) and another Snakemake runs
+    in ``directory`` on this machine, stop at once, changing nothing (``SystemExit`` with :func:`lock_line`'s line):
+    when this run ended, Snakemake would remove the running one's lock with its own, whatever files each needs."""
+    if snakemake_program(sys.argv[0]) and takes_lock(sys.argv[1:]) and snakemakes_here(directory):
+        raise SystemExit(lock_line(dry_run=False, directory=directory, needs=False))
+
+
+def lock_line(dry_run: bool, directory=".", needs: bool = True) -> str:
+    """The one line that replaces Snakemake's where another run's lock holds files of this one (``needs``; else: a
+    run beside a running Snakemake, :func:`refuse_beside_another`): while a Snakemake runs in the folder (this
+    machine), wait or work elsewhere, never ``--unlock``; where none does, the lock is a killed run's, and
+    ``--unlock`` lifts it (after checking that none runs on another machine); where the processes cannot be listed
+    (no ``/proc``), ``--unlock`` only once ``ps`` shows that none runs."""
     import time
 
     running = snakemakes_here(directory)
@@ -117,13 +151,17 @@ def lock_line(dry_run: bool, directory=".") -> str:
     if running:
         pid, start = running[0]
         since = f", started {time.strftime('%H:%M', time.localtime(start))}" if start else ""
-        who = f"another Snakemake runs in this folder (process {pid}{since}) and holds files this command needs"
+        who = f"another Snakemake runs in this folder (process {pid}{since})"
+        who += (" and holds files this command needs" if needs else
+                ": when this run ended, Snakemake would remove its lock with this one's (it removes every lock of the "
+                "folder)")  # fmt: skip
         if dry_run:
             return (f"note: {who}; this dry run changes nothing, but a run of it would stop until that one ends "
                     "(snakemake status follows it)")  # fmt: skip
         return (f"snakemake: {who}, so this run stops here, changing nothing. Wait for it to end (snakemake status "
-                "follows it; snakemake preview renders what is finished so far) or build this in another folder "
-                "(--directory); do not --unlock while it runs: both would write the same files")  # fmt: skip
+                "follows it; snakemake preview renders what is finished so far; -n plans beside it) or build this in "
+                "another folder (--directory); do not --unlock while it runs: both would write the same "
+                "files")  # fmt: skip
     who = "this folder holds the lock of a Snakemake that no longer runs on this machine (killed, or lost)"
     check = "if none runs on this folder from another machine (ps -u $USER -o pid,cmd | grep snakemake there)"
     if dry_run:

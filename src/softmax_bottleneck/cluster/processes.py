@@ -76,6 +76,19 @@ def memory_text(pid: int | str = "self") -> str:
     return f"peak RSS {peak_resident_bytes() / 2**30:.2f} GiB" if pid == "self" else ""
 
 
+def ancestors() -> frozenset[int]:
+    """The PIDs of this process's parent, its parent's parent, ... (``/proc/<pid>/stat``'s 4th field): a wrapper such
+    as ``timeout 60 snakemake ...`` is one, never another program; empty where unknown (no ``/proc``)."""
+    found, pid = set(), os.getppid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            pid = int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return frozenset(found)
+
+
 def listed() -> Iterator[tuple[int, list[bytes], str]] | None:
     """``(pid, command line, working directory)`` of every process of this machine whose files may be read (another
     user's are left out), this one excepted; None where processes cannot be listed (no ``/proc``)."""
