@@ -236,6 +236,26 @@ def test_a_value_the_schema_refuses_is_still_named(tmp_path):
         study_config.check(config)
 
 
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ("fusion={runs_per_job: 0}", "fusion/runs_per_job: 0 is less than the minimum of 1"),
+        ("model_overrides={all: {epochs: -3}}", "model_overrides/all/epochs: -3 is less than the minimum of 1"),
+        ("model_overrides={all: {sed: 3}}", "model_overrides/all: unknown hyper-parameter 'sed'"),
+        ("allow_cpu_training=maybe", "allow_cpu_training: 'maybe' is not of type 'boolean'"),
+    ],
+)
+def test_a_command_line_value_out_of_range_is_named_as_the_command_lines(entry, why):
+    """Before, `--config 'fusion={runs_per_job: 0}'` said "config/small.yaml: fusion/runs_per_job: '0' is not of type
+    'integer'": the file blamed, and the range said as a type (the text kept where no reading fitted)."""
+    overrides = _snakemake_config(entry)
+    with pytest.raises(study_config.ConfigError) as err:
+        study_config.check(study_config.load([SMALL], overrides))
+    assert str(err.value).startswith(why), str(err.value)
+    assert study_config.blamed_source(err.value, str(SMALL), overrides) == "--config"
+    assert study_config.blamed_source(err.value, str(SMALL), {"output_subdir": "x"}) == str(SMALL)  # a file's value
+
+
 # --------------------------------------------------------------------------------------------- through snakemake
 def _snakemake(workdir: Path, *args: str):
     cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), *args, "--directory", str(workdir)]
@@ -262,3 +282,7 @@ def test_snakemake_trains_with_the_typed_config_values(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-2000:]
     assert "--set lr=2.0" in output
+    refused = _snakemake(tmp_path, "--configfile", str(SMALL), "--config", "fusion={runs_per_job: 0}")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "Traceback" not in output, output[-2000:]
+    assert "--config: fusion/runs_per_job: 0 is less than the minimum of 1" in output, output[-2000:]

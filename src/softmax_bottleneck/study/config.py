@@ -27,6 +27,7 @@ from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configura
     DEFAULT_CONFIG,
     ConfigError,
     add_config_option,
+    blamed_source,
     config_files,
     describe_files,
     load,
@@ -75,7 +76,7 @@ def validate_schema(config: dict, schema: dict) -> None:
     errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ConfigError(schema_error_text(errors[0]) + more)
+        raise ConfigError(schema_error_text(errors[0]) + more, key_path=tuple(errors[0].absolute_path))
 
 
 def check_hyperparameters(
@@ -85,16 +86,17 @@ def check_hyperparameters(
     ``allowed``: the keys an unknown one is told it may be (default: ``describe`` lists them)."""
     declared = presets.hyperparameter_schema()
     for key, value in (values or {}).items():
+        path = (*where.split("/"), key)  # where the value is: --config's, or a file's (blamed_source)
         if key == "seed":
-            raise ConfigError(f"{where}: seed cannot be set here; seeds come from seeds:")
+            raise ConfigError(f"{where}: seed cannot be set here; seeds come from seeds:", key_path=path)
         if key not in declared:
             known = f"allowed: {', '.join(allowed)}" if allowed else "python -m softmax_bottleneck describe lists them"
-            raise ConfigError(f"{where}: unknown hyper-parameter {key!r} ({known})")
+            raise ConfigError(f"{where}: unknown hyper-parameter {key!r} ({known})", key_path=path)
         for item in value if sweep else [value]:
             try:
                 jsonschema.validate(item, declared[key])
             except jsonschema.ValidationError as err:
-                raise ConfigError(f"{where}/{key}: {err.message}") from None
+                raise ConfigError(f"{where}/{key}: {err.message}", key_path=path) from None
 
 
 def _variant_keys(config: dict) -> list[tuple[str, str]]:

@@ -23,11 +23,25 @@ SCHEMA = "data/config.schema.yaml"
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot be used; ``source`` (file, line) where known, the message names the key."""
+    """A configuration that cannot be used; ``source`` (file, line) where known, the message names the key
+    (``key_path``, where known: the keys down to the bad value)."""
 
-    def __init__(self, message: str, source: str | None = None):
+    def __init__(self, message: str, source: str | None = None, key_path: tuple = ()):
         super().__init__(message)
-        self.source = source
+        self.source, self.key_path = source, tuple(key_path)
+
+
+def blamed_source(err: ConfigError, files: str, overrides: dict | None) -> str:
+    """Where ``err``'s bad value comes from: its own ``source``, else ``--config`` where the command line's values
+    (``overrides``) set its key, else the configuration ``files``."""
+    if err.source:
+        return err.source
+    value = overrides or {}
+    for key in err.key_path:
+        if not isinstance(value, dict) or key not in value:
+            return files
+        value = value[key]
+    return "--config" if err.key_path else files
 
 
 #: the largest configuration file read (config/config.yaml is 10 KB)
@@ -229,10 +243,11 @@ def typed_overrides(overrides: dict, schema: dict | None = None) -> dict:
             return [walk(v, (*where, i), _child_schemas(schemas, i, schema)) for i, v in enumerate(value)]
         name = _hyperparameter(where)
         leaf = [declared[name]] if name in declared else schemas
-        for candidate in _readings(value):
+        readings = _readings(value)
+        for candidate in readings:
             if leaf and accepts(leaf, candidate):
                 return candidate
-        return value
+        return readings[0]  # none fits: as a file would give it, so that check() says what is wrong with it there
 
     return walk(overrides, (), [schema])
 
