@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -294,6 +295,32 @@ def test_status_merges_several_config_files_and_its_retry_command_names_them_all
     assert out["config"] == f"{small_file} + {extra}" and out["jobs"] == len(merged.jobs)
     failed = [r for r in out["runs"] if r["state"] == "failed"]
     assert [r["retry"] for r in failed] == [f"snakemake {run.dir}/model.pt --configfile {small_file} {extra}"]
+
+
+def test_a_followed_studys_retry_command_gives_its_config_values_too(tmp_path, capsys):
+    """Before, a study started with `--config 'model_overrides={all: {lr: 1000000.0}}' output_subdir=bad` was followed
+    by `status`, whose retry command named its file alone: `snakemake <run>/model.pt --configfile ...` then had no rule
+    for that run. The command now gives the values back, and Snakemake reads them as the workflow did."""
+    from snakemake.cli import parse_config
+
+    from softmax_bottleneck import cli
+    from softmax_bottleneck.cluster import workflow_run
+
+    small_file = str(REPO / "config" / "small.yaml")
+    values = parse_config(["model_overrides={all: {lr: 1000000.0}}", "output_subdir=bad"])  # as the workflow has them
+    study = Study(study_config.check(study_config.load([small_file], values)))
+    run = next(iter(study.jobs.values()))
+    (tmp_path / run.dir).mkdir(parents=True)
+    _write_progress(tmp_path / run.dir, started=time.time() - 20_000, updated=time.time() - 10_000, pid=None,
+                    error="training diverged")  # fmt: skip
+    logs = tmp_path / "logs" / "bad" / workflow_run.RECORD
+    workflow_run.write(logs, files=[small_file], values=values, slots=2, jobs=[])  # the workflow's start
+    assert cli.main(["status", "--directory", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (retry,) = [r["retry"] for r in out["runs"] if r["state"] == "failed"]
+    words = shlex.split(retry)
+    assert words[:4] == ["snakemake", f"{run.dir}/model.pt", "--configfile", small_file], retry
+    assert words[4] == "--config" and study_config.load([small_file], parse_config(words[5:])) == study.config
 
 
 # --------------------------------------------------------------------------------------------- preview, progress

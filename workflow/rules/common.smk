@@ -101,7 +101,9 @@ CONFIG_NAMED = bool(GIVEN_CONFIGFILES) or FOLLOWED is not None
 
 def config_failure(err):
     """Stop before any job with one line: ``<file(s)>: <key path>: <what is wrong>``."""
-    raise SystemExit(f"{study_config.blamed_source(err, CONFIG_SOURCE, CONFIG_VALUES)}: {err}")
+    raise SystemExit(
+        f"{study_config.blamed_source(err, CONFIG_SOURCE, CONFIG_VALUES)}: {err}"
+    )
 
 
 try:

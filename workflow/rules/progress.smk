@@ -15,8 +15,10 @@ from softmax_bottleneck.study.status import state_digest, study_status
 PROGRESS_PAGE, LEARNING_CURVES = progress_files(STUDY)
 PREVIEW_FILES = study_preview.output_files(STUDY)
 #: `snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
-#: the study followed is the one last started in this folder (common.smk, FOLLOWED)
-RETRY_OPTIONS = "--configfile " + " ".join(CONFIG_FILES) if CONFIG_NAMED else ""
+#: the study followed is the one last started in this folder (common.smk, FOLLOWED), and its --config values
+RETRY_OPTIONS = study_config.command_options(
+    CONFIG_FILES if CONFIG_NAMED else [], CONFIG_VALUES
+)
 
 
 localrules:

@@ -28,6 +28,7 @@ from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configura
     ConfigError,
     add_config_option,
     blamed_source,
+    command_options,
     config_files,
     describe_files,
     load,

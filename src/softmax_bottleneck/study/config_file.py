@@ -349,8 +349,26 @@ def config_files(args) -> list[str]:
 
 
 def snakemake_options(args) -> str:
-    """``--configfile A B``: the files of ``--config`` as ``snakemake`` takes them (empty for the default)."""
-    return f"--configfile {' '.join(shlex.quote(path) for path in args.config)}" if args.config else ""
+    """:func:`command_options` of a command's ``--config`` files and the values of the study it follows
+    (``args.config_values``: the workflow's ``--config``, recorded at its start)."""
+    return command_options(args.config or [], getattr(args, "config_values", None))
+
+
+def command_options(files, values: dict | None) -> str:
+    """``--configfile A B --config 'KEY=VALUE' ...``: configuration files and ``--config`` values as ``snakemake``
+    takes them, so that a command built with them names the same runs (empty for the default configuration)."""
+    words = [f"--configfile {' '.join(shlex.quote(str(path)) for path in files)}"] if files else []
+    if values:
+        typed = typed_overrides(values)  # written as a file gives them: {lr: 2.0}, not {lr: '2.0'}
+        words.append("--config " + " ".join(shlex.quote(f"{key}={_command_line_value(v)}") for key, v in typed.items()))
+    return " ".join(words)
+
+
+def _command_line_value(value) -> str:
+    """``value`` as ``--config KEY=VALUE`` writes it: a mapping or list in YAML's flow style, null as ``null``."""
+    if isinstance(value, dict | list):
+        return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip()
+    return "null" if value is None else str(value)
 
 
 def describe_files(paths) -> str:
