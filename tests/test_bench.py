@@ -100,3 +100,20 @@ def test_a_run_in_lock_step_takes_the_given_length_and_leaves_its_own_stream_alo
     (_, _, first), _ = drawn.batch()
     (_, _, after), _ = given.batch()
     assert after == first  # the given length drew nothing from the run's streams
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (["--fused", "2", "--runs", "3"], "bench: --runs (runs as separate processes) and --fused K"),
+        (["--recurrence", "batched"], "bench: --recurrence batched applies to --fused K only"),
+    ],
+)
+def test_options_that_time_nothing_together_are_refused_before_any_work(flags, why, tmp_path):
+    """Before, `bench --fused 2 --runs 3` timed 2 fused runs and said "runs": 2; `--recurrence` without `--fused` was
+    dropped: each in silence."""
+    from softmax_bottleneck.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "--dataset", "ptb", "--variant", "softmax", "--data", str(tmp_path / "none"), *flags])
+    assert str(stop.value.code).startswith(why)

@@ -135,6 +135,13 @@ def test_a_diverging_run_leaves_the_group_and_the_others_finish(tmp_path):
     assert isinstance(outcomes[0], dict) and isinstance(outcomes[2], dict)
 
 
+def test_two_runs_of_one_folder_are_refused_naming_it(tmp_path):
+    specs = [RunSpec("softmax", "et", 1, tmp_path / "a"), RunSpec("ss", "et", 2, tmp_path / "b" / ".." / "a")]
+    with pytest.raises(ValueError, match=rf"^two runs of the group name the same run folder, {tmp_path / 'a'}$"):
+        train_group(dataset="ptb", runs=specs, corpus=tiny_corpus(), device="cpu")
+    assert not (tmp_path / "a").exists()
+
+
 def test_runs_of_different_shapes_never_start(tmp_path):
     specs = [RunSpec("softmax", "et", 1, tmp_path / "a"), RunSpec("mos", "et", 1, tmp_path / "b")]
     with pytest.raises(ValueError, match="cannot train fused with .*: they differ in nemb, nhid, nhidlast"):

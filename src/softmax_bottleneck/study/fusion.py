@@ -87,7 +87,8 @@ def fusion_notes(study: Study) -> list[str]:
         return []
     runs = sum(len(group.runs) for group in groups.values())
     return [
-        f"fusion: {runs} of the {len(study.jobs)} runs train in {len(groups)} fused jobs of up to "
+        f"fusion: {runs} of the {len(study.jobs)} runs train in {len(groups)} fused "
+        f"job{'s' if len(groups) != 1 else ''} of up to "
         f"{runs_per_job(study.config)} runs (docs/fused-training.md), the others one job each; the hours above price "
         "a fused run as trained alone: fusion's gain on a card is not measured yet"
     ]

@@ -386,6 +386,11 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
+    if args.fused is not None and args.runs != 1:
+        raise SystemExit("bench: --runs (runs as separate processes) and --fused K (K runs in this process) time "
+                         "different things: give one of them")  # fmt: skip
+    if args.fused is None and args.recurrence != "auto":
+        raise SystemExit(f"bench: --recurrence {args.recurrence} applies to --fused K only")
     try:
         opts = {
             "dataset": args.dataset,

@@ -236,8 +236,10 @@ def train_group(
 ) -> list:  # fmt: skip
     """Resolve every run's preset, load the corpus once, train the group; every run's metrics or exception
     (``on_end``: :meth:`FusedGroup.fit`)."""
-    if len({spec.out.resolve() for spec in runs}) != len(runs):
-        raise ValueError("two runs of the group name the same run folder")
+    folders = [spec.out.resolve() for spec in runs]
+    twice = next((spec.out for spec, folder in zip(runs, folders, strict=True) if folders.count(folder) > 1), None)
+    if twice is not None:
+        raise ValueError(f"two runs of the group name the same run folder, {twice}")
     hps = []
     for spec in runs:
         own = {**(overrides or {}), **dict(spec.sets), "seed": int(spec.seed)}
