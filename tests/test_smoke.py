@@ -63,3 +63,10 @@ def test_the_smoke_check_runs_end_to_end(tmp_path):
     assert (page.parent / "claims.html").is_file() and 'href="claims.html"' in page.read_text()  # the page's link
     assert "The workflow&#x27;s last run of this study finished at " in page.read_text()  # marked by onsuccess
     assert "trainings: 2 of 2 done, jobs: 13 of 13." in page.read_text()
+    # pages the command wrote are rendered again by Snakemake (before: "Nothing to be done", the command's pages kept)
+    assert run_in(repo, "python -m softmax_bottleneck preview").returncode == 0
+    again = run_in(repo, "snakemake progress")
+    output = again.stdout + again.stderr
+    assert again.returncode == 0 and "1 of 1 steps (100%) done" in output, output[-3000:]
+    third = run_in(repo, "snakemake progress")  # once only: the runs have not moved since
+    assert "Nothing to be done" in third.stdout + third.stderr, (third.stdout + third.stderr)[-3000:]

@@ -8,11 +8,13 @@
 # Their parameters are digests of where the runs stand: they re-render when a run moved on, and only then.
 
 from softmax_bottleneck.report import preview as study_preview
-from softmax_bottleneck.report.progress import progress_files
+from softmax_bottleneck.report.progress import command_stamp, progress_files
 from softmax_bottleneck.study.status import groups as status_groups
 from softmax_bottleneck.study.status import state_digest, study_status
 
 PROGRESS_PAGE, LEARNING_CURVES = progress_files(STUDY)
+#: pages `python -m softmax_bottleneck preview` wrote (not Snakemake): rendered again by `snakemake progress`/`preview`
+COMMAND_STAMP = command_stamp(STUDY)
 PREVIEW_FILES = study_preview.output_files(STUDY)
 #: `snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
 #: the study followed is the one last started in this folder (common.smk, FOLLOWED), and its --config values
@@ -42,6 +44,8 @@ rule status:
 
 rule progress:
     """Render the progress page (runs by state, GPU time, finished runs over time) and learning curves."""
+    input:
+        lambda wildcards: [COMMAND_STAMP] if os.path.exists(COMMAND_STAMP) else [],
     output:
         page=report(
             PROGRESS_PAGE,

@@ -352,7 +352,7 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
-    from softmax_bottleneck.report.progress import render_progress
+    from softmax_bottleneck.report.progress import command_stamp, render_progress
     from softmax_bottleneck.study import config as study_config
 
     study, source = study_config.load_study(args, "preview", follow=True)
@@ -365,6 +365,8 @@ def run_cli(args) -> int:
     retry = study_config.snakemake_options(args)
     render_progress(study, directory=args.directory, config=source, retry_options=retry)
     outcome = render_preview(study, directory=args.directory, names=set(args.names) or None)
+    stamp = Path(args.directory) / command_stamp(study)  # after the pages: snakemake progress renders them again
+    atomic_write_text(f"python -m softmax_bottleneck preview, {time.strftime('%Y-%m-%d %H:%M:%S')}\n", stamp)
     _, reports, _ = output_roots(study.config)
     rendered = sum(what == "rendered" for what in outcome.values())
     log.info("wrote %d provisional tables and figures under %s/%s/ (%d not yet)", rendered, reports, PREVIEW,

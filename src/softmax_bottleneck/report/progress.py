@@ -59,6 +59,14 @@ pre { font-size: 12px; }
 """
 
 
+def command_stamp(study: Study) -> str:
+    """The file ``python -m softmax_bottleneck preview`` writes after its pages: an input of the workflow's
+    ``progress`` where it exists, so that pages Snakemake did not write are rendered again by ``snakemake progress``
+    and ``preview`` (which would otherwise find them and, without a record of their own, do nothing)."""
+    _, reports, _ = output_roots(study.config)
+    return f"{reports}/{PREVIEW}/.written-by-command"
+
+
 def progress_files(study: Study) -> tuple[str, list[str]]:
     """The progress page and the learning-curve figures that :func:`render_progress` writes (relative paths)."""
     _, reports, _ = output_roots(study.config)
