@@ -256,6 +256,27 @@ def test_a_command_line_value_out_of_range_is_named_as_the_command_lines(entry, 
     assert study_config.blamed_source(err.value, str(SMALL), {"output_subdir": "x"}) == str(SMALL)  # a file's value
 
 
+def test_no_configuration_writes_into_a_folder_of_the_papers_outputs():
+    """Every folder the workflow and the package write below results/ and reports/ for the paper's configuration
+    (``output_subdir: null``) is refused as another configuration's ``output_subdir``. Before, `output_subdir:
+    preview` was accepted, and `preview` of the paper's study then emptied that configuration's summaries."""
+    import re
+
+    from softmax_bottleneck.report.progress import PREVIEW
+
+    pattern = re.compile(r"(?:\{(?:RESULTS|REPORTS|results|reports)\}|\"(?:results|reports))/([A-Za-z_]+)")
+    written = {PREVIEW}
+    for path in [*(ROOT / "workflow").rglob("*.smk"), ROOT / "Snakefile", *(ROOT / "src").rglob("*.py")]:
+        written |= set(pattern.findall(path.read_text(encoding="utf-8")))
+    assert {"summary", "tables", "runs", "fused", "preview"} <= written  # the scan finds them
+    reserved = set(study_config.read_schema()["properties"]["output_subdir"]["oneOf"][1]["not"]["enum"])
+    assert written <= reserved, sorted(written - reserved)
+    config = study_config.read(SMALL)
+    for name in sorted(written):
+        with pytest.raises(study_config.ConfigError, match="output_subdir"):
+            study_config.check({**config, "output_subdir": name})
+
+
 # --------------------------------------------------------------------------------------------- through snakemake
 def _snakemake(workdir: Path, *args: str):
     cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), *args, "--directory", str(workdir)]
