@@ -105,7 +105,7 @@ def test_bad_checkpoint_is_one_line_naming_it(command, kind, model_pt, ptb_cache
         "qualitative": ["qualitative", "--checkpoint", str(bad), "--corpus-cache", str(ptb_cache),
                         "--out", str(out / "top5.csv"), "--device", "cpu"],
         "wordsim": ["wordsim", "--checkpoint", str(bad), "--benchmarks", str(_benchmarks(tmp_path / "ws")),
-                    "--out", str(out / "wordsim.csv")],
+                    "--own-benchmarks", "--out", str(out / "wordsim.csv")],
     }[command]  # fmt: skip
     capsys.readouterr()
     assert _exit_code(argv) != 0
@@ -122,7 +122,7 @@ def test_the_good_checkpoint_passes(model_pt, ptb_cache, tmp_path):
     assert cli.main(argv) == 0
     assert json.loads((out / "rank.json").read_text())["shape"] == [50, 10_000]
     argv = ["wordsim", "--checkpoint", str(model_pt), "--benchmarks", str(_benchmarks(tmp_path / "ws")),
-            "--out", str(out / "wordsim.csv")]  # fmt: skip
+            "--own-benchmarks", "--out", str(out / "wordsim.csv")]  # fmt: skip
     assert cli.main(argv) == 0
 
 

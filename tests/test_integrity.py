@@ -138,7 +138,7 @@ def test_the_wordsim_command_refuses_a_lone_flipped_model(tmp_path, run, tiny_wo
     shutil.copy(run / "model.pt", lone)
     _flip_bit_in_largest_tensor(lone)
     out = tmp_path / "wordsim.csv"
-    result = _cli("wordsim", "--checkpoint", lone, "--benchmarks", tiny_word_sim, "--out", out)
+    result = _cli("wordsim", "--checkpoint", lone, "--benchmarks", tiny_word_sim, "--own-benchmarks", "--out", out)
     assert result.returncode == 2 and str(lone) in _one_line(result) and "content" in _one_line(result)
     assert not out.exists()
 
@@ -401,7 +401,9 @@ def test_a_read_only_run_folder_is_one_line(read_only_folder, ptb_cache):
 
 def test_a_read_only_output_folder_of_wordsim_is_one_line(read_only_folder, run, tiny_word_sim):
     out = read_only_folder / "wordsim.csv"
-    result = _cli("wordsim", "--checkpoint", run / "model.pt", "--benchmarks", tiny_word_sim, "--out", out)
+    result = _cli(
+        "wordsim", "--checkpoint", run / "model.pt", "--benchmarks", tiny_word_sim, "--own-benchmarks", "--out", out
+    )
     line = _one_line(result)
     assert result.returncode == 2 and line.startswith(f"wordsim: error: {out}: cannot write") and not out.exists()
 

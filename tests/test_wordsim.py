@@ -186,7 +186,8 @@ def test_wordsim_cli_with_fake_checkpoint(tmp_path, monkeypatch):
         (bad / name).write_text("a b 1\n")
     (bad / "MC-30.txt").write_text("a b 1\nc d\n")
     seen.clear()
-    assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(bad), "--out", str(out)]) == 2
+    assert cli_main(["wordsim", "--checkpoint", str(ckpt), "--benchmarks", str(bad), "--own-benchmarks", "--out",
+                     str(out)]) == 2  # fmt: skip
     assert "args" not in seen
 
 
@@ -207,7 +208,32 @@ def test_an_empty_or_non_utf8_benchmark_is_refused_naming_it(tmp_path, content, 
         wordsim.read_benchmark(bad)
     assert str(err.value).startswith(f"{bad}: {reason}")
     out = tmp_path / "out.csv"
-    code = cli_main(["wordsim", "--checkpoint", str(tmp_path / "none.pt"), "--benchmarks", str(tmp_path), "--out",
-                     str(out)])  # fmt: skip
+    code = cli_main(["wordsim", "--checkpoint", str(tmp_path / "none.pt"), "--benchmarks", str(tmp_path),
+                     "--own-benchmarks", "--out", str(out)])  # fmt: skip
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and str(bad) in lines[0] and reason in lines[0] and not out.exists()
+
+
+@needs_data
+def test_an_edited_benchmark_is_refused_before_the_model_is_read(tmp_path, capsys):
+    """Before, one score edited in a copy of MC-30 moved its rho from 0.517 to 0.817, exit status 0: the files were
+    checked only when downloaded. Now each is the published file or the command stops naming it (with
+    --own-benchmarks, a folder of your own is read as it is)."""
+    import shutil
+
+    from softmax_bottleneck.cli import main as cli_main
+
+    copy = tmp_path / "ws"
+    shutil.copytree(WORD_SIM, copy)
+    assert len(wordsim.benchmark_files(copy)) == 13  # the published files pass
+    text = (copy / "MC-30.txt").read_text(encoding="utf-8").splitlines()
+    first = text[0].split()
+    (copy / "MC-30.txt").write_text("\n".join([" ".join([*first[:2], "0.01"]), *text[1:]]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.csv"
+    code = cli_main(["wordsim", "--checkpoint", str(tmp_path / "none.pt"), "--benchmarks", str(copy), "--out",
+                     str(out)])  # fmt: skip
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and not out.exists(), lines
+    assert f"{copy / 'MC-30.txt'}: SHA-256 " in lines[0] and "is not the published benchmark's" in lines[0]
+    assert "fetch word-sim/MC-30.txt" in lines[0]
+    assert len(wordsim.benchmark_files(copy, pinned=False)) == 13

@@ -150,8 +150,13 @@ def evaluate_embedding(embedding, vocab: Sequence[str], pairs: Sequence[Pair]) -
     return _evaluate(unit, _index(vocab), pairs)
 
 
-def benchmark_files(benchmark_dir: str | Path) -> OrderedDict[str, Path]:
-    """SM name → path of every benchmark in ``benchmark_dir`` (``FileNotFoundError`` if one is missing)."""
+def benchmark_files(benchmark_dir: str | Path, pinned: bool = True) -> OrderedDict[str, Path]:
+    """SM name → path of every benchmark in ``benchmark_dir``: ``FileNotFoundError`` if one is missing; with
+    ``pinned``, ``ValueError`` if one is not the published file (its SHA-256,
+    :data:`softmax_bottleneck.corpora.download.FILES`): the study's numbers are those of the published benchmarks, and
+    an edited score would change them in silence."""
+    from softmax_bottleneck.corpora.download import FILES, sha256_file
+
     d = Path(benchmark_dir)
     out: OrderedDict[str, Path] = OrderedDict()
     missing = []
@@ -162,10 +167,16 @@ def benchmark_files(benchmark_dir: str | Path) -> OrderedDict[str, Path]:
         out[name] = p
     if missing:
         raise FileNotFoundError(f"{d}: missing benchmark file(s) {', '.join(missing)}")
+    for fname in BENCHMARKS.values() if pinned else ():
+        published, got = FILES[f"word-sim/{fname}"].sha256, sha256_file(d / fname)
+        if got != published:
+            raise ValueError(f"{d / fname}: SHA-256 {got[:8]}… is not the published benchmark's ({published[:8]}…): "
+                             f"a damaged or edited copy; restore it with: python -m softmax_bottleneck fetch "
+                             f"word-sim/{fname} (--own-benchmarks for files of your own)")  # fmt: skip
     return out
 
 
-def evaluate_all(embedding, vocab: Sequence[str], benchmark_dir: str | Path):
+def evaluate_all(embedding, vocab: Sequence[str], benchmark_dir: str | Path, pinned: bool = True):
     """All 13 benchmarks → ``pandas.DataFrame(benchmark, pairs, found, not_found, spearman)`` in SM Table 3 order."""
     import pandas as pd
 
@@ -174,7 +185,7 @@ def evaluate_all(embedding, vocab: Sequence[str], benchmark_dir: str | Path):
         raise ValueError(f"embedding has {unit.shape[0]} rows but the vocabulary {len(vocab)} words")
     index = _index(vocab)
     rows = []
-    for name, path in benchmark_files(benchmark_dir).items():
+    for name, path in benchmark_files(benchmark_dir, pinned).items():
         rows.append({"benchmark": name, **_evaluate(unit, index, read_benchmark(path))})
     return pd.DataFrame(rows, columns=["benchmark", "pairs", "found", "not_found", "spearman"])
 
@@ -192,6 +203,11 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, metavar="MODEL.pt", help="model.pt of a trained run")
     parser.add_argument("--benchmarks", required=True, metavar="DIR", help="folder with the 13 benchmark files")
     parser.add_argument("--out", required=True, metavar="CSV", help="where to write one row per benchmark")
+    parser.add_argument(
+        "--own-benchmarks", action="store_true",
+        help="the files need not be the published benchmarks (checked by SHA-256 otherwise): a folder of your own, "
+        "whose numbers are not the study's",
+    )  # fmt: skip
 
 
 def run_cli(args) -> int:
@@ -201,7 +217,7 @@ def run_cli(args) -> int:
 
     with stop_on_signals("wordsim"):
         try:
-            files = benchmark_files(args.benchmarks)
+            files = benchmark_files(args.benchmarks, pinned=not args.own_benchmarks)
             for p in files.values():  # fail on a malformed file before loading the model
                 read_benchmark(p)
         except (OSError, ValueError) as exc:
@@ -211,7 +227,7 @@ def run_cli(args) -> int:
         except InputError as err:
             return report("wordsim", err)
         vocab = list(meta["vocab"])
-        table = evaluate_all(model.encoder.weight, vocab, args.benchmarks)
+        table = evaluate_all(model.encoder.weight, vocab, args.benchmarks, pinned=not args.own_benchmarks)
         table.insert(0, "variant", meta.get("variant"))
         table.insert(0, "dataset", meta.get("dataset"))
         try:
