@@ -454,3 +454,19 @@ def test_a_summary_without_a_column_it_must_have_is_refused_not_shown_as_runs_no
         main([kind, item, "--summary-dir", str(broken), "--out", str(tmp_path / "out" / item)])
     assert str(exc.value.code).startswith(f"{kind} {item}: ") and needle in str(exc.value.code)
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize(("item", "file"), [("table2", "main.csv"), ("sm_table3", "wordsim.csv")])
+def test_a_summary_row_given_twice_is_refused_not_counted_as_another_seed(summary_dir, tmp_path, item, file):
+    """Before, main.csv with its first row appended again gave Table 2 that row's layer with one seed more (its sd
+    shrunk, its n grown) and exit status 0, while the claims page refused the same file."""
+    from softmax_bottleneck.cli import main
+
+    broken = tmp_path / "summary"
+    shutil.copytree(summary_dir, broken)
+    frame = pd.read_csv(summary_dir / file)
+    pd.concat([frame, frame.iloc[[0]]]).to_csv(broken / file, index=False)
+    with pytest.raises(SystemExit) as exc:
+        main(["table", item, "--summary-dir", str(broken), "--out", str(tmp_path / "out" / item)])
+    assert f"{broken / file}: row {len(frame) + 1} repeats row 1 (dataset " in str(exc.value.code), exc.value.code
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []

@@ -107,6 +107,38 @@ RUN_REQUIRED = ("dataset", "variant", "schedule", "seed", "seed_kind", "train_pp
                 "press_rank")  # fmt: skip
 
 
+#: the columns that tell one run of a run summary from another
+RUN_IDENTITY = ("dataset", "variant", "schedule", "seed", "gss_c", "gss_k", "n_experts", "dropoutl")
+#: the columns that tell one row of the word-similarity summary from another
+WORDSIM_IDENTITY = ("dataset", "variant", "benchmark")
+#: the columns that tell one row of the top-5 summary from another (a model's context)
+TOP5_IDENTITY = ("model", "group", "number")
+
+
+def empty_cell(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value)
+
+
+def check_once(frame: pd.DataFrame, path, identity: Sequence[str] = WORDSIM_IDENTITY) -> pd.DataFrame:
+    """``frame`` when no two rows share the ``identity`` columns it has: a run (or a model's benchmark) counts once;
+    :class:`~softmax_bottleneck.readback.ReadbackError` naming both rows otherwise (a repeated row would count as
+    another seed: a mean's n and sd would be wrong)."""
+    columns = [column for column in identity if column in frame.columns]
+    if not columns or frame.empty:
+        return frame
+    keys = [tuple(row) for row in frame[columns].astype(str).itertuples(index=False)]
+    seen: dict[tuple, int] = {}
+    for second, key in enumerate(keys):
+        if key not in seen:
+            seen[key] = second
+            continue
+        first, shown = seen[key], frame.iloc[second]
+        what = ", ".join(f"{column} {shown[column]}" for column in columns if not empty_cell(shown[column]))
+        why = f"row {second + 1} repeats row {first + 1} ({what}): a run is counted once"
+        raise readback.ReadbackError(path, f"{why}; rebuild the summary (snakemake) or remove the repeated row")
+    return frame
+
+
 def read_summary(
     summary_dir,
     name: str,
@@ -142,7 +174,8 @@ def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame
     ones (e.g. ``n_experts``); it must have :data:`RUN_REQUIRED`, another column it lacks is there, empty."""
     numbers = ["seed", "parameters", *PPL3, "press_rank", *EPS, *extra]
     text = ["dataset", "variant", "schedule", "seed_kind"]
-    return read_summary(summary_dir, name, text=text, numbers=numbers, required=RUN_REQUIRED)
+    frame = read_summary(summary_dir, name, text=text, numbers=numbers, required=RUN_REQUIRED)
+    return check_once(frame, Path(summary_dir) / name, RUN_IDENTITY)
 
 
 def read_wordsim(summary_dir) -> pd.DataFrame:
@@ -155,6 +188,7 @@ def read_wordsim(summary_dir) -> pd.DataFrame:
         numbers=["pairs", "found", "not_found", "spearman"],
         required=["dataset", "variant", "benchmark", "spearman"],  # the pair counts came later
     )
+    frame = check_once(frame, Path(summary_dir) / "wordsim.csv", WORDSIM_IDENTITY)
     return frame.assign(benchmark=frame["benchmark"].map(reported.normalise_benchmark))
 
 

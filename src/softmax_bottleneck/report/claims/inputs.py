@@ -12,25 +12,20 @@ one line, and no page.
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.readback import ReadbackError
+from softmax_bottleneck.report.common import (  # noqa: F401  (the identities and the check, re-exported for the page)
+    RUN_IDENTITY,
+    TOP5_IDENTITY,
+    WORDSIM_IDENTITY,
+    check_once,
+    empty_cell,
+)
 
-#: the columns that tell one run of a run summary from another
-RUN_IDENTITY = ("dataset", "variant", "schedule", "seed", "gss_c", "gss_k", "n_experts", "dropoutl")
-#: the columns that tell one row of the word-similarity summary from another
-WORDSIM_IDENTITY = ("dataset", "variant", "benchmark")
-#: the columns that tell one row of the top-5 summary from another (a model's context)
-TOP5_IDENTITY = ("model", "group", "number")
 #: the rank columns of a run summary, each at most the vocabulary of the run's dataset
 RANKS = ("press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5")
-
-
-def _empty(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value)
 
 
 def check_runs(frame: pd.DataFrame, path) -> pd.DataFrame:
@@ -49,7 +44,7 @@ def check_runs(frame: pd.DataFrame, path) -> pd.DataFrame:
         seed = pd.to_numeric(pd.Series([record.get("seed")]), errors="coerce").iloc[0]
         if pd.isna(seed) or seed < 0 or not float(seed).is_integer():
             raise ReadbackError(path, f"row {row}, column seed: {record.get('seed')!r} is not a whole number >= 0")
-        if "test_ppl" in record and _empty(record["test_ppl"]):
+        if "test_ppl" in record and empty_cell(record["test_ppl"]):
             why = "empty; a run without its test perplexity is not dropped silently: rebuild the summary, or drop it"
             raise ReadbackError(path, f"row {row}, column test_ppl: {why}")
         vocab = presets.VOCAB_SIZES[dataset]
@@ -59,21 +54,3 @@ def check_runs(frame: pd.DataFrame, path) -> pd.DataFrame:
                 why = f"is impossible: a rank of a log-P matrix of {dataset} is at most its vocabulary, {vocab:,}"
                 raise ReadbackError(path, f"row {row}, column {column}: {record[column]!r} {why}")
     return check_once(frame, path, RUN_IDENTITY)
-
-
-def check_once(frame: pd.DataFrame, path, identity=WORDSIM_IDENTITY) -> pd.DataFrame:
-    """``frame`` when no two rows share the ``identity`` columns it has: a run (or a model's benchmark) counts once."""
-    columns = [column for column in identity if column in frame.columns]
-    if not columns or frame.empty:
-        return frame
-    keys = [tuple(row) for row in frame[columns].astype(str).itertuples(index=False)]
-    seen: dict[tuple, int] = {}
-    for second, key in enumerate(keys):
-        if key not in seen:
-            seen[key] = second
-            continue
-        first, shown = seen[key], frame.iloc[second]
-        what = ", ".join(f"{column} {shown[column]}" for column in columns if not _empty(shown[column]))
-        raise ReadbackError(path, f"row {second + 1} repeats row {first + 1} ({what}): a run is counted once; "
-                                  "rebuild the summary (snakemake) or remove the repeated row")  # fmt: skip
-    return frame
