@@ -72,6 +72,14 @@ CASES = {
         lambda p, m: _reseal(p, lambda b: b["state_dict"].pop("output_layer.bias")),
         "(missing output_layer.bias): the model this code builds has other tensors",
     ),  # fmt: skip
+    "dataset not a name": (  # before: analyze, wordsim and qualitative ended in "TypeError: unhashable type: 'list'"
+        lambda p, m: _reseal(p, lambda b: b.update(dataset=["ptb"])),
+        "malformed model checkpoint (dataset = ['ptb'], not a name)",
+    ),
+    "variant not a name": (  # before: accepted, and written into the rank JSON as "variant": 5
+        lambda p, m: _reseal(p, lambda b: b.update(variant=5)),
+        "malformed model checkpoint (variant = 5, not a name)",
+    ),
     "layer not here": (
         lambda p, m: _reseal(p, lambda b: b["hyperparameters"].update(output_layer="powsm")),
         "cannot build the model its hyper-parameters describe (unknown output layer",

@@ -124,6 +124,9 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     if missing or not isinstance(blob["state_dict"], dict) or not isinstance(blob["hyperparameters"], dict):
         what = ", ".join(missing) or "types"
         raise CheckpointError(f"{path}: incomplete model checkpoint (missing or malformed: {what})")
+    for key in ("dataset", "variant", "vocab_sha256"):  # sealed is not well-formed: a hand-made file may be either
+        if not isinstance(blob[key], str) or not blob[key]:
+            raise CheckpointError(f"{path}: malformed model checkpoint ({key} = {blob[key]!r}, not a name)")
     if not isinstance(blob["vocab"], list) or vocab_sha256(blob["vocab"]) != blob["vocab_sha256"]:
         raise CheckpointError(f"{path}: the checkpoint's vocabulary does not match its own vocab_sha256")
     return blob
