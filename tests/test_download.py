@@ -169,6 +169,7 @@ def test_every_source_failing_leaves_nothing(tmp_path, fake_files):
     with pytest.raises(download.FetchError, match="wikitext-2/test.txt") as err:
         download.fetch(["wikitext-2/test.txt"], tmp_path)
     assert "without network access" in str(err.value) and "--config data_mirror=DIR" in str(err.value)
+    assert "python -m softmax_bottleneck fetch --mirror DIR" in str(err.value)  # the command's own option too
     assert not (tmp_path / "wikitext-2/test.txt").exists()
     assert _leftovers(tmp_path) == []
 

@@ -254,7 +254,8 @@ def _download(spec: DataFile, dest: Path, timeout: float, archives: dict, scratc
             raise ChecksumError(f"{spec.path}: SHA-256 mismatch for the copy from {origin}: {err}") from None
     raise FetchError(
         f"{spec.path}: every source failed ({'; '.join(errors)}); without network access, put the files in a folder "
-        "laid out like resources/data (ptb/, wikitext-2/, word-sim/) and pass --config data_mirror=DIR "
+        "laid out like resources/data (ptb/, wikitext-2/, word-sim/) and pass it: snakemake ... --config "
+        "data_mirror=DIR, python -m softmax_bottleneck fetch --mirror DIR "
         "(python -m softmax_bottleneck fetch --list names them with their SHA-256)"
     )
 
