@@ -85,8 +85,8 @@ def gpu_lines(status: StudyStatus) -> list[str]:
     hours = f"{status.device_hours:,.2f} {label}-hours"
     spent = f"{label[0].upper()}{label[1:]} time spent: {hours} (the runs' own epoch times)."
     if status.scaled_down:
-        return [f"{spent} These runs read the first tokens of their data only (the small scale): the plan's V100 "
-                "GPU-hours do not apply to them.", *workflow_lines(status)]  # fmt: skip
+        return [f"{spent} These runs read the first tokens of their data only (train_tokens, as the small scale): "
+                "the plan's V100 GPU-hours do not apply to them.", *workflow_lines(status)]  # fmt: skip
     finish = status.seconds_to_finish
     lines = [
         f"{spent} The plan projects {status.projected_hours:,.0f} V100 GPU-hours: {status.done_hours:,.1f} done "
