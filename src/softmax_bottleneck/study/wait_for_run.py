@@ -77,7 +77,8 @@ def wait_for_run(folder: Path, log_path: Path, run: dict, poll: float, max_wait:
     seconds; 0 once it finished with its outputs as the run asked for, else 1 (said in one line)."""
     start = time.monotonic()
     status = run_state(folder, log_path, run)
-    log.info("%s: %s; waiting for the process that trains it (%s)", folder, status.state, log_path)
+    if status.state == "running":
+        log.info("%s: running; waiting for the process that trains it (%s)", folder, log_path)
     while status.state == "running":
         waited = time.monotonic() - start
         if max_wait is not None and waited >= max_wait:
