@@ -333,7 +333,8 @@ def test_a_stamp_is_written_only_when_every_check_passes_and_vouches_for_that_so
         key: source[key] for key in ("name", "distribution", "version", "source_sha256")
     }
     assert json.loads(stamp.read_text()) == written and conformance_stamp_ok(stamp, "ss") == (True, "")
-    assert not conformance_stamp_ok(stamp, "gss")[0]  # another layer's stamp
+    ok, why = conformance_stamp_ok(stamp, "gss")  # another layer's stamp (before: "the layer changed", name ss → gss)
+    assert not ok and why.startswith(f"gss: the stamp {stamp} is another layer's ('ss'); run: "), why
     changed = dict(written, source_sha256="0" * 64)  # the plug-in's code changed since it was checked
     stamp.write_text(json.dumps(changed))
     ok, why = conformance_stamp_ok(stamp, "ss")

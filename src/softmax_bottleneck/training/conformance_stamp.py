@@ -59,6 +59,8 @@ def conformance_stamp_ok(path: str | Path, name: str, hp: dict | None = None) ->
         return False, f"{name}: the stamp {path} does not record every conformance check; {redo}"
     if any(status not in ("pass", "skip") for status in checks.values()):
         return False, f"{name}: the stamp {path} does not record passed checks; {redo}"
+    if isinstance(stamp, dict) and stamp.get("name") != name:
+        return False, f"{name}: the stamp {path} is another layer's ({stamp.get('name')!r}); {redo}"
     changed = [field for field in STAMP_FIELDS if stamp.get(field) != now[field]]
     if changed:
         was = ", ".join(f"{f} {stamp.get(f)!r} → {now[f]!r}" for f in changed)
