@@ -307,3 +307,16 @@ def test_snakemake_trains_with_the_typed_config_values(tmp_path):
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "Traceback" not in output, output[-2000:]
     assert "--config: fusion/runs_per_job: 0 is less than the minimum of 1" in output, output[-2000:]
+
+
+def test_more_rank_rows_than_any_test_set_has_are_refused():
+    """Before, `rank_rows: 100000000` passed and analysed every model's whole test set again, under rank-100000000.json
+    (9 minutes for one smoke model); the largest test split's rows still pass."""
+    config = study_config.read(SMALL)
+    for rows, fine in ((245_568, True), (245_569, False), (100_000_000, False)):
+        config["analysis"]["rank_rows"] = rows
+        if fine:
+            study_config.check(config)
+            continue
+        with pytest.raises(study_config.ConfigError, match=r"^analysis/rank_rows: .* is more rows than any test set"):
+            study_config.check(config)

@@ -261,8 +261,22 @@ def _block(overrides: dict, where: str) -> dict:
     return block or {}
 
 
+def check_rank_rows(config: dict) -> None:
+    """``analysis/rank_rows`` as a number: at most the rows of the largest test split (T − 1); more would analyse the
+    whole split under another name (``rank-<N>.json``), an analysis of every model a second time."""
+    from softmax_bottleneck.corpora.datasets import DATASETS
+
+    rows = config["analysis"]["rank_rows"]
+    most = {d.display: d.split_tokens[2] - 1 for d in DATASETS.values()}
+    if isinstance(rows, int) and rows > max(most.values()):
+        sizes = ", ".join(f"{label} {n:,}" for label, n in most.items())
+        raise ConfigError(f"analysis/rank_rows: {rows:,} is more rows than any test set has ({sizes}): `full` "
+                          "analyses the whole test set", key_path=("analysis", "rank_rows"))  # fmt: skip
+
+
 def check_semantics(config: dict) -> None:
     """What the schema cannot express; each error names the offending key."""
+    check_rank_rows(config)
     random = config["seeds"]["random"]
     for dataset, by_family in config["seeds"]["authors"].items():
         clash = set(by_family.values()) & set(random)
