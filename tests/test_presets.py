@@ -232,6 +232,17 @@ def test_train_rejects_a_bad_set_value_before_any_work(tmp_path):
     assert not out.exists()
 
 
+def test_train_refuses_a_model_too_large_for_the_device_before_making_its_folder(tmp_path):
+    """Before, `train --set nhid=1000000000` was refused after its run folder and lock were made: an empty folder
+    stayed behind."""
+    out = tmp_path / "run"
+    done = _cli("train", "--dataset", "ptb", "--variant", "softmax", "--out", str(out), "--device", "cpu",
+                "--data", str(tmp_path / "no-data"), "--set", "nhid=1000000000")  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("train: the model (nemb=400, nhid=1000000000, ")
+    assert not out.exists()
+
+
 def test_another_layers_hyper_parameter_is_refused_by_describe_and_said_by_train(tmp_path, caplog):
     """Before, `describe --variant softmax --set n_experts=5` (and bench, train) printed a Softmax as if asked for
     nothing, the key dropped in silence. describe refuses it; train, which the workflow gives its whole

@@ -520,6 +520,7 @@ def train(
         overrides["seed"] = int(seed)
     hp = presets.resolve(dataset, variant, schedule, overrides)
     device = resolve_device(device)
+    check_model_fits(hp, presets.VOCAB_SIZES[dataset], device)  # before the run folder is made
     with run_lock(out_dir):  # a second writer fails before loading anything
         if corpus is None:
             corpus = load_corpus(data_dir, corpus_cache)
