@@ -114,7 +114,7 @@ def test_a_finished_run_is_restored_and_a_held_one_left_alone(tmp_path):
     assert isinstance(outcomes[2], dict) and (free / "metrics.json").is_file()
 
 
-def test_a_diverging_run_leaves_the_group_and_the_others_finish(tmp_path):
+def test_a_diverging_run_leaves_the_group_and_the_others_finish(tmp_path, caplog):
     corpus = tiny_corpus()
     trainers, labels = [], []
     for k, lr in enumerate((5.0, 1e12, 5.0)):
@@ -127,8 +127,11 @@ def test_a_diverging_run_leaves_the_group_and_the_others_finish(tmp_path):
     def on_end(k, err):
         told.append((k, type(err), any((tmp_path / f"run{j}" / "metrics.json").exists() for j in (0, 2))))
 
-    outcomes = FusedGroup(trainers, labels, on_end).fit()
+    with caplog.at_level("INFO"):
+        outcomes = FusedGroup(trainers, labels, on_end).fit()
     assert isinstance(outcomes[1], Diverged)
+    preflights = [r.getMessage() for r in caplog.records if "preflight: " in r.getMessage()]
+    assert sorted(line.split(": preflight")[0] for line in preflights) == labels, preflights  # each names its run
     assert told == [(1, Diverged, False)]  # said when it left, not when the others ended (before: only at the end)
     progress = json.loads((tmp_path / "run1" / ".resume" / "progress.json").read_text())
     assert "diverged" in progress["error"]  # the run's own progress file says why it stopped

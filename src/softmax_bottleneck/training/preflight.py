@@ -188,10 +188,13 @@ def check_shapes(model, hp: dict, shapes: list[Shape]) -> None:
             generator.set_state(generator_state)
 
 
-def preflight(model, hp: dict, train_data: torch.Tensor, val_data: torch.Tensor, test_data: torch.Tensor) -> None:
+def preflight(
+    model, hp: dict, train_data: torch.Tensor, val_data: torch.Tensor, test_data: torch.Tensor, logger=None
+) -> None:
     """Before an attempt's first training step: every shape it will meet (:func:`run_shapes` of its batchified data)
     through its model, on its device (:func:`check_shapes`); :class:`PreflightError` ends the attempt before its
-    first epoch, naming the layer and the shape (a resume state written earlier stays as it was)."""
+    first epoch, naming the layer and the shape (a resume state written earlier stays as it was). Its line goes to
+    ``logger`` (the run's: in a fused group, prefixed with the run's label), else this module's."""
     started = time.monotonic()
     shapes = run_shapes(hp, train_data.size(0), val_data.size(0), test_data.size(0))
     try:
@@ -201,5 +204,5 @@ def preflight(model, hp: dict, train_data: torch.Tensor, val_data: torch.Tensor,
             f": fix the layer (check-layer {hp.get('output_layer')} checks the presets' shapes)" if err.layer else ""
         )
         raise PreflightError(f"preflight: {err}; no epoch ran in this attempt{advice}", err.layer) from None
-    log.info("preflight: %d shapes and modes of this run pass with output layer %s (%.1fs)", len(shapes),
-             hp.get("output_layer"), time.monotonic() - started)  # fmt: skip
+    (logger or log).info("preflight: %d shapes and modes of this run pass with output layer %s (%.1fs)", len(shapes),
+                         hp.get("output_layer"), time.monotonic() - started)  # fmt: skip

@@ -320,7 +320,7 @@ class Trainer:
         if restored is not None:
             return restored
         self.resumed = self._maybe_resume()
-        preflight(self.model, self.hp, self.train_data, self.val_data, self.test_data)  # before any epoch
+        preflight(self.model, self.hp, self.train_data, self.val_data, self.test_data, self.log)  # before any epoch
         self._last_save = time.monotonic()
         hp = self.hp
         self.log.info(
