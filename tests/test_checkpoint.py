@@ -52,7 +52,7 @@ CASES = {
     "empty": (lambda p, m: p.write_bytes(b""), "empty file"),
     "truncated": (lambda p, m: p.write_bytes(p.read_bytes()[:1000]), "not a readable weights-only torch file"),
     "text": (lambda p, m: p.write_text("not a model\n"), "not a readable weights-only torch file"),
-    "planted pickle": (lambda p, m: p.write_bytes(pickle.dumps(Planted(m), protocol=2)), "not a readable"),
+    "planted pickle": (lambda p, m: p.write_bytes(pickle.dumps(Planted(m), protocol=2)), "holds pickled Python"),
     "foreign dict": (lambda p, m: torch.save({"weights": torch.zeros(2)}, p), "not a softmax_bottleneck model"),
     "wrong format": (lambda p, m: torch.save({**torch.load(p, weights_only=True), "format": 7}, p), "format 7"),
     "misfit weights": (  # a well-formed file (its checksum recomputed) whose weights do not fit

@@ -51,7 +51,10 @@ def describe_load_error(exc: BaseException) -> str:
     if isinstance(exc, EOFError):
         return "empty or truncated file"
     if isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in message:
-        return "holds pickled Python objects, not only tensors (refused: loading it could run code)"
+        if "Unsupported global" in message:  # a class or function to call: what a planted pickle holds
+            return "holds pickled Python objects, not only tensors (refused: loading it could run code)"
+        detail = message.partition("WeightsUnpickler error:")[2].strip()
+        return f"not a file torch.save wrote ({_first_line(detail) or 'unreadable'})"
     if isinstance(exc, pickle.UnpicklingError | KeyError | UnicodeDecodeError):
         return f"not a PyTorch tensor file ({type(exc).__name__}: {_first_line(message) or 'unreadable'})"
     if "PytorchStreamReader" in message or isinstance(exc, zipfile.BadZipFile):

@@ -27,7 +27,7 @@ import torch
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.corpus import vocab_sha256
-from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
+from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, seal
 
 #: 2: the file carries the SHA-256 of its own content (``content_sha256``); 1: verifiable only through metrics.json
 MODEL_FORMAT = 2
@@ -101,7 +101,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, text, a pickle with code in it, ...
-        raise CheckpointError(f"{path}: not a readable weights-only torch file ({readback.error_line(err)})") from None
+        raise CheckpointError(f"{path}: not a readable weights-only torch file ({describe_load_error(err)})") from None
     if not isinstance(blob, dict) or "format" not in blob:
         raise CheckpointError(f"{path}: not a softmax_bottleneck model checkpoint")
     if blob["format"] not in READABLE_FORMATS:

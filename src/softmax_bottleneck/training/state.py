@@ -34,7 +34,7 @@ import torch
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
-from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, seal
+from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, seal
 from softmax_bottleneck.training.checkpoint import CheckpointError, file_sha256, read_checkpoint
 from softmax_bottleneck.training.identity import identity_hash, run_identity
 
@@ -163,7 +163,7 @@ def load_resume(path: Path) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, plain text, a pickle with code in it, ...
-        why = readback.error_line(err)
+        why = describe_load_error(err)
         raise ResumeError(f"{path}: not a readable resume state ({why}); {_restart_hint(path)}") from None
     if not isinstance(blob, dict) or not RESUME_KEYS <= set(blob):
         raise ResumeError(f"{path}: not a resume state of this package; {_restart_hint(path)}")
