@@ -171,7 +171,7 @@ def test_cache_of_unpublished_data_is_refused_for_a_study_dataset(tmp_path):
     [
         (b"", "empty or truncated"),
         (b"hello\nworld\n", "not a PyTorch tensor file"),
-        (pickle.dumps(collections.Counter("abc")), "pickled Python objects"),
+        (pickle.dumps(collections.Counter("abc")), "a bare pickle of Python objects"),
         ("truncated", "truncated or corrupt"),
         ("model", "not a corpus cache"),
         ("bad-ids", "corrupt test stream"),

@@ -295,7 +295,7 @@ def load_cached_corpus(path: str | os.PathLike, data_dir: str | os.PathLike | No
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except LOAD_ERRORS as exc:
-        raise CorpusError(f"{path}: unreadable corpus cache: {describe_load_error(exc)}") from None
+        raise CorpusError(f"{path}: unreadable corpus cache: {describe_load_error(exc, path)}") from None
     _check_blob(blob, path)
     dictionary = Dictionary()
     for word in blob["vocab"]:

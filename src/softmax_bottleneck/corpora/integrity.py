@@ -39,8 +39,9 @@ def _first_line(text: str) -> str:
     return line if len(line) <= _MAX else line[: _MAX - 1] + "…"
 
 
-def describe_load_error(exc: BaseException) -> str:
-    """A short reason (no newline) for an exception of :data:`LOAD_ERRORS` raised while loading a file."""
+def describe_load_error(exc: BaseException, path=None) -> str:
+    """A short reason (no newline) for an exception of :data:`LOAD_ERRORS` raised while loading a file (``path``:
+    the file, whose first byte tells a bare pickle from other files the weights-only loader refuses)."""
     message = str(exc)
     if isinstance(exc, FileNotFoundError):
         return "no such file"
@@ -53,6 +54,8 @@ def describe_load_error(exc: BaseException) -> str:
     if isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in message:
         if "Unsupported global" in message:  # a class or function to call: what a planted pickle holds
             return "holds pickled Python objects, not only tensors (refused: loading it could run code)"
+        if path is not None and _first_byte(path) == b"\x80":  # a pickle's protocol marker: Python objects
+            return "a bare pickle of Python objects, not a torch file (refused: never unpickled)"
         detail = message.partition("WeightsUnpickler error:")[2].strip()
         return f"not a file torch.save wrote ({_first_line(detail) or 'unreadable'})"
     if isinstance(exc, pickle.UnpicklingError | KeyError | UnicodeDecodeError):
@@ -64,6 +67,14 @@ def describe_load_error(exc: BaseException) -> str:
     if "pickled (object) data" in message:
         return "not a .npy array file (it holds pickled data, which is never loaded)"
     return f"{type(exc).__name__}: {_first_line(message) or 'unreadable'}"
+
+
+def _first_byte(path) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(1)
+    except OSError:
+        return b""
 
 
 # --------------------------------------------------------------------------- content checksums

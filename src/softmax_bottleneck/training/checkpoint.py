@@ -101,7 +101,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, text, a pickle with code in it, ...
-        raise CheckpointError(f"{path}: not a readable weights-only torch file ({describe_load_error(err)})") from None
+        why = describe_load_error(err, path)
+        raise CheckpointError(f"{path}: not a readable weights-only torch file ({why})") from None
     if not isinstance(blob, dict) or "format" not in blob:
         raise CheckpointError(f"{path}: not a softmax_bottleneck model checkpoint")
     if blob["format"] not in READABLE_FORMATS:

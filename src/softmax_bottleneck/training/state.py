@@ -163,7 +163,7 @@ def load_resume(path: Path) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, plain text, a pickle with code in it, ...
-        why = describe_load_error(err)
+        why = describe_load_error(err, path)
         raise ResumeError(f"{path}: not a readable resume state ({why}); {_restart_hint(path)}") from None
     if not isinstance(blob, dict) or not RESUME_KEYS <= set(blob):
         raise ResumeError(f"{path}: not a resume state of this package; {_restart_hint(path)}")
