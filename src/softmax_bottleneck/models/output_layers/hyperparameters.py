@@ -65,16 +65,15 @@ class Hyperparameter:
                     return f"its range ({self.range_text()}) holds no value"
         if self.default is None:
             return None if self.nullable else "its default is None: give a value, or declare it nullable=True"
-        value = self.default
+        value = self.default  # an int for a float is one (as check() takes it), a float for an int is not
         if self.type is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
-            return f"its default {self.default!r} is not a{'n' if self.type is int else ''} {self.type.__name__}"
-        if self.type is float and not math.isfinite(value):
-            return f"its default {self.default!r} is not a finite number"
-        if self.type in (int, float) and not self._in_range(value):
-            return f"its default {self.default!r} is not {self.range_text()}"
-        return None
+        fault = self._fault(value)
+        words = {"type": f"a{'n' if self.type is int else ''} {self.type.__name__}", "finite": "a finite number",
+                 "range": None}  # fmt: skip
+        if fault is None:
+            return None
+        return f"its default {self.default!r} is not {words[fault] or self.range_text()}"
 
     def range_text(self) -> str:
         """The allowed range in words, e.g. ``in [0, 1)`` or ``> 0`` (empty when unbounded)."""
@@ -104,16 +103,28 @@ class Hyperparameter:
             value = float(value)
         elif self.type is int and isinstance(value, float) and value.is_integer():
             value = int(value)
-        if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
+        fault = self._fault(value)
+        if fault == "type":
             hint = ""
             if self.type is float and isinstance(value, str):
                 hint = " (YAML 1.1 reads 1e-3 as a string: write 1.0e-3)"
             raise ValueError(f"{key} must be of type {self.type.__name__}, got {value!r}{hint}")
-        if self.type is float and not math.isfinite(value):
+        if fault == "finite":
             raise ValueError(f"{key} must be a finite number, got {value!r}")
-        if self.type in (int, float) and not self._in_range(value):
+        if fault == "range":
             raise ValueError(f"{key} must be {self.range_text()}, got {value!r}")
         return value
+
+    def _fault(self, value) -> str | None:
+        """What ``value`` (already coerced as :meth:`check` coerces) breaks: ``"type"``, ``"finite"`` (a float's),
+        ``"range"`` (an int's or a float's), or None."""
+        if not isinstance(value, self.type) or (self.type is not bool and isinstance(value, bool)):
+            return "type"
+        if self.type is float and not math.isfinite(value):
+            return "finite"
+        if self.type in (int, float) and not self._in_range(value):
+            return "range"
+        return None
 
     def _in_range(self, value) -> bool:
         return (
