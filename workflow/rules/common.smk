@@ -222,6 +222,15 @@ def end_workflow_run(ok):
     workflow_run.end_time_left(ok)
 
 
+def retry_options(wildcards):
+    """`snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
+    the study followed is the one last started in this folder (FOLLOWED), and its --config values; made only for the
+    jobs that print it (workflow/rules/progress.smk)."""
+    return study_config.command_options(
+        CONFIG_FILES if CONFIG_NAMED else [], CONFIG_VALUES
+    )
+
+
 def finished_runs():
     """Run folders of the plan whose model is already trained."""
     return {path for path in TRAIN_JOBS if os.path.exists(f"{path}/model.pt")}

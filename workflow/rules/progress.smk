@@ -16,11 +16,6 @@ PROGRESS_PAGE, LEARNING_CURVES = progress_files(STUDY)
 #: pages `python -m softmax_bottleneck preview` wrote (not Snakemake): rendered again by `snakemake progress`/`preview`
 COMMAND_STAMP = command_stamp(STUDY)
 PREVIEW_FILES = study_preview.output_files(STUDY)
-#: `snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
-#: the study followed is the one last started in this folder (common.smk, FOLLOWED), and its --config values
-RETRY_OPTIONS = study_config.command_options(
-    CONFIG_FILES if CONFIG_NAMED else [], CONFIG_VALUES
-)
 
 
 localrules:
@@ -37,7 +32,7 @@ rule status:
         "../../envs/softmax-bottleneck.yaml"
     params:
         config=CONFIG_SOURCE,
-        retry=RETRY_OPTIONS,
+        retry=retry_options,
     script:
         "../scripts/status.py"
 
@@ -69,7 +64,7 @@ rule progress:
         "../../envs/softmax-bottleneck.yaml"
     params:
         config=CONFIG_SOURCE,
-        retry=RETRY_OPTIONS,
+        retry=retry_options,
         state=lambda wildcards: state_digest(study_status(STUDY)),
     script:
         "../scripts/progress.py"

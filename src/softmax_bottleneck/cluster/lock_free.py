@@ -126,7 +126,8 @@ def refuse_beside_another(directory=".") -> None:
     """Where this process is Snakemake's command line that runs jobs (:func:`takes_lock`) and another Snakemake runs
     in ``directory`` on this machine, stop at once, changing nothing (``SystemExit`` with :func:`lock_line`'s line):
     when this run ended, Snakemake would remove the running one's lock with its own, whatever files each needs."""
-    if snakemake_program(sys.argv[0]) and takes_lock(sys.argv[1:]) and snakemakes_here(directory):
+    # the listing first: most starts have no other Snakemake, and then Snakemake's parser is not built at all
+    if snakemake_program(sys.argv[0]) and snakemakes_here(directory) and takes_lock(sys.argv[1:]):
         raise SystemExit(lock_line(dry_run=False, directory=directory, needs=False))
 
 
