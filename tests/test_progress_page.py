@@ -104,29 +104,37 @@ def test_status_and_the_page_show_the_workflows_own_time_left(tmp_path, small):
 @pytest.mark.parametrize("ok", [True, False], ids=["finished", "failed"])
 def test_a_workflow_run_that_has_ended_is_not_shown_as_running(tmp_path, small, monkeypatch, ok):
     """Before, the last line of a workflow run that had failed an hour ago read "The workflow running this study, at
-    ...": onsuccess / onerror now mark it (workflow_run.end_time_left), with the writers the workflow calls."""
+    ...": onsuccess / onerror now mark its end (workflow_run.mark_ended), with the writers the workflow calls; the
+    terminal may still print and keep its last line after that, and the run stays ended."""
     logs = tmp_path / "logs" / "small"
     record = logs / workflow_run.RECORD
     monkeypatch.delenv(workflow_run.RECORD_VARIABLE, raising=False)
-    workflow_run.end_time_left(ok)  # a run that recorded nothing (only `plan`, say): nothing to mark
-    assert not (logs / workflow_run.TIME_LEFT).exists()
+    workflow_run.mark_ended(ok)  # a run that recorded nothing (only `plan`, say): nothing to mark
+    assert not (logs / workflow_run.ENDED).exists()
     workflow_run.write(record, files=["config/small.yaml"], values={}, slots=2, jobs=[])
     monkeypatch.setenv(workflow_run.RECORD_VARIABLE, str(record))
-    workflow_run.end_time_left(ok)  # this run wrote no progress line yet: nothing to mark either
-    assert not (logs / workflow_run.TIME_LEFT).exists()
     line = "trainings: 3 of 51 done, jobs: 20 of 186; about 7m 40s left (every job still to run, at this run's pace)"
     workflow_run.write_time_left(record, line, 460.0)
     assert "The workflow running this study, at " in status_text(study_status(small, directory=tmp_path))
-    workflow_run.end_time_left(ok)
+    workflow_run.mark_ended(ok)
+    last = "trainings: 51 of 51 done, jobs: 186 of 186."
+    workflow_run.write_time_left(record, last, 0.0)  # the terminal's last line, after onsuccess (seen in the smoke)
     status = study_status(small, directory=tmp_path)
-    assert status.workflow["ended"] == ("finished" if ok else "failed") and status.workflow["line"] == line
+    assert status.workflow["ended"] == ("finished" if ok else "failed") and status.workflow["line"] == last
     how = "finished" if ok else "stopped on an error or an interruption"
     shown = f"The workflow's last run of this study {how} at {time.strftime('%H:%M')} ("
-    assert shown in status_text(status) and f"its last line: {line}." in status_text(status)
+    assert shown in status_text(status) and f"its last line: {last}." in status_text(status)
     assert "The workflow running this study" not in status_text(status)
     assert html.escape(shown) in progress.progress_page(status)
-    (logs / workflow_run.TIME_LEFT).write_text(json.dumps({**status.workflow, "ended": "paused"}))
+    ended = json.loads((logs / workflow_run.ENDED).read_text())
+    (logs / workflow_run.ENDED).write_text(json.dumps({**ended, "ended": "paused"}))
     assert "ended = 'paused' is none of finished, failed" in study_status(small, directory=tmp_path).workflow["error"]
+    # the next run of the study: the end marked before it started is not its end
+    (logs / workflow_run.ENDED).write_text(json.dumps(ended))
+    workflow_run.write(record, files=["config/small.yaml"], values={}, slots=2, jobs=[], started=time.time() + 1)
+    time.sleep(1.1)
+    workflow_run.write_time_left(record, line, 460.0)
+    assert "The workflow running this study, at " in status_text(study_status(small, directory=tmp_path))
 
 
 def test_after_the_last_training_the_page_says_when_and_what_is_still_to_come(tmp_path, small):

@@ -215,11 +215,11 @@ def start_workflow_run():
 
 
 def end_workflow_run(ok):
-    """At the run's end (onsuccess, onerror): its last progress line marked finished or failed, so that `status` does
-    not show it as running (softmax_bottleneck.cluster.workflow_run.end_time_left)."""
+    """At the run's end (onsuccess, onerror): marked finished or failed beside its record, so that `status` does not
+    show it as running (softmax_bottleneck.cluster.workflow_run.mark_ended)."""
     from softmax_bottleneck.cluster import workflow_run
 
-    workflow_run.end_time_left(ok)
+    workflow_run.mark_ended(ok)
 
 
 def retry_options(wildcards):

@@ -18,8 +18,9 @@ newest record in their folder (:func:`latest`; :func:`softmax_bottleneck.study.c
 
 Each time the terminal prints its progress line it also writes it beside the record, ``<logs>/workflow/time_left.json``
 (``{"written": <Unix time>, "line": "trainings: 12 of 51 done, ...", "seconds_left": 370.0}``, ``null`` while
-estimating), which ``status`` and the progress page show; when the run ends, the workflow marks it ``"ended":
-"finished"`` or ``"failed"`` (:func:`end_time_left`).
+estimating), which ``status`` and the progress page show. When the run ends, the workflow writes beside them
+``<logs>/workflow/ended.json`` (``{"ended": "finished" or "failed", "written": <Unix time>}``, :func:`mark_ended`): a
+file of its own, since the terminal may still print, and keep, its last line after that.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from softmax_bottleneck.atomic import atomic_write_text
 RECORD = "workflow/run.json"
 #: beside it, the terminal's last progress line (:func:`write_time_left`), for ``status`` and the progress page
 TIME_LEFT = "workflow/time_left.json"
+#: beside it, how the run ended (:func:`mark_ended`)
+ENDED = "workflow/ended.json"
 #: the environment variable through which the workflow names its record to the terminal
 RECORD_VARIABLE = "SOFTMAX_BOTTLENECK_WORKFLOW_RUN"
 #: the kinds of job a record names: a training, a download (the network sets its time), any other job
@@ -113,32 +116,39 @@ def path_from_environment() -> Path | None:
     return Path(value) if value else None
 
 
-#: how a workflow run ended, as :func:`end_time_left` marks its last progress line
+#: how a workflow run ended (:func:`mark_ended`)
 ENDINGS = ("finished", "failed")
 
 
-def write_time_left(record_path, line: str, seconds_left: float | None, ended: str | None = None) -> None:
-    """The terminal's progress ``line`` beside the record at ``record_path`` (atomically), written now; ``ended``
-    (one of :data:`ENDINGS`) when the workflow run has ended."""
+def write_time_left(record_path, line: str, seconds_left: float | None) -> None:
+    """The terminal's progress ``line`` beside the record at ``record_path`` (atomically), written now."""
     text = {"written": time.time(), "line": line, "seconds_left": seconds_left}
-    if ended is not None:
-        text["ended"] = ended
     atomic_write_text(json.dumps(text) + "\n", Path(record_path).parent / Path(TIME_LEFT).name)
 
 
-def end_time_left(ok: bool) -> None:
-    """At the end of the workflow run (``onsuccess``, ``onerror``): its last progress line marked ``finished`` or
-    ``failed`` (an error, or Ctrl-C), so that ``status`` does not show a run that has ended as running; nothing where
-    this run wrote no line (a run killed outright marks nothing: its line stays as it was)."""
+def mark_ended(ok: bool) -> None:
+    """At the end of the workflow run (``onsuccess``, ``onerror``): ``finished`` or ``failed`` (an error, or Ctrl-C)
+    beside its record, so that ``status`` does not show a run that has ended as running; nothing for a run that
+    recorded nothing (a run killed outright marks nothing either: its last line stays as it was)."""
     path = path_from_environment()
-    if path is None:
-        return
+    if path is not None:
+        text = {"ended": ENDINGS[0] if ok else ENDINGS[1], "written": time.time()}
+        atomic_write_text(json.dumps(text) + "\n", path.parent / Path(ENDED).name)
+
+
+def read_ended(path) -> dict | None:
+    """How the run whose marker is at ``path`` ended (:func:`mark_ended`), None where it wrote none; a file that is not
+    one is :class:`ReadbackError` naming it."""
     try:
-        record, last = read(path), read_time_left(path.parent / Path(TIME_LEFT).name)
-    except (OSError, readback.ReadbackError):
-        return
-    if last is not None and last["written"] >= record["started"]:
-        write_time_left(path, last["line"], 0.0 if ok else None, ended=ENDINGS[0] if ok else ENDINGS[1])
+        text = readback.load_json(path)
+    except FileNotFoundError:
+        return None
+    if text.get("ended") not in ENDINGS:
+        raise readback.ReadbackError(path, f"ended = {text.get('ended')!r} is none of {', '.join(ENDINGS)}")
+    why = readback.TIMESTAMP.violation(text.get("written"))
+    if why:
+        raise readback.ReadbackError(path, f"written = {text.get('written')!r} {why}")
+    return text
 
 
 def read_time_left(path) -> dict | None:
@@ -151,8 +161,6 @@ def read_time_left(path) -> dict | None:
     written, line, left = text.get("written"), text.get("line"), text.get("seconds_left")
     if not isinstance(line, str):
         raise readback.ReadbackError(path, f"line: expected the terminal's progress line (text), got {line!r}")
-    if text.get("ended") not in (None, *ENDINGS):
-        raise readback.ReadbackError(path, f"ended = {text['ended']!r} is none of {', '.join(ENDINGS)}")
     # ``written`` is a Unix time (when), ``seconds_left`` a duration (how long): each within its own bounds
     for key, value, bound in (("written", written, readback.TIMESTAMP), ("seconds_left", left, readback.SECONDS)):
         why = None if key == "seconds_left" and value is None else bound.violation(value)

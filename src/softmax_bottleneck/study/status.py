@@ -115,15 +115,21 @@ def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, r
 
 def workflow_time_left(study: Study, root: Path) -> dict | None:
     """What the terminal of the workflow running ``study`` in ``root`` last wrote of the time left (every job still
-    to run: :mod:`softmax_bottleneck.cluster.time_left`), None where no workflow run of it wrote any; ``{"error":
-    <one line>}`` for a file that is not one."""
+    to run: :mod:`softmax_bottleneck.cluster.time_left`), with ``ended`` where that run has ended
+    (:func:`~softmax_bottleneck.cluster.workflow_run.mark_ended`); None where no workflow run of it wrote any;
+    ``{"error": <one line>}`` for a file that is not one."""
     logs = root / output_roots(study.config)[2]
     try:
         written = workflow_run.read_time_left(logs / workflow_run.TIME_LEFT)
         record = workflow_run.read(logs / workflow_run.RECORD) if written else None
+        ended = workflow_run.read_ended(logs / workflow_run.ENDED) if record else None
     except (OSError, readback.ReadbackError) as err:
         return {"error": str(err)}
-    return written if written and record and written["written"] >= record["started"] else None
+    if not (written and record and written["written"] >= record["started"]):
+        return None
+    if ended and ended["written"] >= record["started"]:  # this run's end, not an earlier run's
+        return {**written, "ended": ended["ended"], "ended_at": ended["written"]}
+    return written
 
 
 def state_digest(status: StudyStatus) -> str:

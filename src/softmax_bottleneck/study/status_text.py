@@ -111,9 +111,9 @@ def workflow_lines(status: StudyStatus) -> list[str]:
         return []
     if "error" in status.workflow:
         return [f"Time left of the workflow: {status.workflow['error']}"]
-    when = status.workflow["written"]
-    at = f"at {time.strftime('%H:%M', time.localtime(when))} ({_ago(status.now, when)})"
     ended = status.workflow.get("ended")
+    when = status.workflow["ended_at"] if ended else status.workflow["written"]
+    at = f"at {time.strftime('%H:%M', time.localtime(when))} ({_ago(status.now, when)})"
     if ended:
         how = "finished" if ended == "finished" else "stopped on an error or an interruption"
         return [f"The workflow's last run of this study {how} {at}; its last line: {status.workflow['line']}."]
