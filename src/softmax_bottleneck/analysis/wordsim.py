@@ -178,15 +178,19 @@ def benchmark_files(benchmark_dir: str | Path, pinned: bool = True) -> OrderedDi
 
 def evaluate_all(embedding, vocab: Sequence[str], benchmark_dir: str | Path, pinned: bool = True):
     """All 13 benchmarks → ``pandas.DataFrame(benchmark, pairs, found, not_found, spearman)`` in SM Table 3 order."""
+    pairs = {name: read_benchmark(path) for name, path in benchmark_files(benchmark_dir, pinned).items()}
+    return evaluate_pairs(embedding, vocab, pairs)
+
+
+def evaluate_pairs(embedding, vocab: Sequence[str], pairs: dict[str, Sequence[Pair]]):
+    """:func:`evaluate_all` of benchmarks already read (SM name → pairs, in SM Table 3 order)."""
     import pandas as pd
 
     unit = _normalised(embedding)
     if unit.shape[0] != len(vocab):
         raise ValueError(f"embedding has {unit.shape[0]} rows but the vocabulary {len(vocab)} words")
     index = _index(vocab)
-    rows = []
-    for name, path in benchmark_files(benchmark_dir, pinned).items():
-        rows.append({"benchmark": name, **_evaluate(unit, index, read_benchmark(path))})
+    rows = [{"benchmark": name, **_evaluate(unit, index, benchmark)} for name, benchmark in pairs.items()]
     return pd.DataFrame(rows, columns=["benchmark", "pairs", "found", "not_found", "spearman"])
 
 
@@ -218,8 +222,7 @@ def run_cli(args) -> int:
     with stop_on_signals("wordsim"):
         try:
             files = benchmark_files(args.benchmarks, pinned=not args.own_benchmarks)
-            for p in files.values():  # fail on a malformed file before loading the model
-                read_benchmark(p)
+            pairs = {name: read_benchmark(p) for name, p in files.items()}  # a malformed file fails before the model
         except (OSError, ValueError) as exc:
             return report("wordsim", exc)
         try:
@@ -227,7 +230,7 @@ def run_cli(args) -> int:
         except InputError as err:
             return report("wordsim", err)
         vocab = list(meta["vocab"])
-        table = evaluate_all(model.encoder.weight, vocab, args.benchmarks, pinned=not args.own_benchmarks)
+        table = evaluate_pairs(model.encoder.weight, vocab, pairs)  # the files checked and read above, once
         table.insert(0, "variant", meta.get("variant"))
         table.insert(0, "dataset", meta.get("dataset"))
         try:
