@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -412,6 +413,20 @@ def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
         (tmp_path / "bad.json").write_text("{}")
         main(["lm-report", f"bad={tmp_path / 'bad.json'}", "--out-table", f"{tmp_path}/u"])
     assert not (tmp_path / "u.csv").exists()
+
+
+def test_lm_report_markdown_keeps_a_chosen_name_in_its_cell(tmp_path):
+    """Before: a name (or a summary's text) with ``|`` split the row into more cells than the header has, and
+    ``<b>`` reached the Markdown as a tag."""
+    summary = {"press_rank": 9, "effective_rank": {"1e-3": 5, "1e-4": 7, "1e-5": 9}, "shape": [900, 121],
+               "perplexity": 99.0, "head_input_size": 8, "softmax_bound": 9, "text": "a|b/<i>t.txt"}  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps(summary))
+    assert main(["lm-report", f"<b>mine|ours</b>={tmp_path / 's.json'}", "--out-table", f"{tmp_path}/t"]) == 0
+    rows = [line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("|")]
+    cells = [len(re.findall(r"(?<!\\)\|", line)) for line in rows]
+    assert len(rows) == 13 and len(set(cells)) == 1  # header, rule, the paper's 10 models, the LM: one cell count
+    assert r"\<b\>mine\|ours\</b\>" in rows[-1] and r"a\|b/\<i\>t.txt" in rows[-1]
+    assert "<b>" not in "".join(rows)
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ import pandas as pd
 from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_path, atomic_write_csv, atomic_write_text
+from softmax_bottleneck.report.tables.render import markdown_cell
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ def table(analyses: dict[str, str | Path]) -> pd.DataFrame:
 def to_markdown(frame: pd.DataFrame) -> str:
     shown = frame.astype(object).where(frame.notna(), "")
     shown["test_ppl"] = [f"{v:.2f}" if isinstance(v, float) else v for v in shown["test_ppl"]]
+    shown[["model", "text"]] = shown[["model", "text"]].map(markdown_cell)  # names you chose, texts' file names
     return shown.to_markdown(index=False) + f"\n\n{NOTE}\n"
 
 

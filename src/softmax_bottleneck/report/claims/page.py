@@ -16,7 +16,6 @@ rows of each plug-in layer with runs (:mod:`.plugins`: the project's statements,
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from softmax_bottleneck.report.claims.evidence import Summaries, comparable
 from softmax_bottleneck.report.claims.plugins import plugin_claims
 from softmax_bottleneck.report.claims.rules import CONSISTENT, NOT_CONSISTENT, UNDECIDED, Estimate, Evidence, Paper
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables.render import html_page, latex_table, latex_text, markdown_page
+from softmax_bottleneck.report.tables.render import html_page, latex_table, latex_text, markdown_cell, markdown_page
 
 TOO_FEW = "too few runs"
 NOT_COMPARABLE = "not comparable at this scale"
@@ -199,14 +198,8 @@ def rules_lines(decisions: list[Decision]) -> list[tuple[str, str]]:
     return [(name, text + ".") for name, text in out.items()]
 
 
-def _markdown_cell(text) -> str:
-    """A cell's text with ``\\``, ``|``, ``<`` and ``>`` escaped: a plug-in's name (``<script>|x``) ends no cell and
-    opens no HTML tag where the Markdown is rendered."""
-    return re.sub(r"([\\|<>])", r"\\\1", str(text))
-
-
 def _markdown(frame, table, rules, banner) -> str:
-    frame = frame.map(_markdown_cell)
+    frame = frame.map(markdown_cell)
     page = markdown_page("claims", frame, f"{CAPTION} Verdicts: {tally(table)}.", banner)
     return page + "\n**Rules**\n\n" + "".join(f"* **{name}**: {text}\n" for name, text in rules)
 

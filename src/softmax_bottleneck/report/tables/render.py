@@ -53,6 +53,12 @@ def display_frame(name: str, table: pd.DataFrame, *, paper: bool = True) -> pd.D
     return rows.reset_index(drop=True)
 
 
+def markdown_cell(text) -> str:
+    """A cell's text with ``\\``, ``|``, ``<`` and ``>`` escaped: a name a user or a plug-in chose (``<script>|x``)
+    ends no cell and opens no HTML tag where the Markdown is rendered."""
+    return re.sub(r"([\\|<>])", r"\\\1", str(text))
+
+
 def markdown_page(name: str, frame: pd.DataFrame, caption: str, banner: str | None = None) -> str:
     """Markdown of a display table (strings): optional bold banner, ``**name** — caption``, then the table."""
     body = frame.to_markdown(index=False, disable_numparse=True) if len(frame) else "(no rows)"
