@@ -577,3 +577,20 @@ def test_several_layers_of_one_module_each_behind_its_entry_point(plugins):
 def test_one_module_behind_one_entry_point_registers_all_its_layers(plugins):
     plugins({"multi = multi_mod": MULTI})
     assert registry_module.broken_plugins() == {} and {"multi_one", "multi_two"} <= set(output_layers())
+
+
+def test_a_builtin_layers_keyword_defaults_are_its_declared_defaults():
+    """A declared default is the one fact: a layer built by hand (``PLIF(V, d, d')``) gets the value the registry
+    would give it, for every declared hyper-parameter its ``__init__`` takes."""
+    import inspect
+
+    checked = 0
+    for spec in output_layers().values():
+        if not spec.builtin:
+            continue
+        params = inspect.signature(spec.cls.__init__).parameters
+        for key, declared in spec.hyperparameters.items():
+            if key in params and params[key].default is not inspect.Parameter.empty:
+                assert params[key].default == declared.default, (spec.name, key)
+                checked += 1
+    assert checked == 14  # GSS 2, LMS-PLIF and its frozen ablation 4 each, MoS and MoC 2 each

@@ -27,20 +27,31 @@ def smooth_piecewise_linear(x: Tensor, c: float, k: float) -> Tensor:
     return k * y + c - (k - 1.0) * F.softplus(y)
 
 
+GSS_HYPERPARAMETERS = {
+    "gss_c": Hyperparameter(0.0, float, "GSS knee c of the smooth two-piece linear map"),
+    "gss_k": Hyperparameter(2.0, float, "GSS slope k of the map below the knee", exclusive_minimum=0.0),
+}
+
+
 @register_output_layer(
     "gss",
     display="GSS",
     family="softmax",
     color="#2ca02c",
-    hyperparameters={
-        "gss_c": Hyperparameter(0.0, float, "GSS knee c of the smooth two-piece linear map"),
-        "gss_k": Hyperparameter(2.0, float, "GSS slope k of the map below the knee", exclusive_minimum=0.0),
-    },
+    hyperparameters=GSS_HYPERPARAMETERS,
 )
 class GeneralizedSigSoftmax(SoftmaxOfScores):
     """GSS: ``log p = log_softmax(P̃L(W h + b; c, k))``; defaults c = 0, k = 2 as in the KIT."""
 
-    def __init__(self, vocab_size: int, nemb: int, nhidlast: int, gss_c: float = 0.0, gss_k: float = 2.0, **hp):
+    def __init__(
+        self,
+        vocab_size: int,
+        nemb: int,
+        nhidlast: int,
+        gss_c: float = GSS_HYPERPARAMETERS["gss_c"].default,
+        gss_k: float = GSS_HYPERPARAMETERS["gss_k"].default,
+        **hp,
+    ):
         super().__init__(vocab_size, nemb, nhidlast, **hp)
         self.c = float(gss_c)
         self.k = float(gss_k)

@@ -42,8 +42,8 @@ class _Mixture(OutputLayer):
         vocab_size: int,
         nemb: int,
         nhidlast: int,
-        n_experts: int = 15,
-        dropoutl: float = 0.29,
+        n_experts: int = MIXTURE_HYPERPARAMETERS["n_experts"].default,
+        dropoutl: float = MIXTURE_HYPERPARAMETERS["dropoutl"].default,
         **hp,
     ):
         super().__init__(vocab_size, nemb, nhidlast, **hp)

@@ -60,10 +60,10 @@ class PLIF(SoftmaxOfScores):
         vocab_size: int,
         nemb: int,
         nhidlast: int,
-        plif_knots: int = 100_000,
-        plif_t: float = 20.0,
-        plif_init_std: float = 1.0,
-        plif_lr: float = 0.02,
+        plif_knots: int = PLIF_HYPERPARAMETERS["plif_knots"].default,
+        plif_t: float = PLIF_HYPERPARAMETERS["plif_t"].default,
+        plif_init_std: float = PLIF_HYPERPARAMETERS["plif_init_std"].default,
+        plif_lr: float = PLIF_HYPERPARAMETERS["plif_lr"].default,
         **hp,
     ):
         super().__init__(vocab_size, nemb, nhidlast, **hp)
