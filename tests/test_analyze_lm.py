@@ -407,6 +407,10 @@ def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
     assert (lm_row["model"], lm_row["text"], lm_row["d"], lm_row["press_rank"]) == ("gpt2", "ptb/test.txt", 768, 769)
     softmax = frame[frame["model"] == "PTB Softmax"].iloc[0]
     assert (softmax["d"], softmax["press_rank"], softmax["softmax_bound"]) == (400, 402, 402)
+    shapes = {
+        (m.split()[0], r, c) for m, r, c in frame.loc[frame["source"] == "paper", ["model", "rows", "columns"]].values
+    }
+    assert shapes == {("PTB", 82429, 10000), ("WT2", 33320, 33278)}  # the paper's matrices (Table 6)
     assert "not comparable cell for cell" in (tmp_path / "t.md").read_text()
     assert (tmp_path / "f.pdf").stat().st_size and (tmp_path / "f.png").stat().st_size
     with pytest.raises(SystemExit, match="not an analyze-lm summary"):

@@ -145,3 +145,12 @@ def test_the_simulation_refuses_a_bad_count(capsys):
     with pytest.raises(SystemExit):
         main(["claims", "--simulate", "--studies", "0"])
     assert "--studies" in capsys.readouterr().err
+
+
+def test_figure3s_claim_asks_for_every_context_the_qualitative_analysis_reads():
+    """The claim's minimum (``MIN_CONTEXTS``, declared with the rules, torch-free) is the number of SM Table 2's
+    contexts that ``qualitative`` scores: one fewer context there and the claim could never be decided."""
+    from softmax_bottleneck.analysis.qualitative import CONTEXTS
+    from softmax_bottleneck.report.claims.claim import MIN_CONTEXTS
+
+    assert MIN_CONTEXTS == len(CONTEXTS) == 18

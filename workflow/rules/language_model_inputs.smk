@@ -3,6 +3,8 @@
 
 import math
 
+from softmax_bottleneck.analysis.rank import DEFAULT_MEMORY_BUDGET
+
 LM_CONFIG = config.get("language_models") or {}
 #: name -> local model folder (relative paths: against the working directory)
 LM_MODELS = {
@@ -44,5 +46,5 @@ def lm_options(wildcards):
 def lm_mem_mb(wildcards, attempt):
     """Host memory of one analyze_lm job: the singular values' budget plus 8 GiB (model, row pass), at least
     32 GB, more on a retry."""
-    budget = LM_CONFIG.get("memory_budget_gb") or 17
+    budget = LM_CONFIG.get("memory_budget_gb") or DEFAULT_MEMORY_BUDGET / 2**30
     return max(32000, math.ceil((budget + 8) * 2**30 / 1e6)) * attempt

@@ -72,7 +72,7 @@ def memory_needed(method: str, rows: int, n_cols: int, device: str = "cpu", item
       place; CUDA: on the host);
     * tsqr: ``(n² + 1.5·b·n)·8`` (CPU), ``4·(n + b)·n·8`` (CUDA, measured).
     """
-    from softmax_bottleneck.analysis.svd_stream import GRAM_BLOCK_ROWS, is_cuda
+    from softmax_bottleneck.analysis.svd_stream import GRAM_BLOCK_ROWS, TSQR_BLOCK_ROWS, is_cuda
 
     m, n = int(rows), int(n_cols)
     k = min(m, n)
@@ -83,7 +83,7 @@ def memory_needed(method: str, rows: int, n_cols: int, device: str = "cpu", item
         b = min(GRAM_BLOCK_ROWS, m)
         return (n * n + b * n) * 8
     if method == "tsqr":
-        b = 4096
+        b = TSQR_BLOCK_ROWS
         return 4 * (n + b) * n * 8 if cuda else int((n * n + 1.5 * b * n) * 8)
     raise ValueError(f"unknown rank method {method!r}")
 

@@ -212,6 +212,8 @@ def syrk_update(gram, block, col_blocks: int = 8) -> None:
 
 #: rows per Gram update (CPU): large enough for GEMM speed (``benchmarks/gemm_speed.py``), small beside n²
 GRAM_BLOCK_ROWS = 4096
+#: rows per QR step of the TSQR method (its default ``block_rows``)
+TSQR_BLOCK_ROWS = 4096
 
 #: GPU memory that ``torch.linalg.eigvalsh`` (cuSOLVER ``syevd``, eigenvalues only) allocates beside an n×n float64
 #: matrix, in units of ``n²·8`` bytes: 5.0 measured for n = 4,096, 8,192 and 16,384 on an NVIDIA H200 (torch 2.11,
@@ -376,7 +378,7 @@ class QRAccumulator:
         self.n_cols = int(n_cols)
         self.device = str(device)
         self.cuda = is_cuda(self.device)
-        self.block_rows = int(block_rows) if block_rows else 4096
+        self.block_rows = int(block_rows) if block_rows else TSQR_BLOCK_ROWS
         self.rows = 0
         self.r = None  # CPU: [n, n] Fortran-ordered numpy array; CUDA: tensor [min(rows, n), n]
         self._buf: list = []

@@ -52,6 +52,8 @@ NOTE = (
 def paper_models() -> pd.DataFrame:
     """The paper's models: ranks of Table 6, the mean test perplexity of Table 2, d = ``nemb``."""
     from softmax_bottleneck import presets
+    from softmax_bottleneck.analysis.logp import row_count
+    from softmax_bottleneck.corpora.datasets import DATASETS
     from softmax_bottleneck.report import reported
 
     ranks = reported.load("table6")
@@ -59,15 +61,17 @@ def paper_models() -> pd.DataFrame:
     rows = []
     for rec in ranks.to_dict("records"):
         dataset, variant = rec["dataset"], rec["variant"]
-        d = int(presets.resolve(dataset, variant)["nemb"])
+        hp = presets.resolve(dataset, variant)
+        d, corpus = int(hp["nemb"]), DATASETS[dataset]
         rows.append(
             {
                 "source": "paper",
                 "model": f"{reported.DATASETS[dataset]} {presets.display_name(variant)}",
                 "text": dataset,
                 "d": d,
-                "columns": {"ptb": 10000, "wt2": 33278}[dataset],
-                "rows": {"ptb": 82429, "wt2": 33320}[dataset],  # the paper's rows (WT2: rows > columns)
+                "columns": corpus.vocab_size,
+                # the paper's rows: every predicted test token of PTB, WT2's first chunks of bptt rows beyond V
+                "rows": row_count("reference", dataset, corpus.split_tokens[2], corpus.vocab_size, int(hp["bptt"])),
                 "press_rank": int(rec["press_rank"]),
                 "softmax_bound": d + 2 if variant == "softmax" else pd.NA,
                 **{f"erank_{e}": int(rec[f"erank_{e}"]) for e in EPSILONS},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from softmax_bottleneck.analysis import wordsim
-from softmax_bottleneck.corpora import download
+from softmax_bottleneck.corpora import datasets, download
 from softmax_bottleneck.paper_numbers import NAMES, load
 
 __all__ = [
@@ -19,7 +19,7 @@ __all__ = [
 ]  # fmt: skip
 
 #: dataset name -> display name
-DATASETS: dict[str, str] = {"ptb": "PTB", "wt2": "WT2"}
+DATASETS: dict[str, str] = {name: corpus.display for name, corpus in datasets.DATASETS.items()}
 
 #: column groups of Figure 3 and SM Table 2: Yang et al.'s contexts, the paper authors' own ("Ours" in the SM)
 #: and random ones. The data keep the SM's names; figures show the labels of :data:`FIGURE3_GROUP_LABELS`.
