@@ -26,14 +26,26 @@ def test_stages_only_import_upstream():
     assert "BROKEN" not in result.stdout and "KEPT" in result.stdout
 
 
-def test_an_import_against_the_flow_breaks_the_contract(tmp_path):
-    """The contract can fail: corpora importing the report stage is reported, naming the import."""
+@pytest.mark.parametrize(
+    ("module", "imported", "said"),
+    [
+        ("corpora/datasets.py", "softmax_bottleneck.report", "softmax_bottleneck.corpora is not allowed to import"),
+        (
+            "cluster/terminal.py",
+            "softmax_bottleneck.cli",
+            "softmax_bottleneck.cluster.terminal -> softmax_bottleneck.cli",
+        ),
+    ],
+)
+def test_an_import_against_the_flow_breaks_the_contract(tmp_path, module, imported, said):
+    """The contracts can fail: corpora importing the report stage, or the cluster plumbing importing the command line
+    (which imports every stage), is reported, naming the import."""
     copy = tmp_path / "repo"
     copy.mkdir()
     shutil.copy(ROOT / "pyproject.toml", copy)
     shutil.copytree(ROOT / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    module = copy / "src" / "softmax_bottleneck" / "corpora" / "datasets.py"
-    module.write_text(module.read_text() + "\nfrom softmax_bottleneck.report import reported  # noqa\n")
+    path = copy / "src" / "softmax_bottleneck" / module
+    path.write_text(path.read_text() + f"\nimport {imported}  # noqa\n")
     result = lint_imports(copy)
     assert result.returncode != 0
-    assert "softmax_bottleneck.corpora is not allowed to import softmax_bottleneck.report" in result.stdout
+    assert said in result.stdout, result.stdout[-3000:]

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: an import of the package in a rule file, on one line or parenthesised over several
-IMPORT = re.compile(r"^(?:from softmax_bottleneck[\w.]* import (?:\([^)]*\)|[^\n]*)|import softmax_bottleneck[\w.]*)",
+#: an import of the package in a rule file, on one line or parenthesised over several, at the top or inside a function
+#: (``onstart``'s: it runs in every controller)
+IMPORT = re.compile(r"^[ \t]*(from softmax_bottleneck[\w.]* import (?:\([^)]*\)|[^\n]*)|import softmax_bottleneck[\w.]*)",
                     re.MULTILINE)  # fmt: skip
 
 PROBE = """
