@@ -494,3 +494,23 @@ def test_temporaries_of_a_killed_run_are_removed_by_the_next_run_and_nothing_els
     assert not left[0].exists()
     assert all(p.exists() for p in others) and live.exists()
     assert {"logp.npy", "rank.json", "spectrum.csv"} <= {p.name for p in out.iterdir()}
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["analyze-lm", "--model", "m", "--text", "t", "--out-json", "j", "--rows", "0"],
+         "python -m softmax_bottleneck analyze-lm: error: argument --rows: expected full or a positive number of rows"),
+        (["plan", "--gpus", "4", "--bogus"],
+         "python -m softmax_bottleneck plan: error: unrecognized arguments: --bogus (options: python -m "
+         "softmax_bottleneck plan --help)"),
+        (["rank"], "python -m softmax_bottleneck rank: error: the following arguments are required"),
+    ],
+)  # fmt: skip
+def test_a_bad_option_fails_in_one_line_naming_the_commands_help(capsys, argv, said):
+    """Before: argparse's whole usage block (10 lines for analyze-lm), then the error."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(said), err

@@ -11,8 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: an import of the package in a rule file, on one line or parenthesised over several, at the top or inside a function
 #: (``onstart``'s: it runs in every controller)
-IMPORT = re.compile(r"^[ \t]*(from softmax_bottleneck[\w.]* import (?:\([^)]*\)|[^\n]*)|import softmax_bottleneck[\w.]*)",
-                    re.MULTILINE)  # fmt: skip
+IMPORT = re.compile(
+    r"^[ \t]*(from softmax_bottleneck[\w.]* import (?:\([^)]*\)|[^\n]*)|import softmax_bottleneck[\w.]*)", re.MULTILINE
+)
 
 PROBE = """
 import sys

@@ -126,8 +126,20 @@ Run 'python -m softmax_bottleneck COMMAND --help' for a command's options; 'desc
 hyper-parameters that 'train --set KEY=VALUE' accepts."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An option the command does not take, or a bad value, fails in one line (argparse's own message, then where the
+    options are listed), not after the whole usage block."""
+
+    #: the command chosen, on the top-level parser (which reports the options no command took)
+    command: str | None = None
+
+    def error(self, message: str):
+        prog = f"{self.prog} {self.command}" if self.command else self.prog
+        self.exit(2, f"{prog}: error: {message} (options: {prog} --help)\n")
+
+
 def _parser(chosen: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m softmax_bottleneck",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -139,6 +151,7 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text[:1].upper() + help_text[1:] + ".")
         if name == chosen:
             _load(module, name).add_cli(command)
+            parser.command = chosen
     return parser
 
 
