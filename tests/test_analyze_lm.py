@@ -197,9 +197,16 @@ def test_refusals(tiny, tmp_path, capsys):
     common = ["--out-json", out, "--device", "cpu"]
     _assert_refused(capsys, ["--model", tmp_path / "nowhere", "--text", text, *common], "no such folder", out=out)
     _assert_refused(capsys, ["--model", "gpt2", "--text", text, *common], "no such folder", out=out)  # not the Hub
+    weights = model_dir / "model.safetensors"  # the weights file itself, not its folder
+    _assert_refused(capsys, ["--model", weights, "--text", text, *common], "a file, not a model folder", out=out)
     empty = tmp_path / "empty"
     empty.mkdir()
     _assert_refused(capsys, ["--model", empty, "--text", text, *common], "no config.json", out=out)
+    for broken in ("tokenizer.json", "tokenizer_config.json"):  # the refusal names the file to mend
+        folder = _copy(model_dir, tmp_path / f"bad-{broken}")
+        (folder / broken).write_text('{"version": "1.0", ')
+        said = f"analyze-lm: error: {folder / broken}: cannot load the model's tokenizer"
+        _assert_refused(capsys, ["--model", folder, "--text", text, *common], said, out=out)
 
     from transformers import BertConfig, T5Config, ViTConfig
 

@@ -184,11 +184,37 @@ def tokenizer_file(path: Path) -> Path:
     return found[0]
 
 
+#: the JSON files of a tokenizer folder, and how large one may be read back to name the broken one
+TOKENIZER_JSON = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+)
+MAX_TOKENIZER_JSON_BYTES = 256 * 2**20
+
+
+def _tokenizer_culprit(path: Path) -> Path:
+    """The first of the folder's tokenizer JSON files that is not valid JSON (the one to name), else the folder."""
+    for name in TOKENIZER_JSON:
+        try:
+            raw = readback.read_bytes(path / name, MAX_TOKENIZER_JSON_BYTES, follow_links=True, what="tokenizer file")
+            readback.parse_json(raw.decode("utf-8"), path / name)
+        except FileNotFoundError:
+            continue
+        except (ValueError, UnicodeDecodeError):
+            return path / name
+    return path
+
+
 def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype: str = "float32"):
     """``(model, tokenizer)`` of a local folder, in eval mode on ``device``; every failure one :class:`InputError`."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     path = Path(model_dir)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: a file, not a model folder (the folder save_pretrained wrote: config.json, weights)")
     if not path.is_dir():
         raise InputError(f"{path}: no such folder (a model saved with save_pretrained; Hub names are not fetched)")
     if not (path / "config.json").is_file():
@@ -230,7 +256,7 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, **_from_pretrained_kwargs())
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise InputError(f"{path}: cannot load its tokenizer: {_one_line(err)}") from None
+        raise InputError(f"{_tokenizer_culprit(path)}: cannot load the model's tokenizer: {_one_line(err)}") from None
     if isinstance(tokenizer, bool) or not callable(tokenizer) or len(tokenizer) < 2:
         raise InputError(f"{vocabulary}: no usable tokenizer ({len(tokenizer) if callable(tokenizer) else 0} tokens)")
     model.eval()
