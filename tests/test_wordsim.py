@@ -47,6 +47,13 @@ def test_benchmark_names_in_sm_table3_order():
     assert wordsim.BENCHMARKS["SimLex-999"] == "SimLex-999.txt"
 
 
+def test_the_analysis_reads_exactly_the_benchmark_files_fetch_downloads_and_checks():
+    from softmax_bottleneck.corpora.download import FILES
+
+    fetched = {path for path in FILES if path.startswith("word-sim/")}
+    assert {f"word-sim/{name}" for name in wordsim.BENCHMARKS.values()} == fetched and len(fetched) == 13
+
+
 @needs_data
 def test_every_file_parses_with_its_pair_count():
     for name, path in wordsim.benchmark_files(WORD_SIM).items():
