@@ -36,23 +36,30 @@ def chance_of_trend(n: int, threshold: float = RISING) -> float:
     return hits / len(orders)
 
 
+#: the studies drawn for a trend's pass rate under the paper's values with one run's noise (fixed seed: the page is
+#: the same on every rendering)
+NOISY_STUDIES = 2000
+
+
 class Trend(Rule):
     """Spearman's ρ over a sweep (one run per value): consistent when ρ ≥ :data:`RISING` (``sign`` +1) or
     ρ ≤ −:data:`RISING` (``sign`` −1), not consistent otherwise. Descriptive: one run per value, no inference;
-    the page prints the chance that a random order passes."""
+    the page prints the chance that a random order passes and, where ``noise`` gives one run's SD of x and y (the
+    paper's SD over seeds), how often the paper's own values pass once each carries that noise."""
 
     power_means = "descriptive: the chance that a random order passes is printed instead"
     opposite = "no trend (the values in a random order)"
 
-    def __init__(self, sign: int = 1):
-        self.sign = sign
+    def __init__(self, sign: int = 1, noise: tuple[float, float] = (0.0, 0.0)):
+        self.sign, self.noise = sign, (float(noise[0]), float(noise[1]))
         self.name = f"Spearman ρ ≥ {RISING}" if sign > 0 else f"Spearman ρ ≤ −{RISING}"
         self.text = (
             "Spearman's ρ between the two quantities the claim names (K and Press' rank, Press' rank and test "
             "perplexity, ...) over the sweep's runs (scipy.stats.spearmanr; one run per value, so "
-            f"no interval); consistent when ρ {'≥' if sign > 0 else '≤ −'}{RISING} (with 3 values: every step "
-            f"{'rises' if sign > 0 else 'falls'}), else not consistent. Descriptive: a random order of 3 values "
-            "passes with chance 1/6, of 6 values 0.03."
+            f"no interval); consistent when ρ {'≥' if sign > 0 else '≤ −'}{RISING} (with 3 values: no step "
+            f"{'falls' if sign > 0 else 'rises'} and at most one is flat), else not consistent. Descriptive: a random "
+            "order of 3 values passes with chance 1/6, of 6 values 0.03; the paper's values with one run's noise "
+            "(its SD over seeds) pass as often as the page says."
         )
 
     def estimate(self, evidence: Points) -> Estimate:
@@ -63,14 +70,40 @@ class Trend(Rule):
     def judge(self, ours: Estimate, paper: Paper) -> str:
         return CONSISTENT if self.sign * ours.value >= RISING else NOT_CONSISTENT
 
-    def power_text(self, n: int, paper: Paper, unit: str) -> str:
+    def power_text(self, n: int, paper: Paper, unit: str, minimum: int = 2) -> str:
         chance = chance_of_trend(n)
-        return "descriptive" if cells.missing(chance) else f"descriptive; a random order passes: {chance:.2g}"
+        text = "descriptive" if cells.missing(chance) else f"descriptive; a random order passes: {chance:.2g}"
+        noisy = self.noisy_pass_rate(paper, n if n >= 3 else paper.evidence.n)
+        return text if cells.missing(noisy) else f"{text}; the paper's values with one run's noise: {noisy:.0%}"
+
+    def noisy_pass_rate(self, paper: Paper, n: int) -> float:
+        """The share of :data:`NOISY_STUDIES` studies of the paper's last ``n`` values, each x and y with one run's
+        normal noise (``noise``), that pass (NaN without noise or below 3 values)."""
+        import numpy as np
+        from scipy import stats as sps
+
+        ev = paper.evidence
+        x, y = np.asarray(ev.x[-n:], float), np.asarray(ev.y[-n:], float)
+        if len(x) < 3 or not any(self.noise):
+            return math.nan
+        rng = np.random.default_rng(0)
+        xs = x + self.noise[0] * rng.standard_normal((NOISY_STUDIES, len(x)))
+        ys = y + self.noise[1] * rng.standard_normal((NOISY_STUDIES, len(y)))
+        rx, ry = sps.rankdata(xs, axis=1), sps.rankdata(ys, axis=1)
+        rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
+        rho = (rx * ry).sum(axis=1) / np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+        return float(np.mean(self.sign * rho >= RISING))
 
     def sample(self, paper: Paper, truth: str, n: int, rng) -> Points:
+        """The paper's last ``n`` values, each with one run's noise (``noise``), or in a random order."""
         ev = paper.evidence
         x, y = ev.x[-n:], ev.y[-n:]
-        return Points(x, y if truth == "paper" else tuple(rng.permutation(y)))
+        if truth != "paper":
+            return Points(x, tuple(rng.permutation(y)))
+        return Points(
+            tuple(v + self.noise[0] * rng.standard_normal() for v in x) if self.noise[0] else x,
+            tuple(v + self.noise[1] * rng.standard_normal() for v in y) if self.noise[1] else y,
+        )
 
     def ours_text(self, est: Estimate) -> str:
         return f"ρ = {_r(est.value)}"
@@ -119,8 +152,9 @@ class FarBelow(Rule):
 
 
 class MostWins(Rule):
-    """A count over benchmarks: consistent when ``a`` is at least as good as ``b`` on at least half of the benchmarks
-    both have, not consistent otherwise. Descriptive (the benchmarks are fixed; one run per model)."""
+    """A count over benchmarks: consistent when ``a`` is at least as good as ``b`` (its ρ above or equal) on at least
+    half of the benchmarks both have, not consistent otherwise. Descriptive (the benchmarks are fixed; one run per
+    model); a sign test of ``a`` against ``b`` on the benchmarks without a tie is shown beside it."""
 
     name = "at least half of the benchmarks"
     needs = ("value",)
@@ -129,9 +163,10 @@ class MostWins(Rule):
 
     def __init__(self, a: str, b: str):
         self.text = (
-            f"The number of word-similarity benchmarks on which {a}'s Spearman ρ is above {b}'s, of those both "
-            f"have; consistent when it is at least half, else not consistent. Descriptive: the benchmarks are fixed "
-            f"and each model is one run; the paper's sign test is shown beside it."
+            f"The number of word-similarity benchmarks on which {a}'s Spearman ρ is at least {b}'s (above or equal), "
+            f"of those both have; consistent when it is at least half, else not consistent. Descriptive: the "
+            f"benchmarks are fixed and each model is one run. Shown beside it, the project's sign test of {a} above "
+            f"{b} on the benchmarks without a tie (one-sided binomial; the paper has no test)."
         )
 
     def estimate(self, evidence: Pairs) -> Estimate:
@@ -140,9 +175,11 @@ class MostWins(Rule):
         n = evidence.n
         if n == 0:
             return Estimate(math.nan, n=0)
-        wins = sum(a > b for a, b in zip(evidence.a, evidence.b, strict=True))
-        p = float(sps.binomtest(wins, n, 0.5, alternative="greater").pvalue)
-        return Estimate(wins / n, p=p, n=n, bound=wins)
+        as_good = sum(a >= b for a, b in zip(evidence.a, evidence.b, strict=True))
+        above = sum(a > b for a, b in zip(evidence.a, evidence.b, strict=True))
+        untied = sum(a != b for a, b in zip(evidence.a, evidence.b, strict=True))
+        p = float(sps.binomtest(above, untied, 0.5, alternative="greater").pvalue) if untied else math.nan
+        return Estimate(as_good / n, p=p, n=n, bound=as_good)
 
     def judge(self, ours: Estimate, paper: Paper) -> str:
         return CONSISTENT if ours.value >= 0.5 else NOT_CONSISTENT
@@ -155,8 +192,8 @@ class MostWins(Rule):
     def ours_text(self, est: Estimate) -> str:
         if cells.missing(est.value):
             return cells.MISSING
-        return f"{int(est.bound)} of {est.n} (sign test p = {_p(est.p)})"
+        return f"{int(est.bound)} of {est.n} (sign test, ties left out: p = {_p(est.p)})"
 
     def paper_text(self, paper: Paper) -> str:
         est = self.estimate(paper.evidence)
-        return f"{int(est.bound)} of {est.n} (sign test p = {_p(est.p)}){_note(paper)}"
+        return f"{int(est.bound)} of {est.n} (sign test, ties left out: p = {_p(est.p)}){_note(paper)}"

@@ -5,8 +5,9 @@ paper's test: it gives back SM Table 1's and Table 4's printed p's with n = 10) 
 layers (``ttest_rel``), with its standard error SE and ν degrees of freedom. Three claims, three rules:
 
 * :class:`Differs`, "significantly lower / higher": consistent when p < 0.05 with the paper's sign; not consistent
-  when p < 0.05 with the other sign, or when the paper's |Δ| exceeds the margin and our 90 % interval lies inside
-  ±:data:`MARGIN` (no difference worth the name); else undecided. Power: the t-test's at the paper's Δ and SD.
+  when p < 0.05 with the other sign, or when our 90 % interval lies inside ±b, b the smaller of :data:`MARGIN` and
+  half the paper's |Δ| (no difference worth the name, and less than half the paper's: :func:`no_effect_band`); else
+  undecided. Power: the t-test's at the paper's Δ and SD.
 * :class:`Equivalent`, "no significant difference": two one-sided tests (TOST) of ±:data:`MARGIN`: consistent when
   the 90 % interval lies inside ±m; not consistent when it lies wholly beyond +m or −m; else undecided.
 * :class:`NotBetter`, "not significantly better" (lower is better): consistent when the 90 % interval's lower end is
@@ -20,6 +21,7 @@ below every gain it presents as an improvement of substance (MoS: 3.8 %, 4.1 %).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -76,6 +78,13 @@ def interval(est: Estimate, level: float) -> tuple[float, float]:
 
 #: the interval of the one-sided tests at α = 0.05 (TOST and the test of "not better")
 ONE_SIDED = 1 - 2 * ALPHA
+
+
+def no_effect_band(effect: float) -> float:
+    """The half-width b of "no difference" against a claimed difference ``effect``: the margin, or half the paper's
+    |Δ| where that is smaller (GSS on WT2: Δ = −0.12, b = 0.06), so that a small claimed effect can be contradicted
+    too: an interval inside ±b rules out every difference worth the name and at least half the paper's."""
+    return min(MARGIN, abs(effect) / 2)
 
 
 class DifferenceRule(Rule):
@@ -144,8 +153,8 @@ class Differs(DifferenceRule):
         )
         self.text = (
             f"{how}; consistent when p < 0.05 with the paper's sign; not consistent when p < 0.05 with the other "
-            f"sign, or when the paper's |Δ| exceeds {MARGIN} and our 90 % interval lies inside ±{MARGIN}; else "
-            "undecided."
+            f"sign, or when our 90 % interval lies inside ±b, b the smaller of {MARGIN} and half the paper's |Δ| (no "
+            "difference worth the name, and less than half the paper's); else undecided."
         )
 
     def judge(self, ours: Estimate, paper: Paper) -> str:
@@ -153,9 +162,8 @@ class Differs(DifferenceRule):
         if ours.p < ALPHA:
             return CONSISTENT if math.copysign(1, ours.value) == math.copysign(1, effect) else NOT_CONSISTENT
         low, high = interval(ours, ONE_SIDED)
-        if abs(effect) > MARGIN and -MARGIN < low and high < MARGIN:
-            return NOT_CONSISTENT
-        return UNDECIDED
+        band = no_effect_band(effect)
+        return NOT_CONSISTENT if -band < low and high < band else UNDECIDED
 
     def power(self, n: int, paper: Paper) -> float:
         effect, sd = self.paper_effect(paper)
@@ -165,10 +173,40 @@ class Differs(DifferenceRule):
         return self.paper_effect(paper)[0] if truth == "paper" else 0.0
 
 
+class DiffersForEach(Differs):
+    """:class:`Differs` over pairs, for a claim "for all" (ET-ASGD against NT-ASGD on every output layer): the mean
+    difference significant with the claim's ``sign`` and every unit's difference with it too; a unit the other way
+    (or level) makes a significant mean "not consistent", named on the page."""
+
+    def __init__(self, sign: int):
+        super().__init__(paired=True)
+        self.sign = sign
+        self.name = "paired t-test in the paper's direction, each unit too"
+        self.text += (
+            f" For a claim on every unit: consistent only when each unit's difference is "
+            f"{'negative' if sign < 0 else 'positive'} too, else not consistent, naming the units."
+        )
+
+    def estimate(self, evidence) -> Estimate:
+        est = super().estimate(evidence)
+        names = evidence.names or tuple(f"#{i + 1}" for i in range(evidence.n))
+        other = tuple(u for u, a, b in zip(names, evidence.a, evidence.b, strict=False) if (a - b) * self.sign <= 0)
+        return dataclasses.replace(est, failed=other)
+
+    def judge(self, ours: Estimate, paper: Paper) -> str:
+        verdict = super().judge(ours, paper)
+        return NOT_CONSISTENT if verdict == CONSISTENT and ours.failed else verdict
+
+    def ours_text(self, est: Estimate) -> str:
+        word = "lower" if self.sign < 0 else "higher"
+        return super().ours_text(est) + (f"; not {word} for {', '.join(est.failed)}" if est.failed else "")
+
+
 class _Margin(DifferenceRule):
     def ours_text(self, est: Estimate) -> str:
         low, high = interval(est, ONE_SIDED)
-        return f"Δ = {_signed(est.value)}, 90 %{_interval(low, high, _signed)}, p = {_p(est.p)}"
+        shown = _interval(low, high, _signed)  # none where a side has a single run
+        return f"Δ = {_signed(est.value)}{', 90 %' + shown if shown else ''}, p = {_p(est.p)}"
 
 
 class Equivalent(_Margin):

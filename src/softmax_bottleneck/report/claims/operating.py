@@ -1,7 +1,8 @@
 """The operating characteristics of the claims' rules, measured: studies simulated from the paper's own numbers (its
-means, SDs, points and seed counts) and from the opposite truth (no effect where the paper found one, an effect at
-the margin where it found none, ...: each rule's :attr:`~.rules.Rule.opposite`), each decided by the claim's rule as
-the page decides ours; per claim, truth and size, how often each verdict comes out (``claims --simulate``).
+means, SDs, points and seed counts; a sweep's values each with one run's noise) and from the opposite truth (no effect
+where the paper found one, an effect at the margin where it found none, ...: each rule's
+:attr:`~.rules.Rule.opposite`), each decided by the claim's rule as the page decides ours; per claim, truth and size,
+how often each verdict comes out (``claims --simulate``).
 
 Sizes: the paper's own n (10 random seeds per model, its grid points, models and values of K: the study's planned
 runs) and the claim's minimum (5 seeds per model, ...). Each (claim, truth, size) draws from its own generator,

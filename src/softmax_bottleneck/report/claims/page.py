@@ -68,7 +68,7 @@ class Decision:
     def power_text(self) -> str:
         if self.estimate.n < 2:
             return "—"
-        return self.claim.rule.power_text(self.estimate.n, self.paper, self.claim.unit)
+        return self.claim.rule.power_text(self.estimate.n, self.paper, self.claim.unit, self.claim.min_n)
 
 
 def verdict(claim: Claim, estimate: Estimate, paper: Paper, at_scale: bool) -> str:

@@ -98,10 +98,10 @@ class AgainstSoftmax(Differs):
         low, high = interval(ours, ONE_SIDED)
         return NOT_CONSISTENT if -self.margin < low and high < self.margin else UNDECIDED
 
-    def power_text(self, n: int, paper: Paper, unit: str) -> str:
+    def power_text(self, n: int, paper: Paper, unit: str, minimum: int = 2) -> str:
         if spread(paper.evidence) == 0:
             return "exact: no spread over the seeds"
-        return super().power_text(n, paper, unit)
+        return super().power_text(n, paper, unit, minimum)
 
     def ours_text(self, est: Estimate) -> str:
         if self.effect == "margin":

@@ -196,14 +196,16 @@ class Rule:
         descriptive rule, which tests nothing)."""
         return math.nan
 
-    def power_text(self, n: int, paper: Paper, unit: str) -> str:
-        """``power 0.23 (0.8 from 17 seeds per model)``, or what the rule says instead of a power."""
+    def power_text(self, n: int, paper: Paper, unit: str, minimum: int = 2) -> str:
+        """``power 0.23 (0.8 from 17 seeds per model)``, or what the rule says instead of a power; the n it names is
+        at least the claim's ``minimum`` (below it the claim reads "too few runs", whatever the power)."""
         value = self.power(n, paper)
         if cells.missing(value):
             return "descriptive"
         from softmax_bottleneck.analysis import power
 
-        needed = power.runs_for_power(lambda k: self.power(k, paper), DECIDING_POWER, start=max(2, min(n, 4)))
+        start = max(2, minimum, min(n, 4))
+        needed = power.runs_for_power(lambda k: self.power(k, paper), DECIDING_POWER, start=start)
         more = (
             ""
             if value >= DECIDING_POWER

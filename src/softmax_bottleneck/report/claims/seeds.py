@@ -22,13 +22,19 @@ from softmax_bottleneck.report.tables.cells import MISSING
 HEADER = (
     f"Seeds before GPU-days: two-sided tests (one-sided where the rule's test is) at α = {power.ALPHA}, power "
     f"{power.POWER}; for a claim of no difference or of not better, the n from which the test of the margin decides "
-    "with that power; for a weak correlation, the n from which its interval lies inside ±0.5. The spread is ours "
-    "where our runs are at the paper's scale, else the paper's."
+    "with that power (such a test has no smallest effect: —); for a weak correlation, the n from which its interval "
+    "lies inside ±0.5; never below the claim's minimum. The spread is ours where our runs are at the paper's scale, "
+    "else the paper's."
 )
 
 
 #: where the spread comes from
 SOURCES = {True: "ours", False: "the paper's"}
+
+
+def _at_least(needed: int | None, minimum: int) -> int | None:
+    """The n a claim needs: what its test needs, but never below the claim's minimum (below it: "too few runs")."""
+    return None if needed is None else max(needed, minimum)
 
 
 def _count(n: int | None, unit: str) -> str:
@@ -48,7 +54,8 @@ def _row(d: Decision, use_ours: bool) -> dict | None:
             n, sd, n2 = evidence.a.n, spread(evidence), evidence.b.n
             effect = paper.a.mean - paper.b.mean
         smallest = power.detectable_difference(sd, n, n2, paired=rule.paired)
-        if isinstance(rule, Equivalent | NotBetter):  # the n from which the margin's test decides with power 0.8
+        margin = isinstance(rule, Equivalent | NotBetter)
+        if margin:  # the n from which the margin's test decides with power 0.8; it has no smallest effect
             of_n = power.equivalence_power if isinstance(rule, Equivalent) else power.noninferiority_power
             needed = power.runs_for_power(lambda k: of_n(effect, MARGIN, sd, k, paired=rule.paired))
         else:
@@ -56,9 +63,9 @@ def _row(d: Decision, use_ours: bool) -> dict | None:
         return row | {
             "spread": f"s = {sd:.3g} ({SOURCES[use_ours]})",
             "n": f"{min(n, n2 or n)} {claim.unit}",
-            "smallest effect at 80 % power": MISSING if math.isnan(smallest) else f"Δ = {smallest:.3g}",
+            "smallest effect at 80 % power": MISSING if margin or math.isnan(smallest) else f"Δ = {smallest:.3g}",
             "the paper's effect": f"Δ = {abs(effect):.3g}",
-            "n for the paper's effect": _count(needed, claim.unit),
+            "n for the paper's effect": _count(_at_least(needed, claim.min_n), claim.unit),
         }
     if isinstance(rule, RInInterval | NoAssociation | Weak):
         sides = 1 if isinstance(rule, NoAssociation) else 2  # NoAssociation: its test's power for the paper's r
@@ -76,7 +83,7 @@ def _row(d: Decision, use_ours: bool) -> dict | None:
             "the paper's effect": f"r = {r:+.2f}".replace("-", "−"),
             "n for the paper's effect": "— (the paper's r lies on the other side)"
             if against
-            else _count(needed, claim.unit),
+            else _count(_at_least(needed, claim.min_n), claim.unit),
         }
     return None
 
