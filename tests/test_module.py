@@ -52,3 +52,20 @@ def test_the_study_runs_as_a_module_of_another_workflow(tmp_path):
     # its rendering code is an input of the figure
     figure = re.search(r"^rule sb_figure7:\n((?:    .*\n)+)", proc.stdout, flags=re.M).group(1)
     assert f"{REPO / 'src' / 'softmax_bottleneck' / 'report' / 'figures' / 'spectra.py'}" in figure, figure[:3000]
+
+
+def test_the_studys_local_rules_stay_local_under_the_modules_prefix(tmp_path):
+    """Each rule the study runs on the controller (downloads, summaries, status, ...) is local under the prefix too.
+    Before, the study named them in `localrules:` directives, which a module's prefix does not reach: `sb_fetch_corpus`
+    went through sbatch asking `threads: all` (1,024 CPUs) and pended for ever."""
+    from softmax_bottleneck.cluster.snakemake_run import parsed_local_rules
+
+    own = tmp_path / "my-workflow"
+    own.mkdir()
+    (own / "Snakefile").write_text(OUTER.format(snakefile=REPO / "Snakefile"))
+    configs = [REPO / "config" / "small.yaml"]
+    study = parsed_local_rules(REPO / "Snakefile", own, configs)
+    assert {"fetch_corpus", "fetch_wordsim", "summarize_runs", "status", "plan", "figure7"} <= study
+    assert parsed_local_rules(own / "Snakefile", own, configs) == {f"sb_{rule}" for rule in study}
+    for rules in (REPO / "workflow" / "rules").glob("*.smk"):
+        assert not re.search(r"^localrules:", rules.read_text(), flags=re.M), rules  # `localrule: True` per rule

@@ -14,15 +14,6 @@
 # model's SHA-256 against its metrics.json before use.
 
 
-localrules:
-    summarize_runs,
-    summarize_sweep,
-    summarize_spectra,
-    summarize_wordsim,
-    summarize_top5,
-    summarize_robustness,
-
-
 rule analyze:
     """Press' and ε-effective ranks and the spectrum of one model's test log-P matrix (E3, E11)."""
     input:
@@ -157,6 +148,7 @@ rule summarize_runs:
         f"{RESULTS}/summary/{{experiment}}.csv",
     log:
         f"{LOGS}/summarize/{{experiment}}.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -179,6 +171,7 @@ rule summarize_sweep:
         f"{LOGS}/summarize/{SWEEP_PREFIX}{{sweep}}.log",
     wildcard_constraints:
         sweep="|".join(re.escape(name) for name in SWEEPS) or "(?!)",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -199,6 +192,7 @@ rule summarize_spectra:
         f"{RESULTS}/summary/spectra.csv",
     log:
         f"{LOGS}/summarize/spectra.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -217,6 +211,7 @@ rule summarize_wordsim:
         f"{RESULTS}/summary/wordsim.csv",
     log:
         f"{LOGS}/summarize/wordsim.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -235,6 +230,7 @@ rule summarize_top5:
         f"{RESULTS}/summary/top5.csv",
     log:
         f"{LOGS}/summarize/top5.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -251,6 +247,7 @@ rule summarize_robustness:
         f"{RESULTS}/summary/robustness.csv",
     log:
         f"{LOGS}/summarize/robustness.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     shell:

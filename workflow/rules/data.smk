@@ -12,17 +12,13 @@
 ONE_FETCH_AT_A_TIME = 1024
 
 
-localrules:
-    fetch_corpus,
-    fetch_wordsim,
-
-
 rule fetch_corpus:
     """Download (or copy from data_mirror) one corpus's train/valid/test.txt, verified by SHA-256."""
     output:
         expand("resources/data/{{corpus}}/{split}.txt", split=SPLITS),
     log:
         "logs/fetch_corpus/{corpus}.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: ONE_FETCH_AT_A_TIME
@@ -40,6 +36,7 @@ rule fetch_wordsim:
         "resources/data/word-sim/{benchmark}.txt",
     log:
         "logs/fetch_wordsim/{benchmark}.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     threads: ONE_FETCH_AT_A_TIME

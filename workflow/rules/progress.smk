@@ -18,16 +18,11 @@ COMMAND_STAMP = command_stamp(STUDY)
 PREVIEW_FILES = study_preview.output_files(STUDY)
 
 
-localrules:
-    status,
-    progress,
-    preview,
-
-
 rule status:
     """Print where every training run stands: finished, running, stalled, failed, unreadable, not started; GPU time."""
     log:
         f"{LOGS}/status.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -60,6 +55,7 @@ rule progress:
         ],
     log:
         f"{LOGS}/progress.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
@@ -91,6 +87,7 @@ rule preview:
         ],
     log:
         f"{LOGS}/preview.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:

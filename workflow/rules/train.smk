@@ -31,10 +31,6 @@ onerror:
     end_workflow_run(ok=False)
 
 
-localrules:
-    plan,
-
-
 rule train:
     """Train one run folder's model (resumable; never retrains a finished run)."""
     input:
@@ -248,6 +244,7 @@ rule plan:
         rules.training_plan.output,
     log:
         f"{LOGS}/plan/summary.log",
+    localrule: True
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
