@@ -14,6 +14,9 @@
 # model's SHA-256 against its metrics.json before use.
 
 
+include: "analysis_jobs.smk"
+
+
 rule analyze:
     """Press' and ε-effective ranks and the spectrum of one model's test log-P matrix (E3, E11)."""
     input:
@@ -41,6 +44,44 @@ rule analyze:
         "python -m softmax_bottleneck analyze --checkpoint {input.model} --data {params.data} "
         "--corpus-cache {input.cache} --rows {wildcards.rows} --out-json {output.rank} "
         "--out-spectrum {output.spectrum} > {log} 2>&1"
+
+
+# An analysis SLURM still lists (its `analyze` job submitted by a Snakemake that died) is waited for on this machine,
+# never submitted again (analysis_jobs.smk).
+if SCHEDULED_ANALYSES:
+
+    rule await_scheduled_analysis:
+        """Wait, on this machine and without a GPU, for an analysis whose `analyze` job an earlier Snakemake submitted
+        and SLURM still lists (pending or running); never submits it again.
+        """
+        input:
+            model=ancient(f"{RUN_DIR}/model.pt"),
+            corpus=ancient_corpus,
+            cache=ancient_corpus_cache,
+            queued=not_scheduled,
+        output:
+            # update(): files the queued job may have written before this wait starts are kept, not removed
+            rank=update(f"{RUN_DIR}/rank-{{rows}}.json"),
+            spectrum=update(f"{RUN_DIR}/spectrum-{{rows}}.csv"),
+        log:
+            f"logs/await_analysis/{RUN_LOG}-{{rows}}.log",
+        wildcard_constraints:
+            runid="|".join(re.escape(runid) for runid, _ in SCHEDULED_ANALYSES),
+            rows="|".join(re.escape(rows) for _, rows in SCHEDULED_ANALYSES),
+        localrule: True
+        conda:
+            "../../envs/softmax-bottleneck.yaml"
+        threads: 0  # a wait holds no core
+        params:
+            data=corpus_data_dir,
+            job=scheduled_analysis_job,
+        shell:
+            "python -m softmax_bottleneck wait-for-job {params.job} > {log} 2>&1 && "
+            "test -s {output.rank} && test -s {output.spectrum} || "
+            "{{ echo 'SLURM job {params.job} ended without this analysis: run snakemake again to submit it' >> {log}; "
+            "exit 1; }}"
+
+    ruleorder: await_scheduled_analysis > analyze
 
 
 rule wordsim:
