@@ -294,7 +294,12 @@ def test_status_merges_several_config_files_and_its_retry_command_names_them_all
     out = json.loads(capsys.readouterr().out)
     assert out["config"] == f"{small_file} + {extra}" and out["jobs"] == len(merged.jobs)
     failed = [r for r in out["runs"] if r["state"] == "failed"]
-    assert [r["retry"] for r in failed] == [f"snakemake {run.dir}/model.pt --configfile {small_file} {extra}"]
+    # in the study's folder wherever it is pasted (before: none, and run from the checkout it trained the run there)
+    retry = f"snakemake {run.dir}/model.pt --configfile {small_file} {extra} --directory {tmp_path}"
+    assert [r["retry"] for r in failed] == [retry]
+    assert cli.main(["status", *argv, "--config", str(extra), "--directory", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert f"retry: {retry}\n" in text and "add the options you run the study with (--profile on a cluster" in text
 
 
 def test_a_followed_studys_retry_command_gives_its_config_values_too(tmp_path, capsys):
@@ -320,7 +325,8 @@ def test_a_followed_studys_retry_command_gives_its_config_values_too(tmp_path, c
     (retry,) = [r["retry"] for r in out["runs"] if r["state"] == "failed"]
     words = shlex.split(retry)
     assert words[:4] == ["snakemake", f"{run.dir}/model.pt", "--configfile", small_file], retry
-    assert words[4] == "--config" and study_config.load([small_file], parse_config(words[5:])) == study.config
+    assert words[4] == "--config" and study_config.load([small_file], parse_config(words[5:-2])) == study.config
+    assert words[-2:] == ["--directory", str(tmp_path)]
 
 
 # --------------------------------------------------------------------------------------------- preview, progress

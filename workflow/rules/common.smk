@@ -224,11 +224,14 @@ def end_workflow_run(ok):
 
 def retry_options(wildcards):
     """`snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
-    the study followed is the one last started in this folder (FOLLOWED), and its --config values; made only for the
-    jobs that print it (workflow/rules/progress.smk)."""
-    return study_config.command_options(
+    the study followed is the one last started in this folder (FOLLOWED), its --config values and the folder; made
+    only for the jobs that print it (workflow/rules/progress.smk)."""
+    options = study_config.command_options(
         CONFIG_FILES if CONFIG_NAMED else [], CONFIG_VALUES
     )
+    # the study's folder: the command runs from anywhere
+    folder = shlex.quote(os.getcwd())
+    return f"{options} --directory {folder}".strip()
 
 
 def finished_runs():

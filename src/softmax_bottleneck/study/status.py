@@ -39,6 +39,7 @@ the whole study with them, and names what they hold for its callers.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -163,6 +164,8 @@ def run_cli(args) -> int:
     if study is None:
         return 1
     retry = study_config.snakemake_options(args)
+    if Path(args.directory).resolve() != Path.cwd().resolve():  # the retry then runs in the study's folder too
+        retry = f"{retry} --directory {shlex.quote(str(Path(args.directory).resolve()))}".strip()
     status = study_status(study, directory=args.directory, config=source, retry_options=retry)
     if args.json:
         print(json.dumps(status.as_dict(), indent=1))

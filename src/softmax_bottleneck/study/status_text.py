@@ -135,6 +135,15 @@ def status_text(status: StudyStatus, *, every_run: bool = False) -> str:
         lines += [run_line(r, status.now) for r in runs[:limit]]
         if len(runs) > limit:
             lines.append(f"  … and {len(runs) - limit} more (--runs lists every run)")
+    if any(r.retry for r in status.runs):
+        lines += ["", RETRY_NOTE]
     if not every_run:
         lines += ["", "Every run, finished and not started too: --runs; for scripts: --json."]
     return "\n".join(lines)
+
+
+#: said under a list with retry commands: what they cannot know
+RETRY_NOTE = (
+    "A retry command names the run, the configuration and the study's folder; add the options you run the study with "
+    "(--profile on a cluster, --cores, --resources): without --profile it runs on this machine."
+)
