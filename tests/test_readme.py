@@ -48,8 +48,9 @@ NEEDS_SLURM_OR_GPUS = {
     # docs/cluster.md: run by hand on the one-node SLURM cluster of .ci/slurm (their output is on the page)
     "srun --gpus=1 --time=10 python -m softmax_bottleneck cuda-check": "a SLURM cluster (run by hand)",
     'sinfo -o "%P %l %G"': "a SLURM cluster (run by hand)",
-    'sbatch --time=7-00:00:00 --cpus-per-task=1 --mem=4G --job-name=controller --wrap "snakemake --profile'
-    ' profiles/slurm --directory $STUDY --configfile config/config.yaml"': "a SLURM cluster (run by hand)",
+    "sbatch --time=7-00:00:00 --cpus-per-task=1 --mem=4G --job-name=controller --output=$STUDY/controller-%j.log "
+    '--wrap "snakemake --profile profiles/slurm --directory $STUDY --configfile config/config.yaml"': "a SLURM "
+    "cluster (run by hand)",
     'squeue --me -o "%.10i %.9T %.10M %k"': "a SLURM cluster (run by hand)",
     "scancel --signal=TERM JOBID": "a running SLURM training job (run by hand)",
     'grep -ho \'"gpu": "[^"]*"\' $STUDY-pilot/results/runs/*/*/*/*/*/metrics.json | sort | uniq -c': "the pilot's "
