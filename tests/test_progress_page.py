@@ -137,6 +137,46 @@ def test_a_workflow_run_that_has_ended_is_not_shown_as_running(tmp_path, small, 
     assert "The workflow running this study, at " in status_text(study_status(small, directory=tmp_path))
 
 
+def test_a_controller_killed_outright_is_not_shown_as_running(tmp_path, small):
+    """Before, 14 s after a SIGKILL of the controller `status` said "The workflow running this study, ...: about 7s
+    left": a run killed outright marks no end. Its record names its process: on its machine, a process that is gone
+    is said as such; one that still runs is still running. The record and the line are written by a real process."""
+    import signal
+    import subprocess
+    import sys
+
+    logs = tmp_path / "logs" / "small"
+    record = logs / workflow_run.RECORD
+    line = "trainings: 3 of 51 done, jobs: 20 of 186; about 7s left (every job still to run, at this run's pace)"
+    writer = (
+        "import sys, time\n"
+        "from softmax_bottleneck.cluster import workflow_run\n"
+        f"workflow_run.write({str(record)!r}, files=['config/small.yaml'], values={{}}, slots=2, jobs=[])\n"
+        f"workflow_run.write_time_left({str(record)!r}, {line!r}, 7.0)\n"
+        "print('written', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    controller = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+    try:
+        assert controller.stdout.readline() == "written\n"
+        assert json.loads(record.read_text())["pid"] == controller.pid
+        running = status_text(study_status(small, directory=tmp_path))
+        assert f"The workflow running this study, at {time.strftime('%H:%M')} (" in running
+    finally:
+        controller.send_signal(signal.SIGKILL)
+        controller.wait()
+    status = study_status(small, directory=tmp_path)
+    text = status_text(status)
+    gone = (f"The workflow's last run of this study stopped without an end: its Snakemake (process {controller.pid} "
+            f"on this machine) is gone; its last line, at {time.strftime('%H:%M')} (")  # fmt: skip
+    assert gone in text and f"{line}." in text and "The workflow running this study" not in text
+    assert html.escape(gone) in progress.progress_page(status)
+    # on another machine the process cannot be looked at: still said as running (never called dead by guess)
+    moved = json.loads(record.read_text()) | {"host": "another-machine"}
+    record.write_text(json.dumps(moved))
+    assert "The workflow running this study, at " in status_text(study_status(small, directory=tmp_path))
+
+
 def test_after_the_last_training_the_page_says_when_and_what_is_still_to_come(tmp_path, small):
     runs = list(small.jobs.values())
     for run in runs:

@@ -4,14 +4,15 @@ The workflow writes it once, at its start (``onstart``), when it will run any jo
 ``status``, ``progress`` or ``preview`` writes none)::
 
     {"config": {"files": ["config/small.yaml"], "values": {"data_mirror": "../shared/data"}},
-     "started": 1795000000.0, "slots": 2,
+     "started": 1795000000.0, "pid": 4242, "host": "login1", "slots": 2,
      "jobs": [{"jobid": 21, "rule": "train", "what": "dataset=ptb, variant=mos, ...", "kind": "training",
                "planned_s": 14.2, "threads": 1}, ...]}
 
 ``config``: the ``--configfile`` files (the paper's ``config/config.yaml`` where none was given) and the ``--config``
-values; ``slots``: how many jobs run at once (``--cores``, or ``--resources gpu=N`` when smaller; the nodes of a cluster
-executor); ``jobs``: every job Snakemake will run, its kind (:data:`TRAINING`, :data:`DOWNLOAD`, :data:`OTHER`) and
-its planned seconds (:mod:`softmax_bottleneck.study.job_seconds`). The terminal
+values; ``pid`` and ``host``: the Snakemake that runs it; ``slots``: how many jobs run at once (``--cores``, or
+``--resources gpu=N`` when smaller; the nodes of a cluster executor); ``jobs``: every job Snakemake will run, its kind
+(:data:`TRAINING`, :data:`DOWNLOAD`, :data:`OTHER`) and its planned seconds
+(:mod:`softmax_bottleneck.study.job_seconds`). The terminal
 (:mod:`softmax_bottleneck.cluster.terminal`, through the environment variable :data:`RECORD_VARIABLE` the workflow
 sets) reads it for the time left; ``status`` and ``preview`` without ``--config`` follow the configuration of the
 newest record in their folder (:func:`latest`; :func:`softmax_bottleneck.study.config.recorded_study`).
@@ -29,6 +30,7 @@ import json
 import logging
 import math
 import os
+import platform
 import time
 from pathlib import Path
 
@@ -52,6 +54,8 @@ def write(path, *, files: list[str], values: dict, slots: int, jobs: list[dict],
     record = {
         "config": {"files": [str(f) for f in files], "values": values},
         "started": time.time() if started is None else started,
+        "pid": os.getpid(),  # the controller: `status` on its machine tells a killed one from a running one
+        "host": platform.node(),
         "slots": max(1, int(slots)),
         "jobs": jobs,
     }
@@ -78,6 +82,11 @@ def read(path) -> dict:
         _fail(path, f"started: expected a time in seconds, got {started!r}")
     if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
         _fail(path, f"slots: expected a whole number ≥ 1, got {slots!r}")
+    pid, host = record.get("pid"), record.get("host")
+    if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or pid < 1):
+        _fail(path, f"pid: expected a process id, got {pid!r}")
+    if host is not None and not isinstance(host, str):
+        _fail(path, f"host: expected a machine's name, got {host!r}")
     jobs = record.get("jobs")
     if not isinstance(jobs, list):
         _fail(path, "jobs: expected a list")

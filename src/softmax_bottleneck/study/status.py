@@ -130,7 +130,14 @@ def workflow_time_left(study: Study, root: Path) -> dict | None:
         return None
     if ended and ended["written"] >= record["started"]:  # this run's end, not an earlier run's
         return {**written, "ended": ended["ended"], "ended_at": ended["written"]}
+    if process_alive(record.get("pid"), record.get("host"), since=record["started"]) is False:
+        # killed outright (SIGKILL, the machine's OOM killer): it marked no end; seen from its own machine only
+        return {**written, "ended": GONE, "ended_at": written["written"], "pid": record["pid"]}
     return written
+
+
+#: how a workflow run that marked no end but whose Snakemake is gone ended, in :func:`workflow_time_left`
+GONE = "gone"
 
 
 def state_digest(status: StudyStatus) -> str:

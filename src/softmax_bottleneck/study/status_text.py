@@ -114,6 +114,12 @@ def workflow_lines(status: StudyStatus) -> list[str]:
     ended = status.workflow.get("ended")
     when = status.workflow["ended_at"] if ended else status.workflow["written"]
     at = f"at {time.strftime('%H:%M', time.localtime(when))} ({_ago(status.now, when)})"
+    if ended == "gone":  # killed outright: no end marked, and its process is gone from this machine
+        pid, line = status.workflow["pid"], status.workflow["line"]
+        return [
+            f"The workflow's last run of this study stopped without an end: its Snakemake (process {pid} on this "
+            f"machine) is gone; its last line, {at}: {line}."
+        ]
     if ended:
         how = "finished" if ended == "finished" else "stopped on an error or an interruption"
         return [f"The workflow's last run of this study {how} {at}; its last line: {status.workflow['line']}."]
