@@ -227,6 +227,10 @@ def test_slurm_profile_dry_run(tmp_path):
             assert gpus == "0", f"{job['rule']} asks for a GPU: {job}"
         if job["rule"] == "train":
             assert job["resources"]["slurm_extra"].startswith("--signal=TERM@"), job
+        if job["rule"] == "analyze":  # 300 rows: small, whatever the dataset (before: 24 and 32 GB, which the
+            # one-node cluster's 21 GB could never give: the pilot's analyses pended for ever)
+            assert (job["resources"]["mem_mb"], job["threads"]) == ("8000", 1), job
+    assert "analyze" in {job["rule"] for job in jobs}
 
 
 # ------------------------------------------------------------------------------------------------ cluster

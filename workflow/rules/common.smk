@@ -314,15 +314,24 @@ def layer_source_files(summary):
     return [LAYER_SOURCE.format(layer=layer) for layer in sorted(layers)]
 
 
+#: log-P rows up to which an analysis is small: 1 thread and 8 GB (the exact SVD of a WT2 model's 5,000 × 33,278
+#: matrix: 2.2 GB by softmax_bottleneck.analysis.rank.memory_needed, beside PyTorch and the model)
+SMALL_ANALYSIS_ROWS = 5000
+
+
 def analyze_mem_mb(wildcards, attempt):
-    """Host memory of the log-P → rank step (streamed; the exact SVD holds a float64 Gram or matrix)."""
-    return (24000 if wildcards.dataset == "ptb" else 32000) * attempt
+    """Host memory of the log-P → rank step: 8 GB for a few thousand rows, else 24 GB (PTB) or 32 GB (WT2): the
+    streamed float64 Gram and its eigenvalues (docs/rank-at-scale.md); more on a retry.
+    """
+    rows = wildcards.rows
+    small = rows.isdigit() and int(rows) <= SMALL_ANALYSIS_ROWS
+    return (8000 if small else 24000 if wildcards.dataset == "ptb" else 32000) * attempt
 
 
 def analyze_threads(wildcards):
-    """1 CPU thread for a few hundred rows, 8 for the paper's matrices (the float64 SVD/Gram runs on CPU)."""
+    """1 CPU thread for a few thousand rows, 8 for the paper's matrices (the float64 SVD/Gram runs on CPU)."""
     rows = config["analysis"]["rank_rows"]
-    return 1 if isinstance(rows, int) and rows <= 5000 else 8
+    return 1 if isinstance(rows, int) and rows <= SMALL_ANALYSIS_ROWS else 8
 
 
 # --------------------------------------------------------------------------------------------- data (workflow/rules/data.smk)
