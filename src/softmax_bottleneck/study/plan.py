@@ -381,7 +381,8 @@ def disk_line(study: Study, at_once: int) -> str:
 
     return (
         f"Disk: {gb(finished)} once every run is trained and analysed; each training adds up to {gb(per_training)} "
-        f"while it runs (its resume state, and the next one written beside it), E12 {gb(e12)} while it runs: "
+        f"while it runs (its resume state, and the next one written beside it), the robustness analysis's log-P slice "
+        f"(E12, SM §5) {gb(e12)} while it runs: "
         f"{gb(peak)} with {at_once} trainings at once. Measured from real runs' files (benchmarks/disk_per_run.py)."
     )
 
