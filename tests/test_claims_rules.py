@@ -92,6 +92,17 @@ def test_a_small_claimed_gain_is_contradicted_by_none_measured_on_many_seeds(nam
     assert _verdict(rule, *half, paper) == UNDECIDED
 
 
+def test_without_a_known_effect_no_interval_reads_as_no_difference():
+    """A paper's Δ that is NaN (no paper value) leaves no band of "no difference": undecided, never "not consistent"
+    (min(0.2, NaN) alone would have been 0.2)."""
+    from softmax_bottleneck.report.claims.differences import no_effect_band
+
+    assert math.isnan(no_effect_band(math.nan)) and no_effect_band(-0.12) == pytest.approx(0.06)
+    assert no_effect_band(-2.2) == MARGIN
+    unknown = Paper(math.nan, Groups(Sample(math.nan, math.nan, 0), Sample(57.08, 0.1, 10)))
+    assert _verdict(Differs(), Sample(57.08, 0.1, 200), Sample(57.08, 0.1, 200), unknown) == UNDECIDED
+
+
 def test_a_gain_for_all_layers_is_contradicted_by_one_layer_the_other_way():
     """SM Table 10's claim is "for all existing works": ET − NT of −1.5 on five layers and +0.3 on MoS is a
     significant mean (p = 0.01) and not consistent, naming MoS; the paper's six differences are consistent."""

@@ -38,7 +38,8 @@ from pathlib import Path
 import pytest
 from conftest import data_dir, has_data, no_data_reason
 
-from softmax_bottleneck.study.runs import TRAIN_LOG
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.runs import TRAIN_LOG, Study
 from softmax_bottleneck.study.status import pid_exists
 
 yaml = pytest.importorskip("yaml")
@@ -231,6 +232,26 @@ def test_slurm_profile_dry_run(tmp_path):
             # one-node cluster's 21 GB could never give: the pilot's analyses pended for ever)
             assert (job["resources"]["mem_mb"], job["threads"]) == ("8000", 1), job
     assert "analyze" in {job["rule"] for job in jobs}
+
+
+def test_an_analysis_asks_the_memory_of_the_method_it_takes(tmp_path):
+    """8 GB while auto's exact SVD takes the matrix (at most 1 GiB in float64: 13,421 PTB rows, 4,033 WT2 rows), the
+    paper's 24 / 32 GB beyond it, where the streamed Gram takes over (a WT2 matrix of 5,000 rows: 9.9 GB); 1 thread up
+    to 5,000 rows. Both follow the rows of the rank file asked for, not the configuration's."""
+    from softmax_bottleneck.analysis.rank import EXACT_AUTO_BYTES, memory_needed
+
+    cmd = _snakemake_cmd(tmp_path, ci=False)  # the small study with this module's overlay (test_config.yaml)
+    files = [REPO / "config" / "small.yaml", tmp_path / "test_config.yaml"]
+    study = Study(study_config.check(study_config.load(files)))
+    run = {ds: next(r for r in study.jobs.values() if r.dataset == ds) for ds in ("ptb", "wt2")}
+    asked = {("ptb", 13421): ("8000", 8), ("ptb", 13422): ("24000", 8), ("wt2", 4033): ("8000", 1),
+             ("wt2", 4034): ("32000", 1), ("wt2", 5001): ("32000", 8)}  # fmt: skip
+    assert 13421 * 10000 * 8 <= EXACT_AUTO_BYTES < 13422 * 10000 * 8 and memory_needed("gram", 5000, 33278) > 9e9
+    targets = [f"{run[ds].dir}/rank-{rows}.json" for ds, rows in asked]
+    proc = subprocess.run([*cmd, "--cores", "64", "--dry-run", *targets], env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = {(j["wildcards"]["dataset"], int(j["wildcards"]["rows"])): j for j in _jobs_of(proc.stdout, "analyze")}
+    assert {key: (j["resources"]["mem_mb"], j["threads"]) for key, j in jobs.items()} == asked
 
 
 # ------------------------------------------------------------------------------------------------ cluster

@@ -302,6 +302,37 @@ def test_status_merges_several_config_files_and_its_retry_command_names_them_all
     assert f"retry: {retry}\n" in text and "add the options you run the study with (--profile on a cluster" in text
 
 
+def test_a_retry_command_pasted_anywhere_names_the_same_files_and_folder(tmp_path, capsys, monkeypatch):
+    """The study's configuration inside its folder, `status` asked there with a relative `--config` (and by the
+    workflow's own `snakemake status`, its files relative to the folder): the retry names the files by absolute path
+    and the folder (before: `--configfile study.yaml`, which Snakemake reads from where it is pasted, before it
+    changes to `--directory`, and no folder at all from inside it)."""
+    from softmax_bottleneck import cli
+
+    study_dir = tmp_path / "study"
+    study_dir.mkdir()
+    (study_dir / "study.yaml").write_text((REPO / "config" / "small.yaml").read_text())
+    run = next(iter(Study(study_config.check(study_config.read(study_dir / "study.yaml"))).jobs.values()))
+    (study_dir / run.dir).mkdir(parents=True)
+    _write_progress(study_dir / run.dir, started=time.time() - 20_000, updated=time.time() - 10_000, pid=None,
+                    error="training diverged")  # fmt: skip
+    expected = ["snakemake", f"{run.dir}/model.pt", "--configfile", str(study_dir / "study.yaml"), "--directory",
+                str(study_dir)]  # fmt: skip
+    monkeypatch.chdir(study_dir)
+    assert cli.main(["status", "--config", "study.yaml", "--json"]) == 0
+    (retry,) = [r["retry"] for r in json.loads(capsys.readouterr().out)["runs"] if r["state"] == "failed"]
+    assert shlex.split(retry) == expected
+    monkeypatch.chdir(REPO)
+    workflow = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(study_dir),
+         "--configfile", str(study_dir / "study.yaml"), "--cores", "1", "status"],
+        capture_output=True, text=True, timeout=300, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )  # fmt: skip
+    assert workflow.returncode == 0, workflow.stderr[-3000:]
+    said = [line.split("retry: ", 1)[1] for line in workflow.stdout.splitlines() if "retry: " in line]
+    assert [shlex.split(line) for line in said] == [expected], workflow.stdout[-3000:]
+
+
 def test_a_followed_studys_retry_command_gives_its_config_values_too(tmp_path, capsys):
     """Before, a study started with `--config 'model_overrides={all: {lr: 1000000.0}}' output_subdir=bad` was followed
     by `status`, whose retry command named its file alone: `snakemake <run>/model.pt --configfile ...` then had no rule

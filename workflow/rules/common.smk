@@ -53,6 +53,7 @@ if CONTROLLER:
     lock_free.refuse_beside_another()
 
 from softmax_bottleneck import presets
+from softmax_bottleneck.analysis.rank import EXACT_AUTO_BYTES
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.summary_records import record_files, summary_records
@@ -226,12 +227,10 @@ def retry_options(wildcards):
     """`snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
     the study followed is the one last started in this folder (FOLLOWED), its --config values and the folder; made
     only for the jobs that print it (workflow/rules/progress.smk)."""
-    options = study_config.command_options(
-        CONFIG_FILES if CONFIG_NAMED else [], CONFIG_VALUES
-    )
-    # the study's folder: the command runs from anywhere
-    folder = shlex.quote(os.getcwd())
-    return f"{options} --directory {folder}".strip()
+    # absolute paths: the command runs from anywhere (Snakemake reads --configfile before it changes directory)
+    files = [str(Path(p).resolve()) for p in CONFIG_FILES] if CONFIG_NAMED else []
+    options = study_config.command_options(files, CONFIG_VALUES)
+    return f"{options} --directory {shlex.quote(os.getcwd())}".strip()
 
 
 def finished_runs():
@@ -314,24 +313,25 @@ def layer_source_files(summary):
     return [LAYER_SOURCE.format(layer=layer) for layer in sorted(layers)]
 
 
-#: log-P rows up to which an analysis is small: 1 thread and 8 GB (the exact SVD of a WT2 model's 5,000 × 33,278
-#: matrix: 2.2 GB by softmax_bottleneck.analysis.rank.memory_needed, beside PyTorch and the model)
-SMALL_ANALYSIS_ROWS = 5000
+def small_analysis(wildcards):
+    """Whether the analysis's log-P matrix fits auto's exact SVD (float64, at most EXACT_AUTO_BYTES: 13,421 PTB rows,
+    4,033 WT2 rows): about 2 GB with its SVD (analysis.rank.memory_needed), beside PyTorch and the model.
+    """
+    rows, columns = wildcards.rows, presets.VOCAB_SIZES[wildcards.dataset]
+    return rows.isdigit() and int(rows) * columns * 8 <= EXACT_AUTO_BYTES
 
 
 def analyze_mem_mb(wildcards, attempt):
-    """Host memory of the log-P → rank step: 8 GB for a few thousand rows, else 24 GB (PTB) or 32 GB (WT2): the
-    streamed float64 Gram and its eigenvalues (docs/rank-at-scale.md); more on a retry.
+    """Host memory of the log-P → rank step: 8 GB for a matrix the exact SVD takes, else 24 GB (PTB) or 32 GB (WT2):
+    the streamed float64 Gram and its eigenvalues (docs/rank-at-scale.md); more on a retry.
     """
-    rows = wildcards.rows
-    small = rows.isdigit() and int(rows) <= SMALL_ANALYSIS_ROWS
-    return (8000 if small else 24000 if wildcards.dataset == "ptb" else 32000) * attempt
+    paper = 24000 if wildcards.dataset == "ptb" else 32000
+    return (8000 if small_analysis(wildcards) else paper) * attempt
 
 
 def analyze_threads(wildcards):
     """1 CPU thread for a few thousand rows, 8 for the paper's matrices (the float64 SVD/Gram runs on CPU)."""
-    rows = config["analysis"]["rank_rows"]
-    return 1 if isinstance(rows, int) and rows <= SMALL_ANALYSIS_ROWS else 8
+    return 1 if wildcards.rows.isdigit() and int(wildcards.rows) <= 5000 else 8
 
 
 # --------------------------------------------------------------------------------------------- data (workflow/rules/data.smk)

@@ -170,9 +170,11 @@ def run_cli(args) -> int:
     study, source = study_config.load_study(args, "status", follow=True)
     if study is None:
         return 1
-    retry = study_config.snakemake_options(args)
-    if Path(args.directory).resolve() != Path.cwd().resolve():  # the retry then runs in the study's folder too
-        retry = f"{retry} --directory {shlex.quote(str(Path(args.directory).resolve()))}".strip()
+    # the retry runs from anywhere: absolute files (Snakemake reads --configfile before it changes directory), the
+    # study's folder
+    files = [str(Path(f).resolve()) for f in args.config or []]
+    retry = study_config.command_options(files, getattr(args, "config_values", None))
+    retry = f"{retry} --directory {shlex.quote(str(Path(args.directory).resolve()))}".strip()
     status = study_status(study, directory=args.directory, config=source, retry_options=retry)
     if args.json:
         print(json.dumps(status.as_dict(), indent=1))

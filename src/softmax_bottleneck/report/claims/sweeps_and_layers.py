@@ -90,7 +90,8 @@ def _column(frame: pd.DataFrame, how) -> pd.Series:
 
 def _one_run_sd(dataset: str, how) -> float:
     """One run's SD of a sweep's quantity: MoS's SD over its seeds in Table 2 (K = 15); 0 for the swept value itself;
-    the gap's from its two perplexities' (taken as independent)."""
+    the gap's from its two perplexities' taken as independent, an upper bound (they likely move together over seeds):
+    its pass rate on the page is then a lower bound."""
     row = in_dataset(reported.load("main"), dataset).set_index("variant").loc[MOS]
     if callable(how):  # the gap: test − training perplexity
         return float((row["test_ppl_sd"] ** 2 + row["train_ppl_sd"] ** 2) ** 0.5)
