@@ -234,6 +234,8 @@ READS_OUTSIDE_READBACK = {
     ),
     ("cluster/site_check.py", "held.read_text"): "the site check's own probe file, written by its job",
     ("cluster/site_check.py", "json.loads"): "a line of the site check's own subprocess",
+    ("analysis/hf_model.py", "json.loads"): "of bytes read by readback.read_bytes, as leniently as transformers "
+    "(to name the tokenizer file it could not read, after it failed)",
     ("cluster/site_check.py", "yaml.safe_load"): "of bytes read by readback.read_bytes",
 }  # fmt: skip
 READERS = {"read_csv", "read_table", "read_json", "read_text", "read_bytes", "safe_load", "load", "loads"}
