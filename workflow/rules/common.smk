@@ -227,10 +227,8 @@ def retry_options(wildcards):
     """`snakemake <target>` again for this configuration (the retry command `status` prints): its files, also where
     the study followed is the one last started in this folder (FOLLOWED), its --config values and the folder; made
     only for the jobs that print it (workflow/rules/progress.smk)."""
-    # absolute paths: the command runs from anywhere (Snakemake reads --configfile before it changes directory)
-    files = [str(Path(p).resolve()) for p in CONFIG_FILES] if CONFIG_NAMED else []
-    options = study_config.command_options(files, CONFIG_VALUES)
-    return f"{options} --directory {shlex.quote(os.getcwd())}".strip()
+    files = CONFIG_FILES if CONFIG_NAMED else []
+    return study_config.command_options(files, CONFIG_VALUES, os.getcwd())
 
 
 def finished_runs():

@@ -349,18 +349,22 @@ def config_files(args) -> list[str]:
 
 
 def snakemake_options(args) -> str:
-    """:func:`command_options` of a command's ``--config`` files and the values of the study it follows
-    (``args.config_values``: the workflow's ``--config``, recorded at its start)."""
-    return command_options(args.config or [], getattr(args, "config_values", None))
+    """:func:`command_options` of a command's ``--config`` files, the values of the study it follows
+    (``args.config_values``: the workflow's ``--config``, recorded at its start) and its ``--directory``."""
+    return command_options(args.config or [], getattr(args, "config_values", None), getattr(args, "directory", "."))
 
 
-def command_options(files, values: dict | None) -> str:
-    """``--configfile A B --config 'KEY=VALUE' ...``: configuration files and ``--config`` values as ``snakemake``
-    takes them, so that a command built with them names the same runs (empty for the default configuration)."""
-    words = [f"--configfile {' '.join(shlex.quote(str(path)) for path in files)}"] if files else []
+def command_options(files, values: dict | None, directory) -> str:
+    """``--configfile A B --config 'KEY=VALUE' ... --directory DIR``: configuration files and ``--config`` values as
+    ``snakemake`` takes them, so that a command built with them names the same runs (no ``--configfile`` for the
+    default configuration), run from anywhere: the files by absolute path (Snakemake reads them before it changes to
+    ``--directory``) and the study's folder."""
+    paths = [str(Path(path).resolve()) for path in files]
+    words = [f"--configfile {' '.join(shlex.quote(path) for path in paths)}"] if paths else []
     if values:
         typed = typed_overrides(values)  # written as a file gives them: {lr: 2.0}, not {lr: '2.0'}
         words.append("--config " + " ".join(shlex.quote(f"{key}={_command_line_value(v)}") for key, v in typed.items()))
+    words.append(f"--directory {shlex.quote(str(Path(directory).resolve()))}")
     return " ".join(words)
 
 

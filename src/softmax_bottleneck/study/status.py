@@ -39,7 +39,6 @@ the whole study with them, and names what they hold for its callers.
 from __future__ import annotations
 
 import json
-import shlex
 import time
 from pathlib import Path
 
@@ -170,11 +169,7 @@ def run_cli(args) -> int:
     study, source = study_config.load_study(args, "status", follow=True)
     if study is None:
         return 1
-    # the retry runs from anywhere: absolute files (Snakemake reads --configfile before it changes directory), the
-    # study's folder
-    files = [str(Path(f).resolve()) for f in args.config or []]
-    retry = study_config.command_options(files, getattr(args, "config_values", None))
-    retry = f"{retry} --directory {shlex.quote(str(Path(args.directory).resolve()))}".strip()
+    retry = study_config.snakemake_options(args)
     status = study_status(study, directory=args.directory, config=source, retry_options=retry)
     if args.json:
         print(json.dumps(status.as_dict(), indent=1))
