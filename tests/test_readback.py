@@ -227,11 +227,8 @@ READS_OUTSIDE_READBACK = {
     ),
     ("corpora/corpus.py", "data_dir / f'{split}.txt'.read_bytes"): "the corpus, checked by its published SHA-256",
     ("corpora/corpus.py", "file.read_bytes"): "the corpus, checked by its published SHA-256",
-    **dict.fromkeys(
-        [("corpora/corpus.py", "torch.load"), ("training/checkpoint.py", "torch.load"),
-         ("training/state.py", "torch.load")],
-        "torch.load(weights_only=True): no pickle of code runs (tests/test_checkpoint.py)",
-    ),
+    ("corpora/integrity.py", "torch.load"): "torch.load(weights_only=True), for model.pt, resume states and corpus "
+    "caches: no pickle of code runs (tests/test_checkpoint.py)",
     ("cluster/site_check.py", "held.read_text"): "the site check's own probe file, written by its job",
     ("cluster/site_check.py", "json.loads"): "a line of the site check's own subprocess",
     ("analysis/hf_model.py", "json.loads"): "of bytes read by readback.read_bytes, as leniently as transformers "

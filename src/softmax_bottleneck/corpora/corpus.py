@@ -37,7 +37,7 @@ import torch
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, corpus_checksums
-from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, check_seal, describe_load_error, seal
+from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, check_seal, describe_load_error, load_tensors, seal
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def load_cached_corpus(path: str | os.PathLike, data_dir: str | os.PathLike | No
     :class:`OldCorpusCache` for a cache of an older format (no checksum of its content).
     """
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = load_tensors(path)
     except LOAD_ERRORS as exc:
         raise CorpusError(f"{path}: unreadable corpus cache: {describe_load_error(exc, path)}") from None
     _check_blob(blob, path)

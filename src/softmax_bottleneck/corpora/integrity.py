@@ -52,10 +52,12 @@ def describe_load_error(exc: BaseException, path=None) -> str:
     if isinstance(exc, EOFError):
         return "empty or truncated file"
     if isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in message:
-        if "Unsupported global" in message:  # a class or function to call: what a planted pickle holds
+        # a class or function to call, what a planted pickle holds: torch says "Unsupported global: GLOBAL x.y" for
+        # most, "unsupported GLOBAL posix.system whose module posix is blocked" for a blocked module
+        if "unsupported global" in message.lower():
             return "holds pickled Python objects, not only tensors (refused: loading it could run code)"
         if path is not None and _first_byte(path) == b"\x80":  # a pickle's protocol marker: Python objects
-            return "a bare pickle of Python objects, not a torch file (refused: never unpickled)"
+            return "a bare pickle of Python objects, not a torch file (refused: nothing in it was run)"
         detail = message.partition("WeightsUnpickler error:")[2].strip()
         return f"not a file torch.save wrote ({_first_line(detail) or 'unreadable'})"
     if isinstance(exc, pickle.UnpicklingError | KeyError | UnicodeDecodeError):
@@ -67,6 +69,18 @@ def describe_load_error(exc: BaseException, path=None) -> str:
     if "pickled (object) data" in message:
         return "not a .npy array file (it holds pickled data, which is never loaded)"
     return f"{type(exc).__name__}: {_first_line(message) or 'unreadable'}"
+
+
+def load_tensors(path):
+    """``torch.load(path, map_location="cpu", weights_only=True)``: tensors and plain data only, never code. torch's
+    warning about a pickle protocol it did not write (a bare pickle, refused a moment later) is not printed."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _first_byte(path) -> bytes:

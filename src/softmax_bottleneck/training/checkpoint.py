@@ -27,7 +27,7 @@ import torch
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.corpus import vocab_sha256
-from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, seal
+from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, load_tensors, seal
 
 #: 2: the file carries the SHA-256 of its own content (``content_sha256``); 1: verifiable only through metrics.json
 MODEL_FORMAT = 2
@@ -99,7 +99,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
                 f"{path.parent / 'metrics.json'}; the file changed after training (damaged copy?)"
             )
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = load_tensors(path)
     except Exception as err:  # truncated zip, text, a pickle with code in it, ...
         why = describe_load_error(err, path)
         raise CheckpointError(f"{path}: not a readable weights-only torch file ({why})") from None

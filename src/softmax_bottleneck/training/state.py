@@ -34,7 +34,7 @@ import torch
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
-from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, seal
+from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, load_tensors, seal
 from softmax_bottleneck.training.checkpoint import CheckpointError, file_sha256, read_checkpoint
 from softmax_bottleneck.training.identity import identity_hash, run_identity
 
@@ -161,7 +161,7 @@ def load_resume(path: Path) -> dict:
     Raises :class:`ResumeError` (one line) for a truncated, corrupt or foreign file and for another format.
     """
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = load_tensors(path)
     except Exception as err:  # truncated zip, plain text, a pickle with code in it, ...
         why = describe_load_error(err, path)
         raise ResumeError(f"{path}: not a readable resume state ({why}); {_restart_hint(path)}") from None
