@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import matplotlib
 import numpy as np
@@ -227,3 +228,16 @@ def test_plugins_without_a_colour_get_colours_as_far_apart_as_declared_ones_must
     for name in mine:
         for other, colour in table.items():
             assert other == name or delta_e(table[name], colour) >= MIN_DELTA_E, (name, table[name], other, colour)
+
+
+def test_a_variant_name_and_the_banner_stay_text_in_the_markdown(tmp_path):
+    """Before: ``table``'s Markdown wrote a summary's variant ``<b>x|y</b>`` raw (a tag, and a cell more than the
+    header), and the banner too; the claims page and lm-report escaped theirs."""
+    root = make_summaries(tmp_path / "summary")
+    _add_runs(root, "main.csv", "<b>x|y</b>", press_rank=777)
+    table = tables.render("table2", root, tmp_path / "t2", banner="<i>pilot|run</i>")
+    text = (tmp_path / "t2.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert len({len(re.findall(r"(?<!\\)\|", line)) for line in rows}) == 1  # one cell count for every row
+    assert r"\<b\>x\|y\</b\>" in text and r"\<i\>pilot\|run\</i\>" in text
+    assert "<b>" not in text and "<i>" not in text and "<b>x|y</b>" in set(table["variant"])

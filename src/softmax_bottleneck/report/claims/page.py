@@ -27,7 +27,7 @@ from softmax_bottleneck.report.claims.evidence import Summaries, comparable
 from softmax_bottleneck.report.claims.plugins import plugin_claims
 from softmax_bottleneck.report.claims.rules import CONSISTENT, NOT_CONSISTENT, UNDECIDED, Estimate, Evidence, Paper
 from softmax_bottleneck.report.reported import DATASETS
-from softmax_bottleneck.report.tables.render import html_page, latex_table, latex_text, markdown_cell, markdown_page
+from softmax_bottleneck.report.tables.render import html_page, latex_table, latex_text, markdown_page
 
 TOO_FEW = "too few runs"
 NOT_COMPARABLE = "not comparable at this scale"
@@ -199,7 +199,6 @@ def rules_lines(decisions: list[Decision]) -> list[tuple[str, str]]:
 
 
 def _markdown(frame, table, rules, banner) -> str:
-    frame = frame.map(markdown_cell)
     page = markdown_page("claims", frame, f"{CAPTION} Verdicts: {tally(table)}.", banner)
     return page + "\n**Rules**\n\n" + "".join(f"* **{name}**: {text}\n" for name, text in rules)
 

@@ -60,10 +60,11 @@ def markdown_cell(text) -> str:
 
 
 def markdown_page(name: str, frame: pd.DataFrame, caption: str, banner: str | None = None) -> str:
-    """Markdown of a display table (strings): optional bold banner, ``**name** — caption``, then the table."""
-    body = frame.to_markdown(index=False, disable_numparse=True) if len(frame) else "(no rows)"
-    head = f"**{banner}**\n\n" if banner else ""
-    return f"{head}**{name}** — {caption}\n\n{body}\n"
+    """Markdown of a display table (strings): optional bold banner, ``**name** — caption``, then the table; every
+    cell, the banner and the caption through :func:`markdown_cell` (they hold names users and plug-ins chose)."""
+    body = frame.map(markdown_cell).to_markdown(index=False, disable_numparse=True) if len(frame) else "(no rows)"
+    head = f"**{markdown_cell(banner)}**\n\n" if banner else ""
+    return f"{head}**{name}** — {markdown_cell(caption)}\n\n{body}\n"
 
 
 def to_markdown(name: str, table: pd.DataFrame, banner: str | None = None) -> str:
