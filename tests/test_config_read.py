@@ -320,3 +320,15 @@ def test_more_rank_rows_than_any_test_set_has_are_refused():
             continue
         with pytest.raises(study_config.ConfigError, match=r"^analysis/rank_rows: .* is more rows than any test set"):
             study_config.check(config)
+
+
+def test_a_yte_template_is_refused_saying_its_python_has_already_run(tmp_path):
+    """Snakemake renders a config with ``__use_yte__: true`` as a YTE template, evaluating its ``?`` expressions while
+    it loads the file, before the workflow can refuse it: the refusal says so (before: "unknown key(s)" alone)."""
+    path = tmp_path / "yte.yaml"
+    path.write_text("__use_yte__: true\n" + SMALL.read_text(encoding="utf-8"), encoding="utf-8")
+    config = study_config.load([path], {})
+    with pytest.raises(study_config.ConfigError) as err:
+        study_config.check(config)
+    assert str(err.value).startswith("(top level): unknown key(s) ['__use_yte__']")
+    assert "Snakemake has already run its Python expressions" in str(err.value)

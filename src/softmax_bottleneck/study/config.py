@@ -60,7 +60,7 @@ def schema_error_text(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         allowed = sorted(error.schema.get("properties", {}))
-        hint = HINTS.get(path, "")
+        hint = YTE_HINT if not path and "__use_yte__" in unknown else HINTS.get(path, "")
         return f"{path or '(top level)'}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}{hint}"
     if "propertyNames" in error.relative_schema_path:
         return f"{path}/{error.instance}: not a valid name ({error.message})"
@@ -69,6 +69,12 @@ def schema_error_text(error: jsonschema.ValidationError) -> str:
 
 #: what an unknown key under a path may have been meant as
 HINTS = {"experiments": " (the paper's experiments; a sweep of your own goes under sweeps:, config/README.md)"}
+#: a YTE template (``__use_yte__: true``): Snakemake evaluates its Python expressions while it loads the file, before
+#: the workflow and this package see it
+YTE_HINT = (
+    " (a YTE template: Snakemake has already run its Python expressions while loading it; this workflow's "
+    "configurations are plain YAML; docs/trust-model.md, 'Configs are code')"
+)
 
 
 def validate_schema(config: dict, schema: dict) -> None:
