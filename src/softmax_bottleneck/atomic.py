@@ -6,10 +6,11 @@ so a crash or a killed job never leaves a half-written file that Snakemake could
 the file system has none). torch is imported only by :func:`atomic_torch_save`: table and figure
 code uses this module too.
 
-A write that fails (full disk, file-size limit, read-only or foreign folder, a file where a folder is expected)
-raises :class:`WriteError`, an ``OSError`` whose message is one line naming the output, why, and that nothing was
-written; the temporary is removed. ``torch.save`` reports a full disk only as ``RuntimeError: ... unexpected pos``:
-:func:`atomic_torch_save` turns that into a :class:`WriteError` too.
+A write that fails (full disk, file-size limit, read-only or foreign folder, a file where a folder is expected, a
+device, FIFO or socket where the file is to be) raises :class:`WriteError`, an ``OSError`` whose message is one line
+naming the output, why, and that nothing was written; the temporary is removed. ``torch.save`` reports a full disk
+only as ``RuntimeError: ... unexpected pos``: :func:`atomic_torch_save` turns that into a :class:`WriteError` too.
+The command line prints a :class:`WriteError` that reaches it as that one line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +60,22 @@ def os_error_reason(err: OSError) -> str:
     return f"{err.strerror or type(err).__name__}{where}"
 
 
+def write_error(path, err: OSError) -> str:
+    """One line for an output ``path`` that could not be written (a full disk, a read-only folder, ...)."""
+    return str(err) if isinstance(err, WriteError) else f"{path}: cannot write ({os_error_reason(err)})"
+
+
+def _refuse_special(path: Path) -> None:
+    """A :class:`WriteError` where ``path`` is a device, FIFO or socket: renamed over, a device such as /dev/null
+    would become a plain file (as root). A link is itself replaced, never what it points to."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+        raise WriteError(path, "it is a device, FIFO or socket, not a regular file: give a file's path", errno.EEXIST)
+
+
 def _file_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -70,6 +88,7 @@ def atomic_path(path: str | os.PathLike):
     path = Path(path)
     if path.is_dir():
         raise WriteError(path, "a folder is where a file is expected", errno.EISDIR)
+    _refuse_special(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -156,6 +175,7 @@ def atomic_link(src: str | os.PathLike, dst: str | os.PathLike) -> str:
     then share one file); where the file system cannot link, an atomic copy (:func:`atomic_path`).
     """
     src, dst = Path(src), Path(dst)
+    _refuse_special(dst)
     tmp = dst.parent / f".{dst.name}.{secrets.token_hex(6)}.tmp"
     try:
         os.link(src, tmp)

@@ -12,6 +12,8 @@ import importlib
 import logging
 import sys
 
+from softmax_bottleneck.atomic import WriteError
+
 #: command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("softmax_bottleneck.corpora.download", "download or copy the data files, verified by SHA-256"),
@@ -176,6 +178,8 @@ def main(argv: list[str] | None = None, *, heartbeat: bool = False) -> int:
             beat.start(args.command)
         module, _ = COMMANDS[args.command]
         return int(_load(module, args.command).run_cli(args) or 0)
+    except WriteError as err:  # an output that could not be written (full disk, read-only folder, a FIFO there)
+        raise SystemExit(f"{chosen or 'softmax_bottleneck'}: {err}") from None
     except ValueError as err:
         if type(err).__name__ != "RegistryError":
             raise

@@ -143,6 +143,18 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
+def not_a_file(path) -> str | None:
+    """Why ``path`` (links followed) is no regular file to read, e.g. ``"no such file"`` or ``"not a regular file
+    (a FIFO)"``; None where it is one."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as err:
+        return f"unreadable ({err.strerror or err})"
+    return None if stat.S_ISREG(mode) else f"not a regular file ({_kind(mode)})"
+
+
 @contextmanager
 def _open_regular(path, follow_links: bool):
     """A file descriptor of the regular file ``path`` and its ``os.stat_result``; :class:`ReadbackError` for anything

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from softmax_bottleneck import readback
+from softmax_bottleneck.atomic import write_error
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, CorpusError, WrongDataset, load_corpus
 from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
 
@@ -33,13 +35,6 @@ def report(prog: str, err: BaseException) -> int:
     return INPUT_ERROR_EXIT
 
 
-def write_error(path, err: OSError) -> str:
-    """One line for an output that could not be written (a full disk, a read-only folder, ...)."""
-    from softmax_bottleneck.atomic import WriteError, os_error_reason
-
-    return str(err) if isinstance(err, WriteError) else f"{path}: cannot write ({os_error_reason(err)})"
-
-
 def resolve_device(name: str) -> str:
     """:func:`softmax_bottleneck.training.environment.resolve_device`, its error as an :class:`InputError`."""
     from softmax_bottleneck.training.environment import resolve_device as resolve
@@ -53,8 +48,9 @@ def resolve_device(name: str) -> str:
 def _existing_file(path: Path) -> None:
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a file")
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    why = readback.not_a_file(path)
+    if why:
+        raise InputError(f"{path}: {why}")
     if path.stat().st_size == 0:
         raise InputError(f"{path}: empty file")
 

@@ -351,6 +351,8 @@ def load_corpus(
         raise CorpusError(
             f"{cache}: the corpus cache is a directory; give a file path (the cache is written if absent)"
         )
+    if cache is not None and os.path.lexists(cache) and not Path(cache).is_file():
+        raise CorpusError(f"{cache}: the corpus cache is not a regular file (a device, FIFO, socket or broken link)")
     if cache is not None and Path(cache).is_file():
         log.info("corpus: loading cache %s", cache)
         try:

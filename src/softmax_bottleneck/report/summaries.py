@@ -40,7 +40,7 @@ import pandas as pd
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
-from softmax_bottleneck.atomic import atomic_write_csv
+from softmax_bottleneck.atomic import atomic_write_csv, write_error
 from softmax_bottleneck.models.output_layers import output_layers
 from softmax_bottleneck.models.output_layers.provenance import layer_source_tag, older_tag_layer
 
@@ -145,8 +145,9 @@ def _check_keys(record: dict, kind: str) -> None:
 def _read_json(path, record: dict) -> dict:
     """A run's JSON file, strictly (:func:`softmax_bottleneck.readback.load_json`)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (record [{_describe(record)}])")
+    why = readback.not_a_file(path)
+    if why:
+        raise FileNotFoundError(f"{path}: {why} (record [{_describe(record)}])")
     try:
         return readback.load_json(path)
     except readback.ReadbackError as err:
@@ -156,8 +157,9 @@ def _read_json(path, record: dict) -> dict:
 def _read_csv(path, record: dict, needed: Iterable[str]) -> pd.DataFrame:
     """A per-model CSV, its numbers checked (:func:`softmax_bottleneck.readback.check_columns`)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (record [{_describe(record)}])")
+    why = readback.not_a_file(path)
+    if why:
+        raise FileNotFoundError(f"{path}: {why} (record [{_describe(record)}])")
     try:
         frame = readback.read_csv(path)
         readback.check_columns(frame, path)
@@ -452,6 +454,6 @@ def run_cli(args) -> int:
     try:
         atomic_write_csv(frame, args.out)
     except OSError as err:
-        raise SystemExit(f"summarize: {args.out}: cannot write ({err.strerror or err}); nothing was written") from None
+        raise SystemExit(f"summarize: {write_error(args.out, err)}") from None
     log.info("wrote %s (%d rows from %d records)", args.out, len(frame), len(records))
     return 0

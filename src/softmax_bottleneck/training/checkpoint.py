@@ -86,8 +86,9 @@ def recorded_sha256(path: Path) -> str | None:
 def read_checkpoint(path: str | os.PathLike) -> dict:
     """The verified dict of a ``model.pt`` (SHA-256 against ``metrics.json`` first, then a weights-only load)."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file")
+    why = readback.not_a_file(path)
+    if why:
+        raise CheckpointError(f"{path}: {why.replace('no such file', 'no such checkpoint file')}")
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: empty file, not a checkpoint")
     expected = recorded_sha256(path)

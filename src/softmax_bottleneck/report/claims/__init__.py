@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from softmax_bottleneck.argtypes import positive_int_up_to
+from softmax_bottleneck.atomic import write_error
 from softmax_bottleneck.readback import ReadbackError
 from softmax_bottleneck.report.claims.catalog import CLAIMS, REQUIRES
 from softmax_bottleneck.report.claims.operating import MAX_STUDIES, simulate, simulation_markdown
@@ -115,7 +116,7 @@ def run_cli(args) -> int:
     try:
         table = write_whole(decisions, args.out, banner)
     except OSError as err:
-        raise SystemExit(f"claims: --out {args.out}: cannot write the page there ({err.strerror or err})") from None
+        raise SystemExit(f"claims: --out {write_error(args.out, err)}") from None
     log.info("wrote %s.{%s}: %s", args.out, ",".join(FORMATS), tally(table))
     return 0
 

@@ -1,0 +1,77 @@
+"""A device, FIFO or socket where a file is expected: as an output it is never replaced (as root, renaming a file over
+/dev/null makes it a plain file), as an input it is named for what it is (not "no such file"); a command whose output
+cannot be written says so in one line, without a traceback."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from softmax_bottleneck.analysis.inputs import InputError, load_matrix
+from softmax_bottleneck.atomic import WriteError, atomic_link, atomic_write_text
+from softmax_bottleneck.corpora.corpus import CorpusError, load_corpus
+from softmax_bottleneck.training.checkpoint import CheckpointError, load_model
+
+REFUSAL = "cannot write (it is a device, FIFO or socket, not a regular file: give a file's path); nothing was written"
+
+
+def _fifo(folder):
+    path = folder / "out.fifo"
+    os.mkfifo(path)
+    return path
+
+
+def _is_fifo(path) -> bool:
+    return stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_a_fifo_is_never_written_over(tmp_path):
+    fifo, source = _fifo(tmp_path), tmp_path / "source.txt"
+    source.write_text("x")
+    for write in (lambda: atomic_write_text("x", fifo), lambda: atomic_link(source, fifo)):
+        with pytest.raises(WriteError) as err:
+            write()
+        assert str(err.value) == f"{fifo}: {REFUSAL}" and _is_fifo(fifo)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.fifo", "source.txt"]  # no temporary left behind
+
+
+def test_a_link_is_replaced_never_what_it_points_to(tmp_path):
+    fifo, link = _fifo(tmp_path), tmp_path / "link"
+    link.symlink_to(fifo)
+    atomic_write_text("x", link)
+    assert not link.is_symlink() and link.read_text() == "x" and _is_fifo(fifo)
+
+
+def test_a_corpus_cache_that_is_a_fifo_is_refused_not_replaced(tmp_path):
+    data = tmp_path / "toy"
+    data.mkdir()
+    for split in ("train", "valid", "test"):
+        (data / f"{split}.txt").write_text(" a b c d e f \n" * 20)
+    fifo = _fifo(tmp_path)
+    with pytest.raises(CorpusError, match=rf"^{fifo}: the corpus cache is not a regular file"):
+        load_corpus(data, fifo)
+    assert _is_fifo(fifo)
+
+
+@pytest.mark.parametrize("option", [("costs", "--out"), ("plan", "--csv")], ids=["costs", "plan"])
+def test_a_command_whose_output_cannot_be_written_says_so_in_one_line(tmp_path, option):
+    fifo = _fifo(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "softmax_bottleneck", *option, str(fifo)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"{option[0]}: {fifo}: {REFUSAL}"
+    assert _is_fifo(fifo)
+
+
+def test_an_input_that_is_a_fifo_is_named_for_what_it_is(tmp_path):
+    fifo = _fifo(tmp_path)
+    for read, error in ((load_model, CheckpointError), (load_matrix, InputError)):
+        with pytest.raises(error, match=rf"^{fifo}: not a regular file \(a FIFO\)$"):
+            read(fifo)
