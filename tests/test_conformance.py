@@ -158,6 +158,25 @@ class _OwnLrFrozen(_OwnLr):
         self.log_temperature.requires_grad_(False)
 
 
+class _Float32Always(OutputLayer):
+    """Casts to float32 whatever it is given: the loss path's float64 comparison would be float32's."""
+
+    def forward(self, context, weight):
+        return F.log_softmax(self.logits(context, weight).float() * 0.5, dim=-1)
+
+
+class _StepCounter(OutputLayer):
+    """Keeps a count that every call changes, outside its state dict."""
+
+    def __init__(self, vocab_size, nemb, nhidlast, **hp):
+        super().__init__(vocab_size, nemb, nhidlast, **hp)
+        self.steps = 0
+
+    def forward(self, context, weight):
+        self.steps += 1
+        return F.log_softmax(self.logits(context, weight) * (0.5 + 0.01 * self.steps), dim=-1)
+
+
 #: what the loss-path check says of randomness outside torch's generator (before: "nll differs from −forward")
 OUTSIDE_TORCH = r"^two training-mode forward calls after the same torch.manual_seed differ .*outside torch's global "
 OUTSIDE_TORCH += r"generator \(numpy, Python's random.*the fault is not in nll"
@@ -173,6 +192,8 @@ BROKEN = [  # (layer, the check that must reject it, its message, other checks i
     (_WrongNll, "loss-path", r"nll differs from −forward\[targets\]", {"shapes"}),
     (_NumpyNoise, "loss-path", OUTSIDE_TORCH, ()),
     (_PythonRandomNoise, "loss-path", OUTSIDE_TORCH, ()),
+    (_StepCounter, "loss-path", r"or keeps state that changes between calls", {"eval-deterministic", "reload"}),
+    (_Float32Always, "loss-path", r"^float64 in, forward gave torch.float32 and nll torch.float32", ()),
     (_OwnLr, "parameters", r"the learning-rate key 'olr_lr', which the registration does not declare.*\(none\)", ()),
     (_OwnLrFrozen, "parameters", r"names log_temperature, which does not require grad", ()),
 ]

@@ -288,9 +288,10 @@ def _unseeded_difference(layer, context, weight) -> float:
 #: why a training-mode output that one torch seed does not reproduce fails (the symptom names no bug in nll)
 OUTSIDE_TORCH_RNG = (
     "two training-mode forward calls after the same torch.manual_seed differ by up to {diff:.3g}: the layer draws "
-    "random numbers outside torch's global generator (numpy, Python's random, a torch.Generator of its own, ...), so "
-    "no seed reproduces a run and nll cannot be compared with forward (the fault is not in nll); draw training-mode "
-    "randomness with torch's own functions (torch.rand_like, torch.bernoulli, F.dropout) and none in evaluation mode"
+    "random numbers outside torch's global generator (numpy, Python's random, a torch.Generator of its own, ...), or "
+    "keeps state that changes between calls, so a fused run would not train as it does alone and nll cannot be "
+    "compared with forward (the fault is not in nll); draw training-mode randomness with torch's own functions "
+    "(torch.rand_like, torch.bernoulli, F.dropout) and none in evaluation mode, and keep no state that calls change"
 )
 
 
@@ -305,6 +306,8 @@ def _check_loss_path(s: Subject) -> str:
     if unseeded > 1e-12:  # (NaN is not: non-finite outputs are said below)
         raise CheckFailed(OUTSIDE_TORCH_RNG.format(diff=unseeded))
     (ref, ref_grads), (nll, grads) = _paths(layer, context, weight, targets, upstream)
+    if ref.dtype != torch.float64 or nll.dtype != torch.float64:  # else the comparison below is float32's
+        raise CheckFailed(f"float64 in, forward gave {ref.dtype} and nll {nll.dtype}: keep the input's float64")
     if tuple(nll.shape) != tuple(targets.shape):
         raise CheckFailed(f"nll gave shape {list(nll.shape)}, expected {list(targets.shape)}")
     _require_finite(ref, "−forward[targets] (float64, training mode)")
