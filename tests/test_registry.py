@@ -417,6 +417,35 @@ def test_two_plugins_declaring_one_key_otherwise_are_both_refused_whatever_their
     assert "fine" in output_layers()
 
 
+TWO_WITH_A_KEY = """
+    from softmax_bottleneck.models.output_layers import Hyperparameter, SoftmaxOfScores, register_output_layer
+
+    @register_output_layer("noisysm", display="noisysm", family="softmax")
+    class Noisy(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return 2 * self.logits(context, weight)
+
+    @register_output_layer("tempsm", display="tempsm", family="softmax",
+                           hyperparameters={"powsm_a": Hyperparameter(1.0, float, minimum=0.0)})
+    class Temp(SoftmaxOfScores):
+        def scores(self, context, weight):
+            return 3 * self.logits(context, weight)
+"""
+
+
+def test_a_module_that_failed_for_one_entry_point_is_not_imported_again_for_another(plugins):
+    """Before, the first entry point's import failed (its key declared otherwise by ``c_share``, which it withdrew),
+    the second imported the module again, now without the clash: ``tempsm`` and ``noisysm`` worked while
+    ``check-layer --list`` also listed ``noisysm`` BROKEN, and a warning said it 'keeps meaning' its own class."""
+    plugins({"c_share = share_mod:Layer": DECLARES.format(name="c_share", default=2.0),
+             "noisysm = temp_mod:Noisy": TWO_WITH_A_KEY, "tempsm = temp_mod:Temp": TWO_WITH_A_KEY})  # fmt: skip
+    broken = registry_module.broken_plugins()
+    assert {"c_share", "noisysm", "tempsm"} <= set(broken)
+    assert "its module temp_mod failed to load for entry point 'noisysm'" in broken["tempsm"]
+    assert not {"c_share", "noisysm", "tempsm"} & set(output_layers())
+    assert registry_module.plugin_warnings() == []
+
+
 def test_a_plugin_named_like_a_preset_variant_leaves_the_shipped_configs_loadable(plugins):
     """A plug-in named mos_fair is refused; the paper's and the small configuration, which name E10's mos_fair, still
     load and plan (before: "experiments/fair/variants: variant 'mos_fair' is a broken plug-in")."""

@@ -346,22 +346,27 @@ def _load_plugins() -> None:
     """Import every entry point of :data:`ENTRY_POINT_GROUP` once (each import registers its layer).
 
     A plug-in that fails to load is recorded in :data:`_BROKEN` with its one-line reason, never raised here (only
-    what names it fails), and what it registered before failing is withdrawn. Each layer belongs to the entry point
-    that names its class; a layer that another entry point's import registered (several layers in one module, one
-    entry point each) is that one's until its own entry point is loaded. A layer that two entry points name, or that
-    two plug-ins register, is withdrawn and both are broken. A broken plug-in that claims a name another variant
-    holds (a shipped layer's ``ss``, E10's ``mos_fair``) is said in one warning line (:func:`plugin_warnings`): what
-    names it gets the other variant, so it must not go unsaid.
+    what names it fails), and what it registered before failing is withdrawn; every other entry point of its module
+    is broken too, without a second import (which could succeed once the first had withdrawn a clashing plug-in).
+    Each layer belongs to the entry point that names its class; a layer that another entry point's import registered
+    (several layers in one module, one entry point each) is that one's until its own entry point is loaded. A layer
+    that two entry points name, or that two plug-ins register, is withdrawn and both are broken. A broken plug-in
+    that claims a name another variant holds (a shipped layer's ``ss``, E10's ``mos_fair``) is said in one warning
+    line (:func:`plugin_warnings`): what names it gets the other variant, so it must not go unsaid.
     """
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
     claims: dict[str, set[str]] = {}  # entry-point name -> the names it claims
+    failed: dict[str, str] = {}  # module -> why its import failed: never imported again for another entry point
     for entry in _entry_points():
         before = dict(_REGISTRY)
         where = f"entry point {entry.name!r} = {entry.value!r}"
         claims[entry.name] = {entry.name}
+        if entry.module in failed:  # a second import could succeed where the first withdrew another plug-in
+            _BROKEN[entry.name] = f"{where} ({ENTRY_POINT_GROUP}): its module {entry.module} {failed[entry.module]}"
+            continue
         try:
             loaded = entry.load()
         except Exception as err:  # a broken plug-in must name itself, not crash somewhere later
@@ -374,6 +379,7 @@ def _load_plugins() -> None:
             else:
                 reason = f"{where} ({ENTRY_POINT_GROUP}) failed to import: {type(err).__name__}: {err}"
             _BROKEN[entry.name] = reason
+            failed[entry.module] = f"failed to load for entry point {entry.name!r}: {reason.partition(': ')[2]}"
             for name in added:
                 _BROKEN.setdefault(name, reason)
             holder = err.holder if isinstance(err, NameTaken) else None
