@@ -380,6 +380,9 @@ def test_cli(summary_dir, tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "table99" in err and "sm_table10" in err
+    with pytest.raises(SystemExit) as exc:  # before: "table table2: table table2 needs summary file ..."
+        main(["table", "table2", "--summary-dir", str(tmp_path / "none"), "--out", str(tmp_path / "x")])
+    assert str(exc.value) == f"table table2: {tmp_path / 'none' / 'main.csv'}: no such summary file"
 
 
 def test_table2_says_why_our_p_values_are_missing_at_one_random_seed(summary_dir, tmp_path):

@@ -93,12 +93,13 @@ def fkey(value) -> float:
 
 
 # --------------------------------------------------------------------------------------------- inputs
-def require_summaries(what: str, summary_dir, files: Sequence[str]) -> None:
-    """FileNotFoundError naming the first of ``files`` missing from ``summary_dir`` (``what`` needs them)."""
+def require_summaries(summary_dir, files: Sequence[str]) -> None:
+    """FileNotFoundError naming the first of ``files`` missing from ``summary_dir`` (the caller names what needs it:
+    the command line's ``table NAME: ...``, a preview's placeholder)."""
     for fname in files:
         path = Path(summary_dir) / fname
         if not path.is_file():
-            raise FileNotFoundError(f"{what} needs summary file {path}, which does not exist")
+            raise FileNotFoundError(f"{path}: no such summary file")
 
 
 #: the columns every run summary the workflow writes has, and the tables, figures and claims read: a file without

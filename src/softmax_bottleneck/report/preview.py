@@ -316,7 +316,7 @@ def _render_figure(name, summary_dir, prefix, counts, stamp, config_banner) -> N
         if name.startswith(SWEEP_PREFIX):
             fig = sweeps.figure(name[len(SWEEP_PREFIX) :], sweeps.read_sweep(summary_dir, name[len(SWEEP_PREFIX) :]))
         else:
-            require_summaries(f"figure {name}", summary_dir, figures.FIGURES[name].requires)
+            require_summaries(summary_dir, figures.FIGURES[name].requires)
             fig = figures.FIGURES[name].build(Path(summary_dir))
         item = figures.FIGURES.get(name)
         if item is not None and not item.requires:  # an illustration (Figure 1): no run, nothing of the scale

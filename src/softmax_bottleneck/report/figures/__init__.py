@@ -79,7 +79,7 @@ def build(name: str, summary_dir, *, banner: str | None = None) -> Figure:
 
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
-    require_summaries(f"figure {name}", summary_dir, FIGURES[name].requires)
+    require_summaries(summary_dir, FIGURES[name].requires)
     with matplotlib.rc_context(STYLE):
         fig = FIGURES[name].build(Path(summary_dir))
         for text in summary_notes(summary_dir, FIGURES[name].requires):

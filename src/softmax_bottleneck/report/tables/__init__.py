@@ -75,7 +75,7 @@ def build(name: str, summary_dir) -> pd.DataFrame:
     """Table ``name`` (see :data:`TABLES`) from the summary CSVs in ``summary_dir``."""
     if name not in TABLES:
         raise KeyError(f"unknown table {name!r}; valid names: {', '.join(TABLES)}")
-    require_summaries(f"table {name}", summary_dir, TABLES[name].requires)
+    require_summaries(summary_dir, TABLES[name].requires)
     return TABLES[name].build(Path(summary_dir))
 
 
