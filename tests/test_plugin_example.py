@@ -159,7 +159,8 @@ def _fake_plugin(root: Path, entry: str, modules: dict[str, str]) -> Path:
     ("entry", "modules", "message"),
     [
         ("broken = broken_mod:Layer", {"broken_mod": "import not_installed_anywhere\n"},
-         "entry point 'broken' = 'broken_mod:Layer' (softmax_bottleneck.output_layers) failed to import: "
+         "entry point 'broken' = 'broken_mod:Layer' of brokenplug 0.1 (softmax_bottleneck.output_layers) failed to "
+         "import: "
          "ModuleNotFoundError: No module named 'not_installed_anywhere'"),
         ("plain = plain_mod:Plain",
          {"plain_mod": """
@@ -168,7 +169,7 @@ def _fake_plugin(root: Path, entry: str, modules: dict[str, str]) -> Path:
             class Plain(OutputLayer):
                 pass
             """},
-         "entry point 'plain' = 'plain_mod:Plain' names a class that is not registered; "
+         "entry point 'plain' = 'plain_mod:Plain' of brokenplug 0.1 names a class that is not registered; "
          "decorate it with @register_output_layer(...)"),
     ],
     ids=["import-error", "unregistered-class"],

@@ -112,8 +112,8 @@ def run(site: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPro
 
 
 SHADOW_LINE = (
-    "entry point 'ss' = 'my_ss:MySigSoftmax' (softmax_bottleneck.output_layers) is refused: output layer 'ss' "
-    "(my_ss.MySigSoftmax): the name is already registered by the built-in layer 'ss' "
+    "entry point 'ss' = 'my_ss:MySigSoftmax' of my-ss 0.1 (softmax_bottleneck.output_layers) is refused: output "
+    "layer 'ss' (my_ss.MySigSoftmax): the name is already registered by the built-in layer 'ss' "
     "(softmax_bottleneck.models.output_layers.sigsoftmax.SigSoftmax); choose another name; 'ss' keeps meaning the "
     "built-in layer, not this plug-in"
 )
@@ -145,10 +145,33 @@ def test_a_label_an_installed_layer_has_is_refused_in_one_line(site):
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()[-1:]
     assert lines == [
-        "describe: entry point 'dup' = 'dup_label:MySigSoftmax' (softmax_bottleneck.output_layers) is refused: output "
-        "layer 'dup' (dup_label.MySigSoftmax): display 'BSS' is already 'BSS', the label of the plug-in layer 'bss' "
-        "(two_layers.BiasedSigSoftmax): two rows of a table or two curves of a figure would carry one label; choose "
-        "another display name"
+        "describe: entry point 'dup' = 'dup_label:MySigSoftmax' of dup-label 0.1 (softmax_bottleneck.output_layers) "
+        "is refused: output layer 'dup' (dup_label.MySigSoftmax): display 'BSS' is already 'BSS', the label of the "
+        "plug-in layer 'bss' (two_layers.BiasedSigSoftmax): two rows of a table or two curves of a figure would carry "
+        "one label; choose another display name"
+    ]
+
+
+def test_one_entry_point_installed_by_two_distributions_names_both(tmp_path):
+    """Before, the line named the one entry point twice and neither distribution: nothing said what to uninstall."""
+    site = tmp_path / "site"
+    install(
+        site,
+        "twin-a",
+        ["twin = twin_mod:MySigSoftmax"],
+        {"twin_mod": SHADOW.replace('"ss", display="SSb"', '"twin", display="Twin"')},
+    )
+    install(site, "twin-b", ["twin = twin_mod:MySigSoftmax"], {})
+    listed = run(site, "check-layer", "--list")
+    assert listed.returncode == 0, listed.stderr
+    (line,) = [line for line in listed.stdout.splitlines() if line.startswith("twin ")]
+    first, second = sorted(["twin-a", "twin-b"], key=line.index)
+    assert line.split(None, 2)[1:] == [
+        "BROKEN",
+        f"output layer 'twin' is registered twice: by entry point 'twin' = 'twin_mod:MySigSoftmax' of {first} 0.1 "
+        f"and again (entry point 'twin' = 'twin_mod:MySigSoftmax' of {second} 0.1 registers it too); which code "
+        "trains under one name must not depend on the order of installation: uninstall one of them, or rename one "
+        "layer",
     ]
 
 

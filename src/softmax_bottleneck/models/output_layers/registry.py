@@ -342,6 +342,13 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
     return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
 
 
+def _entry_text(entry: importlib.metadata.EntryPoint) -> str:
+    """``entry point 'name' = 'module:attr'`` and the distribution that installed it, where known: what to uninstall
+    (two distributions can install the same entry point)."""
+    dist = getattr(entry, "dist", None)
+    return f"entry point {entry.name!r} = {entry.value!r}" + (f" of {dist.name} {dist.version}" if dist else "")
+
+
 def _load_plugins() -> None:
     """Import every entry point of :data:`ENTRY_POINT_GROUP` once (each import registers its layer).
 
@@ -362,7 +369,7 @@ def _load_plugins() -> None:
     failed: dict[str, str] = {}  # module -> why its import failed: never imported again for another entry point
     for entry in _entry_points():
         before = dict(_REGISTRY)
-        where = f"entry point {entry.name!r} = {entry.value!r}"
+        where = _entry_text(entry)
         claims[entry.name] = {entry.name}
         if entry.module in failed:  # a second import could succeed where the first withdrew another plug-in
             _BROKEN[entry.name] = f"{where} ({ENTRY_POINT_GROUP}): its module {entry.module} {failed[entry.module]}"
@@ -438,7 +445,7 @@ def _withdraw(name: str, entry: importlib.metadata.EntryPoint, why: str) -> None
     first = _ORIGINS.get(name)
     spec = _REGISTRY.pop(name, None)
     holder = f"{spec.cls.__module__}.{spec.cls.__qualname__}" if spec else "?"
-    origin = f"entry point {first.name!r} = {first.value!r}" if first else f"the plug-in layer {holder}"
+    origin = _entry_text(first) if first else f"the plug-in layer {holder}"
     reason = (
         f"output layer {name!r} is registered twice: by {origin} and again ({why}); which code trains under one name "
         "must not depend on the order of installation: uninstall one of them, or rename one layer"
