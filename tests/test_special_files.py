@@ -75,3 +75,60 @@ def test_an_input_that_is_a_fifo_is_named_for_what_it_is(tmp_path):
     for read, error in ((load_model, CheckpointError), (load_matrix, InputError)):
         with pytest.raises(error, match=rf"^{fifo}: not a regular file \(a FIFO\)$"):
             read(fifo)
+
+
+def test_an_analysis_output_that_is_a_fifo_is_never_written_over(tmp_path):
+    """Before, the analyses' own writer renamed its temporary over a FIFO (as root, over /dev/null too)."""
+    from softmax_bottleneck.analysis.outputs import OutputError, npy_writer, write_text
+
+    fifo = _fifo(tmp_path)
+    with pytest.raises(OutputError) as err:
+        write_text("x", fifo)
+    assert str(err.value) == f"{fifo}: {REFUSAL}" and _is_fifo(fifo)
+    with pytest.raises(OutputError, match="FIFO"), npy_writer(fifo, (2, 3)):
+        pass
+    assert _is_fifo(fifo) and sorted(p.name for p in tmp_path.iterdir()) == ["out.fifo"]
+
+
+@pytest.mark.parametrize("command", ["analyze", "analyze-lm"])
+def test_an_analysis_refuses_an_output_it_cannot_write_before_any_work(tmp_path, command):
+    """Before, an analysis computed the whole matrix (hours for WT2) and then failed on its output: '[Errno 17] File
+    exists' for an output under a file. Each output is now checked first, so the missing model is not even read."""
+    afile = tmp_path / "model.pt"
+    afile.write_text("not a folder")
+    fifo = _fifo(tmp_path)
+    model = (
+        ["--checkpoint", str(tmp_path / "missing.pt")]
+        if command == "analyze"
+        else ["--model", "missing-model", "--text", "missing.txt"]
+    )
+    cases = {
+        ("--out-json", str(afile / "rank.json")): f"a file is where a folder is expected at {afile}",
+        ("--out-json", str(tmp_path)): "a folder is where a file is expected",
+        ("--save-logp", str(fifo)): "it is a device, FIFO or socket, not a regular file: give a file's path",
+    }
+    for (option, path), reason in cases.items():
+        outputs = (
+            ["--out-json", str(tmp_path / "rank.json"), option, path] if option != "--out-json" else [option, path]
+        )
+        result = subprocess.run([sys.executable, "-m", "softmax_bottleneck", command, *model, *outputs], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == f"{command}: error: {path}: cannot write ({reason}); " + (
+            "nothing was written"
+        )
+    assert _is_fifo(fifo) and sorted(p.name for p in tmp_path.iterdir()) == ["model.pt", "out.fifo"]
+
+
+@pytest.mark.parametrize(("command", "option"), [("rank", "--spectrum-out"), ("robustness", "--out")])
+def test_a_matrix_command_refuses_an_output_it_cannot_write_before_reading_the_matrix(tmp_path, command, option):
+    afile = tmp_path / "taken"
+    afile.write_text("not a folder")
+    argv = [command, str(tmp_path / "missing.npy"), option, str(afile / "o.csv")]
+    result = subprocess.run([sys.executable, "-m", "softmax_bottleneck", *argv], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"{command}: error: {afile / 'o.csv'}: cannot write (a file is where a folder is expected at {afile}); "
+        "nothing was written"
+    )

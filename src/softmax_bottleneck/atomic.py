@@ -82,18 +82,31 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
+def check_target(path: Path) -> None:
+    """A :class:`WriteError` naming ``path`` where it cannot become an output file: a folder, a device, FIFO or
+    socket."""
+    if path.is_dir():
+        raise WriteError(path, "a folder is where a file is expected", errno.EISDIR)
+    _refuse_special(path)
+
+
+def temporary_beside(path: Path) -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary ``.<name>.<random>.tmp`` beside ``path``, its folder made first; a
+    :class:`WriteError` naming ``path`` where ``path`` cannot be an output (:func:`check_target`) or its folder cannot
+    take a new file (a file where a folder should be, no permission, a full disk)."""
+    check_target(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise WriteError(path, os_error_reason(err), err.errno) from None
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``."""
     path = Path(path)
-    if path.is_dir():
-        raise WriteError(path, "a folder is where a file is expected", errno.EISDIR)
-    _refuse_special(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as err:
-        raise WriteError(path, os_error_reason(err), err.errno) from None
+    fd, tmp = temporary_beside(path)
     os.close(fd)
     try:
         yield Path(tmp)

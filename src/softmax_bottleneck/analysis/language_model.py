@@ -47,6 +47,7 @@ from softmax_bottleneck.analysis.inputs import InputError, report, resolve_devic
 from softmax_bottleneck.analysis.outputs import (
     OutputError,
     all_or_none,
+    check_writable,
     npy_writer,
     remove_stale_temporaries,
     write_text,
@@ -347,6 +348,10 @@ def analyze_language_model(args):
 
 def run_cli(args) -> int:
     with stop_on_signals("analyze-lm"):
+        try:
+            check_writable(args.out_json, args.out_spectrum, args.save_logp)
+        except OutputError as err:
+            return report("analyze-lm", err)
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
         try:
             with all_or_none(args.save_logp, args.out_spectrum, args.out_json):

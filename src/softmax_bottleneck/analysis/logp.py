@@ -37,6 +37,7 @@ from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, rep
 from softmax_bottleneck.analysis.outputs import (
     OutputError,
     all_or_none,
+    check_writable,
     npy_writer,
     remove_stale_temporaries,
     write_text,
@@ -309,6 +310,10 @@ def add_cli(parser) -> None:
 
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
+        try:
+            check_writable(args.out_json, args.out_spectrum, args.save_logp)
+        except OutputError as err:
+            return report("analyze", err)
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)
         try:
             with all_or_none(args.save_logp, args.out_spectrum, args.out_json):

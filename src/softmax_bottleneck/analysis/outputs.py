@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from softmax_bottleneck.atomic import WriteError, check_target, os_error_reason, temporary_beside
+
 log = logging.getLogger(__name__)
 
 
@@ -28,8 +30,30 @@ class OutputError(OSError):
 
 
 def output_error(path, err: OSError) -> OutputError:
+    if isinstance(err, WriteError):  # said already: a folder, a device, a file where a folder should be
+        return OutputError(str(err))
     reason = f"[Errno {err.errno}] {err.strerror}" if err.errno else str(err)
     return OutputError(f"{path}: cannot write: {reason}; nothing was written")
+
+
+def check_writable(*paths) -> None:
+    """Before any work, each output of ``paths`` (None: not asked for) can be written: it is not a folder, a device,
+    FIFO or socket, and the nearest folder of its path that exists takes a new file (probed, then removed; no folder
+    is made); else :class:`OutputError` naming it and why. An analysis of hours must not end in an output it could
+    have refused at its start."""
+    for path in map(Path, filter(None, paths)):
+        try:
+            check_target(path)
+            folder = next(p for p in (path.parent, *path.parent.parents) if os.path.lexists(p))
+            if not folder.is_dir():
+                raise WriteError(path, f"a file is where a folder is expected at {folder}", errno.ENOTDIR)
+            fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except WriteError as err:
+            raise OutputError(str(err)) from None
+        except OSError as err:
+            raise OutputError(f"{path}: cannot write ({os_error_reason(err)}); nothing was written") from None
 
 
 def _temporaries(path: Path) -> list[Path]:
@@ -80,8 +104,7 @@ def locked_temporary(path: Path):
     """Like :func:`softmax_bottleneck.atomic.atomic_path`, but the temporary is ``flock``-ed while it is written (so
     that :func:`remove_stale_temporaries` of a later run can tell it from one a killed run left). Yields
     ``(temporary path, its open binary file)``; on success the file is fsynced and renamed onto ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temporary_beside(path)  # never a device (renamed over, /dev/null would become a file) nor a folder
     handle = os.fdopen(fd, "r+b")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)

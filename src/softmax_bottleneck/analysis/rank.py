@@ -314,14 +314,16 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
 
 def run_cli(args) -> int:
     from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device
+    from softmax_bottleneck.analysis.outputs import OutputError, check_writable
     from softmax_bottleneck.analysis.signals import stop_on_signals
     from softmax_bottleneck.atomic import atomic_path
 
     with stop_on_signals("rank"):
         try:
+            check_writable(args.spectrum_out)
             device = resolve_device(args.device)
             arr = load_matrix(args.matrix)
-        except InputError as err:
+        except (InputError, OutputError) as err:
             return report("rank", err)
         try:
             stream = RankStream(

@@ -15,6 +15,7 @@ import numpy as np
 
 from softmax_bottleneck.analysis import svd_stream
 from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device, write_error
+from softmax_bottleneck.analysis.outputs import OutputError, check_writable
 from softmax_bottleneck.analysis.rank import EPSILONS, effective_ranks, press_rank
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.analysis.svd_stream import singular_values_exact
@@ -200,9 +201,10 @@ def robustness_table(
 def run_cli(args) -> int:
     with stop_on_signals("robustness"):
         try:
+            check_writable(args.out)
             device = resolve_device(args.device)
             arr = load_matrix(args.matrix)
-        except InputError as err:
+        except (InputError, OutputError) as err:
             return report("robustness", err)
         a = np.array(arr[: args.rows], dtype=np.float64)
         if not np.all(np.isfinite(a)):
