@@ -118,6 +118,11 @@ def _wait_gone(pid: int, timeout: float = 15) -> None:
     raise AssertionError(f"process {pid} still alive")
 
 
+def _said(stderr: str) -> list[str]:
+    """The lines a lease logged, without the logging prefix (time, level, logger)."""
+    return [line.partition(f" {gpu_lease.log.name}: ")[2] or line for line in stderr.strip().splitlines()]
+
+
 def _status(lock_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
     cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(lock_dir), "--status", *args]
     return subprocess.run(cmd, capture_output=True, text=True, check=True, env=env or _env()).stdout
@@ -215,7 +220,7 @@ UNSAFE = {
     "symlink": "symbolic link",
     "group-writable": "writable by group or others",
     "world-writable": "writable by group or others",
-    "file": "exists",
+    "file": "is not a directory",
 }
 
 
@@ -409,8 +414,11 @@ def test_timeout_and_missing_command(jobs, tmp_path):
     base = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(jobs.lock_dir)]
     r = subprocess.run(base + ["--gpus", "1", "--poll", "0.05", "--timeout", "0.3", "--", "true"], env=_env())
     assert r.returncode == 75
-    r = subprocess.run(base + ["--gpus", "2", "--", str(tmp_path / "no-such-program")], env=_env())
+    # said at once, not after waiting for the slot "a" holds (before, it waited, then failed)
+    missing = str(tmp_path / "no-such-program")
+    r = subprocess.run(base + ["--gpus", "1", "--", missing], env=_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 127
+    assert _said(r.stderr) == [f"gpu-lease: {missing}: command not found (or not executable)"]
     r = subprocess.run(base + ["--gpus", "2"], env=_env())
     assert r.returncode == 2
     jobs.release("a")
@@ -441,6 +449,12 @@ def test_per_gpu_two_holders_share_a_gpu_and_a_third_gets_another(jobs):
         (0, 2, 2, [0, 1]),
         (1, 2, 2, [0, 1]),
     ]
+
+    # a plain --status (K = 1 in this shell) still lists every held slot (before: "gpu 0: 1/1 slots held")
+    text = _status(jobs.lock_dir, "--gpus", "2")
+    for gpu in (0, 1):
+        assert f"gpu {gpu}: 2/2 slots held (a job leased with 2 or more per GPU)" in text, text
+    assert all(f"pid {jobs.procs[name].pid}" in text for name in "abcd"), text
 
     fifth = jobs.start("e", "--gpus", "2", "--per-gpu", "2")
     time.sleep(1.0)
@@ -513,6 +527,37 @@ def test_unusable_lock_dir_fails_in_one_line(tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and str(blocker / "locks") in lines[0], r.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"), [("file", "is not a directory"), ("dangling link", "is a symbolic link, not a directory")]
+)
+def test_a_lock_dir_with_something_else_in_its_place_is_named_for_what_it_is(tmp_path, kind, said):
+    """Before, a lease said "[Errno 17] File exists" where --status said what was there."""
+    lock_dir = tmp_path / "locks"
+    lock_dir.write_text("") if kind == "file" else lock_dir.symlink_to(tmp_path / "nowhere")
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(lock_dir), "--gpus", "1"]
+    for args in (["--", "true"], ["--status"]):
+        r = subprocess.run(cmd + args, capture_output=True, text=True, env=_env())
+        assert r.returncode == 2
+        assert _said(r.stderr) == [
+            f"gpu-lease: lock directory {lock_dir}: {said} (choose one with --lock-dir or ${gpu_lease.ENV_LOCK_DIR})"
+        ]
+
+
+def test_ctrl_c_while_waiting_for_a_slot_is_one_line(jobs):
+    """Before, SIGINT to a waiting lease printed a traceback ending in KeyboardInterrupt into the job's log."""
+    jobs.start("a", "--gpus", "1")
+    jobs.wait_record("a")
+    waiting = jobs.start("b", "--gpus", "1")
+    deadline = time.monotonic() + 60
+    while "waiting for a free GPU" not in (line := waiting.stderr.readline()):
+        assert line and time.monotonic() < deadline, "the second lease never said it was waiting"
+    waiting.send_signal(signal.SIGINT)
+    assert waiting.wait(30) == 130
+    rest = _said(waiting.stderr.read())
+    assert rest == [f"gpu-lease: interrupted while waiting for a free GPU; {sys.executable} was not started"], rest
+    assert jobs.record("b") is None and jobs.release("a") == 0
 
 
 def test_every_option_has_help():

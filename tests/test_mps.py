@@ -156,6 +156,8 @@ def test_the_first_job_on_a_card_starts_its_daemon_and_the_last_stops_it_across_
     time.sleep(0.6)  # three of the watcher's looks
     assert [e["event"] for e in card.events()] == ["start"] and pid_exists(start["pid"])
     assert jobs.release("b") == 0
+    said = jobs.procs["b"].stderr.read()  # the device the job got, not the card's index (before: "=0")
+    assert "leased GPU 0, slot 1 of 3 (GPUs [0] from --gpus): CUDA_VISIBLE_DEVICES=GPU-standin-0, under MPS" in said
     (quit_,) = card.wait_events("quit", 1)
     assert quit_["pid"] == start["pid"]
     _wait_gone(start["pid"])

@@ -259,13 +259,26 @@ def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None,
     return None
 
 
+def _slot_files(lock_dir: Path, gpu: int) -> dict[int, Path]:
+    """slot -> lock file of card ``gpu`` present in ``lock_dir`` (written by leases of any K)."""
+    found = {}
+    for path in lock_dir.glob(f"gpu{gpu}.slot*.lock"):
+        number = path.name[len(f"gpu{gpu}.slot") : -len(".lock")]
+        if number.isdigit():
+            found[int(number)] = path
+    return found
+
+
 def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dict]:
-    """One row per GPU: ``{"gpu", "slots", "held", "holders"}``; a holder is ``{"slot", "pid", "cmd", ...}``."""
+    """One row per GPU: ``{"gpu", "slots", "held", "holders"}``; a holder is ``{"slot", "pid", "cmd", ...}``. Every
+    held slot is listed, also one beyond ``slots`` (a job leased with a larger ``--per-gpu``); ``slots`` is then the
+    highest slot in use + 1."""
     rows = []
     for gpu in gpus:
         holders = []
-        for slot in range(slots):
-            path = _lock_path(lock_dir, gpu, slot)
+        files = _slot_files(lock_dir, gpu) if lock_dir.is_dir() else {}
+        for slot in sorted(set(range(slots)) | set(files)):
+            path = files.get(slot, _lock_path(lock_dir, gpu, slot))
             if not is_held(path):
                 continue
             holder: dict = {"slot": slot}
@@ -275,7 +288,8 @@ def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dic
                     info = readback.parse_json(handle.read(HOLDER_BYTES) or "{}", path)
                 holder.update({k: v for k, v in info.items() if k not in ("gpu", "slot")})
             holders.append(holder)
-        rows.append({"gpu": gpu, "slots": slots, "held": len(holders), "holders": holders})
+        in_use = max([slots, *(h["slot"] + 1 for h in holders)])
+        rows.append({"gpu": gpu, "slots": in_use, "held": len(holders), "holders": holders})
     return rows
 
 
@@ -403,7 +417,9 @@ def status_lines(
         lines.append(f"here gpu-lease takes no lease: {reason}")
     now = time.time()
     for row in lease_table(lock_dir, gpus, slots):
-        state = "free" if not row["held"] else f"{row['held']}/{slots} slots held"
+        state = "free" if not row["held"] else f"{row['held']}/{row['slots']} slots held"
+        if row["slots"] > slots:
+            state += f" (a job leased with {row['slots']} or more per GPU)"
         lines.append(f"gpu {row['gpu']}: {state}")
         for h in row["holders"]:
             since = f", for {_age(now - h['since'])}" if isinstance(h.get("since"), (int, float)) else ""
@@ -441,6 +457,9 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
     if not command:
         log.error("gpu-lease: no command given: gpu-lease [options] -- CMD [ARGS ...]")
         return 2
+    if shutil.which(command[0]) is None:  # said now, not after waiting for a GPU
+        log.error("gpu-lease: %s: command not found (or not executable)", command[0])
+        return 127
     reason = step_aside_reason(gpus)
     if reason is not None:
         log.debug("gpu-lease steps aside: %s", reason)
@@ -460,19 +479,16 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
     except TimeoutError as exc:
         log.error("gpu-lease: %s", exc)
         return 75  # EX_TEMPFAIL
+    except KeyboardInterrupt:
+        log.error("gpu-lease: interrupted while waiting for a free GPU; %s was not started", command[0])
+        return 130
     except OSError as exc:
         log.error("gpu-lease: lock directory %s: %s (choose one with --lock-dir or $%s)", lock_dir, exc, ENV_LOCK_DIR)
         return 2
-    log.info(
-        "leased GPU %d, slot %d of %d (GPUs %s from %s): CUDA_VISIBLE_DEVICES=%d",
-        lease.gpu,
-        lease.slot,
-        slots,
-        gpus,
-        source,
-        lease.gpu,
-    )
     daemon = mps.join(lock_dir, lease.gpu) if slots > 1 and mps.mps_wanted(args.mps) else None
+    device = daemon.env["CUDA_VISIBLE_DEVICES"] if daemon else str(lease.gpu)  # under MPS, the card's UUID
+    log.info("leased GPU %d, slot %d of %d (GPUs %s from %s): CUDA_VISIBLE_DEVICES=%s%s", lease.gpu, lease.slot,
+             slots, gpus, source, device, ", under MPS" if daemon else "")  # fmt: skip
     try:
         return run_with_lease(command, lease, daemon.env if daemon else None)
     finally:

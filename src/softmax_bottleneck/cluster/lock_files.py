@@ -52,7 +52,10 @@ def open_lock_file(path: Path, flags: int) -> int:
 
 
 def prepare_lock_dir(lock_dir: Path) -> None:
-    lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Make ``lock_dir`` (mode 700) where nothing is in its place, then :func:`check_lock_dir` it: a file or a link
+    already there is refused for what it is."""
+    if not os.path.lexists(lock_dir):
+        lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     check_lock_dir(lock_dir)
     if not os.access(lock_dir, os.W_OK):
         raise PermissionError(f"GPU lock directory {lock_dir} is not writable")
