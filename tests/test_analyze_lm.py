@@ -482,3 +482,21 @@ def test_every_option_has_a_one_line_help(command):
     for action in parser._actions:
         if not isinstance(action, argparse._HelpAction):
             assert action.help and "\n" not in action.help, f"{command} {action.dest} has no help"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_half_precision_model_keeps_the_softmax_bound(tiny, tmp_path, capsys, dtype):
+    """Before, the head's logits were rounded to bfloat16 / float16, far above Press' float32 tolerance: a plain
+    softmax head "exceeded" its bound (a GPT-2: 999 against 33). The head now runs in float32 on the model's hidden
+    state, so the bound holds as in float32 and the perplexity stays the float32 model's, up to the body's rounding."""
+    model_dir, text = tiny
+    summaries = {}
+    for precision in ("float32", dtype):
+        out = tmp_path / f"{precision}.json"
+        code, err = _run(capsys, "--model", model_dir, "--text", text, "--rows", 200, "--device", "cpu",
+                         "--dtype", precision, "--out-json", out)  # fmt: skip
+        assert code == 0, err
+        summaries[precision] = json.loads(out.read_text())
+    low = summaries[dtype]
+    assert low["press_rank"] <= low["softmax_bound"] == N_EMBD + 1 and low["exceeds_softmax_bound"] is False, low
+    assert low["perplexity"] == pytest.approx(summaries["float32"]["perplexity"], rel=0.05)

@@ -143,9 +143,34 @@ def iter_window_logp(
             done += take
 
 
-def hf_logp_function(model) -> LogPFunction:
-    """:data:`LogPFunction` of a Hugging Face causal LM (only the needed positions' logits when it allows)."""
+def float32_head(model):
+    """With bfloat16 or float16 weights, compute the head ``logits = W h (+ b)`` in float32 on the model's own hidden
+    state ``h`` (a forward hook on its output embeddings; what follows the head, e.g. a soft cap, then runs in float32
+    too); the hook's handle, or None where the head is float32 already or not a linear layer.
+
+    Rounded to bfloat16 (ε = 2⁻⁸), the logits carry noise far above Press' float32 tolerance ½√(m+n+1)·ε₃₂·σ₁, and a
+    plain softmax head "exceeds" its bound d + 1 (a tiny GPT-2: 121 against 9). The bound is a property of the head, so
+    the head is computed at the precision the rank is measured in; the body keeps its dtype (and its memory)."""
     import torch
+
+    head = model.get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear) or head.weight.dtype == torch.float32:
+        return None
+    weight = head.weight.detach().float()
+    bias = None if head.bias is None else head.bias.detach().float()
+
+    def in_float32(module, inputs, output):
+        return torch.nn.functional.linear(inputs[0].float(), weight, bias) if inputs else output
+
+    return head.register_forward_hook(in_float32)
+
+
+def hf_logp_function(model) -> LogPFunction:
+    """:data:`LogPFunction` of a Hugging Face causal LM (only the needed positions' logits when it allows), its head in
+    float32 (:func:`float32_head`)."""
+    import torch
+
+    float32_head(model)
 
     accepted = inspect.signature(model.forward).parameters
     # transformers ≥ 4.50: logits_to_keep; 4.45-4.49: num_logits_to_keep; older: every position's logits
