@@ -500,3 +500,26 @@ def test_a_half_precision_model_keeps_the_softmax_bound(tiny, tmp_path, capsys, 
     low = summaries[dtype]
     assert low["press_rank"] <= low["softmax_bound"] == N_EMBD + 1 and low["exceeds_softmax_bound"] is False, low
     assert low["perplexity"] == pytest.approx(summaries["float32"]["perplexity"], rel=0.05)
+
+
+def test_an_output_that_is_an_input_or_another_output_is_refused_before_any_work(tiny, tmp_path, capsys):
+    """Before, --out-json of the text or of the model's config.json replaced it (the next run failed on the model),
+    and --out-json and --save-logp of one path left only the JSON; each exited 0."""
+    model_dir, text = tiny
+    model = _copy(model_dir, tmp_path / "model")
+    own_text = tmp_path / "text.txt"
+    own_text.write_bytes(text.read_bytes())
+    linked = tmp_path / "linked.txt"
+    os.link(own_text, linked)  # a hard link is the same file under another name
+    kept = {path: path.read_bytes() for path in [own_text, *model.iterdir()]}
+    base = ["--model", model, "--text", own_text, "--device", "cpu", "--rows", 50]
+    for path, input_ in ((own_text, own_text), (linked, own_text), (model / "config.json", model / "config.json"),
+                         (model / "model.safetensors", model / "model.safetensors")):  # fmt: skip
+        _assert_refused(capsys, [*base, "--out-json", path], f"{path}: cannot write (it is an input of this command",
+                        str(input_))  # fmt: skip
+    both = tmp_path / "both"
+    _assert_refused(capsys, [*base, "--out-json", both, "--save-logp", both],
+                    f"{both}: cannot write (given for two outputs: choose one path for each)", out=both)  # fmt: skip
+    assert {path: path.read_bytes() for path in kept} == kept
+    code, err = _run(capsys, *base, "--out-json", model / "rank.json")  # a new file beside the model is fine
+    assert code == 0, err

@@ -132,3 +132,20 @@ def test_a_matrix_command_refuses_an_output_it_cannot_write_before_reading_the_m
         f"{command}: error: {afile / 'o.csv'}: cannot write (a file is where a folder is expected at {afile}); "
         "nothing was written"
     )
+
+
+@pytest.mark.parametrize(("command", "option"), [("rank", "--spectrum-out"), ("robustness", "--out")])
+def test_a_matrix_command_never_writes_over_its_matrix(tmp_path, command, option):
+    """Before, `rank M.npy --spectrum-out M.npy` replaced the matrix by its spectrum's CSV and exited 0."""
+    import numpy as np
+
+    matrix = tmp_path / "m.npy"
+    np.save(matrix, np.random.default_rng(0).standard_normal((20, 10)).astype(np.float32))
+    before = matrix.read_bytes()
+    result = subprocess.run([sys.executable, "-m", "softmax_bottleneck", command, str(matrix), option, str(matrix)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode != 0 and matrix.read_bytes() == before, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"{command}: error: {matrix}: cannot write (it is an input of this command, {matrix}: choose another path); "
+        "nothing was written"
+    )

@@ -114,6 +114,20 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt
                    "sentencepiece.bpe.model", "*.tiktoken")  # fmt: skip
 
 
+#: the files of a model folder that ``analyze-lm`` reads (or transformers may): never an output's path
+MODEL_FOLDER_FILES = ("config.json", "generation_config.json", "*.safetensors", "*.safetensors.index.json",
+                      "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "merges.txt",
+                      *TOKENIZER_FILES, *PICKLE_WEIGHTS)  # fmt: skip
+
+
+def model_folder_files(path) -> list[Path]:
+    """The files of the model folder ``path`` that :data:`MODEL_FOLDER_FILES` names (none where it is no folder)."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    return sorted({file for pattern in MODEL_FOLDER_FILES for file in path.glob(pattern)})
+
+
 def weight_files(path: Path) -> list[Path]:
     """The model's safetensors files (``model.safetensors``, or the shards its index lists); a folder whose weights
     are only a pickle (``pytorch_model.bin``, ...) or absent is an :class:`InputError` naming the file."""

@@ -41,6 +41,7 @@ from softmax_bottleneck.analysis.hf_model import (
     context_length,
     head_info,
     load_language_model,
+    model_folder_files,
     tokenize_text,
 )
 from softmax_bottleneck.analysis.inputs import InputError, report, resolve_device
@@ -374,7 +375,8 @@ def analyze_language_model(args):
 def run_cli(args) -> int:
     with stop_on_signals("analyze-lm"):
         try:
-            check_writable(args.out_json, args.out_spectrum, args.save_logp)
+            check_writable(args.out_json, args.out_spectrum, args.save_logp,
+                           inputs=[args.text, *model_folder_files(args.model)])  # fmt: skip
         except OutputError as err:
             return report("analyze-lm", err)
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)

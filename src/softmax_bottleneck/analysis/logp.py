@@ -311,7 +311,9 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         try:
-            check_writable(args.out_json, args.out_spectrum, args.save_logp)
+            data = [Path(args.data) / f"{split}.txt" for split in ("train", "valid", "test")] if args.data else []
+            check_writable(args.out_json, args.out_spectrum, args.save_logp,
+                           inputs=[args.checkpoint, args.corpus_cache, *data])  # fmt: skip
         except OutputError as err:
             return report("analyze", err)
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)

@@ -36,14 +36,30 @@ def output_error(path, err: OSError) -> OutputError:
     return OutputError(f"{path}: cannot write: {reason}; nothing was written")
 
 
-def check_writable(*paths) -> None:
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link
+    except OSError:
+        return False
+
+
+def check_writable(*paths, inputs=()) -> None:
     """Before any work, each output of ``paths`` (None: not asked for) can be written: it is not a folder, a device,
-    FIFO or socket, and the nearest folder of its path that exists takes a new file (probed, then removed; no folder
-    is made); else :class:`OutputError` naming it and why. An analysis of hours must not end in an output it could
-    have refused at its start."""
-    for path in map(Path, filter(None, paths)):
+    FIFO or socket, not one of the command's ``inputs`` (files; a text, a checkpoint, a model folder's files) nor
+    another output's path, and the nearest folder of its path that exists takes a new file (probed, then removed; no
+    folder is made); else :class:`OutputError` naming it and why. An analysis of hours must not end in an output it
+    could have refused at its start, nor replace what it reads."""
+    outputs = [Path(p) for p in paths if p is not None]
+    for number, path in enumerate(outputs):
         try:
             check_target(path)
+            source = next((Path(i) for i in inputs if i is not None and _same_file(path, Path(i))), None)
+            if source is not None:
+                raise WriteError(path, f"it is an input of this command, {source}: choose another path", errno.EEXIST)
+            if any(_same_file(path, other) for other in outputs[:number]):
+                raise WriteError(path, "given for two outputs: choose one path for each", errno.EEXIST)
             folder = next(p for p in (path.parent, *path.parent.parents) if os.path.lexists(p))
             if not folder.is_dir():
                 raise WriteError(path, f"a file is where a folder is expected at {folder}", errno.ENOTDIR)

@@ -320,7 +320,7 @@ def run_cli(args) -> int:
 
     with stop_on_signals("rank"):
         try:
-            check_writable(args.spectrum_out)
+            check_writable(args.spectrum_out, inputs=[args.matrix])
             device = resolve_device(args.device)
             arr = load_matrix(args.matrix)
         except (InputError, OutputError) as err:

@@ -201,7 +201,7 @@ def robustness_table(
 def run_cli(args) -> int:
     with stop_on_signals("robustness"):
         try:
-            check_writable(args.out)
+            check_writable(args.out, inputs=[args.matrix])
             device = resolve_device(args.device)
             arr = load_matrix(args.matrix)
         except (InputError, OutputError) as err:
