@@ -253,11 +253,13 @@ def _bad_matrix(kind: str, folder: Path) -> Path:
     elif kind == "nan-row":
         good[7, 2] = np.nan
         np.save(path, good)
+    elif kind == "float16":  # its rounding lies above Press' float32 tolerance (before: rank 984 of a rank-32 matrix)
+        np.save(path, good.astype(np.float16))
     return path
 
 
 BAD_MATRICES = ["missing", "empty", "truncated", "header-only", "text", "object-array", "torch-file", "npz",
-                "vector", "integers", "nan-row"]  # fmt: skip
+                "vector", "integers", "nan-row", "float16"]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", BAD_MATRICES)
@@ -271,7 +273,23 @@ def test_bad_matrix_is_one_line_naming_it(command, kind, tmp_path, capsys):
     assert line.startswith(f"{command}: error: ")
     if kind == "nan-row":
         assert "row 7" in line
+    if kind == "float16":
+        assert "a float16 matrix: its rounding (ε = 9.8e-04) lies far above Press' float32 tolerance" in line
     assert not out.parent.exists()
+
+
+@pytest.mark.parametrize("command", ["rank", "robustness", "analyze", "analyze-lm"])
+def test_a_device_the_package_does_not_run_on_is_one_line(command, tmp_path, capsys):
+    """Before, --device mps passed the check and ended in a traceback (PyTorch not linked with MPS)."""
+    matrix = tmp_path / "m.npy"
+    np.save(matrix, np.ones((4, 3), np.float32))
+    argv = {"rank": ["rank", str(matrix)], "robustness": ["robustness", str(matrix), "--out", str(tmp_path / "r.csv")],
+            "analyze": ["analyze", "--checkpoint", str(tmp_path / "m.pt"), "--out-json", str(tmp_path / "r.json")],
+            "analyze-lm": ["analyze-lm", "--model", str(tmp_path), "--text", str(matrix), "--out-json",
+                           str(tmp_path / "r.json")]}[command]  # fmt: skip
+    assert _exit_code([*argv, "--device", "mps"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"{command}: error: --device mps: mps is not supported; use auto, cpu, cuda or cuda:N", err
 
 
 def test_wt2_full_rows_never_buffer_the_matrix(model_pt, ptb_cache, monkeypatch):

@@ -301,6 +301,9 @@ def test_rank_cli_prints_json(tmp_path, capsys, method):
 
     t = pd.read_csv(spec)
     assert list(t.columns) == ["index", "sigma", "sigma_normalised"] and len(t) == 40
+    # every digit, as analyze writes them (before: 9 significant digits)
+    exact = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    assert t["sigma"].iloc[0] == pytest.approx(exact[0], rel=1e-12) and t["sigma"].iloc[0] == out["sigma_max"]
 
 
 def _cli_error(tmp_path, capsys, name, payload) -> str:

@@ -344,6 +344,6 @@ def run_cli(args) -> int:
         sv, summary = stream.finish()
         if args.spectrum_out:
             with atomic_path(args.spectrum_out) as tmp:
-                spectrum_table(sv).to_csv(tmp, index=False, float_format="%.9g")
+                spectrum_table(sv).to_csv(tmp, index=False)  # every digit, as analyze writes it
     print(json.dumps(summary, indent=2))
     return 0
