@@ -420,9 +420,24 @@ def test_lm_report_sets_the_lms_beside_the_papers_models(tmp_path, capsys):
     assert shapes == {("PTB", 82429, 10000), ("WT2", 33320, 33278)}  # the paper's matrices (Table 6)
     assert "not comparable cell for cell" in (tmp_path / "t.md").read_text()
     assert (tmp_path / "f.pdf").stat().st_size and (tmp_path / "f.png").stat().st_size
+    # every axis has labels within its range (before: the perplexities, 35-70 on a log axis, had none)
+    from softmax_bottleneck.report.language_models import figure, table
+
+    fig = figure(table({"gpt2": tmp_path / "gpt2.json"}))
+    fig.canvas.draw()
+    for ax in fig.axes:
+        for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            shown = [t.get_position() for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+            inside = [p for p in shown if low <= (p[0] if axis is ax.xaxis else p[1]) <= high]
+            assert len(inside) >= 2, (ax.get_title(), axis.axis_name, [t.get_text() for t in axis.get_ticklabels()])
     with pytest.raises(SystemExit, match="not an analyze-lm summary"):
         (tmp_path / "bad.json").write_text("{}")
         main(["lm-report", f"bad={tmp_path / 'bad.json'}", "--out-table", f"{tmp_path}/u"])
+    assert not (tmp_path / "u.csv").exists()
+    (tmp_path / "other.json").write_text(json.dumps(summary))  # before: one name twice kept one row, silently
+    with pytest.raises(SystemExit, match=r"lm-report: the name 'gpt2' is given to .*gpt2.json and .*other.json: one"):
+        main(["lm-report", f"gpt2={tmp_path / 'gpt2.json'}", f"gpt2={tmp_path / 'other.json'}", "--out-table",
+              f"{tmp_path}/u"])  # fmt: skip
     assert not (tmp_path / "u.csv").exists()
 
 

@@ -79,8 +79,9 @@ def load_matrix(path: str | os.PathLike) -> np.ndarray:
     if not np.issubdtype(arr.dtype, np.floating):
         raise InputError(f"{path}: expected a floating-point matrix, got dtype {arr.dtype}")
     if arr.dtype.itemsize < 4:  # Press' rank counts what lies above float32's rounding: half precision's is far above
-        raise InputError(f"{path}: a {arr.dtype} matrix: its rounding (ε = {np.finfo(arr.dtype).eps:.1e}) lies far "
-                         "above Press' float32 tolerance, so its rank would count the noise; save the rows in float32")  # fmt: skip
+        eps = np.finfo(arr.dtype).eps
+        raise InputError(f"{path}: a {arr.dtype} matrix: its rounding (ε = {eps:.1e}) lies far above Press' float32 "
+                         "tolerance, so its rank would count the noise; save the rows in float32")  # fmt: skip
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InputError(f"{path}: empty matrix of shape {arr.shape}")
     return arr

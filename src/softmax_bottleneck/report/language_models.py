@@ -130,7 +130,8 @@ def to_markdown(frame: pd.DataFrame) -> str:
 
 
 def figure(frame: pd.DataFrame):
-    """Press' rank against d (with the bound d + 2) and against test perplexity."""
+    """Press' rank against d (with the bound d + 2) and against test perplexity; an axis is logarithmic where its
+    values span a decade or more, else linear."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
 
@@ -155,17 +156,21 @@ def figure(frame: pd.DataFrame):
                 )  # fmt: skip
         ax.set_xlabel(label)
         ax.set_ylabel("Press' rank")
-        ax.set_yscale("log")
-        ax.set_xscale("log")
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_minor_formatter(NullFormatter())
+        for set_scale, axis, values in ((ax.set_xscale, ax.xaxis, frame[x]),
+                                        (ax.set_yscale, ax.yaxis, frame["press_rank"])):  # fmt: skip
+            values = pd.to_numeric(values, errors="coerce").dropna()
+            # log where the values span a decade or more; under a decade no power of ten (a log axis's only
+            # labels) may fall inside: perplexities of 55-70 had no label at all
+            if len(values) and values.min() > 0 and values.max() >= 10 * values.min():
+                set_scale("log")
+                axis.set_minor_formatter(NullFormatter())
     ds = frame["d"].dropna().astype(float)
     if len(ds):
         lo, hi = ds.min() / 1.3, ds.max() * 1.3
         ax_d.plot([lo, hi], [lo + 2, hi + 2], "k--", lw=0.8, label="softmax bound d + 2", zorder=2)
     ax_d.set_title("rank against d")
     ax_ppl.set_title("rank against test perplexity")
-    ax_d.legend(loc="upper left")
+    ax_d.legend(loc="best")
     fig.tight_layout()
     return fig
 
@@ -205,7 +210,10 @@ def add_cli(parser) -> None:
         "(PREFIX.csv, PREFIX.md) and a figure of Press' rank against d and against test perplexity (PREFIX.pdf/.png)."
     )
     parser.add_argument(
-        "analyses", nargs="*", metavar="NAME=JSON", help="analyze-lm summaries (NAME defaults to the JSON's folder)"
+        "analyses",
+        nargs="*",
+        metavar="NAME=JSON",
+        help="analyze-lm summaries (NAME: the JSON's folder, or its file name in the current folder)",
     )
     parser.add_argument("--out-table", metavar="PREFIX", help="write PREFIX.csv and PREFIX.md")
     parser.add_argument("--out-figure", metavar="PREFIX", help="write PREFIX.pdf and PREFIX.png")
@@ -215,7 +223,12 @@ def run_cli(args) -> int:
     if not (args.out_table or args.out_figure):
         raise SystemExit("lm-report: nothing to write: pass --out-table and/or --out-figure")
     try:
-        analyses = dict(_analysis(a) for a in args.analyses)
+        analyses = {}
+        for name, path in map(_analysis, args.analyses):
+            if name in analyses:  # one row each: a second would silently replace the first
+                raise ValueError(f"the name {name!r} is given to {analyses[name]} and {path}: one name per model "
+                                 "(NAME=JSON)")  # fmt: skip
+            analyses[name] = path
         render(analyses, args.out_table, args.out_figure)
     except ValueError as err:
         raise SystemExit(f"lm-report: {err}") from None
