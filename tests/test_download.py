@@ -11,6 +11,7 @@ import http.server
 import io
 import logging
 import os
+import signal
 import threading
 import zipfile
 from pathlib import Path
@@ -249,3 +250,33 @@ def test_corpus_checksums_of_each_dataset():
     )
     with pytest.raises(KeyError, match="unknown dataset"):
         download.corpus_checksums("wikitext-103")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_fetch_stopped_by_a_signal_leaves_no_temporary(tmp_path, fake_files, monkeypatch, signum):
+    """Before, SIGTERM mid-copy killed the process at once: its temporary and scratch folder stayed in the output."""
+    _, served, _ = fake_files
+    mirror = tmp_path / "mirror"
+    (mirror / "ptb").mkdir(parents=True)
+    (mirror / "ptb/test.txt").write_bytes(served["https://ok/x"])
+
+    def copy_then_stop(source, tmp):
+        Path(tmp).write_bytes(b"a b")  # half the file, then the signal arrives (as from scancel or Ctrl-C)
+        os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(download.shutil, "copyfile", copy_then_stop)
+    before = signal.getsignal(signum)
+    with pytest.raises(SystemExit, match=f"fetch: stopped by {signal.Signals(signum).name}; no file was kept"):
+        download.main(["--out-dir", str(tmp_path / "out"), "--mirror", str(mirror), "ptb/test.txt"])
+    assert _leftovers(tmp_path / "out") == [] and not (tmp_path / "out" / "ptb" / "test.txt").exists()
+    assert list((tmp_path / "out").rglob(".*")) == [] and signal.getsignal(signum) == before
+
+
+def test_a_relative_mirror_says_where_it_was_looked_for(tmp_path, fake_files, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(download.FetchError) as err:
+        download.fetch(["ptb/test.txt"], tmp_path / "out", mirror="shared/data")
+    assert str(err.value) == (
+        f"ptb/test.txt: not found in the data mirror (shared/data/ptb/test.txt = {tmp_path}/shared/data/ptb/test.txt: "
+        "a relative data_mirror is taken from the folder the command runs in, Snakemake's --directory for the workflow)"
+    )

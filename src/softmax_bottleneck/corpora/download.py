@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import zipfile
@@ -203,7 +204,11 @@ def fetch(
             if mirror is not None:
                 source = Path(mirror) / spec.path
                 if not source.is_file():
-                    raise FetchError(f"{spec.path}: not found in the data mirror ({source})")
+                    where = "" if source.is_absolute() else (
+                        f" = {source.absolute()}: a relative data_mirror is taken from the folder the command runs "
+                        "in, Snakemake's --directory for the workflow"
+                    )  # fmt: skip
+                    raise FetchError(f"{spec.path}: not found in the data mirror ({source}{where})")
                 with atomic_path(dest) as tmp:
                     shutil.copyfile(source, tmp)
                     _verify(tmp, spec, str(source))
@@ -287,11 +292,19 @@ def run_cli(args: argparse.Namespace) -> int:
     if not args.paths:
         raise SystemExit("fetch: give at least one PATH (see --list)")
     mirror = None if args.mirror in (None, "", "None", "null") else args.mirror
+
+    def stop(signum, frame):  # unwinds: the temporaries and the scratch folder are removed on the way out
+        raise SystemExit(f"fetch: stopped by {signal.Signals(signum).name}; no file was kept half-written")
+
+    handlers = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         fetch(args.paths, args.out_dir, mirror=mirror, timeout=args.timeout)
     except (ChecksumError, FetchError, KeyError, OSError) as err:
         message = err.args[0] if isinstance(err, KeyError) else str(err)
         raise SystemExit(f"fetch: {message}") from None
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     return 0
 
 
