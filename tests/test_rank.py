@@ -541,3 +541,22 @@ def test_rank_stream_reports_the_gram_updates_flops_and_where_its_eigenvalues_ru
     assert gram.eig_where == "eigenvalues by torch.linalg.eigvalsh on cpu"
     gram.finish()
     assert gram.flops == 300 * 50**2
+
+
+def test_the_guides_own_model_example_runs_as_written_and_gives_its_rank(tmp_path):
+    """docs/analyze-lm.md, "A model that is not a Hugging Face folder": its Python and its command, as written."""
+    import re
+
+    from conftest import REPO
+
+    text = (REPO / "docs" / "analyze-lm.md").read_text()
+    section = text.split("## A model that is not a Hugging Face folder", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    (command,) = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    said = int(re.search(r"`press_rank` \((\d+) here", section).group(1))
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=300)
+    subprocess.run(["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)], cwd=tmp_path, check=True,
+                   timeout=300)  # fmt: skip
+    summary = json.loads((tmp_path / "rank.json").read_text())
+    assert summary["press_rank"] == said == 32 + 2 and summary["shape"] == [1200, 500]
+    assert (tmp_path / "spectrum.csv").read_text().startswith("index,sigma,sigma_normalised")

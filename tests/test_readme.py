@@ -117,6 +117,8 @@ RUN_ELSEWHERE = {
     "--memory-budget-gb 24 --out-json gpt2-ptb.json --out-spectrum gpt2-ptb-spectrum.csv": "tests/test_analyze_lm.py "
     "(a tiny local GPT-2)",
     "python -m softmax_bottleneck lm-report gpt2=gpt2-ptb.json --out-table lm --out-figure lm": "tests/test_analyze_lm.py",  # noqa: E501
+    "python -m softmax_bottleneck rank rows.npy --spectrum-out spectrum.csv > rank.json": "tests/test_rank.py (after "
+    "the guide's Python writes rows.npy)",
     "python -m softmax_bottleneck table table2 --summary-dir results/summary --out reports/tables/table2": "tests/test_tables.py (paper-scale summaries)",  # noqa: E501
     "snakemake --unlock --profile profiles/slurm --directory $STUDY --configfile config/config.yaml": "tests/test_slurm.py (a controller killed, --unlock, the same command)",  # noqa: E501
     "snakemake --profile profiles/slurm --directory $STUDY-pilot --configfile config/gpu-smoke.yaml": "tests/test_slurm.py (the pilot, tiny, through the profile)",  # noqa: E501
