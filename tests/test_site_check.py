@@ -151,3 +151,33 @@ def test_a_copied_profile_outside_the_checkout_with_its_optional_site_lines(tmp_
     (site / "config.yaml").write_text(text.replace("\nslurm-qos: ", "\nslurm-qso: "))
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "slurm-qso" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("sinfo", "said"),
+    [("echo 'slurm_load_partitions: Unable to contact slurm controller (connect failure)' >&2; exit 1",
+      "FAIL SLURM: sinfo exited 1 (slurm_load_partitions: Unable to contact slurm controller (connect failure)): the "
+      "controller is not reachable from this machine"),
+     (None, "FAIL SLURM: sinfo not found: run site-check where SLURM's commands are (a login node)")],
+    ids=["no-controller", "no-slurm"],
+)  # fmt: skip
+def test_an_unreachable_controller_is_one_line_and_no_request_is_put(tmp_path, sinfo, said):
+    """Before, each rule's sbatch --test-only waited for the controller in turn (over a minute each), then printed the
+    same FAIL line per rule."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\ntouch {tmp_path}/sbatch-ran\nexit 1\n")
+    if sinfo:
+        (bin_dir / "sinfo").write_text(f"#!/bin/sh\n{sinfo}\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {**_env(), "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+    env["PATH"] = ":".join(p for p in env["PATH"].split(":") if not (Path(p) / "sinfo").exists() or p == str(bin_dir))
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "site-check", "--profile", str(REPO / "profiles" / "slurm"),
+           "--directory", str(tmp_path / "study"), "--no-job"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        said, f"PASS hard links: {tmp_path / 'study'}: hard links work", "site-check: 1 failed; the requests were not "
+        "put to SLURM"]  # fmt: skip
+    assert not (tmp_path / "sbatch-ran").exists()

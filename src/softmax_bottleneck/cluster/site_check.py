@@ -130,6 +130,27 @@ def fix_for(message: str) -> str:
     return next((fix for pattern, fix in FIXES if pattern in lower), "see SLURM's reason above (scontrol show config)")
 
 
+#: seconds SLURM's controller has to answer ``sinfo`` before every request is put to it
+PROBE_SECONDS = 30
+
+
+def controller_answers() -> tuple[bool, str]:
+    """Whether SLURM's controller answers ``sinfo`` from this machine in :data:`PROBE_SECONDS`, and what was seen: an
+    unreachable one makes each ``sbatch --test-only`` wait minutes, then fail without a reason of the site's."""
+    try:
+        proc = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True, text=True,
+                              timeout=PROBE_SECONDS)  # fmt: skip
+    except FileNotFoundError:
+        return False, "sinfo not found: run site-check where SLURM's commands are (a login node)"
+    except (OSError, subprocess.TimeoutExpired) as err:
+        why = f"no answer in {PROBE_SECONDS} s" if isinstance(err, subprocess.TimeoutExpired) else str(err)
+        return False, f"sinfo: {why}: the controller is not reachable from this machine; run site-check on a login node"
+    if proc.returncode != 0:
+        said = " ".join((proc.stderr or proc.stdout).split())[-300:]
+        return False, f"sinfo exited {proc.returncode} ({said}): the controller is not reachable from this machine"
+    return True, f"the controller answers (partitions: {' '.join(proc.stdout.split()) or 'none listed'})"
+
+
 def test_only(request: Request, settings: dict[str, str]) -> tuple[bool, str, str]:
     """``(accepted, the command, SLURM's answer)`` of ``sbatch --test-only`` for ``request``."""
     cmd = request.sbatch(settings)
@@ -305,6 +326,13 @@ def add_cli(parser) -> None:
 
 
 def run_cli(args) -> int:
+    reachable, said = controller_answers()
+    print(f"{'PASS' if reachable else 'FAIL'} SLURM: {said}")
+    if not reachable:  # each request would wait minutes for the same answer
+        ok, text = hard_links(args.directory.resolve())
+        print(f"{'PASS' if ok else 'FAIL'} hard links: {text}")
+        print(f"site-check: {2 - ok} failed; the requests were not put to SLURM")
+        return 1
     try:
         settings = profile_settings([Path(p) for p in args.profile])
         requests = heaviest_requests(*study_listing(args))
