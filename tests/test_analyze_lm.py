@@ -220,6 +220,17 @@ def test_refusals(tiny, tmp_path, capsys):
         "AutoConfig": "code.Config", "AutoModelForCausalLM": "code.Model"}}))  # fmt: skip
     (custom / "code.py").write_text(f"open({str(custom / 'ran')!r}, 'w').close()\n")
     _assert_refused(capsys, ["--model", custom, "--text", text, *common], "custom code", "never runs", out=out)
+    # before: transformers' "does not recognize this architecture ... pip install --upgrade", cut; and a classifier's
+    # folder was "of different models"
+    for name, edit, said in (
+        ("unknown", {"model_type": "my-own-lm"}, "model_type 'my-own-lm' is not one this transformers"),
+        ("classifier", {"architectures": ["GPT2ForSequenceClassification"]},
+         "a GPT2ForSequenceClassification (config.json's architectures), not a language model's head"),
+    ):  # fmt: skip
+        folder = _copy(model_dir, tmp_path / name)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **edit}))
+        _assert_refused(capsys, ["--model", folder, "--text", text, *common], f"{folder}: {said}", out=out)
     assert not (custom / "ran").exists()
     bert = tmp_path / "bert"  # a config AutoModelForCausalLM knows, but no weights in the folder
     BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8,

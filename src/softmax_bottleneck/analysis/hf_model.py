@@ -241,6 +241,7 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
     transformers.logging.disable_progress_bar()
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    check_model_class(path, transformers)
     try:
         config = AutoConfig.from_pretrained(path, **_from_pretrained_kwargs())
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -277,6 +278,36 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
     model.to(device)
     check_causal(model, path)
     return model, tokenizer
+
+
+#: heads of ``config.json``'s ``architectures`` that are not a language model's (a classifier's weights would be
+#: said to be "of a different model")
+NOT_LM_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice",
+                "ForImageClassification")  # fmt: skip
+
+
+def check_model_class(path: Path, transformers) -> None:
+    """``config.json`` names a class ``transformers`` ships and a language model's head, else an :class:`InputError`
+    saying which: classes shipped as code in the folder (``auto_map``, never run), a ``model_type`` this transformers
+    does not know, a classifier's or another task's head."""
+    try:
+        raw = readback.load_json(path / "config.json", follow_links=True)
+    except (readback.ReadbackError, OSError) as err:
+        raise InputError(f"{path}: unreadable model config: {_one_line(err)}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path / 'config.json'}: not a model config (a JSON object)")
+    if raw.get("auto_map"):
+        raise InputError(f"{path}: config.json's auto_map names custom code in the folder (classes of its own), "
+                         "which analyze-lm never runs (trust_remote_code is off): use a model class that transformers "
+                         "ships")  # fmt: skip
+    model_type = raw.get("model_type")
+    if model_type not in transformers.CONFIG_MAPPING:
+        raise InputError(f"{path}: model_type {model_type!r} is not one this transformers ({transformers.__version__}) "
+                         "knows, and custom code is never run: a newer transformers may know it")  # fmt: skip
+    heads = raw.get("architectures") or []
+    if heads and all(isinstance(h, str) and h.endswith(NOT_LM_HEADS) for h in heads):
+        raise InputError(f"{path}: a {', '.join(heads)} (config.json's architectures), not a language model's head: "
+                         "analyze-lm needs a causal language model's folder")  # fmt: skip
 
 
 def check_loading(loading: dict, weights: Path) -> None:
