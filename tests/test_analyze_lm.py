@@ -231,6 +231,14 @@ def test_refusals(tiny, tmp_path, capsys):
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, **edit}))
         _assert_refused(capsys, ["--model", folder, "--text", text, *common], f"{folder}: {said}", out=out)
+    # an auto_map beside a model_type transformers knows is ignored by transformers, so is it here (Falcon, Phi-3)
+    mapped = _copy(model_dir, tmp_path / "mapped")
+    config = json.loads((mapped / "config.json").read_text())
+    (mapped / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModelForCausalLM": "code.Model"}}))
+    (mapped / "code.py").write_text(f"open({str(mapped / 'ran')!r}, 'w').close()\n")
+    code, err = _run(capsys, "--model", mapped, "--text", text, "--rows", 50, "--out-json", tmp_path / "mapped.json",
+                     "--device", "cpu")  # fmt: skip
+    assert code == 0 and not (mapped / "ran").exists(), err
     assert not (custom / "ran").exists()
     bert = tmp_path / "bert"  # a config AutoModelForCausalLM knows, but no weights in the folder
     BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8,

@@ -549,7 +549,7 @@ def test_ctrl_c_while_waiting_for_a_slot_is_one_line(jobs):
     """Before, SIGINT to a waiting lease printed a traceback ending in KeyboardInterrupt into the job's log."""
     jobs.start("a", "--gpus", "1")
     jobs.wait_record("a")
-    waiting = jobs.start("b", "--gpus", "1")
+    waiting = jobs.start("b", "--gpus", "1", "--log-every", "600")  # one "waiting" line, whatever the load
     deadline = time.monotonic() + 60
     while "waiting for a free GPU" not in (line := waiting.stderr.readline()):
         assert line and time.monotonic() < deadline, "the second lease never said it was waiting"

@@ -40,11 +40,24 @@ def test_a_fifo_is_never_written_over(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.fifo", "source.txt"]  # no temporary left behind
 
 
-def test_a_link_is_replaced_never_what_it_points_to(tmp_path):
-    fifo, link = _fifo(tmp_path), tmp_path / "link"
-    link.symlink_to(fifo)
+def test_a_link_to_a_file_is_replaced_never_what_it_points_to_and_a_link_to_a_fifo_is_refused(tmp_path):
+    """Before, a link to a FIFO was replaced by a file: as root, `--out-spectrum /dev/stdout` would have made
+    /dev/stdout (a link to /proc/self/fd/1) a plain file."""
+    target, link = tmp_path / "target.txt", tmp_path / "link"
+    target.write_text("kept")
+    link.symlink_to(target)
     atomic_write_text("x", link)
-    assert not link.is_symlink() and link.read_text() == "x" and _is_fifo(fifo)
+    assert not link.is_symlink() and link.read_text() == "x" and target.read_text() == "kept"
+    fifo, to_fifo = _fifo(tmp_path), tmp_path / "to-fifo"
+    to_fifo.symlink_to(fifo)
+    from softmax_bottleneck.analysis.outputs import OutputError, write_text
+
+    for write, error in ((atomic_write_text, WriteError), (write_text, OutputError)):
+        with pytest.raises(error) as err:
+            write("x", to_fifo)
+        assert str(err.value) == (f"{to_fifo}: cannot write (it links to a device, FIFO or socket, not a regular file: "
+                                  "give a file's path); nothing was written")  # fmt: skip
+        assert to_fifo.is_symlink() and _is_fifo(fifo)
 
 
 def test_a_corpus_cache_that_is_a_fifo_is_refused_not_replaced(tmp_path):

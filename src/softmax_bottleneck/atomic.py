@@ -66,13 +66,23 @@ def write_error(path, err: OSError) -> str:
 
 
 def _refuse_special(path: Path) -> None:
-    """A :class:`WriteError` where ``path`` is a device, FIFO or socket: renamed over, a device such as /dev/null
-    would become a plain file (as root). A link is itself replaced, never what it points to."""
+    """A :class:`WriteError` where ``path`` is a device, FIFO or socket, or a link to one: renamed over, a device
+    such as /dev/null would become a plain file, and so would a link such as /dev/stdout (as root). A link to a file
+    is itself replaced, never what it points to."""
     try:
         mode = os.lstat(path).st_mode
     except OSError:
         return
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+    if stat.S_ISLNK(mode):
+        try:
+            target = os.stat(path).st_mode
+        except OSError:  # a dangling link: replaced
+            return
+        if not (stat.S_ISREG(target) or stat.S_ISDIR(target)):
+            raise WriteError(path, "it links to a device, FIFO or socket, not a regular file: give a file's path",
+                             errno.EEXIST)  # fmt: skip
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise WriteError(path, "it is a device, FIFO or socket, not a regular file: give a file's path", errno.EEXIST)
 
 

@@ -288,22 +288,23 @@ NOT_LM_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuest
 
 def check_model_class(path: Path, transformers) -> None:
     """``config.json`` names a class ``transformers`` ships and a language model's head, else an :class:`InputError`
-    saying which: classes shipped as code in the folder (``auto_map``, never run), a ``model_type`` this transformers
-    does not know, a classifier's or another task's head."""
+    saying which: a ``model_type`` this transformers does not know (its classes would be the folder's own code,
+    ``auto_map``, never run; an ``auto_map`` beside a known type is ignored, as transformers ignores it), a
+    classifier's or another task's head."""
     try:
         raw = readback.load_json(path / "config.json", follow_links=True)
     except (readback.ReadbackError, OSError) as err:
         raise InputError(f"{path}: unreadable model config: {_one_line(err)}") from None
     if not isinstance(raw, dict):
         raise InputError(f"{path / 'config.json'}: not a model config (a JSON object)")
-    if raw.get("auto_map"):
-        raise InputError(f"{path}: config.json's auto_map names custom code in the folder (classes of its own), "
-                         "which analyze-lm never runs (trust_remote_code is off): use a model class that transformers "
-                         "ships")  # fmt: skip
-    model_type = raw.get("model_type")
-    if model_type not in transformers.CONFIG_MAPPING:
-        raise InputError(f"{path}: model_type {model_type!r} is not one this transformers ({transformers.__version__}) "
-                         "knows, and custom code is never run: a newer transformers may know it")  # fmt: skip
+    model_type = raw.get("model_type")  # none: transformers guesses it from the folder's name, as it always did
+    if model_type is not None and model_type not in transformers.CONFIG_MAPPING:  # the folder's own classes needed
+        code = " (its auto_map names custom code in the folder)" if raw.get("auto_map") else ""
+        raise InputError(
+            f"{path}: model_type {model_type!r} is not one this transformers ({transformers.__version__}) knows{code}, "
+            "and analyze-lm never runs custom code (trust_remote_code is off): use a model class that transformers "
+            "ships, or a newer transformers that knows it"
+        )
     heads = raw.get("architectures") or []
     if heads and all(isinstance(h, str) and h.endswith(NOT_LM_HEADS) for h in heads):
         raise InputError(f"{path}: a {', '.join(heads)} (config.json's architectures), not a language model's head: "

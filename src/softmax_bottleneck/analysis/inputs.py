@@ -40,9 +40,12 @@ def resolve_device(name: str) -> str:
     from softmax_bottleneck.training.environment import resolve_device as resolve
 
     try:
-        return str(resolve(name))
+        device = resolve(name)
     except ValueError as err:
         raise InputError(str(err)) from None
+    if device.type not in ("cpu", "cuda"):  # the streamed SVDs run on these two
+        raise InputError(f"--device {name}: {device.type} is not supported; use auto, cpu, cuda or cuda:N")
+    return str(device)
 
 
 def _existing_file(path: Path) -> None:

@@ -10,6 +10,7 @@ by the next run (:func:`remove_stale_temporaries`). A command's outputs are all 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -63,9 +64,15 @@ def check_writable(*paths, inputs=()) -> None:
             folder = next(p for p in (path.parent, *path.parent.parents) if os.path.lexists(p))
             if not folder.is_dir():
                 raise WriteError(path, f"a file is where a folder is expected at {folder}", errno.ENOTDIR)
-            fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+            try:
+                fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+            except OSError as err:
+                raise WriteError(
+                    path, f"its folder {folder} takes no new file: {err.strerror or err}", err.errno
+                ) from None
             os.close(fd)
-            os.unlink(probe)
+            with contextlib.suppress(FileNotFoundError):  # another run's clean-up may have taken it first
+                os.unlink(probe)
         except WriteError as err:
             raise OutputError(str(err)) from None
         except OSError as err:

@@ -485,7 +485,14 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
     except OSError as exc:
         log.error("gpu-lease: lock directory %s: %s (choose one with --lock-dir or $%s)", lock_dir, exc, ENV_LOCK_DIR)
         return 2
-    daemon = mps.join(lock_dir, lease.gpu) if slots > 1 and mps.mps_wanted(args.mps) else None
+    try:
+        daemon = mps.join(lock_dir, lease.gpu) if slots > 1 and mps.mps_wanted(args.mps) else None
+    except KeyboardInterrupt:
+        lease.release()
+        log.error(
+            "gpu-lease: interrupted while starting GPU %d's MPS daemon; %s was not started", lease.gpu, command[0]
+        )
+        return 130
     device = daemon.env["CUDA_VISIBLE_DEVICES"] if daemon else str(lease.gpu)  # under MPS, the card's UUID
     log.info("leased GPU %d, slot %d of %d (GPUs %s from %s): CUDA_VISIBLE_DEVICES=%s%s", lease.gpu, lease.slot,
              slots, gpus, source, device, ", under MPS" if daemon else "")  # fmt: skip

@@ -213,7 +213,7 @@ def add_cli(parser) -> None:
         "analyses",
         nargs="*",
         metavar="NAME=JSON",
-        help="analyze-lm summaries (NAME: the JSON's folder, or its file name in the current folder)",
+        help="analyze-lm summaries (NAME: the JSON's folder, or its name without .json in the current folder)",
     )
     parser.add_argument("--out-table", metavar="PREFIX", help="write PREFIX.csv and PREFIX.md")
     parser.add_argument("--out-figure", metavar="PREFIX", help="write PREFIX.pdf and PREFIX.png")
