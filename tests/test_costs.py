@@ -261,7 +261,7 @@ BAD_PLANS = {
     "no epochs column": ({"epochs": None}, "not a training plan of `snakemake plan` (no column epochs)"),
     "epochs not a number": ({"epochs": "many"}, "column epochs, row 2: 'many' is not a number"),
     "epochs a fraction": ({"epochs": "2.5"}, "column epochs, row 2: '2.5' is not a whole number"),
-    "epochs zero": ({"epochs": "0"}, "column epochs, row 2: '0' is impossible (epochs count from 1)"),
+    "epochs zero": ({"epochs": "0"}, "column epochs, row 2: '0' is impossible (epochs count from 1, at most 100,000)"),
     "variant empty": ({"variant": ""}, "column variant, row 2 is empty"),
     "schedule unknown": ({"schedule": "NT"}, "column schedule, row 2: 'NT' is not one of et, nt"),
     "dataset unknown": ({"dataset": "penn"}, "column dataset, row 2: 'penn' is not one of ptb, wt2"),

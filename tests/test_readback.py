@@ -63,7 +63,7 @@ IMPOSSIBLE_METRICS = {
     "epochs beyond the run's": ({"epochs_run": 13}, "epochs_run = 13 is impossible: the run has hyperparameters"),
     "best epoch after the last": ({"best_epoch": 14}, "best_epoch = 14 is impossible: the run stopped after"),
     "switch after the last epoch": ({"switch_epoch": 40}, "switch_epoch = 40 is impossible"),
-    "epoch 0": ({"best_epoch": 0}, "best_epoch = 0 is impossible (epochs count from 1)"),
+    "epoch 0": ({"best_epoch": 0}, "best_epoch = 0 is impossible (epochs count from 1, at most 100,000)"),
     "fractional parameters": ({"parameters": 2.5}, "parameters = 2.5 is not a whole number"),
 }
 
@@ -269,3 +269,19 @@ def test_the_one_reader_check_finds_a_plain_read():
     planted = "import pandas as pd\nimport json\n\ndef f(p):\n    return pd.read_csv(p), json.loads(p.read_text())\n"
     assert list(_reads(planted)) == [(5, "pd.read_csv"), (5, "json.loads"), (5, "p.read_text")]
     assert list(_reads("from softmax_bottleneck import readback\nreadback.read_csv('x')\n")) == []
+
+
+def test_epochs_have_one_maximum_in_the_configuration_and_the_files_read_back(tmp_path):
+    """Before, a plan of 1e308 epochs was read back and priced at inf GPU-hours; the configuration had no bound."""
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.report.projection import read_plan
+
+    assert presets.base_hyperparameters()["epochs"].maximum == readback.MAX_EPOCHS == readback.EPOCH.high
+    plan = tmp_path / "plan.csv"
+    for epochs, fine in ((readback.MAX_EPOCHS, True), (readback.MAX_EPOCHS + 1, False), ("1e308", False)):
+        plan.write_text(f"run,experiments,dataset,variant,schedule,epochs\nr1,E1,ptb,softmax,et,{epochs}\n")
+        if fine:
+            read_plan(plan)
+            continue
+        with pytest.raises(readback.ReadbackError, match=r"epochs.*(impossible \(epochs count from 1, at most|not)"):
+            read_plan(plan)

@@ -90,7 +90,9 @@ PERPLEXITY = Bound(1.0, what="a perplexity is at least 1")
 LOSS = Bound(0.0, what="a loss is at least 0")
 COUNT = Bound(0, integer=True, what="a count is a whole number ≥ 0")
 POSITIVE_COUNT = Bound(1, integer=True, what="a whole number ≥ 1")
-EPOCH = Bound(1, integer=True, what="epochs count from 1")
+#: the most epochs a run may have (the paper trains 1,000; presets.yaml's ``epochs`` declares the same maximum)
+MAX_EPOCHS = 100_000
+EPOCH = Bound(1, MAX_EPOCHS, integer=True, what=f"epochs count from 1, at most {MAX_EPOCHS:,}")
 #: the longest duration a file may hold (an epoch, an analysis): a year, far beyond any run of the study
 MAX_SECONDS = 366 * 24 * 3600.0
 SECONDS = Bound(0.0, MAX_SECONDS, what="a duration is within [0 s, 1 year]")
