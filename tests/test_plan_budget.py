@@ -161,3 +161,13 @@ def test_runs_smaller_than_the_papers_are_said_to_be_priced_at_paper_size(paper)
     mos = [run for run in one.jobs.values() if run.variant == "mos"]
     assert mos and plan.size_note(one)[0].startswith(f"Note: {len(mos)} of {len(one.jobs)} runs are not of the "
                                                      "paper's size (nhid set by")  # fmt: skip
+
+
+def test_a_plan_of_hours_says_hours_and_never_prints_zero_days():
+    """Before, the small scale's plan said "never under 0.0 days" and its table cells read 0."""
+    small = Study(study_config.check(study_config.load([str(REPO / "config" / "small.yaml")])))
+    text = plan.wall_clock_text(small, gpus=(1, 64))
+    hours = max(plan.gpu_hours(run) for run in small.jobs.values())
+    assert hours < 24 and f"never under {hours:.1f} hours, its longest run" in text
+    cells = [c.strip() for line in text.splitlines() if line.startswith("| days") for c in line.strip("|").split("|")]
+    assert "< 0.1" in cells and not {"0", "0.0"} & set(cells), cells

@@ -369,6 +369,7 @@ def run_cli(args) -> int:
     atomic_write_text(f"python -m softmax_bottleneck preview, {time.strftime('%Y-%m-%d %H:%M:%S')}\n", stamp)
     _, reports, _ = output_roots(study.config)
     rendered = sum(what == "rendered" for what in outcome.values())
-    log.info("wrote %d provisional tables and figures under %s/%s/ (%d not yet)", rendered, reports, PREVIEW,
-             len(outcome) - rendered)  # fmt: skip
+    waiting = len(outcome) - rendered
+    log.info("wrote %d provisional tables and figures under %s/%s/%s", rendered, reports, PREVIEW,
+             f" ({waiting} not yet)" if waiting else "")  # fmt: skip
     return 0

@@ -441,14 +441,16 @@ def wall_clock_text(study: Study, gpus=WALL_CLOCK_GPUS, per_gpu: int = PACKED_PE
             makespan_hours(hours.values(), n, per_gpu, gain) / 24 for n in gpus
         ]
     table = pd.DataFrame(
-        [[label, *(f"{d:,.0f}" if d >= 10 else f"{d:.1f}" for d in days)] for label, days in rows.items()],
+        [[label, *(f"{d:,.0f}" if d >= 10 else f"{d:.1f}" if d >= 0.1 else "< 0.1" for d in days)]
+         for label, days in rows.items()],
         columns=["GPUs", *map(str, gpus)],
-    )
+    )  # fmt: skip
     longest = max(hours, key=hours.get)
     run = study.jobs[longest]
+    floor = f"{hours[longest] / 24:.1f} days" if hours[longest] >= 24 else f"{hours[longest]:.1f} hours"
     return (
         f"Wall-clock on N {on} ({whose} the longest run first onto the first free GPU; never under "
-        f"{hours[longest] / 24:.1f} days, its longest run, {run.dataset} {run.variant} {run.schedule}):\n\n"
+        f"{floor}, its longest run, {run.dataset} {run.variant} {run.schedule}):\n\n"
         + table.to_markdown(index=False, colalign=("left", *["right"] * len(gpus)))
     )
 
