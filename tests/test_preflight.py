@@ -216,6 +216,9 @@ def test_check_layer_runs_on_every_point_the_configuration_trains(scratch_regist
     run_k5 = next(run for run in study.sweeps["gate_k"] if run.hyperparameters["gate_k"] == 5)
     ok, why = conformance_stamp_ok(stamp, "gated", run_k5.hyperparameters)
     assert not ok and f"the stamp {stamp} does not vouch for gate_k=5 (checked: gate_k=1)" in why
+    # the command it gives keeps the point checked so far (before: only gate_k=5, so the k = 1 runs lost their stamp)
+    assert why.endswith(f"run: python -m softmax_bottleneck check-layer gated --point gate_k=1 --point gate_k=5 "
+                        f"--stamp {stamp}"), why  # fmt: skip
     run_k1 = next(run for run in study.sweeps["gate_k"] if run.hyperparameters["gate_k"] == 1)
     assert conformance_stamp_ok(stamp, "gated", run_k1.hyperparameters) == (True, "")
     with pytest.raises(SystemExit, match=r"'gate_kk' is not a hyper-parameter of output layer 'gated' \(its own: "):

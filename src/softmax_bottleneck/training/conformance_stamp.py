@@ -7,6 +7,7 @@ workflow checks each plug-in once, on CPU.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from softmax_bottleneck import readback
@@ -72,9 +73,9 @@ def conformance_stamp_ok(path: str | Path, name: str, hp: dict | None = None) ->
         except (TypeError, ValueError, AttributeError):
             points = []
         if point not in points:
-            text = point_text(point)
-            return False, (f"{name}: the stamp {path} does not vouch for {text} (checked: "
+            # the stamp is written anew: its points so far and this one, so that no run it vouched for loses it
+            options = " ".join(f"--point {shlex.quote(point_text(p).replace(', ', ','))}" for p in [*points, point])
+            return False, (f"{name}: the stamp {path} does not vouch for {point_text(point)} (checked: "
                            f"{'; '.join(point_text(p) for p in points) or 'nothing'}); run: python -m "
-                           f"softmax_bottleneck check-layer {name} --point {text.replace(', ', ',')} --stamp "
-                           f"{path}")  # fmt: skip
+                           f"softmax_bottleneck check-layer {name} {options} --stamp {path}")  # fmt: skip
     return True, ""
