@@ -49,6 +49,13 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT's default action in the wrapper, as a command typed in a terminal has it: started in the background by a
+    shell without job control (CI's), a process inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Jobs:
     """Starts ``gpu-lease`` wrappers around :data:`JOB` and inspects what they recorded."""
 
@@ -65,7 +72,13 @@ class Jobs:
         cmd += ["--poll", "0.1", "--log-every", "0.5", *lease_args, "--"]
         cmd += [sys.executable, str(self.script), str(self.out), name]
         proc = subprocess.Popen(
-            cmd, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            cmd,
+            env=env or _env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=_ctrl_c_as_in_a_terminal,
         )
         self.procs[name] = proc
         return proc
