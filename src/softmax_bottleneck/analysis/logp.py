@@ -54,7 +54,7 @@ from softmax_bottleneck.analysis.rank import (
 from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.cluster import processes
-from softmax_bottleneck.corpora.corpus import batchify, get_batch
+from softmax_bottleneck.corpora.corpus import SPLITS, batchify, get_batch
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         try:
-            data = [Path(args.data) / f"{split}.txt" for split in ("train", "valid", "test")] if args.data else []
+            data = [Path(args.data) / f"{split}.txt" for split in SPLITS] if args.data else []
             check_writable(args.out_json, args.out_spectrum, args.save_logp,
                            inputs=[args.checkpoint, args.corpus_cache, *data])  # fmt: skip
         except OutputError as err:

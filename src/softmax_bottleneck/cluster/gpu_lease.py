@@ -64,6 +64,7 @@ from softmax_bottleneck.cluster.lock_files import (
     is_held,
     open_lock_file,
     prepare_lock_dir,
+    slot_files,
 )
 from softmax_bottleneck.cluster.supervise import exec_command, run_supervised
 
@@ -259,16 +260,6 @@ def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None,
     return None
 
 
-def _slot_files(lock_dir: Path, gpu: int) -> dict[int, Path]:
-    """slot -> lock file of card ``gpu`` present in ``lock_dir`` (written by leases of any K)."""
-    found = {}
-    for path in lock_dir.glob(f"gpu{gpu}.slot*.lock"):
-        number = path.name[len(f"gpu{gpu}.slot") : -len(".lock")]
-        if number.isdigit():
-            found[int(number)] = path
-    return found
-
-
 def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dict]:
     """One row per GPU: ``{"gpu", "slots", "held", "holders"}``; a holder is ``{"slot", "pid", "cmd", ...}``. Every
     held slot is listed, also one beyond ``slots`` (a job leased with a larger ``--per-gpu``); ``slots`` is then the
@@ -276,7 +267,7 @@ def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dic
     rows = []
     for gpu in gpus:
         holders = []
-        files = _slot_files(lock_dir, gpu) if lock_dir.is_dir() else {}
+        files = slot_files(lock_dir, gpu)
         for slot in sorted(set(range(slots)) | set(files)):
             path = files.get(slot, _lock_path(lock_dir, gpu, slot))
             if not is_held(path):

@@ -74,3 +74,13 @@ def is_held(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def slot_files(lock_dir: Path, gpu: int) -> dict[int, Path]:
+    """slot -> lock file ``gpu<gpu>.slot<slot>.lock`` of card ``gpu`` present in ``lock_dir`` (leases of any K)."""
+    found = {}
+    for path in lock_dir.glob(f"gpu{gpu}.slot*.lock"):
+        number = path.name[len(f"gpu{gpu}.slot") : -len(".lock")]
+        if number.isdigit():
+            found[int(number)] = path
+    return found

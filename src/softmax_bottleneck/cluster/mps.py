@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from softmax_bottleneck.cluster.lock_files import is_held, open_lock_file
+from softmax_bottleneck.cluster.lock_files import is_held, open_lock_file, slot_files
 
 log = logging.getLogger("softmax_bottleneck.cluster.gpu_lease")
 
@@ -135,7 +135,7 @@ def card_lock(lock_dir: Path, gpu: int):
 
 def held_slots(lock_dir: Path, gpu: int) -> int:
     """Slots of card ``gpu`` held by a live process (whatever K the leases use)."""
-    return sum(is_held(path) for path in lock_dir.glob(f"gpu{gpu}.slot*.lock"))
+    return sum(is_held(path) for path in slot_files(lock_dir, gpu).values())
 
 
 def _start(daemon: Daemon, lock_dir: Path) -> str | None:
