@@ -61,8 +61,8 @@ from softmax_bottleneck.analysis.rank import (
     add_memory_budget_option,
     spectrum_table,
 )
-from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
+from softmax_bottleneck.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 

@@ -51,10 +51,10 @@ from softmax_bottleneck.analysis.rank import (
     memory_needed,
     spectrum_table,
 )
-from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.corpora.corpus import SPLITS, batchify, get_batch
+from softmax_bottleneck.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from softmax_bottleneck.analysis import svd_stream
 from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device, write_error
 from softmax_bottleneck.analysis.outputs import OutputError, check_writable
 from softmax_bottleneck.analysis.rank import EPSILONS, effective_ranks, press_rank
-from softmax_bottleneck.analysis.signals import stop_on_signals
 from softmax_bottleneck.analysis.svd_stream import singular_values_exact
 from softmax_bottleneck.argtypes import positive_float, positive_int
 from softmax_bottleneck.atomic import atomic_path
+from softmax_bottleneck.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,6 @@ import hashlib
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import zipfile
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from softmax_bottleneck.atomic import atomic_path
 from softmax_bottleneck.corpora.datasets import DATASETS
+from softmax_bottleneck.signals import stop_on_signals
 
 log = logging.getLogger("softmax_bottleneck.corpora.download")
 
@@ -293,18 +293,12 @@ def run_cli(args: argparse.Namespace) -> int:
         raise SystemExit("fetch: give at least one PATH (see --list)")
     mirror = None if args.mirror in (None, "", "None", "null") else args.mirror
 
-    def stop(signum, frame):  # unwinds: the temporaries and the scratch folder are removed on the way out
-        raise SystemExit(f"fetch: stopped by {signal.Signals(signum).name}; no file was kept half-written")
-
-    handlers = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        fetch(args.paths, args.out_dir, mirror=mirror, timeout=args.timeout)
-    except (ChecksumError, FetchError, KeyError, OSError) as err:
-        message = err.args[0] if isinstance(err, KeyError) else str(err)
-        raise SystemExit(f"fetch: {message}") from None
-    finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+    with stop_on_signals("fetch"):  # unwinds: the temporaries and the scratch folder are removed on the way out
+        try:
+            fetch(args.paths, args.out_dir, mirror=mirror, timeout=args.timeout)
+        except (ChecksumError, FetchError, KeyError, OSError) as err:
+            message = err.args[0] if isinstance(err, KeyError) else str(err)
+            raise SystemExit(f"fetch: {message}") from None
     return 0
 
 

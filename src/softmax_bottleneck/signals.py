@@ -1,4 +1,5 @@
-"""SIGTERM and SIGINT stop an analysis command through an exception, so that no partial output is left behind.
+"""SIGTERM and SIGINT stop a command (the analyses, `fetch`) through an exception, so that no partial output is left
+behind.
 
 By default SIGTERM (SLURM's pre-emption, ``kill``, Snakemake cancelling a job) ends Python at once and skips every
 ``finally``; the temporary of an atomic write (``softmax_bottleneck.atomic.atomic_path``, e.g. the multi-GB
