@@ -350,7 +350,8 @@ def test_an_analysis_stopped_after_its_matrix_was_written_leaves_no_file(tiny, t
     written) left it, without a summary, under 'partial outputs removed'."""
     import signal
 
-    from softmax_bottleneck.analysis import outputs, rank, signals
+    from softmax_bottleneck import signals
+    from softmax_bottleneck.analysis import outputs, rank
 
     model_dir, text = tiny
     out = tmp_path / "out"
@@ -377,7 +378,7 @@ def test_an_analysis_stopped_after_its_matrix_was_written_leaves_no_file(tiny, t
             _run(capsys, *argv)
         assert exit_.value.code == 128 + signal.SIGINT
     else:
-        _assert_refused(capsys, argv, "rank.json: cannot write: [Errno 28]")
+        _assert_refused(capsys, argv, "rank.json: cannot write (no space left on the device")
     assert list(out.iterdir()) == []
     assert rank.RankStream.finish is finish or stop == "interrupt"
 
@@ -395,8 +396,8 @@ def test_a_full_disk_under_save_logp_is_one_line_and_leaves_nothing(tiny, tmp_pa
     out.mkdir()
     _assert_refused(capsys, ["--model", model_dir, "--text", text, "--rows", 100, "--device", "cpu",
                              "--out-json", out / "rank.json", "--save-logp", out / "logp.npy"],
-                    f"error: {out / 'logp.npy'}: cannot write: [Errno 28] No space left on device; nothing was "
-                    "written")  # fmt: skip
+                    f"error: {out / 'logp.npy'}: cannot write (no space left on the device (disk or quota full)); "
+                    "nothing was written")  # fmt: skip
     assert list(out.iterdir()) == []
 
 
