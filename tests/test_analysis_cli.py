@@ -435,8 +435,8 @@ def test_full_disk_while_saving_logp_is_one_line_naming_the_file(model_pt, ptb_c
     out = tmp_path / "out"
     assert _exit_code(_analyze_argv(model_pt, ptb_cache, out)) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == f"analyze: error: {out / 'logp.npy'}: cannot write: [Errno 28] No space left on device; " + (
-        "nothing was written"
+    assert err[-1] == f"analyze: error: {out / 'logp.npy'}: cannot write " + (
+        "(no space left on the device (disk or quota full)); nothing was written"
     )
     assert not any("Traceback" in line for line in err)
     assert sorted(p.name for p in out.iterdir()) == []
@@ -454,8 +454,8 @@ def test_full_disk_while_writing_the_json_is_one_line_naming_it(model_pt, ptb_ca
     monkeypatch.setattr(os, "fsync", fsync)
     assert _exit_code(_analyze_argv(model_pt, ptb_cache, out, rows=100)) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line == f"analyze: error: {out / 'rank.json'}: cannot write: [Errno 28] No space left on device; " + (
-        "nothing was written"
+    assert line == f"analyze: error: {out / 'rank.json'}: cannot write " + (
+        "(no space left on the device (disk or quota full)); nothing was written"
     )
     assert not list(out.glob(".*.tmp")) and not (out / "rank.json").exists()
 
@@ -478,7 +478,9 @@ def test_write_error_of_the_kernel_is_one_line_and_leaves_nothing(model_pt, ptb_
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    assert line == f"analyze: error: {out / 'logp.npy'}: cannot write: [Errno 27] File too large; nothing was written"
+    assert line == f"analyze: error: {out / 'logp.npy'}: cannot write (file too large for this file system or the " + (
+        "process's file-size limit); nothing was written"
+    )
     assert sorted(p.name for p in out.iterdir()) == []
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from softmax_bottleneck.atomic import WriteError, check_target, os_error_reason, temporary_beside
+from softmax_bottleneck.atomic import WriteError, check_target, os_error_reason, temporary_beside, write_error
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,10 @@ class OutputError(OSError):
 
 
 def output_error(path, err: OSError) -> OutputError:
+    """``<path>: cannot write (<reason>); nothing was written`` (:func:`softmax_bottleneck.atomic.write_error`)."""
     if isinstance(err, WriteError):  # said already: a folder, a device, a file where a folder should be
         return OutputError(str(err))
-    reason = f"[Errno {err.errno}] {err.strerror}" if err.errno else str(err)
-    return OutputError(f"{path}: cannot write: {reason}; nothing was written")
+    return OutputError(f"{write_error(path, err)}; nothing was written")
 
 
 def _same_file(a: Path, b: Path) -> bool:
