@@ -192,8 +192,9 @@ class _GatedMixture(OutputLayer):
 def test_check_layer_runs_on_every_point_the_configuration_trains(scratch_registry, tmp_path, capsys):
     """Before, check-layer (and the workflow's stamp) tested the registered default only: K = 5 trained unchecked."""
     from softmax_bottleneck.study import config as study_config
-    from softmax_bottleneck.study.runs import Study, point_argument
+    from softmax_bottleneck.study.runs import Study
     from softmax_bottleneck.training.check_layer import add_cli, run_cli
+    from softmax_bottleneck.training.conformance import point_argument
 
     gate_k = Hyperparameter(1, int, "gates", minimum=1)
     register_output_layer("gated", display="Gated", family="softmax", hyperparameters={"gate_k": gate_k})(_GatedMixture)

@@ -623,3 +623,31 @@ def test_a_builtin_layers_keyword_defaults_are_its_declared_defaults():
                 assert params[key].default == declared.default, (spec.name, key)
                 checked += 1
     assert checked == 14  # GSS 2, LMS-PLIF and its frozen ablation 4 each, MoS and MoC 2 each
+
+
+@pytest.mark.parametrize(
+    ("declared", "value"),
+    [(Hyperparameter(0.5, float, "f"), v) for v in (0.1, 1e-05, 1 / 3, 2.5e300, -0.0, 3.0)]
+    + [(Hyperparameter(1, int, "i"), v) for v in (0, 7, -12, 10**15)]
+    + [(Hyperparameter(True, bool, "b"), v) for v in (True, False)]
+    + [(Hyperparameter("a", str, "s"), v) for v in ("tanh", "x-y")]
+    + [(Hyperparameter(None, float, "n", nullable=True), None)],
+)
+def test_a_value_written_as_text_reads_back_the_same(declared, value):
+    """``format_value`` writes what ``Hyperparameter.parse`` reads back, to the last bit of a float (a run's tag, its
+    ``--set`` arguments and a ``check-layer --point`` are written with it)."""
+    from softmax_bottleneck.models.output_layers.hyperparameters import format_value
+
+    back = declared.parse(format_value(value), "key")
+    assert back == value and type(back) is type(value)
+    assert value is None or str(back) == str(value)  # -0.0 keeps its sign
+
+
+def test_a_check_layer_point_written_as_an_argument_reads_back_the_same():
+    """The stamp's hint and the workflow write each ``check-layer --point`` with ``point_argument``; ``check-layer``
+    parses it back to the same point, to the last bit of each float."""
+    from softmax_bottleneck.training.conformance import parse_point, point_argument
+
+    point = {"plif_knots": 1000, "plif_t": 1 / 3, "plif_init_std": 1e-05, "plif_lr": 0.02}
+    back = parse_point("lms_plif", point_argument(point))
+    assert back == point and [type(v) for v in back.values()] == [type(v) for v in point.values()]

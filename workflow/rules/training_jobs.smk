@@ -11,11 +11,11 @@
 
 from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
 from softmax_bottleneck.models.output_layers import output_layer
-from softmax_bottleneck.study.runs import point_argument
 from softmax_bottleneck.study.fusion import fused_groups, fusion_notes, group_of_runs
 from softmax_bottleneck.study.plan import fused_memory_mb
 from softmax_bottleneck.study.status import study_status
 from softmax_bottleneck.study.wait_for_run import OUTPUTS
+from softmax_bottleneck.training.conformance import point_argument
 
 # The fused groups of the configuration (`fusion: runs_per_job`, softmax_bottleneck.study.fusion): name -> group, and
 # run folder -> its group's name. They follow from the configuration alone, so a controller started again finds the

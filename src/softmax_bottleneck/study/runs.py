@@ -22,6 +22,7 @@ from functools import cached_property
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
 from softmax_bottleneck.models.output_layers import output_layer
+from softmax_bottleneck.models.output_layers.hyperparameters import format_value
 from softmax_bottleneck.training.identity import FOLDER_HASH_LENGTH, identity_hash, run_identity
 
 SPLITS = ("train", "valid", "test")
@@ -59,24 +60,6 @@ def analysis_names(config: dict) -> tuple[str, str, str]:
 
 class StudyError(ValueError):
     """A configuration whose runs cannot be expanded; the message starts with the key path at fault."""
-
-
-def format_value(value) -> str:
-    """Canonical text of a hyper-parameter value (a run's tag and its ``--set`` arguments)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return value
-    return repr(float(value))
-
-
-def point_argument(point: dict) -> str:
-    """``KEY=VALUE,KEY=VALUE`` of a point of a layer's own hyper-parameters (``check-layer --point``)."""
-    return ",".join(f"{key}={format_value(value)}" for key, value in point.items())
 
 
 def same_value(a, b) -> bool:

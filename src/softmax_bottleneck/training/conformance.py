@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from softmax_bottleneck.models.output_layers.base import OutputLayer
+from softmax_bottleneck.models.output_layers.hyperparameters import format_value
 from softmax_bottleneck.models.output_layers.registry import OutputLayerSpec, output_layer
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "CheckResult",
     "check_layer",
     "parse_point",
+    "point_argument",
     "point_text",
 ]
 #: vocabulary and sizes of the checks: nemb = V lets the weight be X·I, so the logits are X·context exactly
@@ -90,7 +92,13 @@ class CheckResult:
 
 def point_text(point: dict) -> str:
     """``taylor_scale=0.5, taylor_order=2``: a point of a layer's own hyper-parameters ("" for none)."""
-    return ", ".join(f"{key}={value}" for key, value in point.items())
+    return ", ".join(f"{key}={format_value(value)}" for key, value in point.items())
+
+
+def point_argument(point: dict) -> str:
+    """``KEY=VALUE,KEY=VALUE`` of a point of a layer's own hyper-parameters, as :func:`parse_point` reads it
+    (``check-layer --point``)."""
+    return ",".join(f"{key}={format_value(value)}" for key, value in point.items())
 
 
 def _require_finite(tensor: torch.Tensor, what: str) -> None:

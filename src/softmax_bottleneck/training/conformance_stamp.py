@@ -13,7 +13,7 @@ from pathlib import Path
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.models.output_layers.registry import layer_source, output_layer
-from softmax_bottleneck.training.conformance import CHECKS, CheckResult, point_text
+from softmax_bottleneck.training.conformance import CHECKS, CheckResult, point_argument, point_text
 
 #: the fields of a stamp that must equal the layer registered now (layer_source)
 STAMP_FIELDS = ("name", "distribution", "version", "source_sha256")
@@ -74,7 +74,7 @@ def conformance_stamp_ok(path: str | Path, name: str, hp: dict | None = None) ->
             points = []
         if point not in points:
             # the stamp is written anew: its points so far and this one, so that no run it vouched for loses it
-            options = " ".join(f"--point {shlex.quote(point_text(p).replace(', ', ','))}" for p in [*points, point])
+            options = " ".join(f"--point {shlex.quote(point_argument(p))}" for p in [*points, point])
             return False, (f"{name}: the stamp {path} does not vouch for {point_text(point)} (checked: "
                            f"{'; '.join(point_text(p) for p in points) or 'nothing'}); run: python -m "
                            f"softmax_bottleneck check-layer {name} {options} --stamp {path}")  # fmt: skip

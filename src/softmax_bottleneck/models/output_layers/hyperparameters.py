@@ -174,3 +174,18 @@ class Hyperparameter:
         if self.help:
             schema["description"] = self.help
         return schema
+
+
+def format_value(value) -> str:
+    """Canonical text of a hyper-parameter value, which :meth:`Hyperparameter.parse` reads back: ``null``, ``true``,
+    ``false``, an int's digits, a string as is, a float's shortest round-trip ``repr`` (a run's tag, its ``--set``
+    arguments, a ``check-layer --point``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    return repr(float(value))
