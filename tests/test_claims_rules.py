@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from softmax_bottleneck.analysis import power
+from softmax_bottleneck.analysis.stats import mean_interval
 from softmax_bottleneck.cli import main
 from softmax_bottleneck.report.claims import CLAIMS, operating
 from softmax_bottleneck.report.claims.descriptive import Trend, chance_of_trend
@@ -27,12 +28,14 @@ from softmax_bottleneck.report.claims.rules import (
     CONSISTENT,
     NOT_CONSISTENT,
     UNDECIDED,
+    Contrast,
     Groups,
     NoAssociation,
     Pairs,
     Paper,
     Points,
     Sample,
+    StaysLow,
 )
 from softmax_bottleneck.report.claims.seeds import seeds_table
 
@@ -255,3 +258,17 @@ def test_figure3s_claim_asks_for_every_context_the_qualitative_analysis_reads():
     from softmax_bottleneck.report.claims.claim import MIN_CONTEXTS
 
     assert MIN_CONTEXTS == len(CONTEXTS) == 18
+
+
+def test_a_mean_ranks_interval_stops_at_rank_one_and_its_verdict_does_not_change():
+    """Two seeds far apart give a t-interval reaching below zero (before: "[−2,693, 3,233]" for a rank); it stops at
+    1, the lowest rank. The verdicts around the midpoint stay what the uncut interval gives."""
+    rule = StaysLow("Softmax", ("MoS",))
+    wide = rule.estimate(Contrast(Sample.of([40.0, 500.0]), 18.0, {"MoS": 900.0}))
+    uncut_low, uncut_high = mean_interval(270.0, float(np.std([40.0, 500.0], ddof=1)), 2)
+    assert uncut_low < 0 and wide.low == 1.0 and wide.high == uncut_high and wide.value == 270.0, uncut_low
+    assert rule.judge(wide, None) == UNDECIDED and " [1, " in rule.ours_text(wide)
+    low = rule.estimate(Contrast(Sample.of([20.0, 22.0, 25.0]), 18.0, {"MoS": 900.0}))
+    assert low.low > 1.0 and rule.judge(low, None) == CONSISTENT  # √(18 · 900) = 127 lies above its interval
+    high = rule.estimate(Contrast(Sample.of([880.0, 890.0, 900.0]), 18.0, {"MoS": 900.0}))
+    assert rule.judge(high, None) == NOT_CONSISTENT

@@ -386,10 +386,10 @@ class StaysLow(Rule):
         self.opposite = f"a mean rank at the lowest of {far}'s"
         self.text = (
             "The mean of the model's Press' ranks over its seeds and its 95 % interval (Student's t, "
-            f"scipy.stats.t.interval); consistent when the interval's top lies below the geometric midpoint "
-            f"√(a · b) between {baseline}'s mean rank a (its bound d + 2) and the lowest mean rank b of {far}; not "
-            "consistent when the interval's bottom lies above it; else undecided. A coarse ordinal check: closer to "
-            f"{baseline}'s rank than to any of theirs, on the ratio scale of ranks."
+            "scipy.stats.t.interval, its bottom no lower than rank 1); consistent when the interval's top lies below "
+            f"the geometric midpoint √(a · b) between {baseline}'s mean rank a (its bound d + 2) and the lowest mean "
+            f"rank b of {far}; not consistent when the interval's bottom lies above it; else undecided. A coarse "
+            f"ordinal check: closer to {baseline}'s rank than to any of theirs, on the ratio scale of ranks."
         )
 
     def estimate(self, evidence: Contrast) -> Estimate:
@@ -403,7 +403,8 @@ class StaysLow(Rule):
             else stats.mean_interval(target.mean, target.sd, target.n, CONFIDENCE)
         )
         bound = math.sqrt(max(evidence.baseline, 1.0) * max(min(others), 1.0))
-        return Estimate(target.mean, low, high, n=target.n, bound=bound)
+        # no rank is below 1: the interval meets that edge (its coverage kept); the verdict is the same, as bound ≥ 1
+        return Estimate(target.mean, max(low, 1.0), high, n=target.n, bound=bound)
 
     def judge(self, ours: Estimate, paper: Paper) -> str:
         if ours.high < ours.bound:
