@@ -6,6 +6,7 @@ The parsing and the fixes need no cluster; the check itself runs on the one-node
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -128,6 +129,7 @@ def test_site_check_names_the_refused_request_and_checks_the_file_system(tmp_pat
     assert "8 CPUs" in analyze and "Requested node configuration is not available" in analyze, analyze
     assert "Fix: no node of the partition has this many CPUs" in analyze, analyze
     assert verdict.get("hard") == "PASS" and verdict.get("cluster-wide") == "PASS", proc.stdout
+    assert f"a lock held on {os.uname().nodename} is seen here" in proc.stdout  # the one node is this machine
     assert verdict.get("file") == "PASS", proc.stdout
     assert lines[-1].startswith("site-check: ") and "failed" in lines[-1]
 

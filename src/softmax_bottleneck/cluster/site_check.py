@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from softmax_bottleneck import readback
+
 #: what one job of the dry run's listing asks, by Snakemake's name of the resource
 JOB_BLOCK = re.compile(r"^(local)?rule (\w+):\n((?:    .*\n?)+)", re.M)
 #: seconds the file-system job may wait for a CPU and run
@@ -183,7 +185,8 @@ lock, held, release, stamp = sys.argv[1:5]
 fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 open(stamp, "w").write(str(time.time()))
-open(held, "w").write(os.uname().nodename)
+open(held + ".tmp", "w").write(os.uname().nodename)
+os.replace(held + ".tmp", held)  # whole when it appears: this machine reads it as soon as it is there
 deadline = time.time() + 120
 while not os.path.exists(release) and time.time() < deadline:
     time.sleep(0.5)
@@ -209,7 +212,7 @@ def file_system_job(directory: Path, request: Request, settings: dict[str, str])
             out = " ".join((proc.communicate()[0] or "").split())[-400:]
             why = f"the job did not start within {FS_JOB_SECONDS} s" if proc.returncode is None else out
             return [(False, "cluster-wide lock", f"no job held the lock ({why}); rerun later or with --no-job")]
-        node = held.read_text().strip()
+        node = readback.read_bytes(held, 1024, what="host name").decode(errors="replace").strip()
         fd = os.open(lock, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -246,8 +249,6 @@ def file_system_job(directory: Path, request: Request, settings: dict[str, str])
 def profile_settings(profiles: list[Path]) -> dict:
     """The profiles' top-level settings, a later profile's key replacing an earlier one's (as Snakemake does)."""
     import yaml
-
-    from softmax_bottleneck import readback
 
     settings: dict = {}
     for profile in profiles:
