@@ -433,6 +433,11 @@ def test_the_cli_writes_the_page_in_four_formats(paper_dir, tmp_path):
     table = pd.read_csv(f"{prefix}.csv")
     assert list(table["claim"]) == list(claims.CLAIMS)
     assert dict(zip(table["claim"], table["verdict"], strict=True)) == _expected_on_the_papers_numbers()
+    # paper_statistic is the paper's value of the statistic in ours_value (the study here is built from the paper's
+    # means and SDs, rounded): Table 2's Δ of SS, where paper_value holds the p-value the paper prints
+    assert np.allclose(table["paper_statistic"], table["ours_value"], rtol=0.06, atol=0.02)
+    ss = table.set_index("claim").loc["table2_ss_ptb"]
+    assert ss["paper_statistic"] == pytest.approx(-0.05) and ss["paper_value"] == pytest.approx(0.392)
     markdown = Path(f"{prefix}.md").read_text()
     undecided = len(UNDECIDED_ON_THE_PAPER)
     assert markdown.startswith("**a mark**")

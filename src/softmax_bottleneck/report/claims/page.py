@@ -16,6 +16,7 @@ rows of each plug-in layer with runs (:mod:`.plugins`: the project's statements,
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,9 @@ FORMATS = ("csv", "md", "html", "tex")
 
 CAPTION = (
     "The paper's conclusions, each decided by a rule stated before any run (docs/claims.md): the paper's value, ours "
-    "with its 95 % interval, n, the verdict and the rule's power at this n. A verdict is one of: consistent; not "
+    "with its 95 % interval, n, the verdict and the rule's power at this n (how likely the rule is to read "
+    "consistent at this n were the paper's effect, from the paper's own numbers, true: a property of the rule and n, "
+    "not of our runs). A verdict is one of: consistent; not "
     "consistent; undecided (the runs at this n decide neither way: the power column says how many would); too few "
     "runs (n below the rule's minimum); not comparable at this scale (a run without the paper's model size and "
     'epochs); undefined (constant values). A source marked "the project\'s statistic" is a claim the paper makes in '
@@ -117,6 +120,15 @@ def _n_text(d: Decision) -> str:
     return f"{text} ({', '.join(names)})" if d.claim.unit == "models" and names else text
 
 
+def _paper_statistic(d: Decision) -> float:
+    """The paper's value of the statistic ``ours_value`` holds (its Δ, r, mean rank, ρ), from the paper's own numbers
+    by the same rule; ``paper_value`` is the number the rule compares with (its r, or its p where the paper prints
+    one)."""
+    if d.claim.project:  # a plug-in layer's row: the paper has none
+        return math.nan
+    return d.claim.rule.estimate(d.paper.evidence).value
+
+
 def tidy(decisions: list[Decision]) -> pd.DataFrame:
     """One row per claim, every number at full precision (``PREFIX.csv``)."""
     rows = []
@@ -133,6 +145,7 @@ def tidy(decisions: list[Decision]) -> pd.DataFrame:
                 "project": c.project,
                 "rule": c.rule.name,
                 "paper_value": d.paper.value,
+                "paper_statistic": _paper_statistic(d),
                 "paper_printed": d.paper.printed,
                 "paper": c.rule.paper_text(d.paper),
                 "ours_value": est.value,
