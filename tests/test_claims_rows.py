@@ -68,7 +68,7 @@ def test_the_top5_summary_names_the_model_behind_each_display_name(tmp_path):
 def test_figure3_holds_on_sm_table_2s_predictions(paper_dir):
     d = decided(paper_dir)["figure3_ptb"]
     assert d.verdict == CONSISTENT and d.estimate.n == 18 and d.estimate.failed == ()
-    assert d.claim.rule.ours_text(d.estimate) == "holds in 18 of 18 contexts"
+    assert d.claim.rule.ours_text(d.estimate) == "holds in 18 of 18 contexts (10 with a high-rank hit)"
     assert d.power_text == "descriptive"  # deterministic: printed as the page prints its descriptive rules
 
 
@@ -79,7 +79,9 @@ def test_figure3_fails_naming_the_contexts_where_only_a_high_rank_layer_hits(pap
     top5(folder, PAPER_LAYERS, rows=sm2[sm2["model"] != "MoC*"])
     d = decided(folder)["figure3_ptb"]
     assert d.verdict == NOT_CONSISTENT and d.estimate.failed == ("Yang et al.'s #4", "Yang et al.'s #6")
-    assert d.claim.rule.ours_text(d.estimate) == "holds in 16 of 18 contexts; not in Yang et al.'s #4, Yang et al.'s #6"
+    assert d.claim.rule.ours_text(d.estimate) == (
+        "holds in 16 of 18 contexts (10 with a high-rank hit); not in Yang et al.'s #4, Yang et al.'s #6"
+    )
     # the paper's grid says so too: MoC* is its only low-rank hit there
     hits = reported.load("figure3_hits").query("group == 'Yang' and number in (4, 6) and hit == 1")
     assert set(hits["model"]) == {"MoS", "MoS*", "MoC*"}
@@ -120,6 +122,25 @@ def test_the_rule_counts_only_contexts_with_both_kinds_of_layer():
     alone = Contexts(("a", "b"), (True, True), (False, True))
     assert rule.estimate(alone).failed == ("a",) and rule.judge(rule.estimate(alone), None) == NOT_CONSISTENT
     assert math.isnan(rule.estimate(Contexts((), (), ())).value)
+
+
+def test_figure3_is_undecided_where_no_high_rank_layer_hits_anywhere(paper_dir, tmp_path):
+    """Before, models that never had the true token in a high-rank layer's top 5 read "consistent" (18 of 18 contexts
+    held, none could fail: the small scale's tiny models hit in 1 of 18). Now undecided, saying why."""
+    rule = EveryContext(("Softmax",), ("SS",))
+    nothing = rule.estimate(Contexts(("a", "b"), (False, False), (True, False)))
+    assert nothing.value == 0 and nothing.tested == 0 and rule.judge(nothing, None) == UNDECIDED
+    assert rule.ours_text(nothing) == "no high-rank layer hits in any of 2 contexts: nothing to check"
+    one = rule.estimate(Contexts(("a", "b"), (True, False), (True, False)))
+    assert (
+        rule.judge(one, None) == CONSISTENT
+        and rule.ours_text(one) == "holds in 2 of 2 contexts (1 with a high-rank hit)"
+    )
+    folder = copy_of(paper_dir, tmp_path / "study")  # the whole page: every high-rank model misses everywhere
+    frame = pd.read_csv(folder / "top5.csv")
+    frame.loc[frame["variant"].isin(HIGH_RANK), "hit"] = 0
+    frame.to_csv(folder / "top5.csv", index=False)
+    assert decided(folder)["figure3_ptb"].verdict == UNDECIDED
 
 
 # --------------------------------------------------------------------------------------------- plug-in layers

@@ -17,7 +17,15 @@ import pandas as pd
 from softmax_bottleneck.report import reported, variants
 from softmax_bottleneck.report.claims.claim import MIN_CONTEXTS, Claim, display
 from softmax_bottleneck.report.claims.evidence import TOP5, Basis
-from softmax_bottleneck.report.claims.rules import CONSISTENT, NOT_CONSISTENT, Estimate, Paper, Rule, _note
+from softmax_bottleneck.report.claims.rules import (
+    CONSISTENT,
+    NOT_CONSISTENT,
+    UNDECIDED,
+    Estimate,
+    Paper,
+    Rule,
+    _note,
+)
 from softmax_bottleneck.report.common import as_hit
 from softmax_bottleneck.report.reported import FIGURE3_GROUP_LABELS, FIGURE3_GROUPS
 from softmax_bottleneck.report.tables import cells
@@ -63,8 +71,9 @@ def contexts(frame: pd.DataFrame) -> Contexts:
 
 
 class EveryContext(Rule):
-    """Consistent when every context in which a high-rank layer hits has a low-rank hit too, else not consistent
-    (naming the contexts where only a high-rank layer hits). Deterministic."""
+    """Consistent when every context in which a high-rank layer hits has a low-rank hit too, and there is such a
+    context; not consistent where only a high-rank layer hits (naming the contexts); undecided where no high-rank layer
+    hits anywhere (the check cannot fail). Deterministic."""
 
     name = "a low-rank hit wherever a high-rank layer hits"
     power_means = "deterministic: one model per layer and schedule, nothing to infer"
@@ -75,8 +84,9 @@ class EveryContext(Rule):
             "Per context of Figure 3 (SM Table 2's 18 on PTB), whether any of the paper's high-rank layers "
             f"({', '.join(high)}) and any of its low-rank layers ({', '.join(low)}), ET- or NT-ASGD, has the true "
             "next token among its top-5 predictions; consistent when every context in which a high-rank layer hits "
-            "has a low-rank hit too, else not consistent, naming the contexts where only a high-rank layer hits. "
-            "Deterministic: one model per layer and schedule, no seeds, nothing to infer."
+            "has a low-rank hit too, else not consistent, naming the contexts where only a high-rank layer hits; "
+            "undecided where no high-rank layer hits in any context (nothing could fail). Deterministic: one model per "
+            "layer and schedule, no seeds, nothing to infer."
         )
 
     def estimate(self, evidence: Contexts) -> Estimate:
@@ -85,10 +95,12 @@ class EveryContext(Rule):
         failed = tuple(
             name for name, h, lo in zip(evidence.names, evidence.high, evidence.low, strict=True) if h and not lo
         )
-        return Estimate(float(len(failed)), n=evidence.n, failed=failed)
+        return Estimate(float(len(failed)), n=evidence.n, failed=failed, tested=sum(evidence.high))
 
     def judge(self, ours: Estimate, paper: Paper) -> str:
-        return CONSISTENT if ours.value == 0 else NOT_CONSISTENT
+        if ours.value:
+            return NOT_CONSISTENT
+        return CONSISTENT if ours.tested else UNDECIDED
 
     def sample(self, paper: Paper, truth: str, n: int, rng) -> Contexts:
         ev = paper.evidence
@@ -101,7 +113,9 @@ class EveryContext(Rule):
     def ours_text(self, est: Estimate) -> str:
         if cells.missing(est.value):
             return cells.MISSING
-        text = f"holds in {est.n - int(est.value)} of {est.n} contexts"
+        if not est.tested:
+            return f"no high-rank layer hits in any of {est.n} contexts: nothing to check"
+        text = f"holds in {est.n - int(est.value)} of {est.n} contexts ({est.tested} with a high-rank hit)"
         return text + (f"; not in {', '.join(est.failed)}" if est.failed else "")
 
     def paper_text(self, paper: Paper) -> str:

@@ -107,7 +107,7 @@ class Estimate:
     [``low``, ``high``] (NaN where none exists), ``p`` (NaN where there is no test), ``n`` (what the rule's minimum
     counts), ``bound`` (a rule's threshold computed from the evidence), for a difference its standard error ``se``
     and degrees of freedom ``df``, and for a deterministic check the units it fails at (``failed``, named on the
-    page)."""
+    page) and the units at which it could fail (``tested``)."""
 
     value: float
     low: float = math.nan
@@ -118,6 +118,7 @@ class Estimate:
     se: float = math.nan
     df: float = math.nan
     failed: tuple[str, ...] = ()
+    tested: int = 0
 
 
 @dataclass(frozen=True)
