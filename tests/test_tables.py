@@ -388,7 +388,8 @@ def test_cli(summary_dir, tmp_path, capsys):
 def test_table2_says_why_our_p_values_are_missing_at_one_random_seed(summary_dir, tmp_path):
     """A t-test needs 2 random seeds of each model: with 3 the caption says nothing more; with 1 (the small scale)
     every p-value of ours is — and Table 2's and SM Table 1's captions say why."""
-    note = "Our p-values are —: a t-test needs at least 2 random seeds of each model"
+    note = "Our p-values are —: a t-test needs at least 2 random seeds of each model, and this configuration ran "
+    note += "fewer (n counts the authors' seed too)."
     for name in ("table2", "sm_table1"):
         assert note not in tables.TABLES[name].caption_for(tables.build(name, summary_dir))
     one_seed = tmp_path / "one-seed"

@@ -96,7 +96,7 @@ def _p_note(table: pd.DataFrame | None) -> dict[str, str]:
     ran = table[table["n_runs"].notna() & (table["variant"] != "softmax")]
     if len(ran) and ran["p_value_ours"].isna().all():
         return {"p_note": " Our p-values are —: a t-test needs at least 2 random seeds of each model, and this "
-                          "configuration ran fewer."}  # fmt: skip
+                          "configuration ran fewer (n counts the authors' seed too)."}  # fmt: skip
     return {"p_note": ""}
 
 
