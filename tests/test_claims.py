@@ -516,11 +516,23 @@ def test_seeds_before_anything_runs(capsys):
     table = seeds_table(page.decide_paper(), ours=False).set_index("id")
     assert main(["claims", "--seeds"]) == 0
     out = capsys.readouterr().out
-    assert [line.split("|")[1].strip() for line in out.splitlines()[4:]] == list(table.index)  # one row per claim
+    rows = [line for line in out.splitlines()[4:] if line.startswith("|")]
+    assert [line.split("|")[1].strip() for line in rows] == list(table.index)  # one row per claim on a test
+    left = [name for name in claims.CLAIMS if name not in table.index]  # named under the table, none lost
+    assert out.splitlines()[-1] == f"No row (no test to plan seeds for): {', '.join(left)}."
+    assert "figure3_ptb" in left and "mos_k_rank_ptb" in left
     assert main(["claims", "--seeds", "--claim", "table4_ptb", "--claim", "figure2_all_ptb"]) == 0
     out = capsys.readouterr().out
     assert "the paper's" in out and "table4_ptb" in out and "figure2_all_ptb" in out and "table4_wt2" not in out
-    assert "lms_plif_rank_ptb" not in table.index  # a rule without a test has no row
+    assert "No row" not in out
+    # LMS-PLIF's rank (the interval's top below the midpoint), at the paper's mean 496 and SD 83: the n the page's
+    # power column names ("0.8 from 5 seeds"), never below the claim's minimum
+    rule, paper = claims.CLAIMS["lms_plif_rank_ptb"].rule, claims.CLAIMS["lms_plif_rank_ptb"].paper()
+    needed = max(power.runs_for_power(lambda n: rule.power(n, paper)), claims.CLAIMS["lms_plif_rank_ptb"].min_n)
+    assert table.loc["lms_plif_rank_ptb", "n for the paper's effect"] == f"{needed} seeds"
+    assert table.loc["lms_plif_rank_ptb", "the paper's effect"] == "mean rank 496, midpoint 1,434"
+    assert main(["claims", "--seeds", "--claim", "figure3_ptb"]) == 0  # before: an empty table, without a word
+    assert capsys.readouterr().out.splitlines()[-1] == "No row (no test to plan seeds for): figure3_ptb."
     # LMS-PLIF against LMS-PLIF† (PTB): pooled s of 0.11 and 0.09, the paper's 0.01 ppl apart: "not better" is
     # decided with power 0.8 from the n where the one-sided test of the margin reaches it
     s = math.sqrt((0.11**2 + 0.09**2) / 2)

@@ -103,7 +103,8 @@ def run_cli(args) -> int:
     except (FileNotFoundError, ReadbackError) as err:
         raise SystemExit(f"claims: {err}") from None
     if args.seeds:
-        sys.stdout.write(seeds_markdown(seeds_table(decisions, ours=bool(args.summary_dir))))
+        asked = [d.claim.name for d in decisions if not d.claim.project]
+        sys.stdout.write(seeds_markdown(seeds_table(decisions, ours=bool(args.summary_dir)), asked))
         return 0
     if not (args.summary_dir or args.paper):
         raise SystemExit("claims: the page needs its input: --summary-dir DIR (the study's results/summary) or --paper")

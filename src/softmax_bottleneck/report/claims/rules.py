@@ -379,6 +379,7 @@ class StaysLow(Rule):
     between the baseline's mean and the lowest mean of the other models (ranks live on a ratio scale)."""
 
     name = "interval below the geometric midpoint"
+    test = "Student's t interval of the mean, its top"
     needs = ("high", "bound")
     power_means = "the chance that the interval's top falls below the midpoint at the paper's mean and SD"
 

@@ -2,8 +2,9 @@
 at 80 % power and the n the paper's effect needs (``claims --seeds``; :mod:`softmax_bottleneck.analysis.power`).
 
 The spread is ours where our runs of the claim are at the paper's scale and number at least 2, else the paper's (its
-SDs; before anything runs, always the paper's). A claim on no test (a rank that stays low, a trend over K) has no row,
-nor has a plug-in layer's (the project's statement: no paper's effect).
+SDs; before anything runs, always the paper's); a rank that stays low is planned at the paper's mean and SD, as the
+page's power. A claim on no test (a trend over K, Figure 3's contexts) has no row, nor has a plug-in layer's (the
+project's statement: no paper's effect); the table names those it leaves out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pandas as pd
 from softmax_bottleneck.analysis import power
 from softmax_bottleneck.report.claims.differences import MARGIN, DifferenceRule, Equivalent, NotBetter, spread
 from softmax_bottleneck.report.claims.page import Decision
-from softmax_bottleneck.report.claims.rules import NoAssociation, RInInterval, Weak
+from softmax_bottleneck.report.claims.rules import NoAssociation, RInInterval, StaysLow, Weak
 from softmax_bottleneck.report.tables.cells import MISSING
 
 HEADER = (
@@ -85,6 +86,16 @@ def _row(d: Decision, use_ours: bool) -> dict | None:
             if against
             else _count(_at_least(needed, claim.min_n), claim.unit),
         }
+    if isinstance(rule, StaysLow):  # the interval's top below the midpoint, at the paper's mean and SD
+        needed = power.runs_for_power(lambda k: rule.power(k, d.paper))
+        bound = rule.estimate(paper).bound
+        return row | {
+            "spread": f"s = {paper.target.sd:.3g} (the paper's)",
+            "n": f"{d.estimate.n} {claim.unit}",
+            "smallest effect at 80 % power": MISSING,
+            "the paper's effect": f"mean rank {paper.target.mean:,.0f}, midpoint {bound:,.0f}",
+            "n for the paper's effect": _count(_at_least(needed, claim.min_n), claim.unit),
+        }
     return None
 
 
@@ -101,6 +112,10 @@ def seeds_table(decisions: list[Decision], ours: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def seeds_markdown(table: pd.DataFrame) -> str:
+def seeds_markdown(table: pd.DataFrame, asked: list[str] = ()) -> str:
+    """The table, then the claims of ``asked`` it has no row for (they rest on no test: nothing to plan)."""
     body = table.to_markdown(index=False, disable_numparse=True) if len(table) else "(no claim rests on a test)"
-    return f"{HEADER}\n\n{body}\n"
+    listed = set(table["id"]) if len(table) else set()
+    left = [name for name in asked if name not in listed]
+    tail = f"\n\nNo row (no test to plan seeds for): {', '.join(left)}." if left else ""
+    return f"{HEADER}\n\n{body}{tail}\n"
