@@ -543,6 +543,7 @@ def test_seeds_before_anything_runs(capsys):
     assert at(-0.01, 0.2, s, needed) >= 0.8 > at(-0.01, 0.2, s, needed - 1)
     # MoS against Softmax (PTB), a t-test: the seeds its Δ needs (2), but never fewer than the claim's minimum
     assert table.loc["table2_mos_ptb", "n for the paper's effect"] == "5 seeds per model"
+    assert table.loc["table2_ss_ptb", "the paper's effect"] == "Δ = −0.05"  # signed, as the page prints it
     assert table.loc["table4_ptb", "smallest effect at 80 % power"] == "—"  # a test of the margin has none
     assert table.loc["figure2_all_ptb", "n for the paper's effect"] == f"{power.points_needed(0.48)} grid points"
 

@@ -65,7 +65,7 @@ def _row(d: Decision, use_ours: bool) -> dict | None:
             "spread": f"s = {sd:.3g} ({SOURCES[use_ours]})",
             "n": f"{min(n, n2 or n)} {claim.unit}",
             "smallest effect at 80 % power": MISSING if margin or math.isnan(smallest) else f"Δ = {smallest:.3g}",
-            "the paper's effect": f"Δ = {abs(effect):.3g}",
+            "the paper's effect": f"Δ = {effect:+.3g}".replace("-", "−"),  # signed, as on the page
             "n for the paper's effect": _count(_at_least(needed, claim.min_n), claim.unit),
         }
     if isinstance(rule, RInInterval | NoAssociation | Weak):
