@@ -23,7 +23,7 @@ from softmax_bottleneck.cli import main
 from softmax_bottleneck.report.claims import CLAIMS, operating
 from softmax_bottleneck.report.claims.descriptive import Trend, chance_of_trend
 from softmax_bottleneck.report.claims.differences import MARGIN, Differs, Equivalent, NotBetter
-from softmax_bottleneck.report.claims.page import decide_paper
+from softmax_bottleneck.report.claims.page import TOO_FEW, decide, decide_paper
 from softmax_bottleneck.report.claims.rules import (
     CONSISTENT,
     NOT_CONSISTENT,
@@ -272,3 +272,15 @@ def test_a_mean_ranks_interval_stops_at_rank_one_and_its_verdict_does_not_change
     assert low.low > 1.0 and rule.judge(low, None) == CONSISTENT  # √(18 · 900) = 127 lies above its interval
     high = rule.estimate(Contrast(Sample.of([880.0, 890.0, 900.0]), 18.0, {"MoS": 900.0}))
     assert rule.judge(high, None) == NOT_CONSISTENT
+
+
+def test_below_two_runs_the_power_column_says_how_many_would_decide():
+    """One seed per model (the small scale's Table 2 claims): no power, but the n the seeds table names (before: "—"
+    alone, where the docs promise that n whenever the power is below 0.8)."""
+    claim = CLAIMS["table2_mos_ptb"]
+    decision = decide(claim, Groups(Sample(55.0, math.nan, 1), Sample(57.0, math.nan, 1)))
+    assert math.isnan(decision.power) and decision.verdict == TOO_FEW
+    needed = seeds_table(decide_paper(["table2_mos_ptb"]), ours=False).iloc[0]["n for the paper's effect"]
+    assert decision.power_text == f"—; 0.8 from {needed}" == "—; 0.8 from 5 seeds per model"
+    trend = CLAIMS["mos_k_rank_ptb"]  # a descriptive rule stays "—" below 2 values
+    assert trend.rule.power_text(1, trend.paper(), trend.unit, trend.min_n) == "—"

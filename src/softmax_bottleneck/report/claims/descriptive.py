@@ -71,6 +71,8 @@ class Trend(Rule):
         return CONSISTENT if self.sign * ours.value >= RISING else NOT_CONSISTENT
 
     def power_text(self, n: int, paper: Paper, unit: str, minimum: int = 2) -> str:
+        if n < 2:  # no trend to speak of
+            return "—"
         chance = chance_of_trend(n)
         text = "descriptive" if cells.missing(chance) else f"descriptive; a random order passes: {chance:.2g}"
         noisy = self.noisy_pass_rate(paper, n if n >= 3 else paper.evidence.n)

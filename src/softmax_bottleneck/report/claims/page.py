@@ -69,8 +69,6 @@ class Decision:
 
     @property
     def power_text(self) -> str:
-        if self.estimate.n < 2:
-            return "—"
         return self.claim.rule.power_text(self.estimate.n, self.paper, self.claim.unit, self.claim.min_n)
 
 

@@ -199,13 +199,19 @@ class Rule:
 
     def power_text(self, n: int, paper: Paper, unit: str, minimum: int = 2) -> str:
         """``power 0.23 (0.8 from 17 seeds per model)``, or what the rule says instead of a power; the n it names is
-        at least the claim's ``minimum`` (below it the claim reads "too few runs", whatever the power)."""
-        value = self.power(n, paper)
-        if cells.missing(value):
-            return "descriptive"
+        at least the claim's ``minimum`` (below it the claim reads "too few runs", whatever the power). Below 2 runs
+        there is no power, only the n that would decide: ``—; 0.8 from 5 seeds per model``."""
         from softmax_bottleneck.analysis import power
 
         start = max(2, minimum, min(n, 4))
+        if n < 2:
+            if cells.missing(self.power(start, paper)):
+                return "—"
+            needed = power.runs_for_power(lambda k: self.power(k, paper), DECIDING_POWER, start=start)
+            return f"—; {DECIDING_POWER:g} from {needed:,} {unit}" if needed else "—"
+        value = self.power(n, paper)
+        if cells.missing(value):
+            return "descriptive"
         needed = power.runs_for_power(lambda k: self.power(k, paper), DECIDING_POWER, start=start)
         more = (
             ""
