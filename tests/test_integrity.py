@@ -454,3 +454,10 @@ def test_a_folder_named_for_another_run_is_refused_before_training(tmp_path, ptb
     right = tmp_path / f"default-{fingerprint[:8]}"
     assert _train_cli(right, ptb_cache).returncode == 0
     assert _strict_json(right / "metrics.json")["run_fingerprint"] == fingerprint
+    # the same run under another name beside it (a tag an older version wrote "k2" where it now writes "k2.0") is
+    # not trained again: refused in one line naming it, nothing written (before: trained twice, same hash, two folders)
+    again = tmp_path / f"other_tag-{fingerprint[:8]}"
+    line = _one_line(_train_cli(again, ptb_cache))
+    assert line.startswith(f"train: {right} holds this same run (identity {fingerprint[:8]}) under another name")
+    assert f"rename that folder to {again.name}" in line
+    assert not again.exists() or not any(p.name != ".lock" for p in again.iterdir())

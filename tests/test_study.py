@@ -195,6 +195,14 @@ def test_hyperparameters_decide_the_run_folder_not_their_spelling():
         folders[label] = set(Study(study_config.check(config)).jobs)
     assert folders["int"] == folders["float"]
     assert not folders["int"] & folders["other"]
+    # so are swept values: a float's whole number written 3 names the folder that 3.0 names (before: "k3-<hash>" beside
+    # "k3.0-<hash>", the same model trained twice)
+    swept = {}
+    for label, ks in (("int", [2.5, 3]), ("float", [2.5, 3.0])):
+        config = study_config.read(REPO / "config" / "small.yaml")
+        config["experiments"]["gss_grid"]["sweep"]["ptb"]["gss_k"] = ks
+        swept[label] = set(Study(study_config.check(config)).jobs)
+    assert swept["int"] == swept["float"] and any("k3.0-" in folder for folder in swept["int"])
 
 
 def test_the_readme_shows_the_plan_that_plan_prints():

@@ -166,9 +166,10 @@ class Study:
         base = _resolve(dataset, variant, schedule, tuple(sorted(base_sets.items())))
         swept = _resolve(dataset, variant, schedule, tuple(sorted({**base_sets, **dict(point)}.items())))
         # a swept key names the run only where it changes the resolved model: a key the variant does not own
-        # (resolve drops it) or a value resolving overrules is the same model, which must keep one name
+        # (resolve drops it) or a value resolving overrules is the same model, which must keep one name; the name
+        # holds the resolved value (a float's 2 is 2.0), so one model has one name however the config writes it
         overrides = tuple(
-            (key, value)
+            (key, swept[key])
             for key, value in point
             if key in swept and not same_value(base.get(key), value) and not same_value(base.get(key), swept[key])
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 
 #: hex digits of the identity hash in a run folder's name
 FOLDER_HASH_LENGTH = 8
@@ -33,3 +34,16 @@ def folder_hash(name: str) -> str | None:
     """The identity hash a run folder's name claims (``default-c4191f44`` → ``c4191f44``), else None."""
     match = _FOLDER.match(name)
     return match.group(1) if match else None
+
+
+def twin_folders(folder: Path) -> list[Path]:
+    """The folders beside ``folder`` whose names claim its identity hash and that hold anything: the same run under
+    another name (a tag written another way, by an older version or a hand), which must not be trained again."""
+    claimed = folder_hash(folder.name)
+    if not claimed or not folder.parent.is_dir():
+        return []
+    return sorted(
+        other
+        for other in folder.parent.iterdir()
+        if other.name != folder.name and folder_hash(other.name) == claimed and other.is_dir() and any(other.iterdir())
+    )

@@ -44,7 +44,7 @@ from softmax_bottleneck.readback import error_line
 from softmax_bottleneck.training.checkpoint import file_sha256, save_model
 from softmax_bottleneck.training.environment import check_model_fits, configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
-from softmax_bottleneck.training.identity import folder_hash
+from softmax_bottleneck.training.identity import folder_hash, twin_folders
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.lock import LOCK_NAME, run_lock
 from softmax_bottleneck.training.preflight import preflight
@@ -149,6 +149,12 @@ class Trainer:
                 f"{self.out_dir}: its name claims run identity {claimed}, but these hyper-parameters, seed and data "
                 f"are run {self.fingerprint[: len(claimed)]}; train into the folder the workflow names for them, or a "
                 "folder whose name does not end in -<8 hex digits>"
+            )
+        twins = twin_folders(self.out_dir)
+        if twins:
+            raise ResumeError(
+                f"{twins[0]} holds this same run (identity {claimed}) under another name: a model is trained once; "
+                f"rename that folder to {self.out_dir.name} (its files are kept and reused) or remove it, then rerun"
             )
 
         check_model_fits(self.hp, corpus.vocab_size, self.device)
