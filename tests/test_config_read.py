@@ -223,6 +223,17 @@ def test_config_values_reach_the_schema_typed_as_it_says(entry, where, typed):
     study_config.check(config)
 
 
+def test_a_number_with_an_exponent_in_a_file_is_a_number(tmp_path):
+    """``wdecay: 1e-6`` in a configuration file is 1e-06, as on the command line and in YAML 1.2 (before: the text
+    '1e-6', refused as "not of type 'number'"; PyYAML's YAML 1.1 needs 1.0e-6). Quoted, it stays text."""
+    mine = tmp_path / "mine.yaml"  # laid over the small scale, as a user's second --configfile
+    mine.write_text("model_overrides:\n  all:\n    wdecay: 1e-6\n    lr: 2E+1\nreport_banner: '1e3'\n")
+    config = study_config.load([SMALL, mine], {})
+    assert config["model_overrides"]["all"]["wdecay"] == 1e-6 and config["model_overrides"]["all"]["lr"] == 20.0
+    assert config["report_banner"] == "1e3"
+    study_config.check(config)
+
+
 def test_a_swept_list_on_the_command_line_is_typed_per_hyperparameter():
     entry = "sweeps={k: {variant: mos, datasets: [ptb], schedule: et, seeds: authors, grid: {n_experts: [2, 3]}}}"
     config = study_config.load([SMALL], _snakemake_config(entry))

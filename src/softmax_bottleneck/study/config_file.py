@@ -51,7 +51,16 @@ MAX_CONFIG_BYTES = 2**20
 MAX_ALIAS_NODES = 10_000
 #: the deepest nesting of a configuration (the schema's is 6)
 MAX_CONFIG_DEPTH = 64
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _ConfigLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """Safe YAML that reads a number with an exponent as YAML 1.2 does: ``1e-3`` and ``1.5e3`` are floats (YAML 1.1,
+    PyYAML's, needs ``1.0e-3`` and reads ``1e-3`` as the text '1e-3', which a learning rate then fails on)."""
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -95,7 +104,7 @@ def read(path: str | Path) -> dict:
 
 def _load_yaml(text: str, path):
     """The YAML document ``text``, its node graph checked (:func:`_check_nodes`) before anything is built."""
-    loader = _YAML_LOADER(text)
+    loader = _ConfigLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -270,15 +279,11 @@ def _readings(value) -> list:
         return [value, str(value)] if isinstance(value, int | float) and not isinstance(value, bool) else [value]
     readings = []
     try:
-        read = yaml.safe_load(value)
+        read = yaml.load(value, Loader=_ConfigLoader)  # as in a file: 1e-3 is a float
     except yaml.YAMLError:
         read = value
     if read is None or isinstance(read, bool | int | float):
         readings.append(read)
-    try:
-        readings.append(float(value))  # YAML 1.1 reads 1e-3 as a string
-    except ValueError:
-        pass
     return [*readings, value]
 
 
