@@ -106,7 +106,7 @@ FUSED_EXAMPLE = (
 RUN_ELSEWHERE = {
     "python -m softmax_bottleneck check-layer taylor": "tests/test_plugin_example.py (the example plug-in installed)",
     "python -m softmax_bottleneck describe --dataset ptb --variant taylor --set taylor_scale=2": "tests/test_plugin_example.py",  # noqa: E501
-    "python -m softmax_bottleneck train --dataset ptb --variant taylor --schedule et --out runs/taylor": "tests/test_plugin_example.py",  # noqa: E501
+    "python -m softmax_bottleneck train --dataset ptb --variant taylor --schedule et --out runs/taylor --set epochs=1": "tests/test_plugin_example.py",  # noqa: E501
     "snakemake sweep_taylor_scale --configfile config/small.yaml examples/taylor_softmax/sweep.yaml": "tests/test_sweeps.py (the example plug-in installed)",  # noqa: E501
     "snakemake -n --configfile config/small.yaml mine.yaml": "tests/test_plugin_example.py (the example installed)",
     "python -m softmax_bottleneck plan --config config/small.yaml --config mine.yaml": "tests/test_plugin_example.py",

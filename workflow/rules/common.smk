@@ -241,8 +241,8 @@ def finished_runs():
 if CONTROLLER:
     for note in stale_runs(STUDY):
         print(
-            f"note: {note} (kept, never retrained by itself: to retrain it, delete the run folder and run with "
-            "-R summarize_runs summarize_sweep, docs/running.md)",
+            f"note: {note} (kept, never retrained by itself: to retrain it, delete the run folder and run snakemake "
+            "with your targets, then -R summarize_runs summarize_sweep, docs/running.md)",
             file=sys.stderr,
         )
 
