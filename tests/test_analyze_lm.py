@@ -350,8 +350,8 @@ def test_an_analysis_stopped_after_its_matrix_was_written_leaves_no_file(tiny, t
     written) left it, without a summary, under 'partial outputs removed'."""
     import signal
 
-    from softmax_bottleneck import signals
     from softmax_bottleneck.analysis import outputs, rank
+    from softmax_bottleneck.cluster import signals
 
     model_dir, text = tiny
     out = tmp_path / "out"

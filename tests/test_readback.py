@@ -215,7 +215,8 @@ READS_OUTSIDE_READBACK = {
         ],
         "the package's own data files",
     ),
-    ("study/config_file.py", "yaml.safe_load"): "a --set value and the package's schema (configurations: readback)",
+    ("study/config_file.py", "yaml.safe_load"): "the package's schema (configurations: readback)",
+    ("study/config_file.py", "yaml.load"): "a --config value, read as YAML reads it in a file",
     **dict.fromkeys(
         [
             ("cluster/processes.py", "PROC / str(pid) / 'stat'.read_text"),
@@ -229,7 +230,6 @@ READS_OUTSIDE_READBACK = {
     ("corpora/corpus.py", "file.read_bytes"): "the corpus, checked by its published SHA-256",
     ("corpora/integrity.py", "torch.load"): "torch.load(weights_only=True), for model.pt, resume states and corpus "
     "caches: no pickle of code runs (tests/test_checkpoint.py)",
-    ("cluster/site_check.py", "held.read_text"): "the site check's own probe file, written by its job",
     ("cluster/site_check.py", "json.loads"): "a line of the site check's own subprocess",
     ("analysis/hf_model.py", "json.loads"): "of bytes read by readback.read_bytes, as leniently as transformers "
     "(to name the tokenizer file it could not read, after it failed)",

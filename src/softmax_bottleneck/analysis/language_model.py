@@ -62,7 +62,7 @@ from softmax_bottleneck.analysis.rank import (
     spectrum_table,
 )
 from softmax_bottleneck.argtypes import positive_int
-from softmax_bottleneck.signals import stop_on_signals
+from softmax_bottleneck.cluster.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 

@@ -53,8 +53,8 @@ from softmax_bottleneck.analysis.rank import (
 )
 from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.cluster import processes
+from softmax_bottleneck.cluster.signals import stop_on_signals
 from softmax_bottleneck.corpora.corpus import SPLITS, batchify, get_batch
-from softmax_bottleneck.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 

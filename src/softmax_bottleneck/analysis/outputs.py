@@ -166,7 +166,7 @@ def npy_writer(path, shape):
 
     The rows go to a locked temporary file beside ``path`` (:func:`locked_temporary`) whose disk space is allocated
     up front (:func:`reserve`), removed on any error or interruption (SIGTERM/SIGINT inside
-    :func:`softmax_bottleneck.signals.stop_on_signals`); a SIGKILL-ed run's temporary is removed by the next
+    :func:`softmax_bottleneck.cluster.signals.stop_on_signals`); a SIGKILL-ed run's temporary is removed by the next
     run (:func:`remove_stale_temporaries`). A write error raises :class:`OutputError` naming ``path``.
     """
     if path is None:
@@ -204,7 +204,7 @@ def _identity(path) -> tuple[int, int] | None:
 @contextmanager
 def all_or_none(*paths):
     """The outputs ``paths`` (None: not asked for) stay only if the whole block succeeds: on any exception, an
-    interruption included (:class:`~softmax_bottleneck.signals.Interrupted`), each one the block wrote (a
+    interruption included (:class:`~softmax_bottleneck.cluster.signals.Interrupted`), each one the block wrote (a
     new file at its path: every write renames a new file into place) is removed again, so a ``.npy`` finished before
     a failed SVD or summary is not left without them. Files the block did not write are left alone."""
     before = {Path(p): _identity(p) for p in paths if p is not None}

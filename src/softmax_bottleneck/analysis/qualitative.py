@@ -16,7 +16,7 @@ import torch
 from softmax_bottleneck.analysis.inputs import model_and_corpus, report, write_error
 from softmax_bottleneck.analysis.logp import iter_logp
 from softmax_bottleneck.atomic import atomic_path
-from softmax_bottleneck.signals import stop_on_signals
+from softmax_bottleneck.cluster.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 

@@ -316,7 +316,7 @@ def run_cli(args) -> int:
     from softmax_bottleneck.analysis.inputs import InputError, load_matrix, report, resolve_device
     from softmax_bottleneck.analysis.outputs import OutputError, check_writable
     from softmax_bottleneck.atomic import atomic_path
-    from softmax_bottleneck.signals import stop_on_signals
+    from softmax_bottleneck.cluster.signals import stop_on_signals
 
     with stop_on_signals("rank"):
         try:

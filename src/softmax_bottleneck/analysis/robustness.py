@@ -20,7 +20,7 @@ from softmax_bottleneck.analysis.rank import EPSILONS, effective_ranks, press_ra
 from softmax_bottleneck.analysis.svd_stream import singular_values_exact
 from softmax_bottleneck.argtypes import positive_float, positive_int
 from softmax_bottleneck.atomic import atomic_path
-from softmax_bottleneck.signals import stop_on_signals
+from softmax_bottleneck.cluster.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 

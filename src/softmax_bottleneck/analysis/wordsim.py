@@ -217,7 +217,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
 def run_cli(args) -> int:
     from softmax_bottleneck.analysis.inputs import InputError, load_checkpoint, report, write_error
     from softmax_bottleneck.atomic import atomic_path
-    from softmax_bottleneck.signals import stop_on_signals
+    from softmax_bottleneck.cluster.signals import stop_on_signals
 
     with stop_on_signals("wordsim"):
         try:

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from softmax_bottleneck.atomic import atomic_path
+from softmax_bottleneck.cluster.signals import stop_on_signals
 from softmax_bottleneck.corpora.datasets import DATASETS
-from softmax_bottleneck.signals import stop_on_signals
 
 log = logging.getLogger("softmax_bottleneck.corpora.download")
 
