@@ -261,8 +261,8 @@ def test_figure3s_claim_asks_for_every_context_the_qualitative_analysis_reads():
 
 
 def test_a_mean_ranks_interval_stops_at_rank_one_and_its_verdict_does_not_change():
-    """Two seeds far apart give a t-interval reaching below zero (before: "[−2,693, 3,233]" for a rank); it stops at
-    1, the lowest rank. The verdicts around the midpoint stay what the uncut interval gives."""
+    """Two seeds far apart give a t-interval reaching far below zero (the page showed a negative rank); it stops at 1,
+    the lowest rank. The verdicts around the midpoint stay what the uncut interval gives."""
     rule = StaysLow("Softmax", ("MoS",))
     wide = rule.estimate(Contrast(Sample.of([40.0, 500.0]), 18.0, {"MoS": 900.0}))
     uncut_low, uncut_high = mean_interval(270.0, float(np.std([40.0, 500.0], ddof=1)), 2)
