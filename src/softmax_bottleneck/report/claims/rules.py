@@ -204,15 +204,12 @@ class Rule:
         from softmax_bottleneck.analysis import power
 
         start = max(2, minimum, min(n, 4))
-        if n < 2:
-            if cells.missing(self.power(start, paper)):
-                return "—"
-            needed = power.runs_for_power(lambda k: self.power(k, paper), DECIDING_POWER, start=start)
-            return f"—; {DECIDING_POWER:g} from {needed:,} {unit}" if needed else "—"
-        value = self.power(n, paper)
+        value = self.power(n if n >= 2 else start, paper)  # below 2 runs: whether the rule has a power at all
         if cells.missing(value):
-            return "descriptive"
+            return "descriptive" if n >= 2 else "—"
         needed = power.runs_for_power(lambda k: self.power(k, paper), DECIDING_POWER, start=start)
+        if n < 2:
+            return f"—; {DECIDING_POWER:g} from {needed:,} {unit}" if needed else "—"
         more = (
             ""
             if value >= DECIDING_POWER
