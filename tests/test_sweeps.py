@@ -313,6 +313,23 @@ def test_a_categorical_or_missing_sweep_still_draws(tmp_path):
     assert done.returncode != 0 and done.stderr.strip().endswith("sweep_nope.csv not found"), done.stderr
 
 
+def test_the_lines_of_one_model_are_shades_of_its_colour_and_never_another_models(tmp_path):
+    """Before, a panel's second line took the palette's first colour: Softmax's, as if Softmax were in the sweep."""
+    from matplotlib.colors import rgb_to_hsv, to_hex, to_rgb
+
+    from softmax_bottleneck.report import variants
+
+    fig = sweeps.build_figure("scale", _summary(tmp_path, keys=("tf32", "taylor_scale"), tf32=True))
+    own, others = variants.color("taylor"), set(variants.colors().values()) - {variants.color("taylor")}
+    for ax in fig.axes:
+        lines = [container.lines[0] for container in ax.containers]
+        shades = [to_hex(line.get_color()) for line in lines]
+        assert len(shades) == 3 and shades[0] == to_hex(own) and len(set(shades)) == 3 and not set(shades) & others
+        hues = {round(float(rgb_to_hsv(to_rgb(shade))[0]), 2) for shade in shades}
+        assert hues == {round(float(rgb_to_hsv(to_rgb(own))[0]), 2)}  # mixed with black or white: the same hue
+        assert len({(line.get_marker(), line.get_linestyle()) for line in lines}) == 3  # told apart in grey too
+
+
 # --------------------------------------------------------------------------------------------- the workflow
 def snakemake(workdir: Path, config: Path, *args: str, env: dict | None = None, timeout: float = 900):
     env = dict(env or os.environ)

@@ -190,16 +190,35 @@ def _positions(values: pd.Series) -> tuple[dict[str, float], bool]:
     return {text: float(i) for i, text in enumerate(sorted(set(texts)))}, False
 
 
+#: markers and line styles of a panel's lines, in turn (the lines of one panel are one model's: they share its hue)
+MARKERS, DASHES = ("o", "s", "^", "D", "v", "P", "X"), ("-", "--", ":", "-.")
+
+
+def _line_styles(colour: str, n: int) -> list[tuple[str, str, str]]:
+    """Colour, marker and line style of each of ``n`` lines of one model: the model's own colour first, then shades
+    of it (mixed with black and with white by 0.3, then both by 0.45, 0.6, ..., at most 0.8: never another model's
+    colour), each with a marker and a line style of its own."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    rgb = np.asarray(to_rgb(colour))
+    styles = []
+    for i in range(n):
+        amount = 0.0 if i == 0 else min(0.8, 0.15 + 0.15 * ((i + 1) // 2))
+        towards = np.zeros(3) if i % 2 else np.ones(3)
+        shade = to_hex(rgb + amount * (towards - rgb))
+        styles.append((shade, MARKERS[i % len(MARKERS)], DASHES[i % len(DASHES)]))
+    return styles
+
+
 def _panel(ax, runs: pd.DataFrame, x: str, others: list[str], colour: str, quantity: str = "test_ppl") -> bool:
     """``quantity`` (test perplexity, Press' rank) against ``x``, one line per combination of ``others``; whether
     anything was drawn."""
-    import matplotlib
     from matplotlib.ticker import NullFormatter
 
     position, numeric = _positions(runs[x])
     texts = runs[[x, *others]].map(_value)
     combos = list(dict.fromkeys(texts[others].itertuples(index=False, name=None))) if others else [()]
-    palette = [colour, *(matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab10"].colors)]
+    styles = _line_styles(colour, len(combos))
     ys = []
     for i, combo in enumerate(combos):
         chosen = (texts[others] == list(combo)).all(axis=1) if others else pd.Series(True, index=runs.index)
@@ -210,7 +229,8 @@ def _panel(ax, runs: pd.DataFrame, x: str, others: list[str], colour: str, quant
             continue
         px, mean, sd = (np.asarray(a, dtype=float) for a in zip(*points, strict=True))
         label = ", ".join(f"{k} = {v}" for k, v in zip(others, combo, strict=True)) or None
-        ax.errorbar(px, mean, yerr=np.nan_to_num(sd), fmt="o-", color=palette[i % len(palette)], capsize=2,
+        shade, marker, dashes = styles[i]
+        ax.errorbar(px, mean, yerr=np.nan_to_num(sd), color=shade, marker=marker, linestyle=dashes, capsize=2,
                     label=label)  # fmt: skip
         ys += [mean - np.nan_to_num(sd), mean + np.nan_to_num(sd)]
     if not ys:
