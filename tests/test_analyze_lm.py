@@ -226,11 +226,15 @@ def test_refusals(tiny, tmp_path, capsys):
         ("unknown", {"model_type": "my-own-lm"}, "model_type 'my-own-lm' is not one this transformers"),
         ("classifier", {"architectures": ["GPT2ForSequenceClassification"]},
          "a GPT2ForSequenceClassification (config.json's architectures), not a language model's head"),
+        # before: a traceback (huggingface_hub's validation error), and a bare "'evil'"
+        ("typed", {"n_embd": "sixteen"}, "not a valid model config: Validation error for field 'n_embd'"),
+        ("activation", {"activation_function": "evil"}, "names 'evil', which this transformers does not know"),
     ):  # fmt: skip
         folder = _copy(model_dir, tmp_path / name)
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, **edit}))
-        _assert_refused(capsys, ["--model", folder, "--text", text, *common], f"{folder}: {said}", out=out)
+        blamed = folder / "config.json" if name in ("typed", "activation") else folder
+        _assert_refused(capsys, ["--model", folder, "--text", text, *common], f"{blamed}: {said}", out=out)
     # an auto_map beside a model_type transformers knows is ignored by transformers, so is it here (Falcon, Phi-3)
     mapped = _copy(model_dir, tmp_path / "mapped")
     config = json.loads((mapped / "config.json").read_text())
@@ -501,6 +505,46 @@ def test_workflow_plans_the_analysis_and_the_report(tiny, tmp_path):
                    "results/small/language_models/tiny-gpt2/rank.json", "lm-report tiny-gpt2=",
                    "reports/small/figures/language_models"):  # fmt: skip
         assert needle in output, output[-3000:]
+
+
+@pytest.mark.slow
+def test_new_weights_saved_over_the_folder_are_analysed_anew(tiny, tmp_path):
+    """Before, the rule's only model input was config.json, which save_pretrained rewrites byte for byte: Snakemake
+    saw no change and kept the old weights' rank."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+    from safetensors.torch import load_file, save_file
+
+    workflow = Path(__file__).resolve().parents[1]
+    model = shutil.copytree(tiny[0], tmp_path / "model")
+    config = yaml.safe_load((workflow / "config" / "small.yaml").read_text())
+    config["language_models"] = {"models": {"m": str(model)}, "corpus": str(tiny[1]), "rows": 200, "stride": 16,
+                                 "memory_budget_gb": 1}  # fmt: skip
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "work").mkdir()
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+    def snakemake(*args):
+        cmd = [sys.executable, "-m", "snakemake", "results/small/language_models/m/rank.json", "--cores", "1", *args,
+               "-s", str(workflow / "Snakefile"), "--configfile", str(tmp_path / "config.yaml")]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path / "work", env=env)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        return done.stdout + done.stderr
+
+    snakemake()
+    rank = tmp_path / "work" / "results" / "small" / "language_models" / "m" / "rank.json"
+    before = rank.read_bytes()
+    assert "Nothing to be done" in snakemake("-n")
+    weights = load_file(model / "model.safetensors")
+    name = next(key for key in weights if key.endswith("wte.weight"))
+    weights[name] = weights[name] * 2  # a model saved anew: same config.json, other weights
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+    assert f"Updated input files: {model / 'model.safetensors'}" in snakemake("-n")
+    snakemake()
+    assert json.loads(rank.read_bytes())["sigma_max"] != json.loads(before)["sigma_max"]
 
 
 @pytest.mark.parametrize("command", ["analyze-lm", "lm-report"])

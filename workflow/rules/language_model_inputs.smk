@@ -3,6 +3,7 @@
 
 import math
 
+from softmax_bottleneck.analysis.hf_model import analysed_files
 from softmax_bottleneck.analysis.rank import DEFAULT_MEMORY_BUDGET
 
 LM_CONFIG = config.get("language_models") or {}
@@ -29,8 +30,9 @@ def lm_text(wildcards):
 
 
 def lm_model_files(wildcards):
-    """The model folder's config.json: a model saved anew over it re-analyses it."""
-    return str(Path(LM_MODELS[wildcards.lm]) / "config.json")
+    """The model folder's files that analyze-lm reads (config, safetensors weights, tokenizer): new weights saved
+    over it re-analyse it."""
+    return [str(file) for file in analysed_files(LM_MODELS[wildcards.lm])]
 
 
 def lm_options(wildcards):

@@ -128,6 +128,14 @@ def model_folder_files(path) -> list[Path]:
     return sorted({file for pattern in MODEL_FOLDER_FILES for file in path.glob(pattern)})
 
 
+def analysed_files(path) -> list[Path]:
+    """The files of model folder ``path`` whose bytes the analysis reads: ``config.json`` (named even where it is
+    missing), the safetensors weights and their index, the tokenizer's files; never a pickle (never read). A
+    workflow's inputs: new weights saved over the folder re-analyse it, even under an unchanged ``config.json``."""
+    files = {file for file in model_folder_files(path) if not any(file.match(p) for p in PICKLE_WEIGHTS)}
+    return sorted({Path(path) / "config.json", *files})
+
+
 def weight_files(path: Path) -> list[Path]:
     """The model's safetensors files (``model.safetensors``, or the shards its index lists); a folder whose weights
     are only a pickle (``pytorch_model.bin``, ...) or absent is an :class:`InputError` naming the file."""
@@ -244,13 +252,14 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
     check_model_class(path, transformers)
     try:
         config = AutoConfig.from_pretrained(path, **_from_pretrained_kwargs())
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except Exception as err:  # noqa: BLE001 (a user's file: any failure is its fault, e.g. huggingface_hub's
+        # StrictDataclassFieldValidationError for a field of the wrong type)
         if "trust_remote_code" in str(err) or "custom code" in str(err):
             raise InputError(
                 f"{path}: the model needs custom code from its folder, which analyze-lm never runs "
                 "(trust_remote_code is off): use a model class that transformers ships"
             ) from None
-        raise InputError(f"{path}: unreadable model config: {_one_line(err)}") from None
+        raise InputError(f"{path / 'config.json'}: not a valid model config: {_one_line(err)}") from None
     if getattr(config, "is_encoder_decoder", False):
         raise InputError(f"{path}: an encoder-decoder model ({config.model_type}), not a causal language model")
     if type(config) not in AutoModelForCausalLM._model_mapping:
@@ -265,7 +274,10 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
         model, loading = AutoModelForCausalLM.from_pretrained(
             path, config=config, use_safetensors=True, output_loading_info=True, **_from_pretrained_kwargs(dtype)
         )
-    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
+    except KeyError as err:  # a name config.json gives that transformers has no entry for (activation_function)
+        raise InputError(f"{path / 'config.json'}: names {_one_line(err)}, which this transformers does not know "
+                         f"(cannot build the {config.model_type} model it describes)") from None  # fmt: skip
+    except (OSError, ValueError, RuntimeError, TypeError) as err:
         raise InputError(f"{path}: cannot load the causal language model: {_one_line(err)}") from None
     check_loading(loading, files[0] if len(files) == 1 else path / SAFETENSORS_INDEX)
     try:
