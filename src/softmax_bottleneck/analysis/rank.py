@@ -299,7 +299,12 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
         "Press' rank (Numerical Recipes' threshold, as the paper), ε-effective ranks and singular values of a "
         "matrix saved as .npy (e.g. by analyze --save-logp), streamed from disk."
     )
-    parser.add_argument("matrix", metavar="FILE.npy", help="2-D floating-point matrix (e.g. a saved log-P matrix)")
+    parser.add_argument(
+        "matrix",
+        metavar="FILE.npy",
+        help="2-D float32 or float64 matrix (e.g. a saved log-P matrix); Press' threshold "
+        "uses float32's ε either way, as the paper's float32 matrices",
+    )
     parser.add_argument("--method", choices=METHODS, default="auto", help="singular-value method (default: auto)")
     parser.add_argument("--device", default="cpu", help="where the SVD runs: cpu, cuda or cuda:N (default: cpu)")
     parser.add_argument("--spectrum-out", metavar="CSV", help="also write index, sigma, sigma_normalised")
