@@ -82,6 +82,10 @@ def test_a_fused_group_writes_each_runs_solo_training(tmp_path, monkeypatch):
     for spec, outcome in zip(specs, outcomes, strict=True):
         _assert_same_run(tmp_path / "solo" / spec.out.name, spec.out, spec.label)
         assert outcome["test_ppl"] == json.loads((spec.out / "metrics.json").read_text())["test_ppl"]
+        env = json.loads((spec.out / "metrics.json").read_text())["environment"]  # how it was trained, for a reader
+        assert (env["recurrence"], env["fused_runs"]) == ("fused", len(specs))
+        solo = json.loads((tmp_path / "solo" / spec.out.name / "metrics.json").read_text())["environment"]
+        assert (solo["recurrence"], solo["fused_runs"]) == ("native", None)  # oneDNN's LSTM was off
     switches = [json.loads((s.out / "metrics.json").read_text())["switch_epoch"] for s in specs]
     assert switches == [1, None, 2, 1]  # each run switched to ASGD at its own epoch, or not at all
     assert evaluated.count([3, 3]) == SETTINGS["epochs"] + 1  # 3 validations and the test of the seed-3 runs

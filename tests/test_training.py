@@ -308,6 +308,8 @@ def test_exact_fp32_by_default_and_tf32_on_request(tmp_path):
         env = metrics["environment"]
         assert env["tf32"] is False and env["float32_matmul_precision"] == "highest"
         assert env["torch_threads"] == torch.get_num_threads() and "cudnn" in env["versions"]
+        onednn = torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()
+        assert (env["recurrence"], env["fused_runs"]) == ("onednn" if onednn else "native", None)
         assert json.loads((tmp_path / "fp32" / "metrics.json").read_text())["environment"]["tf32"] is False
         assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
         hp = presets.resolve("ptb", "softmax", "et", {**TINY, "tf32": True})

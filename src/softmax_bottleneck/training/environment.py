@@ -130,15 +130,25 @@ def software(output_layer: str | None = None) -> dict:
     return out
 
 
-def environment(device: torch.device, output_layer: str | None = None) -> dict:
+def environment(device: torch.device, output_layer: str | None = None, fused_runs: int | None = None) -> dict:
     """Host, scheduler job, container image, numerics switches and software versions, recorded in
     ``metrics.json["environment"]``.
 
     ``torch_threads`` matters: a CPU run resumed with another thread count is not bit-identical. ``software``
     (:func:`software`) names the code that trained the run, the output layer's source when ``output_layer`` is
-    given.
+    given. ``recurrence`` says which LSTM kernels the process that finished it ran: ``fused`` (``fused_runs`` runs
+    together, PyTorch's own cell operations, :mod:`.fused_step`), else PyTorch's LSTM: ``onednn`` on a CPU whose
+    oneDNN is on, ``cudnn`` on a GPU, else ``native``. Their float32 roundings differ, and training carries that on.
     """
+    if fused_runs is not None:
+        recurrence = "fused"
+    elif device.type == "cuda":
+        recurrence = "cudnn" if torch.backends.cudnn.enabled else "native"
+    else:
+        recurrence = "onednn" if torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available() else "native"
     env = {
+        "recurrence": recurrence,
+        "fused_runs": fused_runs,
         "tf32": bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),

@@ -108,7 +108,7 @@ class FusedGroup:
         self.trainers = trainers
         self.on_end = on_end
         for trainer, label in zip(trainers, labels, strict=True):
-            trainer.log = RunLog(label)
+            trainer.log, trainer.fused_runs = RunLog(label), len(trainers)
 
     def fit(self) -> list:
         """Every run's metrics, or the exception that ended it, in the group's order; ``on_end(k, exception)`` is

@@ -129,7 +129,7 @@ class Trainer:
     ):  # fmt: skip
         self.dataset, self.variant, self.hp = dataset, variant, dict(hp)
         self.checkpoint_seconds = float(checkpoint_seconds)
-        self.log = RunLog()
+        self.log, self.fused_runs = RunLog(), None  # a fused group sets the number of its runs
         self._epoch_walls: list[float] = []  # wall seconds of the epochs this process ran (time left)
         self._epoch_started = time.monotonic()
         self.corpus = corpus
@@ -476,7 +476,7 @@ class Trainer:
             "seconds_per_epoch": float(np.mean([row["seconds"] for row in p.curve])),
             "tokens": {"train": len(total.train), "valid": len(total.valid), "test": len(total.test)},
             "device": str(self.device),
-            "environment": environment(self.device, output_layer=self.hp["output_layer"]),
+            "environment": environment(self.device, output_layer=self.hp["output_layer"], fused_runs=self.fused_runs),
         }
         metrics["versions"] = metrics["environment"]["versions"]
         metrics["run_fingerprint"] = self.fingerprint
