@@ -91,6 +91,13 @@ def test_a_run_beside_a_running_snakemake_stops_even_when_it_needs_none_of_its_f
         dry = _snakemake(tmp_path, "-n")
         assert dry.returncode == 0, (dry.stdout + dry.stderr)[-3000:]
         assert sorted(locks.glob("*.lock")) == held
+        # before: an explicit --nolock ran the jobs beside it, and --unlock lifted its lock, saying only "Unlocked"
+        for option, said in (("--nolock", "--nolock would run this beside it, both writing the same files"),
+                             ("--unlock", "its lock is live, so nothing was unlocked")):  # fmt: skip
+            refused = _snakemake(tmp_path, option)
+            out = refused.stdout + refused.stderr
+            assert refused.returncode != 0 and f"(process {holder.pid}, started " in out and said in out, out[-3000:]
+            assert not (tmp_path / PLAN_OUTPUT).exists() and sorted(locks.glob("*.lock")) == held
     finally:
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()

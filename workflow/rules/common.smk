@@ -48,9 +48,9 @@ if CONTROLLER:
     # where another run's lock holds files of this one, one line saying why and what to do (never --unlock while
     # a Snakemake runs here) instead of Snakemake's, which invites --unlock (a dry run's too, logged as an error)
     lock_free.explain_locks()
-    # a run of jobs beside a running Snakemake stops at once: when it ended, Snakemake would remove the running one's
-    # lock with its own, and the study could then be started twice
-    lock_free.refuse_beside_another()
+    # a run of jobs (--nolock too) or an --unlock beside a running Snakemake stops at once: Snakemake would remove
+    # or lift the running one's lock (or run its jobs beside it), and the study could then be started twice
+    lock_free.refuse_beside_another(reading=READING_TARGETS)
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.analysis.rank import EXACT_AUTO_BYTES

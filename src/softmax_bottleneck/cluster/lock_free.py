@@ -111,27 +111,40 @@ UNLOCKED_OPTIONS = (
 )  # fmt: skip
 
 
+def runs_jobs(args) -> bool:
+    """Whether Snakemake's parsed command line ``args`` runs jobs: none of :data:`UNLOCKED_OPTIONS` but ``--nolock``
+    (which runs jobs, unlocked)."""
+    report = getattr(args, "report", None) and not getattr(args, "report_after_run", False)
+    return not report and not any(getattr(args, name, None) for name in UNLOCKED_OPTIONS if name != "nolock")
+
+
 def takes_lock(argv: Sequence[str]) -> bool:
     """Whether Snakemake's command line ``argv`` runs jobs, and so takes the folder's lock and removes every lock of
-    the folder when it ends (module docstring): none of :data:`UNLOCKED_OPTIONS`; False for a command line Snakemake
-    will refuse itself."""
+    the folder when it ends (module docstring): :func:`runs_jobs` without ``--nolock``; False for a command line
+    Snakemake will refuse itself."""
     args = _parsed(argv)
-    if args is None:
-        return False
-    report = getattr(args, "report", None) and not getattr(args, "report_after_run", False)
-    return not report and not any(getattr(args, name, None) for name in UNLOCKED_OPTIONS)
+    return args is not None and runs_jobs(args) and not args.nolock
 
 
-def refuse_beside_another(directory=".") -> None:
-    """Where this process is Snakemake's command line that runs jobs (:func:`takes_lock`) and another Snakemake runs
-    in ``directory`` on this machine, stop at once, changing nothing (``SystemExit`` with :func:`lock_line`'s line):
-    when this run ended, Snakemake would remove the running one's lock with its own, whatever files each needs."""
+def refuse_beside_another(directory=".", reading: Collection[str] = ()) -> None:
+    """Where this process is Snakemake's command line and another Snakemake runs in ``directory`` on this machine,
+    stop at once, changing nothing (``SystemExit`` with one line), a command line that would run jobs: when it ended,
+    Snakemake would remove the running one's lock with its own, whatever files each needs; with ``--nolock`` (but of
+    ``reading`` targets only, the workflow's own unlocked reading), both would run the same jobs. And ``--unlock``:
+    it would let a second run start the running one's jobs."""
     # the listing first: most starts have no other Snakemake, and then Snakemake's parser is not built at all
-    if snakemake_program(sys.argv[0]) and snakemakes_here(directory) and takes_lock(sys.argv[1:]):
-        raise SystemExit(lock_line(dry_run=False, directory=directory, needs=False))
+    if not snakemake_program(sys.argv[0]) or not snakemakes_here(directory):
+        return
+    args = _parsed(sys.argv[1:])
+    if args is None:
+        return
+    if args.unlock:
+        raise SystemExit(lock_line(dry_run=False, directory=directory, needs=False, unlock=True))
+    if runs_jobs(args) and not (args.nolock and reading_targets(sys.argv[1:], reading)):
+        raise SystemExit(lock_line(dry_run=False, directory=directory, needs=False, nolock=args.nolock))
 
 
-def lock_line(dry_run: bool, directory=".", needs: bool = True) -> str:
+def lock_line(dry_run: bool, directory=".", needs: bool = True, *, nolock: bool = False, unlock: bool = False) -> str:
     """The one line that replaces Snakemake's where another run's lock holds files of this one (``needs``; else: a
     run beside a running Snakemake, :func:`refuse_beside_another`): while a Snakemake runs in the folder (this
     machine), wait or work elsewhere, never ``--unlock``; where none does, the lock is a killed run's, and
@@ -153,7 +166,13 @@ def lock_line(dry_run: bool, directory=".", needs: bool = True) -> str:
         pid, start = running[0]
         since = f", started {time.strftime('%H:%M', time.localtime(start))}" if start else ""
         who = f"another Snakemake runs in this folder (process {pid}{since})"
+        if unlock:
+            return (
+                f"snakemake: {who}: its lock is live, so nothing was unlocked (unlocked, a second run would start "
+                "its running jobs again). Wait for it to end (snakemake status follows it), or stop it first"
+            )
         who += (" and holds files this command needs" if needs else
+                ": --nolock would run this beside it, both writing the same files" if nolock else
                 ": when this run ended, Snakemake would remove its lock with this one's (it removes every lock of the "
                 "folder)")  # fmt: skip
         if dry_run:
