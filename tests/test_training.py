@@ -270,6 +270,22 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, ptb_cache, uninte
     assert [p.name for p in (out / ".resume").iterdir()] == ["final"]  # the large state.pt is gone
 
 
+def test_the_training_itself_makes_its_outputs_read_only_when_asked(tmp_path, ptb_cache, uninterrupted):
+    """The workflow's `train` passes --read-only-outputs: a training whose job Snakemake lost (its shell killed, the
+    trainer finishing alone) left a writable model.pt, its kept copy too (one file, two links)."""
+    out = tmp_path / "run"
+    for _ in range(2):  # trained, then found finished: both end read-only, the same model
+        done = subprocess.run(
+            [*_cli(out, ptb_cache), "--read-only-outputs"], env=_env(), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert not any((out / name).stat().st_mode & 0o222 for name in ("model.pt", "metrics.json", "curve.csv"))
+        assert (out / "model.pt").samefile(out / ".resume" / "final" / "model.pt")
+        model = _outputs(out)[1]
+        assert all(torch.equal(model[k], uninterrupted[1][k]) for k in uninterrupted[1])
+    assert "already holds this finished run" in done.stderr
+
+
 def test_cli_rejects_a_wrong_vocabulary(tmp_path):
     for split in ("train", "valid", "test"):
         (tmp_path / f"{split}.txt").write_text(" a b c \n")

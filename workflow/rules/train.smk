@@ -63,7 +63,7 @@ rule train:
         "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --run {params.out} -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
-        "--data {params.data} --corpus-cache {input.cache} {params.sets} >> {params.train_log} 2>&1 "
+        "--data {params.data} --corpus-cache {input.cache} --read-only-outputs {params.sets} >> {params.train_log} 2>&1 "
         "|| {{ code=$?; tail -n 40 {params.train_log} > {log}; exit $code; }}"
 
 

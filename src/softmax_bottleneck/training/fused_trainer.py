@@ -31,7 +31,7 @@ from softmax_bottleneck.training.fused_evaluation import evaluate_group
 from softmax_bottleneck.training.fused_step import check_fusable, fused_update
 from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 from softmax_bottleneck.training.lock import RunFolderBusy, run_lock
-from softmax_bottleneck.training.state import PUBLISH_ORDER
+from softmax_bottleneck.training.state import make_read_only
 from softmax_bottleneck.training.step import next_batch
 from softmax_bottleneck.training.stop_flag import StopFlag
 from softmax_bottleneck.training.train_command import add_data_and_device, data_folder
@@ -335,11 +335,6 @@ def add_cli(parser) -> None:
         "job names every run of its group, whichever of them runs elsewhere",
     )  # fmt: skip
     parser.add_argument(
-        "--read-only-outputs", action="store_true",
-        help="make each finished run's model.pt, metrics.json and curve.csv read-only, as the workflow's protected() "
-        "makes a solo training's",
-    )  # fmt: skip
-    parser.add_argument(
         "--record", default=None, metavar="FILE",
         help="where no run failed or was stopped, write FILE: each finished run's folder and test perplexity (the "
         "workflow's record that the group's job is done)",
@@ -390,9 +385,7 @@ def run_cli(args) -> int:
         finished = [(spec, o) for spec, o in zip(specs, outcomes, strict=True) if isinstance(o, dict)]
         if args.read_only_outputs:
             for spec, _ in finished:
-                for name in PUBLISH_ORDER:
-                    path = spec.out / name
-                    path.chmod(path.stat().st_mode & ~0o222)
+                make_read_only(spec.out)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"train-fused: {err}") from None
     except OSError as err:

@@ -187,6 +187,14 @@ FINAL_DIR = "final"
 PUBLISH_ORDER = ("curve.csv", "metrics.json", "model.pt")
 
 
+def make_read_only(run_dir: Path) -> None:
+    """Make the finished run's outputs (:data:`PUBLISH_ORDER`) read-only, as the workflow's ``protected()`` does:
+    done by the training itself, a training whose job Snakemake lost (its shell killed) ends protected too."""
+    for name in PUBLISH_ORDER:
+        path = Path(run_dir) / name
+        path.chmod(path.stat().st_mode & ~0o222)
+
+
 class FinalSetError(ValueError):
     """A kept final set that cannot be used; one line naming the file. Nothing is restored, trained or deleted."""
 

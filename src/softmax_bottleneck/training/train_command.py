@@ -10,6 +10,7 @@ from softmax_bottleneck.corpora.corpus import DATASET_DIRS
 from softmax_bottleneck.training.environment import resolve_device
 from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 from softmax_bottleneck.training.lock import RunFolderBusy
+from softmax_bottleneck.training.state import make_read_only
 from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, Diverged, Preempted, log, train
 
 
@@ -43,6 +44,11 @@ def add_data_and_device(parser, preset: str, state: str) -> None:
         "--checkpoint-seconds", type=argtypes.seconds, default=600.0, metavar="S",
         help=f"write {state} at most every S seconds, and on SIGTERM (not a hyper-parameter)",
     )  # fmt: skip
+    parser.add_argument(
+        "--read-only-outputs", action="store_true",
+        help="make each finished run's model.pt, metrics.json and curve.csv read-only, as the workflow's protected() "
+        "does (the workflow passes it: a training whose job Snakemake lost ends protected too)",
+    )  # fmt: skip
 
 
 def data_folder(args) -> Path:
@@ -68,6 +74,8 @@ def run_cli(args) -> int:
         train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
               overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
               device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
+        if args.read_only_outputs:
+            make_read_only(Path(args.out))
     except Preempted as stop:
         log.warning("pre-empted (%s); state saved, rerun the same command to resume", stop)
         return PREEMPTED_EXIT
