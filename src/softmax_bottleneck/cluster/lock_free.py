@@ -42,7 +42,11 @@ def reading_targets(argv: Sequence[str], reading: Collection[str]) -> list[str]:
     every one is in ``reading``, else none."""
     if not set(argv) & set(reading):  # most command lines: no parsing needed
         return []
-    args = _parsed(argv)
+    return _reading_targets(_parsed(argv), reading)
+
+
+def _reading_targets(args, reading: Collection[str]) -> list[str]:
+    """:func:`reading_targets` of Snakemake's parsed command line ``args`` (None: none)."""
     targets = list(args.targets or []) if args is not None else []
     return targets if set(targets) <= set(reading) else []
 
@@ -50,10 +54,10 @@ def reading_targets(argv: Sequence[str], reading: Collection[str]) -> list[str]:
 def reading_only(argv: Sequence[str], reading: Collection[str]) -> bool:
     """Whether Snakemake's command line ``argv`` names targets, every one of them in ``reading``
     (:func:`reading_targets`), and would lock the directory (neither ``--nolock`` nor ``--unlock``)."""
-    if not reading_targets(argv, reading):
+    if not set(argv) & set(reading):
         return False
     args = _parsed(argv)
-    return not args.nolock and not args.unlock
+    return bool(_reading_targets(args, reading)) and not args.nolock and not args.unlock
 
 
 def snakemake_program(argv0: str) -> bool:
@@ -100,8 +104,9 @@ def snakemakes_here(directory=".") -> list[tuple[int, float | None]] | None:
     return sorted(found, key=lambda item: item[1] or 0.0)
 
 
-#: Snakemake's options (as its parser names them) with which a command line runs no job and takes no lock of the
-#: folder (Snakemake 9.27: each plans, prints, lists or checks); ``--report`` only without ``--report-after-run``
+#: Snakemake's options (as its parser names them) with which a command line takes no lock of the folder and, but
+#: ``--nolock``, runs no job (Snakemake 9.27: each plans, prints, lists or checks); ``--report`` only without
+#: ``--report-after-run``
 UNLOCKED_OPTIONS = (
     "dryrun", "nolock", "unlock", "lint", "dag", "rulegraph", "filegraph", "d3dag", "summary", "detailed_summary",
     "list_changes", "list_input_changes", "list_params_changes", "list_untracked", "archive", "delete_all_output",
@@ -113,17 +118,10 @@ UNLOCKED_OPTIONS = (
 
 def runs_jobs(args) -> bool:
     """Whether Snakemake's parsed command line ``args`` runs jobs: none of :data:`UNLOCKED_OPTIONS` but ``--nolock``
-    (which runs jobs, unlocked)."""
+    (which runs jobs, unlocked); without ``--nolock`` it takes the folder's lock and, when it ends, removes every lock
+    of the folder (module docstring)."""
     report = getattr(args, "report", None) and not getattr(args, "report_after_run", False)
     return not report and not any(getattr(args, name, None) for name in UNLOCKED_OPTIONS if name != "nolock")
-
-
-def takes_lock(argv: Sequence[str]) -> bool:
-    """Whether Snakemake's command line ``argv`` runs jobs, and so takes the folder's lock and removes every lock of
-    the folder when it ends (module docstring): :func:`runs_jobs` without ``--nolock``; False for a command line
-    Snakemake will refuse itself."""
-    args = _parsed(argv)
-    return args is not None and runs_jobs(args) and not args.nolock
 
 
 def refuse_beside_another(directory=".", reading: Collection[str] = ()) -> None:
@@ -140,7 +138,7 @@ def refuse_beside_another(directory=".", reading: Collection[str] = ()) -> None:
         return
     if args.unlock:
         raise SystemExit(lock_line(dry_run=False, directory=directory, needs=False, unlock=True))
-    if runs_jobs(args) and not (args.nolock and reading_targets(sys.argv[1:], reading)):
+    if runs_jobs(args) and not (args.nolock and _reading_targets(args, reading)):
         raise SystemExit(lock_line(dry_run=False, directory=directory, needs=False, nolock=args.nolock))
 
 
