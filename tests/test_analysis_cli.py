@@ -136,6 +136,19 @@ def test_bad_memory_budget_is_refused_by_the_parser(budget, tmp_path, capsys):
     assert f"argument --memory-budget-gb: expected a positive number, not '{budget}'" in err.strip().splitlines()[-1]
 
 
+@pytest.mark.parametrize("command", ["analyze", "analyze-lm"])
+@pytest.mark.parametrize("name", ["logp.txt", "logp.csv", "logp"])
+def test_save_logp_refuses_a_name_that_is_not_npy(command, name, tmp_path, capsys):
+    """Before, ``--save-logp logp.txt`` wrote NumPy's binary .npy under a text file's name."""
+    model = ["--checkpoint", str(tmp_path / "m.pt")] if command == "analyze" else ["--model", "m", "--text", "t.txt"]
+    argv = [command, *model, "--out-json", str(tmp_path / "r.json"), "--save-logp", str(tmp_path / name)]
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and not (tmp_path / name).exists()
+    said = f"{command}: error: argument --save-logp: '{tmp_path / name}': the matrix is written as NumPy's binary .npy"
+    assert f"python -m softmax_bottleneck {said}; give a name ending in .npy" in err.strip().splitlines()[-1]
+
+
 def test_corpus_cache_that_is_a_directory_is_one_line(model_pt, tmp_path, capsys):
     folder = tmp_path / "cache.pt"
     folder.mkdir()

@@ -596,7 +596,7 @@ def test_an_output_that_is_an_input_or_another_output_is_refused_before_any_work
                          (model / "model.safetensors", model / "model.safetensors")):  # fmt: skip
         _assert_refused(capsys, [*base, "--out-json", path], f"{path}: cannot write (it is an input of this command",
                         str(input_))  # fmt: skip
-    both = tmp_path / "both"
+    both = tmp_path / "both.npy"
     _assert_refused(capsys, [*base, "--out-json", both, "--save-logp", both],
                     f"{both}: cannot write (given for two outputs: choose one path for each)", out=both)  # fmt: skip
     assert {path: path.read_bytes() for path in kept} == kept

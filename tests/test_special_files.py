@@ -20,8 +20,8 @@ from softmax_bottleneck.training.checkpoint import CheckpointError, load_model
 REFUSAL = "cannot write (it is a device, FIFO or socket, not a regular file: give a file's path); nothing was written"
 
 
-def _fifo(folder):
-    path = folder / "out.fifo"
+def _fifo(folder, name="out.fifo"):
+    path = folder / name
     os.mkfifo(path)
     return path
 
@@ -109,7 +109,7 @@ def test_an_analysis_refuses_an_output_it_cannot_write_before_any_work(tmp_path,
     exists' for an output under a file. Each output is now checked first, so the missing model is not even read."""
     afile = tmp_path / "model.pt"
     afile.write_text("not a folder")
-    fifo = _fifo(tmp_path)
+    fifo = _fifo(tmp_path, "out.npy")  # --save-logp takes only .npy names
     model = (
         ["--checkpoint", str(tmp_path / "missing.pt")]
         if command == "analyze"
@@ -130,7 +130,7 @@ def test_an_analysis_refuses_an_output_it_cannot_write_before_any_work(tmp_path,
         assert result.stderr.strip().splitlines()[-1] == f"{command}: error: {path}: cannot write ({reason}); " + (
             "nothing was written"
         )
-    assert _is_fifo(fifo) and sorted(p.name for p in tmp_path.iterdir()) == ["model.pt", "out.fifo"]
+    assert _is_fifo(fifo) and sorted(p.name for p in tmp_path.iterdir()) == ["model.pt", "out.npy"]
 
 
 @pytest.mark.parametrize(("command", "option"), [("rank", "--spectrum-out"), ("robustness", "--out")])

@@ -50,3 +50,13 @@ def seconds(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, not {text!r}")
     return value
+
+
+def npy_path(text: str) -> str:
+    """A file name ending in ``.npy`` (``--save-logp``): the matrix is written in NumPy's binary ``.npy`` format,
+    which a name such as ``logp.txt`` or ``logp.csv`` would misdescribe."""
+    if not text.endswith(".npy"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the matrix is written as NumPy's binary .npy; give a name ending in .npy"
+        )
+    return text

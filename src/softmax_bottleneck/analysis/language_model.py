@@ -61,7 +61,7 @@ from softmax_bottleneck.analysis.rank import (
     add_memory_budget_option,
     spectrum_table,
 )
-from softmax_bottleneck.argtypes import positive_int
+from softmax_bottleneck.argtypes import npy_path, positive_int
 from softmax_bottleneck.cluster.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
@@ -316,7 +316,9 @@ def add_cli(parser) -> None:
     )
     parser.add_argument("--out-json", required=True, metavar="JSON", help="where to write the rank summary")
     parser.add_argument("--out-spectrum", default=None, metavar="CSV", help="also write the singular values")
-    parser.add_argument("--save-logp", default=None, metavar="FILE.npy", help="also write the ranked rows (float32)")
+    parser.add_argument(
+        "--save-logp", type=npy_path, default=None, metavar="FILE.npy", help="also write the ranked rows (float32)"
+    )
     parser.add_argument(
         "--method",
         default="auto",

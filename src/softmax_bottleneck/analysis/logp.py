@@ -51,7 +51,7 @@ from softmax_bottleneck.analysis.rank import (
     memory_needed,
     spectrum_table,
 )
-from softmax_bottleneck.argtypes import positive_int
+from softmax_bottleneck.argtypes import npy_path, positive_int
 from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.cluster.signals import stop_on_signals
 from softmax_bottleneck.corpora.corpus import SPLITS, batchify, get_batch
@@ -301,6 +301,7 @@ def add_cli(parser) -> None:
     add_memory_budget_option(parser)
     parser.add_argument(
         "--save-logp",
+        type=npy_path,
         default=None,
         metavar="FILE.npy",
         help="also write the log-P matrix as a float32 .npy (PTB: 3.3 GB)",
