@@ -96,3 +96,47 @@ def test_the_trainers_failure_is_still_read_from_the_last_line(tmp_path):
     logged = Path(tmp_path / "info.log")
     logged.write_text("2026-11-26 10:00:00 INFO softmax_bottleneck.train: train: loaded 10 batches\n")
     assert log_event(last_line(logged)) == (None, None)
+
+
+#: an attempt of a training up to the point named by argv[2]: ``epoch`` takes the run's lock, writes its progress
+#: file with the trainer's own writer (epoch 1 done) and exits (a killed first attempt); ``start`` takes the lock, as a
+#: resumed attempt's first act, and waits there (loading its corpus and state) before it writes any progress
+ATTEMPT = """
+import sys, time
+from pathlib import Path
+from softmax_bottleneck.training.lock import run_lock
+from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile
+from softmax_bottleneck.training.state import Progress
+
+folder, what = Path(sys.argv[1]), sys.argv[2]
+with run_lock(folder):
+    if what == "epoch":
+        writer = ProgressFile(folder / ".resume" / PROGRESS_NAME, run={}, epochs=EPOCHS, checkpoint_seconds=600.0)
+        writer.epoch_done(1, 60.0)
+        writer.write(Progress(epoch=1, best_epoch=1, curve=[{"epoch": 1, "valid_ppl": 612.5, "seconds": 50.0}]))
+    else:
+        print("locked", flush=True)
+        time.sleep(120)
+"""
+
+
+def test_a_resumed_run_is_running_from_the_moment_it_takes_its_lock(tmp_path, small):
+    """Before, a resumed attempt was shown stalled ("its process is gone") until it first wrote its progress file: the
+    PID was read from the previous attempt's progress file although the newer lock named the new process."""
+    run = next(iter(small.jobs.values()))
+    folder = tmp_path / run.dir
+    code = ATTEMPT.replace("EPOCHS", str(int(run.hyperparameters["epochs"])))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    subprocess.run([sys.executable, "-c", code, str(folder), "epoch"], env=env, check=True, timeout=120)
+    time.sleep(0.05)  # the next attempt's lock is written after the killed attempt's progress, as on any clock
+    killed = study_status(small, directory=tmp_path, config="config/small.yaml").runs[0]
+    assert killed.state == "stalled" and "is gone" in killed.note, killed
+    child = subprocess.Popen([sys.executable, "-c", code, str(folder), "start"], stdout=subprocess.PIPE, env=env)
+    try:
+        assert child.stdout.readline() == b"locked\n"
+        resumed = study_status(small, directory=tmp_path, config="config/small.yaml").runs[0]
+        assert child.poll() is None  # still holds the lock while read
+    finally:
+        child.kill()
+        child.wait()
+    assert (resumed.state, resumed.note, resumed.epoch) == ("running", "", 1), resumed

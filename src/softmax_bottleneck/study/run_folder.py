@@ -166,8 +166,9 @@ def _read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, n
         s.device_seconds = sum(walls)
         s.seconds_left = time_left_seconds(s.epoch, s.epochs, walls[-10:]) if walls else None
         s.started = _number(progress.get("started"))
-        pid, host = progress.get("pid", pid), progress.get("host", host)
-        since = _number(progress.get("attempt_started")) or since
+        if writes["lock"] is None or (writes["progress"] or 0.0) >= writes["lock"]:  # a newer lock: a newer attempt
+            pid, host = progress.get("pid", pid), progress.get("host", host)
+            since = _number(progress.get("attempt_started")) or since
     if s.started is None:
         s.started = min(known)
     # what happened last is what the newest of the progress file, the log and the lock says (a newer attempt
