@@ -891,7 +891,8 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
     # with the summaries forced, that run alone is trained and analysed again
     shutil.rmtree(model.parent)
     assert nothing_to_do(run_in(repo, f"snakemake -n {SMALL}"))
-    forced = planned_jobs(run_in(repo, f"snakemake -n --quiet rules -R summarize_runs summarize_sweep {SMALL}"))
+    forced = run_in(repo, f"snakemake -n --quiet rules -R summarize_runs summarize_sweep summarize_for_item {SMALL}")
+    forced = planned_jobs(forced)
     assert forced["train"] == 1 and forced["analyze"] == 1, forced
 
 

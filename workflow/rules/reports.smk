@@ -19,6 +19,7 @@ import shlex
 from softmax_bottleneck.report import figures as paper_figures
 from softmax_bottleneck.report import sweeps as config_sweeps
 from softmax_bottleneck.report import tables as paper_tables
+from softmax_bottleneck.study.summary_records import ITEM_FOLDER, item_summary_records
 
 #: ``--banner '<report_banner>'`` of ``table``/``figure``, or nothing (``report_banner: null``): a
 #: parameter of these rules only, so changing it re-renders them and nothing else
@@ -27,6 +28,17 @@ BANNER_OPTION = (
     if config["report_banner"]
     else ""
 )
+# A table or figure that reads only some runs of its summaries (its registration's `runs`: Table 4 the
+# LMS-PLIF runs of E1 and E7) is built from its own summaries of those runs, <results>/summary/for/<name>/
+# (rule summarize_for_item), so that `snakemake table4` trains and analyses nothing else.
+SELECTING = [
+    item
+    for item in [*paper_tables.TABLES.values(), *paper_figures.FIGURES.values()]
+    if item.runs is not None
+]
+ITEM_RECORDS = item_summary_records(SUMMARY_RECORDS, SELECTING)
+SUMMARY_RECORDS.update(ITEM_RECORDS)
+ITEM_SUMMARY = f"{RESULTS}/summary/{ITEM_FOLDER}"
 # The input functions below are lambdas (`snakemake --lint` wants no function definitions in a
 # file of rules). Every file of every table and figure (the sweeps' too), for rule `all`:
 all_reports = lambda: [
@@ -34,6 +46,44 @@ all_reports = lambda: [
     for name in [*paper_tables.TABLES, *paper_figures.FIGURES, *SWEEP_RULES]
     for path in getattr(rules, name).output
 ]
+#: the folder of the summaries a table or figure is built from
+summary_dir_of = lambda item: (
+    ITEM_SUMMARY.format(item=item.name) if item.runs else f"{RESULTS}/summary"
+)
+
+
+rule summarize_for_item:
+    """The runs of one summary that one table or figure reads (its registration's `runs`), for it alone."""
+    input:
+        files=lambda wildcards: files_of(
+            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
+        ),
+        sources=lambda wildcards: layer_source_files(
+            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
+        ),
+        code=rendering_code,
+    output:
+        f"{ITEM_SUMMARY}/{{summary}}.csv",
+    log:
+        f"{LOGS}/summarize/{ITEM_FOLDER}/{{summary}}.log",
+    wildcard_constraints:
+        item="|".join(item.name for item in SELECTING) or "(?!)",
+        summary="|".join(
+            {re.escape(file[:-4]) for item in SELECTING for file in item.requires}
+        )
+        or "(?!)",
+    localrule: True
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        kind=lambda wildcards: SUMMARY_RECORDS[
+            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
+        ][0],
+        records=lambda wildcards: records_of(
+            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
+        ),
+    shell:
+        "python -m softmax_bottleneck summarize --kind {params.kind} --out {output} {params.records} > {log} 2>&1"
 
 
 for item in paper_tables.TABLES.values():
@@ -44,7 +94,7 @@ for item in paper_tables.TABLES.values():
         name:
             item.name
         input:
-            summaries=[f"{RESULTS}/summary/{file}" for file in item.requires],
+            summaries=[f"{summary_dir_of(item)}/{file}" for file in item.requires],
             code=rendering_code,
         output:
             csv=f"{REPORTS}/tables/{item.name}.csv",
@@ -65,7 +115,7 @@ for item in paper_tables.TABLES.values():
             "../../envs/softmax-bottleneck.yaml"
         params:
             name=item.name,
-            summary_dir=lambda wildcards: f"{RESULTS}/summary",
+            summary_dir=lambda wildcards, folder=summary_dir_of(item): folder,
             out=lambda wildcards, output: output.csv.removesuffix(".csv"),
             banner=lambda wildcards: BANNER_OPTION,
             # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)
@@ -83,7 +133,7 @@ for item in paper_figures.FIGURES.values():
         name:
             item.name
         input:
-            summaries=[f"{RESULTS}/summary/{file}" for file in item.requires],
+            summaries=[f"{summary_dir_of(item)}/{file}" for file in item.requires],
             code=rendering_code,
         output:
             pdf=f"{REPORTS}/figures/{item.name}.pdf",
@@ -101,7 +151,7 @@ for item in paper_figures.FIGURES.values():
             "../../envs/softmax-bottleneck.yaml"
         params:
             name=item.name,
-            summary_dir=lambda wildcards: f"{RESULTS}/summary",
+            summary_dir=lambda wildcards, folder=summary_dir_of(item): folder,
             out=lambda wildcards, output: output.pdf.removesuffix(".pdf"),
             banner=lambda wildcards: BANNER_OPTION,
             # the HTML report's caption (../report/item.rst), kept as written (not a wildcard pattern)

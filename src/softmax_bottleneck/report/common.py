@@ -27,6 +27,7 @@ from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.report import reported
 from softmax_bottleneck.report.summaries import SOURCE_COLUMNS, TOP5_COLUMNS, TOP5_MODEL_COLUMNS
+from softmax_bottleneck.study.summary_records import check_selection
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +260,9 @@ class PaperItem:
     workflow's HTML report; ``layout`` (tables only) lays the tidy comparison table out as the paper prints it.
     ``shows``: the variants whose results a table without a ``variant`` column shows (``()`` for none: SM Table 13's
     vocabulary counts), for its older-source notes (:mod:`~softmax_bottleneck.report.layer_sources`); None: every
-    variant of the summaries it reads.
+    variant of the summaries it reads. ``runs``: the runs of those summaries it reads, where not all (alternatives of
+    ``{field: values}``, :func:`softmax_bottleneck.study.summary_records.selected`): the workflow builds it from its
+    own summaries of those runs alone, so that building it trains nothing else.
     """
 
     kind: str  # "table" or "figure"
@@ -271,6 +274,7 @@ class PaperItem:
     layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None
     shows: tuple[str, ...] | None = None
+    runs: tuple[dict[str, tuple[str, ...]], ...] | None = None
 
     def caption_for(self, table: pd.DataFrame | None) -> str:
         """The caption of ``table`` (this item built from some summaries); ``None``: of no particular build."""
@@ -325,6 +329,7 @@ class Registry:
         layout: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
         fill: Callable[[pd.DataFrame | None], dict[str, str]] | None = None,
         shows: Sequence[str] | None = None,
+        runs: Sequence[dict[str, Sequence[str]]] | None = None,
     ) -> Callable[[Callable], Callable]:
         """Decorator registering ``build(summary_dir)`` as the item ``name`` (see :class:`PaperItem`)."""
         if not _NAME.match(name):
@@ -333,13 +338,16 @@ class Registry:
             raise ValueError(f"{self.kind} {name!r}: a table needs a layout, a figure has none")
         if not caption or not report:
             raise ValueError(f"{self.kind} {name!r}: needs a caption and a report paragraph")
+        selection = check_selection(runs)
 
         def decorate(build: Callable) -> Callable:
             previous = self._items.get(name)
             if previous is not None and previous.build is not build:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             shown = None if shows is None else tuple(shows)
-            self._items[name] = PaperItem(self.kind, name, build, tuple(requires), caption, report, layout, fill, shown)
+            self._items[name] = PaperItem(
+                self.kind, name, build, tuple(requires), caption, report, layout, fill, shown, selection
+            )
             return build
 
         return decorate

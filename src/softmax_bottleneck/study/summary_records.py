@@ -9,6 +9,10 @@ The workflow's summarize rules (their inputs and ``--record`` arguments) and the
 * ``spectra.csv``, ``wordsim.csv``: per reference model ``dataset, variant, csv, metrics``; ``top5.csv``: per
   model ``model, dataset, variant, schedule, csv, metrics``;
 * ``robustness.csv`` (``copy``): E12's result, ``csv``.
+
+A table or figure that reads only some runs of its summaries says which (``runs=`` of its registration,
+:func:`selected`); it is then built from its own copies of them, ``for/<item>/<file>`` (:func:`item_summary_records`),
+whose records are those runs only: ``snakemake table4`` trains the LMS-PLIF runs of E1 and E7, not all of E1.
 """
 
 from __future__ import annotations
@@ -17,6 +21,51 @@ from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, analysis_nam
 
 #: the record keys that name a file (of a run folder)
 FILE_KEYS = ("metrics", "rank", "csv")
+#: the fields a table or figure selects its runs by (``runs=`` of its registration)
+SELECTION_FIELDS = ("dataset", "variant", "schedule", "seed_kind")
+#: the folder, under ``<results>/summary/``, of the summaries of one table or figure that selects its runs
+ITEM_FOLDER = "for/{item}"
+
+
+def check_selection(selection) -> tuple[dict[str, tuple[str, ...]], ...] | None:
+    """``selection`` as :func:`selected` takes it: None (every run), or alternatives, each a mapping of some of
+    :data:`SELECTION_FIELDS` to the values allowed; a :class:`ValueError` naming what is wrong otherwise."""
+    if selection is None:
+        return None
+    for alt in selection:
+        unknown = set(alt) - set(SELECTION_FIELDS)
+        if not alt or unknown:
+            raise ValueError(f"runs={list(selection)}: each alternative maps some of {', '.join(SELECTION_FIELDS)} "
+                             f"to the values allowed{f', not {sorted(unknown)}' if unknown else ''}")  # fmt: skip
+        if any(isinstance(values, str) or not values for values in alt.values()):
+            raise ValueError(f"runs={list(selection)}: give each field a list of values")
+    return tuple({key: tuple(values) for key, values in alt.items()} for alt in selection)
+
+
+def selected(run, selection) -> bool:
+    """Whether ``run`` is read by an item whose registration selects ``selection`` (:func:`check_selection`): it
+    matches one alternative in each of its fields. ``run`` is a :class:`Run` or a summary row (a mapping); a field
+    the row lacks (``spectra.csv`` has no schedule) is not tested."""
+    if selection is None:
+        return True
+    row = run if hasattr(run, "keys") else {key: getattr(run, key) for key in SELECTION_FIELDS}
+    return any(all(key not in row or row[key] in values for key, values in alt.items()) for alt in selection)
+
+
+def item_summary_records(records: dict, items) -> dict[str, tuple[str, list[tuple[Run, dict]]]]:
+    """``for/<item>/<file>`` → (kind, records) of each table or figure of ``items`` (``.name``, ``.requires``,
+    ``.runs``) that selects its runs: the records of ``records[<file>]`` whose runs it reads, in their order."""
+    out = {}
+    for item in items:
+        if item.runs is None:
+            continue
+        for file in item.requires:
+            kind, rows = records[file]
+            if kind not in ("runs", "spectra", "wordsim", "top5"):
+                raise ValueError(f"{item.name}: selects its runs, but {file} ({kind}) is not a summary of runs")
+            chosen = [(run, record) for run, record in rows if selected(run, item.runs)]
+            out[f"{ITEM_FOLDER.format(item=item.name)}/{file}"] = (kind, chosen)
+    return out
 
 
 def _run_record(experiment: str, run: Run, rank: str) -> dict:

@@ -85,6 +85,7 @@ def _k_text(values) -> str:
 @paper_figure(
     "figure5",
     requires=["mos_k.csv", "mos_dropoutl.csv"],
+    runs=[{"dataset": ["wt2"]}],
     caption="Figure 5 (WT2, MoS): test ppl and Press' rank against K (E8) and dropoutl (E9)",
     report="**Figure 5** (WT2, MoS). Left: test perplexity (inverted axis) and Press' rank against the number of "
     "mixture components K (E8). Right: the same against dropoutl at the K that was run (15 at paper scale; E9). "

@@ -212,6 +212,7 @@ def _sm_figure(number: int, ds: str, *, normalised: bool):
     return paper_figure(
         f"sm_figure{number}",
         requires=["spectra.csv"],
+        runs=[{"dataset": [ds]}],
         caption=f"SM Figure {number} ({label}){caption}",
         report=f"**SM Figure {number}** ({label}){report}",
     )(partial(spectra_figure, datasets=(ds,), normalised=normalised))

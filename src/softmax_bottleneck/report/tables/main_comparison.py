@@ -141,6 +141,7 @@ def table2(summary_dir) -> pd.DataFrame:
 @paper_table(
     "sm_table1",
     requires=["main.csv"],
+    runs=[{"seed_kind": ["random"]}],
     caption="SM Table 1: test ppl over the random seeds only, p-value of a Student t-test vs Softmax.{p_note}",
     fill=_p_note,
     layout=sm_table1_layout,
@@ -189,6 +190,7 @@ def table3(summary_dir) -> pd.DataFrame:
 @paper_table(
     "table4",
     requires=["main.csv", "frozen.csv"],
+    runs=[{"variant": ["lms_plif", "lms_plif_frozen"], "seed_kind": ["random"]}],
     caption="Table 4: test ppl of LMS-PLIF vs LMS-PLIF† over the random seeds, Student t-test.",
     layout=table4_layout,
     shows=["lms_plif", "lms_plif_frozen"],

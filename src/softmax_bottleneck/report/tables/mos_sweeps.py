@@ -63,6 +63,7 @@ def _mos_k_sm_table(number: int, dataset: str):
     return paper_table(
         f"sm_table{number}",
         requires=["mos_k.csv"],
+        runs=[{"dataset": [dataset]}],
         caption=f"SM Table {number} ({label}): MoS vs the number of mixtures K (NT-ASGD, authors' seed).",
         layout=mos_k_layout,
         report=f"**SM Table {number}** ({label}). MoS with K mixture components (E8, NT-ASGD, authors' seed): "

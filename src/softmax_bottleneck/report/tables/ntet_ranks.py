@@ -74,6 +74,7 @@ def ntet_layout(table: pd.DataFrame) -> pd.DataFrame:
 @paper_table(
     "table1",
     requires=["ntet.csv"],
+    runs=[{"dataset": ["ptb"], "schedule": ["et"]}, {"dataset": ["ptb"], "variant": ["mos"]}],
     caption="Table 1 (PTB): Press' rank and test-ppl gain over Softmax (Softmax − model), ET-ASGD authors' seed; MoS "
     "rank from its NT-ASGD run as in the paper; every other model of E2 (e.g. GSS, MoC, a plug-in layer) after the "
     "paper's, with — for the paper's values.",
@@ -142,6 +143,7 @@ def rank_table(summary_dir, datasets: tuple[str, ...]) -> pd.DataFrame:
 @paper_table(
     "table6",
     requires=["ntet.csv", "spectra.csv"],
+    runs=[{"schedule": ["et"]}],
     caption="Table 6 (= SM Tables 17, 18): Press' rank and ε-effective ranks, ET-ASGD authors'-seed models.",
     layout=table6_layout,
     report="**Table 6** (= SM Tables 17, 18). Press' rank and ε-effective ranks (ε = 10⁻³, 10⁻⁴, 10⁻⁵) of the test "
@@ -155,6 +157,7 @@ def table6(summary_dir) -> pd.DataFrame:
 @paper_table(
     "sm_table17",
     requires=["ntet.csv", "spectra.csv"],
+    runs=[{"dataset": ["ptb"], "schedule": ["et"]}],
     caption="SM Table 17 (PTB half of Table 6): Press' rank and ε-effective ranks.",
     layout=table6_layout,
     report="**SM Table 17** (PTB). Press' rank and ε-effective ranks of the ET-ASGD authors'-seed models (the PTB "
@@ -168,6 +171,7 @@ def sm_table17(summary_dir) -> pd.DataFrame:
 @paper_table(
     "sm_table18",
     requires=["ntet.csv", "spectra.csv"],
+    runs=[{"dataset": ["wt2"], "schedule": ["et"]}],
     caption="SM Table 18 (WT2 half of Table 6): Press' rank and ε-effective ranks.",
     layout=table6_layout,
     report="**SM Table 18** (WT2). Press' rank and ε-effective ranks of the ET-ASGD authors'-seed models (the WT2 "
@@ -191,6 +195,7 @@ def ntet_table(summary_dir, dataset: str) -> pd.DataFrame:
 @paper_table(
     "sm_table10",
     requires=["ntet.csv"],
+    runs=[{"dataset": ["ptb"]}],
     caption="SM Table 10 (PTB): NT-ASGD vs ET-ASGD, authors' seed.",
     layout=ntet_layout,
     report="**SM Table 10** (PTB). NT-ASGD (non-monotone trigger) against ET-ASGD (switch after the configured epoch) "
@@ -205,6 +210,7 @@ def sm_table10(summary_dir) -> pd.DataFrame:
 @paper_table(
     "sm_table11",
     requires=["ntet.csv"],
+    runs=[{"dataset": ["wt2"]}],
     caption="SM Table 11 (WT2): NT-ASGD vs ET-ASGD, authors' seed.",
     layout=ntet_layout,
     report="**SM Table 11** (WT2). NT-ASGD against ET-ASGD for Softmax, SS, GSS, LMS-PLIF, MoS and MoC, authors' seed "

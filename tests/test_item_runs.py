@@ -1,0 +1,108 @@
+"""A table or figure that reads only some runs of its summaries says which (``runs=`` of its registration), and the
+workflow builds it from summaries of those runs alone (``results/summary/for/<name>/``): built from them it is the
+same as built from the whole summaries, and ``snakemake <it>`` plans no training of the runs it leaves out."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from conftest import REPO
+from test_tables import make_summaries
+from test_workflow import snakemake
+
+from softmax_bottleneck.report import figures, tables
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.runs import Study
+from softmax_bottleneck.study.summary_records import check_selection, item_summary_records, selected, summary_records
+
+ITEMS = {**tables.TABLES, **figures.FIGURES}
+SELECTING = sorted(name for name, item in ITEMS.items() if item.runs is not None)
+
+
+def _built(name: str, summary_dir) -> bytes | str:
+    if name in tables.TABLES:
+        return tables.TABLES[name].build(summary_dir).to_csv(index=False)
+    figure = figures.build(name, summary_dir)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _select(source, target, name: str, selection) -> int:
+    """Copy ``name``'s summaries to ``target`` keeping the rows ``selection`` selects; the number of rows left out."""
+    shutil.copytree(source, target)
+    dropped = 0
+    for file in ITEMS[name].requires:
+        frame = pd.read_csv(source / file)
+        keep = frame.apply(lambda row: selected(row, selection), axis=1).astype(bool)
+        frame[keep].to_csv(target / file, index=False)
+        dropped += int((~keep).sum())
+    return dropped
+
+
+@pytest.fixture(scope="module")
+def summary_dir(tmp_path_factory):
+    return make_summaries(tmp_path_factory.mktemp("summary"))
+
+
+def test_the_items_that_select_runs():
+    assert SELECTING == sorted(["table1", "table4", "table6", "sm_table1", "sm_table4", "sm_table5", "sm_table10",
+                                "sm_table11", "sm_table17", "sm_table18", "figure5", "sm_figure2", "sm_figure3",
+                                "sm_figure4", "sm_figure5"])  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SELECTING)
+def test_built_from_its_runs_alone_an_item_is_what_the_whole_summaries_give(name, summary_dir, tmp_path):
+    dropped = _select(summary_dir, tmp_path / "own", name, ITEMS[name].runs)
+    assert dropped > 0, f"{name}: its selection leaves no row of the test's summaries out"
+    assert _built(name, tmp_path / "own") == _built(name, summary_dir)
+
+
+@pytest.mark.parametrize(
+    ("name", "too_narrow"),
+    [
+        ("table4", [{"variant": ["lms_plif"], "seed_kind": ["random"]}]),  # no LMS-PLIF† runs
+        ("table1", [{"dataset": ["ptb"], "schedule": ["et"]}]),  # no MoS NT-ASGD run: the paper's MoS rank
+        ("sm_table10", [{"dataset": ["wt2"]}]),
+        ("sm_figure2", [{"dataset": ["wt2"]}]),
+    ],
+)
+def test_a_selection_that_leaves_out_runs_an_item_reads_changes_it(name, too_narrow, summary_dir, tmp_path):
+    """The comparison above can fail: a selection narrower than what the item reads builds another table or figure."""
+    _select(summary_dir, tmp_path / "own", name, check_selection(too_narrow))
+    assert _built(name, tmp_path / "own") != _built(name, summary_dir)
+
+
+def test_a_bad_selection_is_refused_at_registration():
+    for bad, phrase in (([{"colour": ["red"]}], "not ['colour']"), ([{}], "each alternative maps"),
+                        ([{"variant": "mos"}], "a list of values")):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(phrase)):
+            check_selection(bad)
+
+
+def test_an_items_summaries_hold_the_runs_it_selects_and_no_other():
+    study = Study(study_config.check(study_config.read(REPO / "config" / "config.yaml")))
+    records = summary_records(study)
+    own = item_summary_records(records, ITEMS.values())
+    table4 = {(run.dataset, run.variant, run.seed_kind) for file in ("main.csv", "frozen.csv")
+              for run, _ in own[f"for/table4/{file}"][1]}  # fmt: skip
+    assert table4 == {(ds, v, "random") for ds in ("ptb", "wt2") for v in ("lms_plif", "lms_plif_frozen")}
+    whole = {run for file in ("main.csv", "frozen.csv") for run, _ in records[file][1]}
+    kept = {run for file in ("main.csv", "frozen.csv") for run, _ in own[f"for/table4/{file}"][1]}
+    assert len(kept) == 40 and len(whole) == 132  # the paper: E1's 20 LMS-PLIF random-seed runs and E7's 20
+
+
+def test_snakemake_plans_an_item_without_the_runs_it_leaves_out(tmp_path):
+    result = snakemake(tmp_path, "table4", "-n", configfile=REPO / "config" / "small.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    outputs = [line for line in result.stdout.splitlines() if line.strip().startswith("output: ")]
+    trained = {line.split("results/runs/")[1].split("/seed")[0] for line in outputs if "/model.pt" in line}
+    assert trained == {f"{ds}/{v}/et" for ds in ("ptb", "wt2") for v in ("lms_plif", "lms_plif_frozen")}, trained
+    assert any("results/small/summary/for/table4/main.csv" in line for line in outputs)
+    assert not any(line.strip().endswith("results/small/summary/main.csv") for line in outputs)
