@@ -174,3 +174,22 @@ def test_queued_train_jobs_are_found_by_their_comment_and_waited_for(tmp_path):
     calls = (tmp_path / "calls").read_text()
     assert scheduler.queued_jobs("train", squeue) == {} and (tmp_path / "calls").read_text() == calls
     assert scheduler.queued_jobs("train", str(tmp_path / "no-squeue"), str(tmp_path / "no-scontrol")) == {}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is of a machine without CUDA")
+@pytest.mark.parametrize("command", ["train", "train-fused"])
+def test_a_training_given_refuse_cpu_stops_on_a_cpu_in_one_line_before_reading_anything(tmp_path, command):
+    """The workflow passes --refuse-cpu to a paper-scale run's job (unless allow_cpu_training): where the study's rules
+    are a module of another workflow its check at the start does not run, and before, such a job trained for months
+    on the CPU. The data folder does not exist: the refusal comes first."""
+    out = tmp_path / "run"
+    run = (["--variant", "softmax", "--schedule", "et", "--seed", "141", "--out", str(out)] if command == "train"
+           else ["--run", "softmax", "et", "141", str(out)])  # fmt: skip
+    argv = [sys.executable, "-m", "softmax_bottleneck", command, "--dataset", "ptb", *run, "--data",
+            str(tmp_path / "no-data"), "--refuse-cpu"]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"{command}: a paper-scale training would run on this machine's CPU, which has no CUDA")
+    assert "--config allow_cpu_training=true" in lines[0]
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []

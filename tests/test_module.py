@@ -69,3 +69,26 @@ def test_the_studys_local_rules_stay_local_under_the_modules_prefix(tmp_path):
     assert parsed_local_rules(own / "Snakefile", own, configs) == {f"sb_{rule}" for rule in study}
     for rules in (REPO / "workflow" / "rules").glob("*.smk"):
         assert not re.search(r"^localrules:", rules.read_text(), flags=re.M), rules  # `localrule: True` per rule
+
+
+def test_a_modules_paper_scale_trainings_refuse_a_cpu_themselves(tmp_path):
+    """Snakemake does not run a module's `onstart:`, where the study stops paper-scale training on a machine without
+    CUDA before any job: before, `snakemake my_figure7_copy` in the module's workflow trained WT2 GSS (1,000 epochs)
+    on the CPU. Each such job now refuses a CPU itself (--refuse-cpu), unless allow_cpu_training."""
+    own = tmp_path / "my-workflow"
+    own.mkdir()
+    (own / "Snakefile").write_text(OUTER.format(snakefile=REPO / "Snakefile"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def trainings(*config: str) -> list[str]:
+        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(own / "Snakefile"), "--directory", str(own),
+               "--configfile", str(REPO / "config" / "config.yaml"), "--config", f"data_mirror={data_dir()}", *config,
+               "--cores", "1", "--dry-run", "--printshellcmds", "sb_table3"]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=own, env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return [line for line in proc.stdout.splitlines() if " softmax_bottleneck train " in line]
+
+    guarded = trainings()
+    assert len(guarded) == 22 and all(" --refuse-cpu " in line for line in guarded), guarded[:2]
+    allowed = trainings("allow_cpu_training=true")
+    assert len(allowed) == 22 and not any("--refuse-cpu" in line for line in allowed)

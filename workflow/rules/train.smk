@@ -58,12 +58,14 @@ rule train:
         sets=train_sets,
         out=RUN_DIR,
         train_log=train_log,
+        cpu_guard=lambda wildcards: cpu_guard([STUDY.job(wildcards)]),
     shell:
         'mkdir -p "$(dirname {params.train_log})" && '
         "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --run {params.out} -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
-        "--data {params.data} --corpus-cache {input.cache} --read-only-outputs {params.sets} >> {params.train_log} 2>&1 "
+        "--data {params.data} --corpus-cache {input.cache} --read-only-outputs {params.cpu_guard} {params.sets} "
+        ">> {params.train_log} 2>&1 "
         "|| {{ code=$?; tail -n 40 {params.train_log} > {log}; exit $code; }}"
 
 
@@ -102,11 +104,13 @@ checkpoint train_fused:
         runs=fused_arguments,
         locks=fused_locks,
         group_log="logs/train_fused/{group}.log",
+        cpu_guard=lambda wildcards: cpu_guard(FUSED_GROUPS[wildcards.group].runs),
     shell:
         'mkdir -p "$(dirname {params.group_log})" && '
         "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --leave-busy {params.locks} "
         "-- python -m softmax_bottleneck train-fused --dataset {params.dataset} {params.runs} --data {params.data} "
-        "--corpus-cache {input.cache} --leave-busy --read-only-outputs --record {output} >> {params.group_log} 2>&1 "
+        "--corpus-cache {input.cache} --leave-busy --read-only-outputs {params.cpu_guard} --record {output} "
+        ">> {params.group_log} 2>&1 "
         "|| {{ code=$?; tail -n 40 {params.group_log} > {log}; exit $code; }}"
 
 

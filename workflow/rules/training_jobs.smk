@@ -15,6 +15,7 @@ from softmax_bottleneck.study.fusion import fused_groups, fusion_notes, group_of
 from softmax_bottleneck.study.plan import fused_memory_mb
 from softmax_bottleneck.study.status import study_status
 from softmax_bottleneck.study.wait_for_run import OUTPUTS
+from softmax_bottleneck.study.workflow_start import paper_scale
 from softmax_bottleneck.training.conformance import point_argument
 
 # The fused groups of the configuration (`fusion: runs_per_job`, softmax_bottleneck.study.fusion): name -> group, and
@@ -118,6 +119,14 @@ def train_sets(wildcards):
     if stamp:
         sets.append(f"--conformance-stamp {stamp[0]}")
     return " ".join(sets)
+
+
+def cpu_guard(runs):
+    """`--refuse-cpu` for a job that trains a paper-scale run, unless allow_cpu_training: the job stops at once where
+    it finds no CUDA device. The workflow's own check at its start (onstart) does not run where the study's rules are
+    a module of another workflow, nor on a cluster's node."""
+    refuse = paper_scale(runs) and not config.get("allow_cpu_training")
+    return Unrecorded("--refuse-cpu" if refuse else "")
 
 
 def train_log(wildcards):

@@ -32,6 +32,11 @@ FOLLOWING_RULES = frozenset({"status", "progress", "preview"})
 UNRECORDED_RULES = FOLLOWING_RULES | {"plan", "training_plan"}
 
 
+def paper_scale(runs) -> bool:
+    """Whether one of ``runs`` is a paper-scale training: over :data:`PAPER_SCALE_HOURS` projected V100 GPU-hours."""
+    return any(gpu_hours(run) > PAPER_SCALE_HOURS for run in runs)
+
+
 def cpu_refusal(study: Study, jobs, source: str) -> str | None:
     """The one line that stops the workflow where paper-scale trainings of ``jobs`` would run on this machine's CPU
     (it has no CUDA device), else None; torch is imported only when there are such trainings."""

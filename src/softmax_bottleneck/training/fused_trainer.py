@@ -34,7 +34,7 @@ from softmax_bottleneck.training.lock import RunFolderBusy, run_lock
 from softmax_bottleneck.training.state import make_read_only
 from softmax_bottleneck.training.step import next_batch
 from softmax_bottleneck.training.stop_flag import StopFlag
-from softmax_bottleneck.training.train_command import add_data_and_device, data_folder
+from softmax_bottleneck.training.train_command import add_data_and_device, data_folder, training_device
 from softmax_bottleneck.training.trainer import PREEMPTED_EXIT, RUN_LABEL, Preempted, RunLog, Trainer
 
 log = logging.getLogger("softmax_bottleneck.train")
@@ -374,7 +374,7 @@ def run_cli(args) -> int:
             if foreign:
                 log.warning("%s: %s (ignored)", spec.out, foreign)
         check_stamps(args.dataset, specs, overrides, _stamps(args.conformance_stamp))
-        keep_freed_host_memory(resolve_device(args.device))  # this process is the group's alone
+        keep_freed_host_memory(training_device(args))  # this process is the group's alone
         with run_logs(specs, {Path(out): Path(file) for out, file in args.run_log}):
             labels = group_labels(specs)
             said = lambda k, err: say_ended(specs[k], labels[k], err, args.leave_busy)  # noqa: E731

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from softmax_bottleneck import argtypes, presets
 from softmax_bottleneck.atomic import os_error_reason
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS
@@ -45,10 +47,29 @@ def add_data_and_device(parser, preset: str, state: str) -> None:
         help=f"write {state} at most every S seconds, and on SIGTERM (not a hyper-parameter)",
     )  # fmt: skip
     parser.add_argument(
+        "--refuse-cpu", action="store_true",
+        help="stop at once, in one line, where the device is this machine's CPU (the workflow passes it for a "
+        "paper-scale run, unless --config allow_cpu_training=true)",
+    )  # fmt: skip
+    parser.add_argument(
         "--read-only-outputs", action="store_true",
         help="make each finished run's model.pt, metrics.json and curve.csv read-only, as the workflow's protected() "
         "does (the workflow passes it: a training whose job Snakemake lost ends protected too)",
     )  # fmt: skip
+
+
+def training_device(args) -> torch.device:
+    """``--device`` resolved; with ``--refuse-cpu`` a CPU is a :class:`ValueError` (one line) before anything is read:
+    the job's own guard against months of CPU time, which holds where the workflow's check at its start did not run
+    (the study's rules used as a module of another workflow)."""
+    device = resolve_device(args.device)
+    if args.refuse_cpu and device.type == "cpu":
+        raise ValueError(
+            "a paper-scale training would run on this machine's CPU, which has no CUDA device (months of CPU time); "
+            "run it where a GPU is, or allow it deliberately with --config allow_cpu_training=true (by hand: leave "
+            "out --refuse-cpu)"
+        )
+    return device
 
 
 def data_folder(args) -> Path:
@@ -70,7 +91,7 @@ def run_cli(args) -> int:
             ok, why = conformance_stamp_ok(args.conformance_stamp, hp["output_layer"], hp)
             if not ok:
                 raise SystemExit(f"train: {why}")
-        keep_freed_host_memory(resolve_device(args.device))  # this process is the training's alone
+        keep_freed_host_memory(training_device(args))  # this process is the training's alone
         train(dataset=args.dataset, variant=args.variant, schedule=args.schedule, seed=args.seed,
               overrides=overrides, out_dir=args.out, data_dir=data_dir, corpus_cache=args.corpus_cache,
               device=args.device, checkpoint_seconds=args.checkpoint_seconds)  # fmt: skip
