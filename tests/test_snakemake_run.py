@@ -134,3 +134,10 @@ def test_the_site_check_reads_the_study_s_local_rules(tmp_path):
     local = site_check.local_rules(args, tmp_path)
     assert {"all", "status", "progress", "preview", "plan", "table2", "figure7", "claims"} <= local, sorted(local)
     assert not {"train", "train_fused", "analyze"} & local, sorted(local)
+
+
+def test_a_time_limit_as_sinfo_prints_it_is_read_as_written(tmp_path):
+    """Before, reading ``max_runtime=1-00:00:00`` (what ``sinfo -o "%P %l"`` prints) raised Snakemake's "Resource must
+    be evaluated within the context of a rule", which named neither the resource nor the value."""
+    said = _run(tmp_path, "--cores", "1", "--set-resources", "work:max_runtime=1-00:00:00")
+    assert said["PARSED"][0]["runtime"] == "1-00:00:00"

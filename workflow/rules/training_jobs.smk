@@ -10,6 +10,7 @@
 # the record `train` would have made: the next controller does not submit it again.
 
 from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
+from softmax_bottleneck.cluster.time_limit import time_limit_minutes
 from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.study.fusion import fused_groups, fusion_notes, group_of_runs
 from softmax_bottleneck.study.plan import fused_memory_mb
@@ -47,11 +48,10 @@ def site_time_limit():
     value = snakemake_run.set_resource(workflow, "train", "max_runtime")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SystemExit(
-            f"set-resources: train: max_runtime: {value!r}: expected the partition's time limit in whole minutes"
-        )
-    return value
+    try:
+        return time_limit_minutes(value)
+    except ValueError as err:
+        raise SystemExit(f"set-resources: train: max_runtime: {value!r}: {err}")
 
 
 SITE_TIME_LIMIT = site_time_limit()

@@ -53,9 +53,12 @@ def given_config(workflow) -> dict:
 
 
 def set_resource(workflow, rule: str, resource: str):
-    """The value ``--set-resources RULE:RESOURCE=VALUE`` gives (a profile's ``set-resources:`` too), or None."""
+    """The value ``--set-resources RULE:RESOURCE=VALUE`` gives (a profile's ``set-resources:`` too), or None; a string
+    Snakemake would evaluate in a job's context (``1-00:00:00``) as written."""
     overrides = _read(workflow, "resource_settings.overwrite_resources") or {}
     value = (overrides.get(rule) or {}).get(resource)
+    if hasattr(value, "is_evaluable") and value.is_evaluable():
+        return value.raw
     return getattr(value, "value", value)
 
 
