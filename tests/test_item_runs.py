@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 from test_tables import make_summaries
-from test_workflow import snakemake
+from test_workflow import planned_jobs, snakemake
 
 from softmax_bottleneck.report import figures, tables
 from softmax_bottleneck.study import config as study_config
@@ -106,3 +106,18 @@ def test_snakemake_plans_an_item_without_the_runs_it_leaves_out(tmp_path):
     assert trained == {f"{ds}/{v}/et" for ds in ("ptb", "wt2") for v in ("lms_plif", "lms_plif_frozen")}, trained
     assert any("results/small/summary/for/table4/main.csv" in line for line in outputs)
     assert not any(line.strip().endswith("results/small/summary/main.csv") for line in outputs)
+
+
+def test_the_cluster_guide_states_the_pilots_job_counts(tmp_path):
+    """docs/cluster.md, step 6: the pilot's jobs and those of them sent through sbatch (not local), as a dry run plans
+    them (it said 176 after rules were added: 204)."""
+    from softmax_bottleneck.cluster.snakemake_run import parsed_local_rules
+
+    guide = (REPO / "docs" / "cluster.md").read_text(encoding="utf-8")
+    said = re.search(r"every other rule, (\d+) jobs, (\d+) of them through `sbatch`", guide)
+    config = REPO / "config" / "gpu-smoke.yaml"
+    counts = planned_jobs(snakemake(tmp_path, "-n", "--quiet", "rules", configfile=config))
+    local = parsed_local_rules(REPO / "Snakefile", tmp_path, [config])
+    total, submitted = sum(counts.values()), sum(n for rule, n in counts.items() if rule not in local)
+    assert said and (int(said[1]), int(said[2])) == (total, submitted), (counts, local)
+    assert f"a whole pilot ends with `{total} of {total} steps (100%) done`" in guide

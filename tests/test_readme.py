@@ -62,7 +62,7 @@ NEEDS_SLURM_OR_GPUS = {
     "snakemake --profile ~/softmax-site --directory $STUDY --configfile config/config.yaml --sdm conda": "conda (not "
     "on this project's machines)",
     "snakemake --profile ~/softmax-site --directory $STUDY --configfile config/config.yaml --sdm apptainer "
-    '--apptainer-args "--nv" --config container_image=$PWD/softmax-bottleneck.sif': "a SLURM cluster with Apptainer "
+    '--apptainer-args="--nv" --config container_image=$PWD/softmax-bottleneck.sif': "a SLURM cluster with Apptainer "
     "(tests/test_container.py runs the smoke check so, Charliecloud standing in for Apptainer)",
     "snakemake --cores 8 --resources gpu=4 --config 'fusion={runs_per_job: 8}'": "the paper's study on 4 GPUs "
     "(GPU-weeks; tests/test_fusion_plan.py plans it dry)",
