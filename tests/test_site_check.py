@@ -183,3 +183,46 @@ def test_an_unreachable_controller_is_one_line_and_no_request_is_put(tmp_path, s
         said, f"PASS hard links: {tmp_path / 'study'}: hard links work", "site-check: 1 failed; the requests were not "
         "put to SLURM"]  # fmt: skip
     assert not (tmp_path / "sbatch-ran").exists()
+
+
+def test_a_missing_profile_or_configfile_is_named_before_slurm_is_asked(tmp_path):
+    """Before, a mistyped --profile gave "[Errno 2] No such file or directory: ..." (or, with no controller reachable,
+    went unnoticed), and a missing --configfile a traceback's tail ("^^^^^^ FileNotFoundError ...")."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "sinfo"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\ntouch {tmp_path}/{tool}-ran\nexit 1\n")
+        (bin_dir / tool).chmod(0o755)
+    env = {**_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    base = [
+        sys.executable,
+        "-m",
+        "softmax_bottleneck",
+        "site-check",
+        "--directory",
+        str(tmp_path / "study"),
+        "--no-job",
+    ]
+    cases = {
+        ("--profile", str(tmp_path / "softmax-sitee")): f"site-check: --profile {tmp_path / 'softmax-sitee'}: no "
+        "profile there (a folder holding config.yaml, e.g. a copy of profiles/slurm)",
+        ("--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(tmp_path / "nope.yaml")): "site-check: "
+        f"--configfile {tmp_path / 'nope.yaml'}: no such file",
+    }
+    for extra, line in cases.items():
+        proc = subprocess.run([*base, *extra], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert proc.returncode == 1 and proc.stdout.splitlines() == [line], proc.stdout + proc.stderr
+    assert not list(tmp_path.glob("*-ran"))
+
+
+def test_a_failed_commands_reason_is_its_last_meaningful_lines():
+    """Snakemake prints "Using profiles ..." on stderr and its error on stdout: the error is what is said."""
+    from types import SimpleNamespace
+
+    from softmax_bottleneck.cluster.site_check import _tail
+
+    proc = SimpleNamespace(stderr="Using profiles /x and workflow specific profile y for setting default ...\n",
+                           stdout="Building DAG\nset-resources: train: max_runtime: '24h': expected ...\n")  # fmt: skip
+    assert _tail(proc, 1) == "set-resources: train: max_runtime: '24h': expected ..."
+    proc = SimpleNamespace(stderr="Traceback\n  x = f()\n      ^^^^^\nFileNotFoundError: [Errno 2] a.yaml\n", stdout="")
+    assert _tail(proc, 2) == "x = f() FileNotFoundError: [Errno 2] a.yaml"

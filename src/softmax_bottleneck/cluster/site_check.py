@@ -284,8 +284,7 @@ def local_rules(args, scratch: Path) -> set[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     found = [line for line in proc.stdout.splitlines() if line.startswith("LOCAL-RULES ")]
     if proc.returncode != 0 or not found:
-        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])
-        raise SiteCheckError(f"the workflow's local rules could not be read: {tail[-400:]}")
+        raise SiteCheckError(f"the workflow's local rules could not be read: {_tail(proc, 2)[-400:]}")
     return set(json.loads(found[-1].removeprefix("LOCAL-RULES ")))
 
 
@@ -305,8 +304,7 @@ def study_listing(args) -> tuple[str, set[str]]:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
-        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        raise SiteCheckError(f"the study's dry run through the profile failed: {tail[-600:]}")
+        raise SiteCheckError(f"the study's dry run through the profile failed: {_tail(proc, 3)[-600:]}")
     return proc.stdout, local
 
 
@@ -328,7 +326,36 @@ def add_cli(parser) -> None:
     parser.add_argument("--no-job", action="store_true", help="leave out the file-system job (locks, file times)")
 
 
+def missing_inputs(args) -> str | None:
+    """The one line naming a ``--profile`` folder or a ``--configfile`` that is not there, else None: checked before
+    anything is asked of SLURM."""
+    for profile in args.profile:
+        if not (Path(profile) / "config.yaml").is_file():
+            return (
+                f"--profile {profile}: no profile there (a folder holding config.yaml, e.g. a copy of profiles/slurm)"
+            )
+    for config in args.configfile:
+        if not Path(config).is_file():
+            return f"--configfile {config}: no such file"
+    return None
+
+
+def _tail(proc, lines: int) -> str:
+    """The last ``lines`` lines that say something of a failed command's output (stderr, else stdout): not Snakemake's
+    "Using profile ..." line, nor a traceback's ``^^^`` markers."""
+    for text in (proc.stderr, proc.stdout):
+        said = [line.strip() for line in (text or "").splitlines()
+                if line.strip() and not line.startswith("Using ") and set(line.strip()) - set("^~ ")]  # fmt: skip
+        if said:
+            return " ".join(said[-lines:])
+    return "(no output)"
+
+
 def run_cli(args) -> int:
+    missing = missing_inputs(args)
+    if missing:
+        print(f"site-check: {missing}")
+        return 1
     reachable, said = controller_answers()
     print(f"{'PASS' if reachable else 'FAIL'} SLURM: {said}")
     if not reachable:  # each request would wait minutes for the same answer
