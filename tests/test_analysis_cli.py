@@ -547,3 +547,46 @@ def test_a_bad_option_fails_in_one_line_naming_the_commands_help(capsys, argv, s
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(said), err
+
+
+def test_no_analysis_nor_summary_writes_over_a_file_it_reads(model_pt, ptb_cache, tmp_path, monkeypatch, capsys):
+    """Before, `analyze --out-json resources/data/ptb/test.txt` (no --data: the default folder) replaced the corpus text
+    it had read, and wordsim, qualitative and summarize wrote over their own model.pt or metrics.json, read-only or
+    not. Each is now refused in one line before any work, and every file stays as it was."""
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "resources" / "data" / "ptb"
+    data.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (data / f"{split}.txt").write_text(f"the {split} text\n")
+    model = tmp_path / "model.pt"
+    model.write_bytes(model_pt.read_bytes())
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text('{"test_ppl": 100.0}\n')
+    bench = _benchmarks(tmp_path / "ws")
+    first_benchmark = sorted(bench.iterdir())[0]
+    kept = {path: path.read_bytes() for path in [model, metrics, *data.iterdir(), *bench.iterdir()]}
+    corpus = ["--corpus-cache", str(ptb_cache), "--device", "cpu"]
+    cases = [
+        ["analyze", "--checkpoint", str(model), *corpus, "--out-json", "resources/data/ptb/test.txt"],
+        ["analyze", "--checkpoint", str(model), *corpus, "--out-json", "r.json", "--out-spectrum", str(model)],
+        ["qualitative", "--checkpoint", str(model), *corpus, "--out", "resources/data/ptb/valid.txt"],
+        ["qualitative", "--checkpoint", str(model), *corpus, "--out", str(model)],
+        ["wordsim", "--checkpoint", str(model), "--benchmarks", str(bench), "--own-benchmarks", "--out", str(model)],
+        ["wordsim", "--checkpoint", str(model), "--benchmarks", str(bench), "--own-benchmarks", "--out",
+         str(first_benchmark)],
+        ["summarize", "--kind", "runs", "--out", str(metrics), "--record", "experiment=main,dataset=ptb,variant=ss,"
+         f"schedule=et,seed=141,seed_kind=authors,metrics={metrics}"],
+    ]  # fmt: skip
+    for argv in cases:
+        capsys.readouterr()
+        try:
+            code = cli.main(argv)
+        except SystemExit as stop:  # as the interpreter would, print a command's one-line exit
+            code = stop.code if isinstance(stop.code, int) else print(stop.code, file=sys.stderr) or 1
+        assert code != 0, argv
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "cannot write (it is an input of this command" in lines[0], (argv, err)
+        assert lines[0].startswith(f"{argv[0]}: ") and "Traceback" not in err
+    assert {path: path.read_bytes() for path in kept} == kept
+    assert not (tmp_path / "r.json").exists()

@@ -18,7 +18,7 @@ import numpy as np
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import write_error
-from softmax_bottleneck.corpora.corpus import DATASET_DIRS, CorpusError, WrongDataset, load_corpus
+from softmax_bottleneck.corpora.corpus import DATASET_DIRS, SPLITS, CorpusError, WrongDataset, load_corpus
 from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
 
 #: exit status of a command stopped by a bad input (argparse uses the same)
@@ -136,6 +136,13 @@ def _check_finite(model, path: Path) -> None:
                 f"{path}: {bad} NaN or infinite value(s) in the weights {name}; the run diverged or the file is "
                 "damaged: retrain it, or use another checkpoint"
             )
+
+
+def corpus_texts(data) -> list[Path]:
+    """The corpus texts an analysis may read, which none of its outputs may replace: those of ``data`` (``--data``),
+    else of every dataset's default folder (``resources/data/<dataset>``: the model's dataset is not known yet)."""
+    folders = [Path(data)] if data else [Path("resources/data") / name for name in DATASET_DIRS.values()]
+    return [folder / f"{split}.txt" for folder in folders for split in SPLITS]
 
 
 def model_and_corpus(args, dataset: str | None = None):

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, report
+from softmax_bottleneck.analysis.inputs import InputError, corpus_texts, model_and_corpus, report
 from softmax_bottleneck.analysis.outputs import (
     OutputError,
     all_or_none,
@@ -54,7 +54,7 @@ from softmax_bottleneck.analysis.rank import (
 from softmax_bottleneck.argtypes import npy_path, positive_int
 from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.cluster.signals import stop_on_signals
-from softmax_bottleneck.corpora.corpus import SPLITS, batchify, get_batch
+from softmax_bottleneck.corpora.corpus import batchify, get_batch
 
 log = logging.getLogger(__name__)
 
@@ -312,9 +312,8 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         try:
-            data = [Path(args.data) / f"{split}.txt" for split in SPLITS] if args.data else []
             check_writable(args.out_json, args.out_spectrum, args.save_logp,
-                           inputs=[args.checkpoint, args.corpus_cache, *data])  # fmt: skip
+                           inputs=[args.checkpoint, args.corpus_cache, *corpus_texts(args.data)])  # fmt: skip
         except OutputError as err:
             return report("analyze", err)
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)

@@ -13,8 +13,9 @@ import logging
 import pandas as pd
 import torch
 
-from softmax_bottleneck.analysis.inputs import model_and_corpus, report, write_error
+from softmax_bottleneck.analysis.inputs import corpus_texts, model_and_corpus, report, write_error
 from softmax_bottleneck.analysis.logp import iter_logp
+from softmax_bottleneck.analysis.outputs import OutputError, check_writable
 from softmax_bottleneck.atomic import atomic_path
 from softmax_bottleneck.cluster.signals import stop_on_signals
 
@@ -77,9 +78,10 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("qualitative"):
         try:
+            check_writable(args.out, inputs=[args.checkpoint, args.corpus_cache, *corpus_texts(args.data)])
             model, _, corpus = model_and_corpus(args, "ptb")
             check_contexts(corpus.test, corpus.dictionary.idx2word)
-        except ValueError as err:  # InputError, or a test set whose contexts are not where SM Table 2 has them
+        except (ValueError, OutputError) as err:  # InputError, contexts not where SM Table 2 has them, an output
             return report("qualitative", err)
         table = top5(model, corpus.test, corpus.dictionary.idx2word)
         try:

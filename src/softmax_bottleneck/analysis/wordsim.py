@@ -216,6 +216,7 @@ def add_cli(parser: argparse.ArgumentParser) -> None:
 
 def run_cli(args) -> int:
     from softmax_bottleneck.analysis.inputs import InputError, load_checkpoint, report, write_error
+    from softmax_bottleneck.analysis.outputs import check_writable
     from softmax_bottleneck.atomic import atomic_path
     from softmax_bottleneck.cluster.signals import stop_on_signals
 
@@ -223,6 +224,7 @@ def run_cli(args) -> int:
         try:
             files = benchmark_files(args.benchmarks, pinned=not args.own_benchmarks)
             pairs = {name: read_benchmark(p) for name, p in files.items()}  # a malformed file fails before the model
+            check_writable(args.out, inputs=[args.checkpoint, *files.values()])
         except (OSError, ValueError) as exc:
             return report("wordsim", exc)
         try:

@@ -39,10 +39,12 @@ from pathlib import Path
 import pandas as pd
 
 from softmax_bottleneck import readback
+from softmax_bottleneck.analysis.outputs import OutputError, check_writable
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_write_csv, write_error
 from softmax_bottleneck.models.output_layers import output_layers
 from softmax_bottleneck.models.output_layers.provenance import layer_source_tag, older_tag_layer
+from softmax_bottleneck.study.summary_records import FILE_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -443,13 +445,14 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     try:
         records = [parse_record(text) for text in args.record]
+        check_writable(args.out, inputs=[record[key] for record in records for key in FILE_KEYS if record.get(key)])
         if args.kind == "sweep":
             frame = collect_sweep(records, args.hyperparameter)
         elif args.hyperparameter:
             raise RecordError(f"--hyperparameter is for --kind sweep, not {args.kind}")
         else:
             frame = COLLECTORS[args.kind](records)
-    except (RecordError, FileNotFoundError) as err:
+    except (RecordError, FileNotFoundError, OutputError) as err:
         raise SystemExit(f"summarize: {err}") from None
     try:
         atomic_write_csv(frame, args.out)
