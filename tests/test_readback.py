@@ -65,6 +65,8 @@ IMPOSSIBLE_METRICS = {
     "switch after the last epoch": ({"switch_epoch": 40}, "switch_epoch = 40 is impossible"),
     "epoch 0": ({"best_epoch": 0}, "best_epoch = 0 is impossible (epochs count from 1, at most 100,000)"),
     "fractional parameters": ({"parameters": 2.5}, "parameters = 2.5 is not a whole number"),
+    # before, a float skipped the comparison with the run's epochs: summarize wrote epochs_run = 100000
+    "float epochs beyond the run's": ({"epochs_run": 100_000.0}, "epochs_run = 100000.0 is impossible: the run has"),
 }
 
 
@@ -84,6 +86,15 @@ def test_a_key_given_twice_is_refused_not_read_as_the_last(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_number_beyond_a_float_is_refused_as_infinity_is(tmp_path, capsys):
+    """Before, ``1e999`` parsed to inf and passed wherever its key has no bound (``hyperparameters.lr``)."""
+    text = json.dumps({**METRICS, "hyperparameters": {**METRICS["hyperparameters"], "lr": 30}}).replace("30", "1e999")
+    message, out = _summarize(tmp_path, capsys, text)
+    path = tmp_path / "run" / "metrics.json"
+    assert message.startswith(f"summarize: {path}: not valid JSON (1e999 is not a JSON number"), message
+    assert not out.exists()
+
+
 def test_a_100000_deep_json_is_one_line_naming_the_file(tmp_path, capsys):
     depth = 100_000
     message, out = _summarize(tmp_path, capsys, '{"a": ' + "[" * depth + "]" * depth + "}")
@@ -100,6 +111,9 @@ IMPOSSIBLE_RANKS = {
         {"effective_rank": {"1e-3": 100, "1e-4": 300, "1e-5": 20_000}},
         "effective_rank.1e-5 = 20000 is impossible",
     ),
+    # before, only the ranks were checked, though the bounds table names these keys too
+    "a negative σ_max": ({"sigma_max": -1.0}, "sigma_max = -1.0 is impossible (a singular value is at least 0)"),
+    "a negative loss": ({"logp_test_loss": -1.0}, "logp_test_loss = -1.0 is impossible (a loss is at least 0)"),
     "ε-ranks shrinking with ε": (
         {"effective_rank": {"1e-3": 300, "1e-4": 100, "1e-5": 402}},
         "effective_rank: 100 at ε = 0.0001 is below 300 at ε = 0.001",

@@ -240,6 +240,7 @@ def _refuse_constant(name: str):
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_finite_float = lambda text: float(text) if math.isfinite(float(text)) else _refuse_constant(text)  # noqa: E731 (1e999)
 
 
 def json_depth(text: str) -> int:
@@ -274,7 +275,8 @@ def parse_json(text: str, path):
     Python's recursion limit it stops); a file nested deeper than :data:`MAX_JSON_DEPTH` is refused, its depth
     counted in its text."""
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates(path))
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                          object_pairs_hook=_refuse_duplicates(path))  # fmt: skip
     except ReadbackError:
         raise
     except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
@@ -378,7 +380,7 @@ def check_metrics(metrics: dict, path) -> dict:
     hp = metrics.get("hyperparameters")
     epochs = hp.get("epochs") if isinstance(hp, dict) else None
     run = metrics.get("epochs_run")
-    if isinstance(epochs, int) and isinstance(run, int) and run > epochs:
+    if isinstance(epochs, int | float) and isinstance(run, int | float) and run > epochs:  # 100000.0 as 100000
         raise ReadbackError(path, f"epochs_run = {run} is impossible: the run has hyperparameters.epochs = {epochs}")
     for key in ("best_epoch", "switch_epoch"):
         value = metrics.get(key)
@@ -387,14 +389,16 @@ def check_metrics(metrics: dict, path) -> dict:
         why = EPOCH.violation(value)
         if why:
             raise ReadbackError(path, f"{key} = {value!r} {why}")
-        if isinstance(run, int) and value > run:
+        if isinstance(run, int | float) and value > run:
             raise ReadbackError(path, f"{key} = {value} is impossible: the run stopped after epochs_run = {run}")
     return metrics
 
 
 def check_rank(rank: dict, path, rank_keys=("press_rank",), eranks_key: str = "effective_rank") -> dict:
-    """A rank summary (``analyze``'s ``rank.json``, ``analyze-lm``'s JSON) holds possible ranks: each within
-    [1, min(shape)] of its ``shape`` [rows, columns], and the ε-effective ranks not shrinking as ε does."""
+    """A rank summary (``analyze``'s ``rank.json``, ``analyze-lm``'s JSON) holds possible values (:data:`BOUNDS`): ranks
+    within [1, min(shape)] of its ``shape`` [rows, columns], the ε-effective ranks not shrinking as ε does."""
+    for key in set(rank) & set(BOUNDS):
+        check_value(path, key, rank[key])
     shape = rank.get("shape")
     if shape is not None:
         ok = isinstance(shape, list) and len(shape) == 2
