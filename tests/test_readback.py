@@ -111,6 +111,9 @@ IMPOSSIBLE_RANKS = {
         {"effective_rank": {"1e-3": 100, "1e-4": 300, "1e-5": 20_000}},
         "effective_rank.1e-5 = 20000 is impossible",
     ),
+    # before, a rank file of another model was summarised in this run's row
+    "another dataset's model": ({"dataset": "wt2"}, "dataset = 'wt2' but the record says 'ptb'"),
+    "another layer's model": ({"variant": "mos"}, "variant = 'mos' but the record says 'softmax'"),
     # before, only the ranks were checked, though the bounds table names these keys too
     "a negative σ_max": ({"sigma_max": -1.0}, "sigma_max = -1.0 is impossible (a singular value is at least 0)"),
     "a negative loss": ({"logp_test_loss": -1.0}, "logp_test_loss = -1.0 is impossible (a loss is at least 0)"),

@@ -237,6 +237,10 @@ def run_row(record: dict) -> dict:
         rank = _checked(readback.check_rank, _read_json(rank_path, record), rank_path, record)
         if "press_rank" not in rank:
             raise RecordError(f"{rank_path}: missing key press_rank (record [{_describe(record)}])")
+        for key in ("dataset", "variant"):  # the rank of another run's model would sit in this run's row
+            if rank.get(key) is not None and not _same(rank[key], record[key]):
+                raise RecordError(f"{rank_path}: {key} = {rank[key]!r} but the record says {record[key]!r} "
+                                  f"(record [{_describe(record)}])")  # fmt: skip
         row["press_rank"] = _number(rank["press_rank"], rank_path, "press_rank", record)
         eranks = rank.get("effective_rank") or {}
         if not isinstance(eranks, dict):
