@@ -113,3 +113,44 @@ def test_a_state_of_another_configuration_is_refused_and_kept(tmp_path):
     assert not (tmp_path / "model.pt").exists() and not (tmp_path / "metrics.json").exists()
     _trainer(tmp_path).fit()  # its own configuration still resumes from it and finishes
     assert (tmp_path / "metrics.json").is_file() and not state.exists()
+
+
+def _forge(state, change) -> None:
+    """Edit a real resume state and seal it again, as a forger would (the seal detects damage, not intent)."""
+    from softmax_bottleneck.corpora.integrity import seal
+
+    blob = torch.load(state, weights_only=True)
+    change(blob)
+    torch.save(seal(blob), state)
+
+
+FORGERIES = {
+    "no hidden states": (lambda b: b.update(hidden=[]), "hidden states of shapes [] where this run has"),
+    "hidden states of another size": (
+        lambda b: b.update(hidden=[[(h[:, :, :3], c) for h, c in chunk] for chunk in b["hidden"]]),
+        "hidden states of shapes",
+    ),
+    "best weights of another model": (
+        lambda b: b.update(best={"encoder.weight": torch.zeros(3, 3)}),
+        "best weights that are not this model's",
+    ),
+    "an epoch beyond the run's": (lambda b: b["progress"].update(epoch=60), "progress.epoch = 60 is impossible"),
+    "a position beyond the data": (
+        lambda b: b["progress"].update(position=10**9),
+        "progress.position = 1000000000 is impossible",
+    ),
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_a_resealed_state_this_run_cannot_have_fails_in_one_line(tmp_path, forgery):
+    """Before, such states gave tracebacks (an IndexError, an LSTM's size error, load_state_dict after an epoch), or
+    finished a 2-epoch run at epoch 60 with a metrics.json that every later summary refused."""
+    change, named = FORGERIES[forgery]
+    state = _real_state(tmp_path)
+    _forge(state, change)
+    with pytest.raises(ResumeError) as err:
+        _trainer(tmp_path).fit()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{state}: damaged resume state ({named}"), message
+    assert state.exists() and not (tmp_path / "metrics.json").exists()

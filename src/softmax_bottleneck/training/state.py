@@ -69,14 +69,37 @@ _PROGRESS_TYPES = {
 }  # fmt: skip
 
 
-def check_progress(progress: Progress) -> None:
-    """``TypeError`` naming the first field of ``progress`` whose value has the wrong type (e.g. ``epoch = 'x'``)."""
+def check_progress(progress: Progress, epochs: int | None = None, rows: int | None = None) -> None:
+    """``TypeError`` naming the first field of ``progress`` whose value has the wrong type (e.g. ``epoch = 'x'``);
+    ``ValueError`` naming one this run cannot have: an epoch beyond its ``epochs``, a best or switch epoch after the
+    last done, a data position beyond its ``rows`` of batchified training data."""
     for name, types in _PROGRESS_TYPES.items():
         value = getattr(progress, name)
         if isinstance(value, bool) or not isinstance(value, types):
             raise TypeError(f"progress.{name} = {value!r} has the wrong type")
     if progress.phase not in ("sgd", "asgd"):
         raise TypeError(f"progress.phase = {progress.phase!r} is neither sgd nor asgd")
+    bounds = {"epoch": (0, epochs), "best_epoch": (0, progress.epoch), "switch_epoch": (1, progress.epoch),
+              "position": (0, rows), "batch": (0, rows)}  # fmt: skip
+    for name, (low, high) in bounds.items():
+        value = getattr(progress, name)
+        if value is not None and not (low <= value and (high is None or value <= high)):
+            raise ValueError(f"progress.{name} = {value} is impossible for this run (within [{low}, {high}])")
+
+
+def check_resumed_tensors(state: dict, fresh_hidden: list, weights: dict) -> None:
+    """``ValueError`` where a resume state's hidden states are not of the shapes of the run's own (``fresh_hidden``,
+    as a fresh start makes them) or its best weights not of the model's names and shapes (``weights``): a state
+    resealed by hand must fail here, in one line, not as a traceback epochs later."""
+    shapes = [[(tuple(h.shape), tuple(c.shape)) for h, c in chunk] for chunk in state["hidden"]]
+    expected = [[(tuple(h.shape), tuple(c.shape)) for h, c in chunk] for chunk in fresh_hidden]
+    if shapes != expected:
+        raise ValueError(f"hidden states of shapes {shapes} where this run has {expected}")
+    best = state["best"]
+    if best is not None and {k: tuple(v.shape) for k, v in best.items()} != {
+        k: tuple(v.shape) for k, v in weights.items()
+    }:
+        raise ValueError("best weights that are not this model's (their names or shapes differ)")
 
 
 def seed_everything(seed: int) -> None:

@@ -58,6 +58,7 @@ from softmax_bottleneck.training.state import (
     Progress,
     ResumeError,
     check_progress,
+    check_resumed_tensors,
     commit_final,
     legacy_fingerprint,
     load_resume,
@@ -206,7 +207,8 @@ class Trainer:
             )
         try:
             self.progress = Progress(**state["progress"])
-            check_progress(self.progress)
+            check_progress(self.progress, self.hp["epochs"], self.train_data.size(0))
+            check_resumed_tensors(state, self._fresh_hidden(), self.model.state_dict())
             self.model.load_state_dict(state["model"])
             self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
             self.optimizer.load_state_dict(state["optimizer"])
