@@ -289,8 +289,8 @@ def train_runtime_minutes(run: Run, attempt: int) -> int:
 # --------------------------------------------------------------------------------------------- the epoch caps
 def epoch_caps_text(jobs) -> str:
     """What the epochs of ``jobs`` (``(dataset, variant, schedule, epochs)`` each) are: every epoch is trained (no
-    early stop), so they are the cost; where they are the presets' caps, that those were chosen for this reproduction
-    (the paper states none but MoS on WT2's 500)."""
+    early stop), so they are the cost; where they are the presets' caps, where those come from (the paper states
+    none: the authors' code's PTB settings, and their answer to a reviewer for MoS on WT2)."""
     caps: dict[int, set[str]] = {}
     presets_caps = True
     for dataset, variant, schedule, epochs in jobs:
@@ -304,8 +304,8 @@ def epoch_caps_text(jobs) -> str:
     )
     if presets_caps:
         text += (
-            " They are the presets' caps, chosen for this reproduction: the paper states none (MoS on WT2's 500 is "
-            "the authors' answer to a reviewer)."
+            " They are the presets' caps: the paper states none; 1000 is what the authors' code sets for PTB (assumed "
+            "for WT2 and MoC), MoS on WT2's 500 the authors' answer to a reviewer."
         )
     return text
 
