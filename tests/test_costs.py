@@ -516,7 +516,10 @@ def test_the_cost_page_sets_the_study_on_the_cards_measured_and_names_those_not_
     hours = proxied.groupby(["dataset", "variant"]).gpu_hours.sum()
     assert {(d, v): h for d, v, h in to_bench} == pytest.approx(hours.to_dict())
     assert [h for _, _, h in to_bench] == sorted(hours, reverse=True)
-    assert "the presets' caps: the paper states none; 1000 is what the authors' code sets for PTB" in section and "no early stop" in section
+    assert (
+        "the presets' caps: the paper states none; 1000 is what the authors' code sets for PTB" in section
+        and "no early stop" in section
+    )
 
 
 def test_every_document_quotes_the_price_costs_computes():

@@ -281,6 +281,8 @@ def test_the_figure_draws_test_ppl_against_the_first_key_inside_the_canvas(tmp_p
     )
     assert all(ax.get_xlabel() == "taylor_scale" and ax.get_ylabel() == "test perplexity" for ax in fig.axes)
     assert not _outside_canvas(fig) and _legend(fig) == ["dropouti = 0.1"]
+    on_top = [text.get_text() for text in fig.texts]  # its name, as a paper figure's, then the configuration's mark
+    assert on_top[-2:] == ["Sweep scale", "small scale — pipeline check, not the paper"], on_top
     assert_shows_its_data(fig)
     for ax in fig.axes:  # one line per value of the other key, its error bars ± 1 sd over the seeds
         assert len(ax.containers) == 1

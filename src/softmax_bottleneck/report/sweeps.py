@@ -300,7 +300,7 @@ def render_figure(name: str, frame: pd.DataFrame, out_prefix, *, banner: str | N
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        fig = finish(figure(name, frame), banner)
+        fig = finish(figure(name, frame), banner, label=f"Sweep {name}")
         save(fig, out_prefix)
     return fig
 
@@ -310,7 +310,7 @@ def build_figure(name: str, summary_dir, *, banner: str | None = None) -> Figure
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        return finish(figure(name, read_sweep(summary_dir, name)), banner)
+        return finish(figure(name, read_sweep(summary_dir, name)), banner, label=f"Sweep {name}")
 
 
 # --------------------------------------------------------------------------------------------- CLI
