@@ -319,7 +319,7 @@ def _verify_cache_sources(corpus: Corpus, path: Path, data_dir: Path) -> None:
             raise CorpusError(f"{path}: corpus cache records no checksum of {split}.txt; delete it, it is rebuilt")
         if got != recorded:
             raise _mismatch(file, got, recorded, f"the file corpus cache {path} was built from",
-                            "restore the file, or delete the cache to rebuild it")  # fmt: skip
+                            "restore it (python -m softmax_bottleneck fetch), as the cache holds it")  # fmt: skip
 
 
 def verify_sources(corpus: Corpus, dataset: str, origin: str | os.PathLike) -> None:
