@@ -163,7 +163,7 @@ def test_word_pairs_that_do_not_add_up_are_refused(tmp_path):
 
 def _table2(tmp_path, content: bytes):
     summary = tmp_path / "summary"
-    summary.mkdir()
+    summary.mkdir(exist_ok=True)
     (summary / "main.csv").write_bytes(content)
     with pytest.raises(SystemExit) as exc:
         main(["table", "table2", "--summary-dir", str(summary), "--out", str(tmp_path / "t2")])
@@ -187,6 +187,8 @@ def test_an_impossible_number_in_a_summary_stops_the_table(tmp_path):
     row = "main,ptb,softmax,et,141,authors,24221600,33.5,59.5,-5,402\n"
     message, path = _table2(tmp_path, (header + row).encode())
     assert message == f"table table2: {path}: column test_ppl, row 1: -5 is impossible (a perplexity is at least 1)"
+    message, path = _table2(tmp_path, (header + row.replace(",141,", ",abc,").replace("-5", "57.0")).encode())
+    assert message == f"table table2: {path}: column seed, row 1: 'abc' is not a number"  # before, shown as a seed
 
 
 def test_lm_report_refuses_a_rank_above_its_matrix(tmp_path):

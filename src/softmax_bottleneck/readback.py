@@ -110,7 +110,7 @@ BOUNDS: dict[str, Bound] = {
     **dict.fromkeys(["train_ppl", "valid_ppl", "test_ppl", "perplexity"], PERPLEXITY),
     **dict.fromkeys(["train_loss", "valid_loss", "test_loss", "logp_test_loss"], LOSS),
     **dict.fromkeys(["parameters", "rows", "columns", "softmax_bound"], POSITIVE_COUNT),
-    **dict.fromkeys(["trainable_parameters", "pairs", "found", "not_found", "index"], COUNT),
+    **dict.fromkeys(["trainable_parameters", "pairs", "found", "not_found", "index", "seed"], COUNT),
     **dict.fromkeys(["epochs", "epochs_run", "best_epoch", "epoch"], EPOCH),
     **dict.fromkeys(["seconds_per_epoch", "seconds", "seconds_rows"], SECONDS),
     **dict.fromkeys(["press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5"], RANK),
