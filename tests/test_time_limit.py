@@ -35,3 +35,13 @@ def test_the_workflow_reads_sinfos_format_and_names_a_bad_value_in_one_line(tmp_
     assert "set-resources: train: max_runtime: 'infinite': expected the partition's time limit in whole minutes" in (
         bad.stdout + bad.stderr
     )
+
+
+def test_a_runtime_given_to_train_is_noted_as_replacing_every_estimate(tmp_path):
+    """docs/cluster.md says not to give `train` a runtime in set-resources; before, one was taken without a word."""
+    note = "note: set-resources: train: runtime replaces every training's own time estimate with one number"
+    given = snakemake(tmp_path, "table3", "-n", "--quiet", "rules", "--set-resources", "train:runtime=600",
+                      "--config", "allow_cpu_training=true")  # fmt: skip
+    assert given.returncode == 0 and note in given.stderr
+    plain = snakemake(tmp_path, "table3", "-n", "--quiet", "rules", "--config", "allow_cpu_training=true")
+    assert plain.returncode == 0 and note not in plain.stderr

@@ -55,6 +55,12 @@ def site_time_limit():
 
 
 SITE_TIME_LIMIT = site_time_limit()
+if CONTROLLER and snakemake_run.set_resource(workflow, "train", "runtime") is not None:
+    print(
+        "note: set-resources: train: runtime replaces every training's own time estimate with one number; give the "
+        "partition's time limit as max_runtime instead (docs/cluster.md, step 3)",
+        file=sys.stderr,
+    )
 
 
 def train_runtime(wildcards, attempt):
