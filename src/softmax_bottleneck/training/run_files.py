@@ -97,14 +97,20 @@ class ProgressFile:
         self.path = Path(path)
         previous = read_progress(self.path) or {}
         self.run, self.epochs, self.checkpoint_seconds = dict(run), int(epochs), float(checkpoint_seconds)
-        self.started = _finite(previous.get("started")) or time.time()
         self.attempt_started = time.time()
+        # what a previous attempt wrote is carried over only where possible (a start not in the future, a duration
+        # within readback's bounds): a file edited to impossible values would otherwise make `status` call this
+        # running run unreadable
+        started = previous.get("started")
+        possible = readback.TIMESTAMP.violation(started) is None and started <= self.attempt_started
+        self.started = float(started) if possible else self.attempt_started
         attempts = previous.get("attempts")
-        self.attempts = (attempts if isinstance(attempts, int) and attempts >= 0 else 0) + 1
+        self.attempts = (attempts if isinstance(attempts, int) and 0 <= attempts < 10**6 else 0) + 1
         self.walls: dict[int, float] = {}
         for row in previous.get("curve", []):
-            if isinstance(row, dict) and isinstance(row.get("epoch"), int) and _finite(row.get("wall_seconds")):
-                self.walls[row["epoch"]] = float(row["wall_seconds"])
+            if isinstance(row, dict) and readback.EPOCH.violation(row.get("epoch")) is None:
+                if readback.SECONDS.violation(row.get("wall_seconds")) is None:
+                    self.walls[row["epoch"]] = float(row["wall_seconds"])
 
     def epoch_done(self, epoch: int, wall_seconds: float) -> None:
         self.walls[epoch] = float(wall_seconds)
