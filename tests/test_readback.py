@@ -65,6 +65,7 @@ IMPOSSIBLE_METRICS = {
     "switch after the last epoch": ({"switch_epoch": 40}, "switch_epoch = 40 is impossible"),
     "epoch 0": ({"best_epoch": 0}, "best_epoch = 0 is impossible (epochs count from 1, at most 100,000)"),
     "fractional parameters": ({"parameters": 2.5}, "parameters = 2.5 is not a whole number"),
+    "no test perplexity": ({"test_ppl": None}, "missing key(s) test_ppl"),  # before, summarised as a blank cell
     # before, a float skipped the comparison with the run's epochs: summarize wrote epochs_run = 100000
     "float epochs beyond the run's": ({"epochs_run": 100_000.0}, "epochs_run = 100000.0 is impossible: the run has"),
 }

@@ -216,7 +216,7 @@ def run_row(record: dict) -> dict:
                 f"{record['metrics']}: {key} = {metrics[key]!r} but the record says {record[key]!r} "
                 f"(record [{_describe(record)}])"
             )
-    missing = [k for k in ("train_ppl", "valid_ppl", "test_ppl") if k not in metrics]
+    missing = [k for k in ("train_ppl", "valid_ppl", "test_ppl") if metrics.get(k) is None]  # a finished run has all
     if missing:
         raise RecordError(f"{record['metrics']}: missing key(s) {', '.join(missing)} (record [{_describe(record)}])")
     hp = metrics.get("hyperparameters") or {}
