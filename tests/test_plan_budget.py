@@ -105,12 +105,13 @@ def test_the_e12_slice_is_the_measured_file(paper):
     assert int(row["bytes"]) >= 4 * int(row["rows"]) * presets.VOCAB_SIZES[row["dataset"]]  # float32 rows × words
 
 
-def test_the_caps_are_said_as_chosen_only_where_they_are_the_presets(paper):
+def test_the_caps_provenance_is_said_only_where_they_are_the_presets(paper):
     text = plan.epoch_caps_line(paper)
-    assert "1000 (500 for wt2 mos)" in text and "no early stop" in text and "chosen" in text
+    provenance = "the presets' caps: the paper states none; 1000 is what the authors' code sets for PTB"
+    assert "1000 (500 for wt2 mos)" in text and "no early stop" in text and provenance in text
     small = Study(study_config.check(study_config.load([str(REPO / "config" / "small.yaml")])))
     text = plan.epoch_caps_line(small)
-    assert "no early stop" in text and "chosen" not in text
+    assert "no early stop" in text and "presets' caps" not in text
 
 
 def test_plan_prints_the_disk_and_the_wall_clock_on_n_gpus(paper):
