@@ -155,6 +155,24 @@ def test_an_impossible_analysis_number_names_its_column_and_row(tmp_path, kind):
     assert str(exc.value).startswith(f"summarize: {path}: {named}") and not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [("index,sigma\n", "holds no singular value"),
+     ("index,sigma\n0,2.0\n1,\n", "row 2: no singular value"),
+     ("index,sigma\n0,2.0\n2,1.0\n", "its index is not 0, 1, 2, ..."),
+     ("index,sigma\n0,2.0\n1,1.0\n2,1.5\n", "row 3: a singular value above the one before (impossible)")],
+    ids=["header only", "empty cell", "index skips", "rising"],
+)  # fmt: skip
+def test_a_spectrum_that_is_not_one_is_refused(tmp_path, text, named):
+    """Before, each of these was summarised (a header-only spectrum as 0 rows, an empty cell as a gap)."""
+    path = tmp_path / "spectrum.csv"
+    path.write_text(text)
+    out = tmp_path / "summary.csv"
+    with pytest.raises(SystemExit) as exc:
+        main(["summarize", "--kind", "spectra", "--out", str(out), "--record", f"dataset=ptb,variant=ss,csv={path}"])
+    assert str(exc.value).startswith(f"summarize: {path}: not a spectrum: {named}") and not out.exists()
+
+
 def test_word_pairs_that_do_not_add_up_are_refused(tmp_path):
     path = tmp_path / "wordsim.csv"
     path.write_text("benchmark,pairs,found,not_found,spearman\nMEN,3000,2900,99,0.5\n")

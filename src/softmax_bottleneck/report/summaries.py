@@ -355,6 +355,7 @@ def collect_spectra(records: list[dict]) -> pd.DataFrame:
     for record in records:
         _check_keys(record, "spectra")
         frame = _read_csv(record["csv"], record, ["index", "sigma"])
+        _check_spectrum(frame, record)
         if "sigma_normalised" not in frame.columns:
             top = frame["sigma"].max() if len(frame) else math.nan
             frame["sigma_normalised"] = frame["sigma"] / top
@@ -362,6 +363,22 @@ def collect_spectra(records: list[dict]) -> pd.DataFrame:
         parts.append(frame.assign(**_layer_source(record))[SPECTRA_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SPECTRA_COLUMNS)
     return out.sort_values(["dataset", "variant", "index"], kind="mergesort").reset_index(drop=True)
+
+
+def _check_spectrum(frame: pd.DataFrame, record: dict) -> None:
+    """A spectrum is singular values in decreasing order (up to :data:`~softmax_bottleneck.readback.ROUNDING` of the
+    largest), indexed 0, 1, 2, ..., none of them missing; else a :class:`RecordError` naming the first bad row."""
+    sigma = pd.to_numeric(frame["sigma"], errors="coerce")
+    why = "holds no singular value" if frame.empty else None
+    if why is None and sigma.isna().any():
+        why = f"row {int(sigma.isna().to_numpy().nonzero()[0][0]) + 1}: no singular value"
+    if why is None and list(frame["index"]) != list(range(len(frame))):
+        why = "its index is not 0, 1, 2, ... (one row per singular value, in order)"
+    rises = sigma.diff() > readback.ROUNDING * float(sigma.max())
+    if why is None and rises.any():
+        why = f"row {int(rises.to_numpy().nonzero()[0][0]) + 1}: a singular value above the one before (impossible)"
+    if why:
+        raise RecordError(f"{record['csv']}: not a spectrum: {why} (record [{_describe(record)}])")
 
 
 def collect_wordsim(records: list[dict]) -> pd.DataFrame:
