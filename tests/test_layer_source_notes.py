@@ -40,7 +40,7 @@ def test_summaries_carry_the_layers_source(tmp_path):
     assert old.loc[0, "layer_source"] == "ss@" + "0" * 16
     assert [note.split(" (")[0] for note in stale_notes(old)] == [NOTE]
     spectrum = tmp_path / "spectrum.csv"
-    spectrum.write_text("index,sigma\n1,2.0\n2,1.0\n")
+    spectrum.write_text("index,sigma\n0,2.0\n1,1.0\n")  # as rank.spectrum_table writes it: 0-based
     record = {"dataset": "ptb", "variant": "ss", "csv": str(spectrum), "metrics": str(tmp_path / "b" / "metrics.json")}
     assert set(collect_spectra([record])["layer_source"]) == {"ss@" + "0" * 16}
     assert collect_spectra([{k: v for k, v in record.items() if k != "metrics"}])["layer_source"].isna().all()
