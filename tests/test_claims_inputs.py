@@ -59,7 +59,7 @@ def edit(folder: Path, file: str, row: int, **values) -> None:
         ("main.csv", {"test_ppl": ""}, ("main.csv: row 1, column test_ppl: empty",)),
         ("main.csv", {"test_ppl": 0.5}, ("main.csv: column test_ppl, row 1",)),
         ("ntet.csv", {"schedule": 42}, ("ntet.csv: row 1, column schedule: ", "42", "not one of")),
-        ("main.csv", {"seed": "x"}, ("main.csv: row 1, column seed: 'x'",)),
+        ("main.csv", {"seed": "x"}, ("main.csv: column seed, row 1: 'x' is not a number",)),
         ("main.csv", {"dataset": "penn"}, ("main.csv: row 1, column dataset: 'penn'",)),
     ],
 )
