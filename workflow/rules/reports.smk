@@ -50,17 +50,15 @@ all_reports = lambda: [
 summary_dir_of = lambda item: (
     ITEM_SUMMARY.format(item=item.name) if item.runs else f"{RESULTS}/summary"
 )
+#: the SUMMARY_RECORDS key of one job of summarize_for_item
+item_summary = lambda wildcards: f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
 
 
 rule summarize_for_item:
     """The runs of one summary that one table or figure reads (its registration's `runs`), for it alone."""
     input:
-        files=lambda wildcards: files_of(
-            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
-        ),
-        sources=lambda wildcards: layer_source_files(
-            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
-        ),
+        files=lambda wildcards: files_of(item_summary(wildcards)),
+        sources=lambda wildcards: layer_source_files(item_summary(wildcards)),
         code=rendering_code,
     output:
         f"{ITEM_SUMMARY}/{{summary}}.csv",
@@ -76,12 +74,8 @@ rule summarize_for_item:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        kind=lambda wildcards: SUMMARY_RECORDS[
-            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
-        ][0],
-        records=lambda wildcards: records_of(
-            f"{ITEM_FOLDER}/{{summary}}.csv".format(**wildcards)
-        ),
+        kind=lambda wildcards: SUMMARY_RECORDS[item_summary(wildcards)][0],
+        records=lambda wildcards: records_of(item_summary(wildcards)),
     shell:
         "python -m softmax_bottleneck summarize --kind {params.kind} --out {output} {params.records} > {log} 2>&1"
 

@@ -138,11 +138,12 @@ def _check_finite(model, path: Path) -> None:
             )
 
 
-def corpus_texts(data) -> list[Path]:
-    """The corpus texts an analysis may read, which none of its outputs may replace: those of ``data`` (``--data``),
-    else of every dataset's default folder (``resources/data/<dataset>``: the model's dataset is not known yet)."""
-    folders = [Path(data)] if data else [Path("resources/data") / name for name in DATASET_DIRS.values()]
-    return [folder / f"{split}.txt" for folder in folders for split in SPLITS]
+def model_and_corpus_files(args) -> list:
+    """The files :func:`model_and_corpus` may read for ``args``, which none of the command's outputs may replace: the
+    checkpoint, the corpus cache (None where not given), and the texts of ``--data``, else of every dataset's default
+    folder (``resources/data/<dataset>``: the model's dataset is not known yet)."""
+    folders = [Path(args.data)] if args.data else [Path("resources/data") / name for name in DATASET_DIRS.values()]
+    return [args.checkpoint, args.corpus_cache, *(folder / f"{split}.txt" for folder in folders for split in SPLITS)]
 
 
 def model_and_corpus(args, dataset: str | None = None):

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from softmax_bottleneck.analysis.inputs import InputError, corpus_texts, model_and_corpus, report
+from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, model_and_corpus_files, report
 from softmax_bottleneck.analysis.outputs import (
     OutputError,
     all_or_none,
@@ -312,8 +312,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("analyze"):
         try:
-            check_writable(args.out_json, args.out_spectrum, args.save_logp,
-                           inputs=[args.checkpoint, args.corpus_cache, *corpus_texts(args.data)])  # fmt: skip
+            check_writable(args.out_json, args.out_spectrum, args.save_logp, inputs=model_and_corpus_files(args))
         except OutputError as err:
             return report("analyze", err)
         remove_stale_temporaries(args.out_json, args.out_spectrum, args.save_logp)

@@ -13,7 +13,7 @@ import logging
 import pandas as pd
 import torch
 
-from softmax_bottleneck.analysis.inputs import corpus_texts, model_and_corpus, report, write_error
+from softmax_bottleneck.analysis.inputs import model_and_corpus, model_and_corpus_files, report, write_error
 from softmax_bottleneck.analysis.logp import iter_logp
 from softmax_bottleneck.analysis.outputs import OutputError, check_writable
 from softmax_bottleneck.atomic import atomic_path
@@ -78,7 +78,7 @@ def add_cli(parser) -> None:
 def run_cli(args) -> int:
     with stop_on_signals("qualitative"):
         try:
-            check_writable(args.out, inputs=[args.checkpoint, args.corpus_cache, *corpus_texts(args.data)])
+            check_writable(args.out, inputs=model_and_corpus_files(args))
             model, _, corpus = model_and_corpus(args, "ptb")
             check_contexts(corpus.test, corpus.dictionary.idx2word)
         except (ValueError, OutputError) as err:  # InputError, contexts not where SM Table 2 has them, an output

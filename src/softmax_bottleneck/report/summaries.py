@@ -210,12 +210,7 @@ def run_row(record: dict) -> dict:
     except (TypeError, ValueError) as err:
         raise RecordError(f"record [{_describe(record)}]: seed {record['seed']!r} is not an integer") from err
     metrics = _checked(readback.check_metrics, _read_json(record["metrics"], record), record["metrics"], record)
-    for key in ("dataset", "variant", "schedule", "seed"):
-        if key in metrics and metrics[key] is not None and not _same(metrics[key], record[key]):
-            raise RecordError(
-                f"{record['metrics']}: {key} = {metrics[key]!r} but the record says {record[key]!r} "
-                f"(record [{_describe(record)}])"
-            )
+    _check_identity(metrics, record["metrics"], record, ("dataset", "variant", "schedule", "seed"))
     missing = [k for k in ("train_ppl", "valid_ppl", "test_ppl") if metrics.get(k) is None]  # a finished run has all
     if missing:
         raise RecordError(f"{record['metrics']}: missing key(s) {', '.join(missing)} (record [{_describe(record)}])")
@@ -237,10 +232,7 @@ def run_row(record: dict) -> dict:
         rank = _checked(readback.check_rank, _read_json(rank_path, record), rank_path, record)
         if "press_rank" not in rank:
             raise RecordError(f"{rank_path}: missing key press_rank (record [{_describe(record)}])")
-        for key in ("dataset", "variant"):  # the rank of another run's model would sit in this run's row
-            if rank.get(key) is not None and not _same(rank[key], record[key]):
-                raise RecordError(f"{rank_path}: {key} = {rank[key]!r} but the record says {record[key]!r} "
-                                  f"(record [{_describe(record)}])")  # fmt: skip
+        _check_identity(rank, rank_path, record, ("dataset", "variant"))  # not another model's rank in this row
         row["press_rank"] = _number(rank["press_rank"], rank_path, "press_rank", record)
         eranks = rank.get("effective_rank") or {}
         if not isinstance(eranks, dict):
@@ -254,6 +246,14 @@ def run_row(record: dict) -> dict:
         row.update({"press_rank": math.nan, **{f"erank_{e}": math.nan for e in EPSILONS}})
     row.update(_sources(layer_source_tag(metrics)))
     return row
+
+
+def _check_identity(data: dict, path, record: dict, keys) -> None:
+    """Each of ``keys`` that file ``path`` (its ``data``) states is the record's: a :class:`RecordError` otherwise."""
+    for key in keys:
+        if data.get(key) is not None and not _same(data[key], record[key]):
+            raise RecordError(f"{path}: {key} = {data[key]!r} but the record says {record[key]!r} "
+                              f"(record [{_describe(record)}])")  # fmt: skip
 
 
 def _sources(tag: str | None) -> dict:
