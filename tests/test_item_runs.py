@@ -108,6 +108,14 @@ def test_snakemake_plans_an_item_without_the_runs_it_leaves_out(tmp_path):
     assert not any(line.strip().endswith("results/small/summary/main.csv") for line in outputs)
 
 
+def test_sm_table13_plans_no_training_and_no_analysis(tmp_path):
+    """SM Table 13 counts the benchmark pairs each vocabulary misses: `snakemake sm_table13` reads the corpora and the
+    benchmarks, not the word-similarity models (it trained all twelve of them, 1,000 epochs each at paper scale)."""
+    counts = planned_jobs(snakemake(tmp_path, "sm_table13", "-n", "--quiet", "rules"))
+    assert counts == {"fetch_corpus": 2, "fetch_wordsim": 13, "corpus_cache": 2, "summarize_wordsim_coverage": 1,
+                      "sm_table13": 1}, counts  # fmt: skip
+
+
 def test_the_cluster_guide_states_the_pilots_job_counts(tmp_path):
     """docs/cluster.md, step 6: the pilot's jobs and those of them sent through sbatch (not local), as a dry run plans
     them (it said 176 after rules were added: 204)."""

@@ -89,9 +89,9 @@ def test_a_table_notes_an_older_source_only_of_a_layer_it_shows(summary_dir, tmp
 
 
 def test_a_table_without_a_variant_column_notes_only_the_layers_it_declares(summary_dir, tmp_path):
-    """Table 4 (LMS-PLIF vs LMS-PLIF†) reads main.csv, SM Table 13 (the vocabularies' counts) wordsim.csv: an older
-    Softmax in main.csv or an older SS in wordsim.csv is Table 2's and SM Table 3's note, not theirs; an older LMS-PLIF
-    is Table 4's."""
+    """Table 4 (LMS-PLIF vs LMS-PLIF†) reads main.csv, SM Table 13 the vocabularies' counts: an older Softmax in
+    main.csv or an older SS in wordsim.csv is Table 2's and SM Table 3's note, not theirs; an older LMS-PLIF is Table
+    4's."""
     _age(summary_dir, "main.csv", "softmax", "f" * 64)
     _age(summary_dir, "wordsim.csv", "ss", "f" * 64)
     for name in ("table4", "sm_table13", "table2", "sm_table3"):

@@ -11,7 +11,7 @@ from softmax_bottleneck.report import common, figures, tables
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARIES = {
     "fair.csv", "frozen.csv", "gss_grid.csv", "main.csv", "mos_dropoutl.csv", "mos_k.csv", "ntet.csv",
-    "robustness.csv", "spectra.csv", "top5.csv", "wordsim.csv",
+    "robustness.csv", "spectra.csv", "top5.csv", "wordsim.csv", "wordsim_coverage.csv",
 }  # fmt: skip
 
 

@@ -133,6 +133,7 @@ def test_wide_tables_are_laid_out_as_printed(built):
     assert sm3.loc[sm3["benchmark"] == "RG-65", "PTB GSS"].item().endswith("(0.5152)")
     sm13 = display_frame("sm_table13", built["sm_table13"]).set_index("benchmark")
     assert sm13.loc["MEN", "# pairs"] == "— (3,000)" and sm13.loc["VERB-143", "# not in WT2"] == "— (0)"
+    assert sm13.loc["RG-65"].tolist() == ["30 (65)", "13 (55)", "13 (20)"]  # ours (the paper's)
     t1 = display_frame("table1", built["table1"]).set_index("metric")
     assert t1.loc["rank, reported in the original papers"].tolist() == ["4,640", "N/A", "9,980", "—", "—"]  # as printed
     assert t1.loc["ppl difference, ours (this paper's)", "SS"].endswith("(-0.06)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -244,3 +245,48 @@ def test_an_edited_benchmark_is_refused_before_the_model_is_read(tmp_path, capsy
     assert f"{copy / 'MC-30.txt'}: SHA-256 " in lines[0] and "is not the published benchmark's" in lines[0]
     assert "fetch word-sim/MC-30.txt" in lines[0]
     assert len(wordsim.benchmark_files(copy, pinned=False)) == 13
+
+
+@needs_data
+def test_sm_table13_is_counted_from_the_corpora_alone(tmp_path):
+    """The coverage summary (``summarize --kind coverage``: each corpus's cache and the benchmarks, no model) has SM
+    Table 13's counts for both corpora, the counts the analysis of a model of that vocabulary makes; a cache given for
+    the other dataset, or an edited benchmark, is refused naming it, and nothing is written."""
+    from softmax_bottleneck.cli import main as cli_main
+    from softmax_bottleneck.corpora.corpus import read_corpus, save_corpus
+
+    records = {}
+    for ds, folder in (("ptb", "ptb"), ("wt2", "wikitext-2")):
+        corpus = read_corpus(SHARED_DATA / folder, ds)
+        save_corpus(corpus, tmp_path / f"{ds}.pt")
+        records[ds] = f"dataset={ds},corpus={tmp_path / f'{ds}.pt'},benchmarks={WORD_SIM}"
+        vocab = corpus.dictionary.idx2word
+        embedding = np.random.default_rng(0).standard_normal((len(vocab), 2))
+        model = wordsim.evaluate_all(embedding, vocab, WORD_SIM)[["benchmark", "pairs", "found"]]
+        counted = wordsim.vocabulary_coverage(vocab, {n: wordsim.read_benchmark(p) for n, p in
+                                                      wordsim.benchmark_files(WORD_SIM).items()})  # fmt: skip
+        assert counted[["benchmark", "pairs", "found"]].equals(model), ds
+    out = tmp_path / "summary" / "wordsim_coverage.csv"
+    argv = ["summarize", "--kind", "coverage", "--out", str(out)]
+    assert cli_main([*argv, "--record", records["ptb"], "--record", records["wt2"]]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    assert list(table.columns) == ["dataset", "benchmark", "pairs", "found", "not_found"]
+    for column, ds in ((1, "ptb"), (2, "wt2")):
+        rows = table[table["dataset"] == ds].set_index("benchmark")
+        assert rows["not_found"].to_dict() == {name: counts[column] for name, counts in EXPECTED.items()}, ds
+        assert rows["pairs"].to_dict() == {name: counts[0] for name, counts in EXPECTED.items()}, ds
+    out.unlink()
+    swapped = records["wt2"].replace("dataset=wt2", "dataset=ptb")
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["summarize", "--kind", "coverage", "--out", str(out), "--record", swapped])
+    assert "wt2.pt" in str(exc.value.code) and not out.exists()
+    edited = tmp_path / "word-sim"
+    shutil.copytree(WORD_SIM, edited)
+    with (edited / "MC-30.txt").open("a", encoding="utf-8") as file:
+        file.write("car\tautomobile\t4.0\n")
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["summarize", "--kind", "coverage", "--out", str(out), "--record",
+                  records["ptb"].replace(f"benchmarks={WORD_SIM}", f"benchmarks={edited}")])  # fmt: skip
+    assert "MC-30.txt" in str(exc.value.code) and "published" in str(exc.value.code) and not out.exists()

@@ -14,6 +14,9 @@
 # model's SHA-256 against its metrics.json before use.
 
 
+from softmax_bottleneck.study.summary_records import COVERAGE_SUMMARY, coverage_records
+
+
 include: "analysis_jobs.smk"
 
 
@@ -259,6 +262,30 @@ rule summarize_wordsim:
         records=records_of("wordsim.csv"),
     shell:
         "python -m softmax_bottleneck summarize --kind wordsim --out {output} {params.records} > {log} 2>&1"
+
+
+# SM Table 13 counts the benchmark pairs each vocabulary misses: from the corpora and the benchmarks, no model
+# (softmax_bottleneck.study.summary_records.coverage_records), so `snakemake sm_table13` trains nothing.
+COVERAGE_RECORDS = coverage_records(STUDY)
+
+
+rule summarize_wordsim_coverage:
+    """The benchmark pairs each vocabulary misses (SM Table 13), from the corpora alone: no model."""
+    input:
+        corpora=ancient([record["corpus"] for record in COVERAGE_RECORDS]),
+        benchmarks=wordsim_files,
+        code=rendering_code,
+    output:
+        f"{RESULTS}/summary/{COVERAGE_SUMMARY}",
+    log:
+        f"{LOGS}/summarize/wordsim_coverage.log",
+    localrule: True
+    conda:
+        "../../envs/softmax-bottleneck.yaml"
+    params:
+        records=" ".join(record_arg(**record) for record in COVERAGE_RECORDS),
+    shell:
+        "python -m softmax_bottleneck summarize --kind coverage --out {output} {params.records} > {log} 2>&1"
 
 
 rule summarize_top5:

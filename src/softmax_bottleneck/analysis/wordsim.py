@@ -118,24 +118,27 @@ def _normalised(embedding) -> np.ndarray:
     return emb / norms
 
 
+def _in_vocabulary(index: dict[str, int], pairs: Sequence[Pair]) -> tuple[int, list[tuple[int, int, float]]]:
+    """The number of :func:`unique_pairs` of ``pairs``, and those whose two words (lower-cased) are in the
+    vocabulary, as (row of word 1, row of word 2, gold score)."""
+    pairs = unique_pairs(pairs)
+    kept = [(index.get(w1.lower()), index.get(w2.lower()), score) for w1, w2, score in pairs]
+    return len(pairs), [(i, j, score) for i, j, score in kept if i is not None and j is not None]
+
+
 def _evaluate(unit: np.ndarray, index: dict[str, int], pairs: Sequence[Pair]) -> dict:
     from scipy import stats
 
-    pairs = unique_pairs(pairs)
-    gold, pred = [], []
-    for w1, w2, score in pairs:
-        i, j = index.get(w1.lower()), index.get(w2.lower())
-        if i is None or j is None:
-            continue
-        gold.append(score)
-        pred.append(float(unit[i] @ unit[j]))
+    total, kept = _in_vocabulary(index, pairs)
+    gold = [score for _, _, score in kept]
+    pred = [float(unit[i] @ unit[j]) for i, j, _ in kept]
     found = len(gold)
     rho = 0.0
     if found:
         rho = float(stats.spearmanr(gold, pred).statistic)
         if not math.isfinite(rho):  # constant scores or similarities
             rho = 0.0
-    return {"pairs": len(pairs), "found": found, "not_found": len(pairs) - found, "spearman": rho}
+    return {"pairs": total, "found": found, "not_found": total - found, "spearman": rho}
 
 
 def evaluate_embedding(embedding, vocab: Sequence[str], pairs: Sequence[Pair]) -> dict:
@@ -192,6 +195,20 @@ def evaluate_pairs(embedding, vocab: Sequence[str], pairs: dict[str, Sequence[Pa
     index = _index(vocab)
     rows = [{"benchmark": name, **_evaluate(unit, index, benchmark)} for name, benchmark in pairs.items()]
     return pd.DataFrame(rows, columns=["benchmark", "pairs", "found", "not_found", "spearman"])
+
+
+def vocabulary_coverage(vocab: Sequence[str], pairs: dict[str, Sequence[Pair]]):
+    """SM Table 13 of one vocabulary, no model needed: per benchmark (SM name → pairs, in SM Table 3 order) its
+    unique pairs, those whose two words are in ``vocab`` (scored by every model of that vocabulary) and those not,
+    as ``pandas.DataFrame(benchmark, pairs, found, not_found)``."""
+    import pandas as pd
+
+    index = _index(vocab)
+    rows = []
+    for name, benchmark in pairs.items():
+        total, kept = _in_vocabulary(index, benchmark)
+        rows.append({"benchmark": name, "pairs": total, "found": len(kept), "not_found": total - len(kept)})
+    return pd.DataFrame(rows, columns=["benchmark", "pairs", "found", "not_found"])
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ import pandas as pd
 from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.report import reported
-from softmax_bottleneck.report.summaries import SOURCE_COLUMNS, TOP5_COLUMNS, TOP5_MODEL_COLUMNS
-from softmax_bottleneck.study.summary_records import check_selection
+from softmax_bottleneck.report.summaries import COVERAGE_COLUMNS, SOURCE_COLUMNS, TOP5_COLUMNS, TOP5_MODEL_COLUMNS
+from softmax_bottleneck.study.summary_records import COVERAGE_SUMMARY, check_selection
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +191,15 @@ def read_wordsim(summary_dir) -> pd.DataFrame:
         required=["dataset", "variant", "benchmark", "spearman"],  # the pair counts came later
     )
     frame = check_once(frame, Path(summary_dir) / "wordsim.csv", WORDSIM_IDENTITY)
+    return frame.assign(benchmark=frame["benchmark"].map(reported.normalise_benchmark))
+
+
+def read_wordsim_coverage(summary_dir) -> pd.DataFrame:
+    """The vocabularies' coverage of the word-similarity benchmarks (SM Table 13, ``wordsim_coverage.csv``), its
+    benchmarks named as the paper names them; a benchmark counts once per dataset."""
+    name = COVERAGE_SUMMARY
+    frame = read_summary(summary_dir, name, text=["dataset", "benchmark"], required=COVERAGE_COLUMNS)
+    frame = check_once(frame, Path(summary_dir) / name, ("dataset", "benchmark"))
     return frame.assign(benchmark=frame["benchmark"].map(reported.normalise_benchmark))
 
 
@@ -360,8 +369,8 @@ class Registry:
         return {name: self._items[name] for name in sorted(self._items, key=paper_order)}
 
 
-def stamp_banner(stamp: str, done: int, planned: int, banner: str | None) -> str:
-    """The banner of a provisional table, figure or claims page: ``PROVISIONAL, <stamp>: n of N runs in``, then the
-    configuration's own banner."""
-    text = f"PROVISIONAL, {stamp}: {done} of {planned} runs in"
+def stamp_banner(stamp: str, done: int, planned: int, banner: str | None, counted: str = "runs") -> str:
+    """The banner of a provisional table, figure or claims page: ``PROVISIONAL, <stamp>: n of N runs in`` (or models,
+    corpora: ``counted``), then the configuration's own banner."""
+    text = f"PROVISIONAL, {stamp}: {done} of {planned} {counted} in"
     return f"{text} — {banner}" if banner else text

@@ -45,7 +45,7 @@ from softmax_bottleneck.report.progress import PREVIEW
 from softmax_bottleneck.report.tables.cells import missing
 from softmax_bottleneck.report.tables.render import LEGEND, display_frame, html_page, latex_table, markdown_page
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, output_roots
-from softmax_bottleneck.study.summary_records import FILE_KEYS, summary_records
+from softmax_bottleneck.study.summary_records import COVERAGE_SUMMARY, FILE_KEYS, coverage_records, summary_records
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,13 @@ def _planned(kind: str, run: Run, record: dict) -> Planned:
 def planned_summaries(study: Study) -> dict[str, tuple[str, list[Planned]]]:
     """Summary file → (its kind in :data:`.summaries.COLLECTORS`, ``sweep``, or ``copy`` for E12's; its planned
     inputs): the records the workflow's summarize rules read (:mod:`softmax_bottleneck.study.summary_records`)."""
-    return {
+    planned = {
         file: (kind, [_planned(kind, run, record) for run, record in records])
         for file, (kind, records) in summary_records(study).items()
     }
+    coverage = [Planned(record, (record["corpus"], record["benchmarks"]), {"dataset": record["dataset"]})
+                for record in coverage_records(study)]  # fmt: skip
+    return {**planned, COVERAGE_SUMMARY: ("coverage", coverage)}
 
 
 def _present(path: Path) -> bool:
@@ -188,10 +191,17 @@ def coverage(table: pd.DataFrame, planned: list[Planned], present: list[bool]) -
     return out
 
 
+def _counted(kinds: set[str]) -> str:
+    """What the inputs of summaries of ``kinds`` are: ``corpora`` (SM Table 13's), ``models`` (the analyses'
+    reference models) or ``runs``."""
+    if kinds <= {"coverage"}:
+        return "corpora"
+    return "models" if kinds <= {"spectra", "wordsim", "top5", "copy"} else "runs"
+
+
 def _unit(kinds: set[str], table: pd.DataFrame) -> str:
-    if kinds <= {"spectra", "wordsim", "top5", "copy"}:
-        return "models"
-    return "seeds" if "variant" in table.columns else "runs"
+    counted = _counted(kinds)
+    return "seeds" if counted == "runs" and "variant" in table.columns else counted
 
 
 # --------------------------------------------------------------------------------------------- files
@@ -243,7 +253,7 @@ def render_preview(study: Study, *, directory=".", stamp: str | None = None, nam
         planned = [p for file in requires for p in found[file][1]]
         present = [x for file in requires for x in found[file][2]]
         counts = (sum(present), len(present))
-        banner = stamp_banner(stamp, *counts, config_banner)
+        banner = stamp_banner(stamp, *counts, config_banner, _counted({found[file][0] for file in requires}))
         prefix = str(out / f"{kind}s" / name)
         why = None if counts[0] or not counts[1] else f"no run of this {kind} is in yet (0 of {counts[1]})"
         if why is None:

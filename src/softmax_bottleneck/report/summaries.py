@@ -4,10 +4,11 @@
 * :func:`collect_sweep` — one row per model of a sweep (``sweeps`` of the configuration): its swept
   hyper-parameters, what training recorded (perplexities, epochs, time) and its ranks, from its ``metrics.json``
   (+ ``rank.json``);
-* :func:`collect_spectra`, :func:`collect_wordsim`, :func:`collect_top5` — concatenate per-model analysis CSVs.
+* :func:`collect_spectra`, :func:`collect_wordsim`, :func:`collect_top5` — concatenate per-model analysis CSVs;
+* :func:`collect_coverage` — SM Table 13: the benchmark pairs each corpus's vocabulary misses (no model).
 
-Every summary has a ``layer_source`` column: ``<layer>@<first 16 hex digits of the SHA-256 of its module file>``, the
-code of the output layer that trained the row's model (``metrics.json``; an analysis record names it with
+Every summary of models has a ``layer_source`` column: ``<layer>@<first 16 hex digits of the SHA-256 of its module
+file>``, the code of the output layer that trained the row's model (``metrics.json``; an analysis record names it with
 ``metrics=``), so a table or figure can say which results an older source of a layer made; and ``older_source``:
 True where that is another source than the one installed when the summary was written (the workflow writes a
 summary again when a layer it shows changes), False where the same, empty where the model's source is unknown.
@@ -25,6 +26,8 @@ metrics=results/.../metrics.json ...
     python -m softmax_bottleneck summarize --kind wordsim --out ... --record dataset=ptb,variant=ss,csv=...
     python -m softmax_bottleneck summarize --kind top5 --out ... --record model=MoS*,dataset=ptb,variant=mos,\\
 schedule=nt,csv=...
+    python -m softmax_bottleneck summarize --kind coverage --out results/summary/wordsim_coverage.csv \\
+        --record dataset=ptb,corpus=resources/corpus/ptb.pt,benchmarks=resources/data/word-sim ...
 
 The output CSV is written atomically (temporary file + ``os.replace``).
 """
@@ -118,6 +121,7 @@ RECORD_KEYS: dict[str, list[str]] = {
     "spectra": ["dataset", "variant", "csv"],
     "wordsim": ["dataset", "variant", "csv"],
     "top5": ["model", "csv"],
+    "coverage": ["dataset", "corpus", "benchmarks"],
 }
 
 
@@ -408,12 +412,39 @@ def collect_top5(records: list[dict]) -> pd.DataFrame:
     return out.sort_values(["model", "group", "number"], kind="mergesort").reset_index(drop=True)
 
 
+#: columns of the coverage summary (SM Table 13)
+COVERAGE_COLUMNS: list[str] = ["dataset", "benchmark", "pairs", "found", "not_found"]
+
+
+def collect_coverage(records: list[dict]) -> pd.DataFrame:
+    """Per dataset, the pairs of each word-similarity benchmark its vocabulary misses (SM Table 13): the corpus's
+    tokenised cache (loaded without unpickling, and checked to be the published dataset's) and the published
+    benchmarks (checked by SHA-256); :func:`softmax_bottleneck.analysis.wordsim.vocabulary_coverage`."""
+    from softmax_bottleneck.analysis import wordsim
+    from softmax_bottleneck.corpora.corpus import load_cached_corpus, verify_sources
+
+    parts = []
+    for record in records:
+        _check_keys(record, "coverage")
+        try:
+            files = wordsim.benchmark_files(record["benchmarks"])
+            pairs = {name: wordsim.read_benchmark(path) for name, path in files.items()}
+            corpus = load_cached_corpus(record["corpus"])
+            verify_sources(corpus, str(record["dataset"]), record["corpus"])
+        except ValueError as err:  # a corpus or benchmark that is not the published one, or unreadable
+            raise RecordError(f"{err} (record [{_describe(record)}])") from None
+        frame = wordsim.vocabulary_coverage(corpus.dictionary.idx2word, pairs)
+        parts.append(frame.assign(dataset=str(record["dataset"]))[COVERAGE_COLUMNS])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COVERAGE_COLUMNS)
+
+
 COLLECTORS = {
     "runs": collect_runs,
     "sweep": collect_sweep,
     "spectra": collect_spectra,
     "wordsim": collect_wordsim,
     "top5": collect_top5,
+    "coverage": collect_coverage,
 }
 
 
@@ -443,7 +474,8 @@ def add_cli(parser) -> None:
         required=True,
         choices=sorted(COLLECTORS),
         help="runs: one row per trained model; sweep: one row per model of a sweep, its swept hyper-parameters as "
-        "columns; spectra, wordsim, top5: per-model analysis CSVs concatenated",
+        "columns; spectra, wordsim, top5: per-model analysis CSVs concatenated; coverage: the benchmark pairs each "
+        "corpus's vocabulary misses (SM Table 13)",
     )
     parser.add_argument(
         "--hyperparameter",

@@ -8,7 +8,9 @@ The workflow's summarize rules (their inputs and ``--record`` arguments) and the
   variant, schedule, seed, seed_kind, metrics, rank``;
 * ``spectra.csv``, ``wordsim.csv``: per reference model ``dataset, variant, csv, metrics``; ``top5.csv``: per
   model ``model, dataset, variant, schedule, csv, metrics``;
-* ``robustness.csv`` (``copy``): E12's result, ``csv``.
+* ``robustness.csv`` (``copy``): E12's result, ``csv``;
+* ``wordsim_coverage.csv`` (``coverage``, SM Table 13): no model, per dataset of the word-similarity analysis
+  ``dataset, corpus, benchmarks``, its tokenised corpus and the benchmarks' folder (:func:`coverage_records`).
 
 A table or figure that reads only some runs of its summaries says which (``runs=`` of its registration,
 :func:`selected`); it is then built from its own copies of them, ``for/<item>/<file>`` (:func:`item_summary_records`),
@@ -17,10 +19,13 @@ whose records are those runs only: ``snakemake table4`` trains the LMS-PLIF runs
 
 from __future__ import annotations
 
+from softmax_bottleneck.corpora.datasets import CORPUS_CACHE, WORDSIM_FOLDER
 from softmax_bottleneck.study.runs import SWEEP_PREFIX, Run, Study, analysis_names
 
-#: the record keys that name a file (of a run folder)
-FILE_KEYS = ("metrics", "rank", "csv")
+#: the record keys that name a file (of a run folder; a corpus, the benchmarks' folder)
+FILE_KEYS = ("metrics", "rank", "csv", "corpus", "benchmarks")
+#: the summary of the benchmark pairs each vocabulary misses (SM Table 13): read from the corpora, no model
+COVERAGE_SUMMARY = "wordsim_coverage.csv"
 #: the fields a table or figure selects its runs by (``runs=`` of its registration)
 SELECTION_FIELDS = ("dataset", "variant", "schedule", "seed_kind")
 #: the folder, under ``<results>/summary/``, of the summaries of one table or figure that selects its runs
@@ -93,6 +98,13 @@ def summary_records(study: Study) -> dict[str, tuple[str, list[tuple[Run, dict]]
     model = study.robustness_model
     out["robustness.csv"] = ("copy", [(model, {"csv": model.file(f"{robustness}/robustness.csv")})])
     return out
+
+
+def coverage_records(study: Study) -> list[dict]:
+    """The records of :data:`COVERAGE_SUMMARY`: per dataset of the word-similarity analysis (``analysis/wordsim``), its
+    tokenised corpus and the benchmarks' folder. SM Table 13 counts the vocabularies' misses, so nothing trains."""
+    datasets = dict.fromkeys(study.config["analysis"]["wordsim"]["datasets"])
+    return [{"dataset": ds, "corpus": CORPUS_CACHE.format(dataset=ds), "benchmarks": WORDSIM_FOLDER} for ds in datasets]
 
 
 def record_files(record: dict) -> list[str]:
