@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import bounds, readback
 from softmax_bottleneck.cli import main
 
 METRICS = {
@@ -208,6 +208,28 @@ def test_an_impossible_number_in_a_summary_stops_the_table(tmp_path):
     assert message == f"table table2: {path}: column test_ppl, row 1: -5 is impossible (a perplexity is at least 1)"
     message, path = _table2(tmp_path, (header + row.replace(",141,", ",abc,").replace("-5", "57.0")).encode())
     assert message == f"table table2: {path}: column seed, row 1: 'abc' is not a number"  # before, shown as a seed
+    ranks = header.replace("\n", ",erank_1e-3\n")
+    message, path = _table2(tmp_path, (ranks + row.replace("-5,402", "57.0,402,10001")).encode())
+    why = "10001 is impossible (a rank of a ptb log-P matrix is at most its 10,000 words)"
+    assert message == f"table table2: {path}: column erank_1e-3, row 1: {why}"
+    path.write_text(ranks + row.replace("-5,402", "57.0,402,10001").replace("ptb", "wt2"))  # possible for WT2
+    assert main(["table", "table2", "--summary-dir", str(path.parent), "--out", str(tmp_path / "t2")]) in (0, None)
+
+
+def test_a_column_given_twice_is_refused_not_read_as_the_first(tmp_path):
+    """pandas names the second ``test_ppl`` ``test_ppl.1`` and Table 2 showed the first in silence; a ``sep`` other
+    than a comma (the benchmark TSVs) is honoured, and a file read without a header is not a table with columns."""
+    header = "experiment,dataset,variant,schedule,seed,seed_kind,parameters,train_ppl,valid_ppl,test_ppl,test_ppl\n"
+    row = "main,ptb,softmax,et,141,authors,24221600,33.5,59.5,57.0,99.0\n"
+    message, path = _table2(tmp_path, (header + row).encode())
+    assert message == f"table table2: {path}: column 'test_ppl' given twice: not a table this package wrote"
+    tsv = tmp_path / "bench.tsv"
+    tsv.write_text("s\th:m:s\ts\n1.0\t0:00:01\t2.0\n")
+    with pytest.raises(readback.ReadbackError, match="column 's' given twice"):
+        readback.read_csv(tsv, sep="\t")
+    assert readback.read_csv(tsv, sep="\t", header=None).shape == (2, 3)
+    tsv.write_text("s,s\th:m:s\n1.0\t0:00:01\n")  # one column named "s,s" in a TSV
+    assert list(readback.read_csv(tsv, sep="\t").columns) == ["s,s", "h:m:s"]
 
 
 def test_lm_report_refuses_a_rank_above_its_matrix(tmp_path):
@@ -233,9 +255,9 @@ def test_a_curve_beyond_the_runs_epochs_is_refused(tmp_path):
 
 def test_floating_point_rounding_at_a_bound_is_not_impossible():
     """exp(log_softmax) of a sure prediction is 1 + 1e-7 in float32; a difference of 1e-3 is not rounding."""
-    assert readback.violation("prob_1", 1.0000001) is None and readback.violation("test_ppl", 0.99999999) is None
-    assert readback.violation("prob_1", 1.001) and readback.violation("test_ppl", 0.999)
-    assert readback.violation("press_rank", 0) and readback.violation("press_rank", 2.5)
+    assert bounds.violation("prob_1", 1.0000001) is None and bounds.violation("test_ppl", 0.99999999) is None
+    assert bounds.violation("prob_1", 1.001) and bounds.violation("test_ppl", 0.999)
+    assert bounds.violation("press_rank", 0) and bounds.violation("press_rank", 2.5)
 
 
 # --------------------------------------------------------------------------------------------- one reader
@@ -314,9 +336,9 @@ def test_epochs_have_one_maximum_in_the_configuration_and_the_files_read_back(tm
     from softmax_bottleneck import presets
     from softmax_bottleneck.report.projection import read_plan
 
-    assert presets.base_hyperparameters()["epochs"].maximum == readback.MAX_EPOCHS == readback.EPOCH.high
+    assert presets.base_hyperparameters()["epochs"].maximum == bounds.MAX_EPOCHS == bounds.EPOCH.high
     plan = tmp_path / "plan.csv"
-    for epochs, fine in ((readback.MAX_EPOCHS, True), (readback.MAX_EPOCHS + 1, False), ("1e308", False)):
+    for epochs, fine in ((bounds.MAX_EPOCHS, True), (bounds.MAX_EPOCHS + 1, False), ("1e308", False)):
         plan.write_text(f"run,experiments,dataset,variant,schedule,epochs\nr1,E1,ptb,softmax,et,{epochs}\n")
         if fine:
             read_plan(plan)

@@ -17,8 +17,10 @@ PACKAGE = ROOT / "src" / "softmax_bottleneck"
 
 #: a source file longer than this holds more than one idea
 MAX_LINES = 550
-#: modules beside the subpackages (``__init__`` and ``__main__`` not counted)
-MAX_TOP_LEVEL = 8
+#: modules beside the subpackages (``__init__`` and ``__main__`` not counted): ``cli``, ``presets`` and the shared
+#: modules below the stages (``atomic``, ``argtypes``, ``readback``, ``bounds``, ``durations``, ``paper_numbers``,
+#: ``measured``)
+MAX_TOP_LEVEL = 9
 
 
 def import_circles(graph) -> list[list[str]]:

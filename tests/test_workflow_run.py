@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import bounds, readback
 from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study import job_seconds, workflow_start
@@ -153,7 +153,7 @@ def test_the_time_left_the_terminal_writes_now_reads_back(tmp_path):
     before = time.time()
     workflow_run.write_time_left(record, "trainings: 0 of 51 done, jobs: 0 of 186; time left: estimating", None)
     read = workflow_run.read_time_left(path)
-    assert before <= read["written"] <= time.time() and read["written"] > readback.MAX_SECONDS
+    assert before <= read["written"] <= time.time() and read["written"] > bounds.MAX_SECONDS
     assert read["seconds_left"] is None and read["line"].startswith("trainings: 0 of 51 done")
     workflow_run.write_time_left(record, "about 7m 40s left", 460.0)
     assert workflow_run.read_time_left(path)["seconds_left"] == 460.0

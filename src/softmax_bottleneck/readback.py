@@ -9,11 +9,12 @@ and a configuration file go through this module:
   read and the read bounded even if it grows meanwhile;
 * :func:`load_json`: UTF-8, a strict parser (no ``NaN``/``Infinity``), no key given twice in one object (JSON keeps
   the last silently), nesting at most :data:`MAX_JSON_DEPTH` deep, at most :data:`MAX_JSON_BYTES`;
-* :func:`read_csv`: UTF-8 text (a binary file is named as such), words such as ``NA`` kept as strings;
-* :data:`BOUNDS`: the one table of what each number can be (a perplexity ≥ 1, a loss ≥ 0, an epoch ≥ 1, ...), and
-  the relations between numbers: ranks within [1, min(rows, columns)] of their matrix, ε-effective ranks growing as
-  ε shrinks, epochs within the run's (``epochs_run`` ≤ its ``epochs``, ``best_epoch`` and ``switch_epoch`` ≤
-  ``epochs_run``), ``found + not_found = pairs``.
+* :func:`read_csv`: UTF-8 text (a binary file is named as such), no column named twice (pandas renames the second
+  ``a.1`` in silence), words such as ``NA`` kept as strings;
+* :data:`~softmax_bottleneck.bounds.BOUNDS`: the one table of what each number can be (a perplexity ≥ 1, a loss
+  ≥ 0, an epoch ≥ 1, ...), and the relations between numbers: ranks within [1, min(rows, columns)] of their matrix,
+  ε-effective ranks growing as ε shrinks, epochs within the run's (``epochs_run`` ≤ its ``epochs``, ``best_epoch``
+  and ``switch_epoch`` ≤ ``epochs_run``), ``found + not_found = pairs``.
 
 A file that breaks any of these raises :class:`ReadbackError`, one line naming the file and the key (or column and
 row) at fault; a table built on an impossible number would be wrong without a sign.
@@ -30,9 +31,23 @@ import re
 import stat
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+
+from softmax_bottleneck.bounds import (
+    BOUNDS,
+    EPOCH,
+    MAX_SECONDS,
+    PERPLEXITY,
+    PID,
+    POSITIVE_COUNT,
+    RANK,
+    ROUNDING,
+    SECONDS,
+    TIMESTAMP,
+    Bound,
+    violation,
+)
 
 #: deepest nesting of a JSON file read back (the package writes 3 levels); deeper is refused
 MAX_JSON_DEPTH = 32
@@ -54,76 +69,6 @@ class TooLarge(ReadbackError):
     def __init__(self, path, size: int, reason: str):
         super().__init__(path, reason)
         self.size = size
-
-
-# --------------------------------------------------------------------------------------------- bounds
-#: the slack of a bound on a computed (floating-point) number: ``exp(log_softmax)`` of a sure prediction can be
-#: 1 + 1e-7 in float32, a mean loss of one −1e-8; a real violation is far larger
-ROUNDING = 1e-6
-
-
-@dataclass(frozen=True)
-class Bound:
-    """What a number can be: ``low ≤ x ≤ high`` (up to :data:`ROUNDING` for a non-integer), an integer if
-    ``integer``; ``what`` says why in words."""
-
-    low: float
-    high: float = math.inf
-    integer: bool = False
-    what: str = ""
-
-    def violation(self, value) -> str | None:
-        """Why ``value`` is impossible, or None."""
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return "is not a number"
-        if not math.isfinite(value):
-            return "is not finite"
-        if self.integer and value != int(value):
-            return "is not a whole number"
-        slack = 0.0 if self.integer else ROUNDING
-        if not self.low - slack <= value <= self.high + slack:
-            return f"is impossible ({self.what})"
-        return None
-
-
-PERPLEXITY = Bound(1.0, what="a perplexity is at least 1")
-LOSS = Bound(0.0, what="a loss is at least 0")
-COUNT = Bound(0, integer=True, what="a count is a whole number ≥ 0")
-POSITIVE_COUNT = Bound(1, integer=True, what="a whole number ≥ 1")
-#: the most epochs a run may have (the paper trains 1,000; presets.yaml's ``epochs`` declares the same maximum)
-MAX_EPOCHS = 100_000
-EPOCH = Bound(1, MAX_EPOCHS, integer=True, what=f"epochs count from 1, at most {MAX_EPOCHS:,}")
-#: the longest duration a file may hold (an epoch, an analysis): a year, far beyond any run of the study
-MAX_SECONDS = 366 * 24 * 3600.0
-SECONDS = Bound(0.0, MAX_SECONDS, what="a duration is within [0 s, 1 year]")
-#: a process ID (Linux: at most 2**22)
-PID = Bound(1, 2**31 - 1, integer=True, what="a process ID is within [1, 2**31 - 1]")
-#: a Unix time (seconds since 1970), before 2106
-TIMESTAMP = Bound(0.0, 2.0**32, what="a Unix time is within [1970, 2106]")
-RANK = Bound(1, integer=True, what="a rank is at least 1 (and at most min(rows, columns) of its matrix)")
-SIGMA = Bound(0.0, what="a singular value is at least 0")
-FRACTION = Bound(0.0, 1.0, what="within [0, 1]")
-CORRELATION = Bound(-1.0, 1.0, what="a correlation is within [-1, 1]")
-
-#: key or column -> its bound, wherever it appears in a file read back (JSON keys and CSV columns alike)
-BOUNDS: dict[str, Bound] = {
-    **dict.fromkeys(["train_ppl", "valid_ppl", "test_ppl", "perplexity"], PERPLEXITY),
-    **dict.fromkeys(["train_loss", "valid_loss", "test_loss", "logp_test_loss"], LOSS),
-    **dict.fromkeys(["parameters", "rows", "columns", "softmax_bound"], POSITIVE_COUNT),
-    **dict.fromkeys(["trainable_parameters", "pairs", "found", "not_found", "index", "seed"], COUNT),
-    **dict.fromkeys(["epochs", "epochs_run", "best_epoch", "epoch"], EPOCH),
-    **dict.fromkeys(["seconds_per_epoch", "seconds", "seconds_rows"], SECONDS),
-    **dict.fromkeys(["press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5"], RANK),
-    **dict.fromkeys(["sigma", "sigma_max", "tolerance"], SIGMA),
-    **dict.fromkeys(["sigma_normalised", *(f"prob_{k}" for k in range(1, 6))], FRACTION),
-    "spearman": CORRELATION,
-}
-
-
-def violation(key: str, value) -> str | None:
-    """Why ``value`` cannot be ``key`` (:data:`BOUNDS`), or None (also for a key without a bound, or None)."""
-    bound = BOUNDS.get(key)
-    return None if bound is None or value is None else bound.violation(value)
 
 
 def check_value(path, key: str, value) -> None:
@@ -332,18 +277,26 @@ CSV_OPTIONS = {"keep_default_na": False, "na_values": [""]}
 
 def read_csv(path, **kwargs):
     """``pandas.read_csv`` of UTF-8 text, keeping words such as ``N``, ``NA`` or ``null`` as strings (only ``""`` is
-    missing); an empty file is an empty frame; a binary or malformed file is a :class:`ReadbackError`."""
+    missing); an empty file is an empty frame; a binary or malformed file, or a column named twice, is a
+    :class:`ReadbackError`."""
+    import csv
+
     import pandas as pd
 
     path = Path(path)
     text = _text(read_bytes(path, MAX_CSV_BYTES, what="CSV"), path, "not a readable CSV")
     kwargs = {**CSV_OPTIONS, **kwargs}
     try:
-        return pd.read_csv(io.StringIO(text), **kwargs)
+        header = next(csv.reader(io.StringIO(text), delimiter=kwargs.get("sep", ",")), [])
+        frame = pd.read_csv(io.StringIO(text), **kwargs)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
-    except ValueError as err:  # pandas' ParserError is a ValueError
+    except (ValueError, csv.Error) as err:  # pandas' ParserError is a ValueError
         raise ReadbackError(path, f"not a readable CSV ({error_line(err)})") from None
+    twice = next((name for i, name in enumerate(header) if name in header[:i]), None)
+    if twice is not None and kwargs.get("header", "infer") is not None:  # pandas reads the second as "<name>.1"
+        raise ReadbackError(path, f"column {twice!r} given twice: not a table this package wrote")
+    return frame
 
 
 def check_columns(frame, path) -> None:

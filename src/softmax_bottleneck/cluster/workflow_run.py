@@ -34,7 +34,7 @@ import platform
 import time
 from pathlib import Path
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import bounds, readback
 from softmax_bottleneck.atomic import atomic_write_text
 
 #: the record below a configuration's logs folder (``logs/`` or ``logs/<output_subdir>/``)
@@ -95,7 +95,7 @@ def read(path) -> dict:
             _fail(path, f"jobs/{i}: expected jobid (a whole number) and rule (a name)")
         if job.get("kind", OTHER) not in (TRAINING, DOWNLOAD, OTHER):
             _fail(path, f"jobs/{i}/kind = {job.get('kind')!r} is none of {TRAINING}, {DOWNLOAD}, {OTHER}")
-        for key, bound in (("planned_s", readback.SECONDS), ("threads", readback.POSITIVE_COUNT)):
+        for key, bound in (("planned_s", bounds.SECONDS), ("threads", bounds.POSITIVE_COUNT)):
             why = bound.violation(job.get(key))
             if why:
                 _fail(path, f"jobs/{i}/{key} = {job.get(key)!r} {why}")
@@ -154,7 +154,7 @@ def read_ended(path) -> dict | None:
         return None
     if text.get("ended") not in ENDINGS:
         raise readback.ReadbackError(path, f"ended = {text.get('ended')!r} is none of {', '.join(ENDINGS)}")
-    why = readback.TIMESTAMP.violation(text.get("written"))
+    why = bounds.TIMESTAMP.violation(text.get("written"))
     if why:
         raise readback.ReadbackError(path, f"written = {text.get('written')!r} {why}")
     return text
@@ -171,7 +171,7 @@ def read_time_left(path) -> dict | None:
     if not isinstance(line, str):
         raise readback.ReadbackError(path, f"line: expected the terminal's progress line (text), got {line!r}")
     # ``written`` is a Unix time (when), ``seconds_left`` a duration (how long): each within its own bounds
-    for key, value, bound in (("written", written, readback.TIMESTAMP), ("seconds_left", left, readback.SECONDS)):
+    for key, value, bound in (("written", written, bounds.TIMESTAMP), ("seconds_left", left, bounds.SECONDS)):
         why = None if key == "seconds_left" and value is None else bound.violation(value)
         if why:
             raise readback.ReadbackError(path, f"{key} = {value!r} {why}")

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from softmax_bottleneck import presets, readback
+from softmax_bottleneck import bounds, presets, readback
 from softmax_bottleneck.study.plan import first_time, time_sources
 
 PHASES = ("sgd", "asgd")
@@ -140,7 +140,7 @@ def load_speeds(paths: list[str | os.PathLike]) -> MeasuredSpeeds:
         sec = result["projected_seconds_per_epoch"]
         if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not (math.isfinite(sec) and sec > 0):
             raise BenchFileError(f"{path}: projected_seconds_per_epoch {sec!r} is not a positive number")
-        if sec > readback.MAX_SECONDS:
+        if sec > bounds.MAX_SECONDS:
             raise BenchFileError(f"{path}: projected_seconds_per_epoch {sec!r} is impossible: an epoch takes < 1 year")
         device = str(result.get("device_name") or result["device"])
         runs = result["runs"]

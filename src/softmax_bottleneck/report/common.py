@@ -25,6 +25,7 @@ import pandas as pd
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.analysis.rank import EPSILONS
+from softmax_bottleneck.presets import VOCAB_SIZES
 from softmax_bottleneck.report import reported
 from softmax_bottleneck.report.summaries import COVERAGE_COLUMNS, SOURCE_COLUMNS, TOP5_COLUMNS, TOP5_MODEL_COLUMNS
 from softmax_bottleneck.study.summary_records import COVERAGE_SUMMARY, check_selection
@@ -177,7 +178,20 @@ def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame
     numbers = ["seed", "parameters", *PPL3, "press_rank", *EPS, *extra]
     text = ["dataset", "variant", "schedule", "seed_kind"]
     frame = read_summary(summary_dir, name, text=text, numbers=numbers, required=RUN_REQUIRED)
+    _check_ranks_within_vocabulary(frame, Path(summary_dir) / name)
     return check_once(frame, Path(summary_dir) / name, RUN_IDENTITY)
+
+
+def _check_ranks_within_vocabulary(frame: pd.DataFrame, path: Path) -> None:
+    """A rank of a run's log-P matrix (rows × its dataset's vocabulary) is at most the vocabulary's size."""
+    vocab = pd.to_numeric(frame["dataset"].map(VOCAB_SIZES), errors="coerce")
+    for column in ("press_rank", *EPS):
+        above = frame[column] > vocab
+        if above.any():
+            row = int(above.to_numpy().nonzero()[0][0])
+            value, dataset = frame[column].iloc[row], frame["dataset"].iloc[row]
+            why = f"is impossible (a rank of a {dataset} log-P matrix is at most its {VOCAB_SIZES[dataset]:,} words)"
+            raise readback.ReadbackError(path, f"column {column}, row {row + 1}: {value:g} {why}")
 
 
 def read_wordsim(summary_dir) -> pd.DataFrame:

@@ -122,7 +122,7 @@ def read_plan(path: str | os.PathLike) -> pd.DataFrame:
             raise readback.ReadbackError(
                 path, f"column {column}, row {unknown[0] + 1}: {value!r} is not one of {', '.join(known)}"
             )
-    readback.check_columns(frame, path)  # epochs: a whole number ≥ 1 (readback.BOUNDS)
+    readback.check_columns(frame, path)  # epochs: a whole number ≥ 1 (bounds.BOUNDS)
     if "run" in frame.columns:
         repeated = frame["run"].duplicated().to_numpy().nonzero()[0]
         if len(repeated):

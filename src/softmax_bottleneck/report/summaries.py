@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import bounds, readback
 from softmax_bottleneck.analysis.outputs import OutputError, check_writable
 from softmax_bottleneck.analysis.rank import EPSILONS
 from softmax_bottleneck.atomic import atomic_write_csv, write_error
@@ -370,7 +370,7 @@ def collect_spectra(records: list[dict]) -> pd.DataFrame:
 
 
 def _check_spectrum(frame: pd.DataFrame, record: dict) -> None:
-    """A spectrum is singular values in decreasing order (up to :data:`~softmax_bottleneck.readback.ROUNDING` of the
+    """A spectrum is singular values in decreasing order (up to :data:`~softmax_bottleneck.bounds.ROUNDING` of the
     largest), indexed 0, 1, 2, ..., none of them missing; else a :class:`RecordError` naming the first bad row."""
     sigma = pd.to_numeric(frame["sigma"], errors="coerce")
     why = "holds no singular value" if frame.empty else None
@@ -378,7 +378,7 @@ def _check_spectrum(frame: pd.DataFrame, record: dict) -> None:
         why = f"row {int(sigma.isna().to_numpy().nonzero()[0][0]) + 1}: no singular value"
     if why is None and list(frame["index"]) != list(range(len(frame))):
         why = "its index is not 0, 1, 2, ... (one row per singular value, in order)"
-    rises = sigma.diff() > readback.ROUNDING * float(sigma.max())
+    rises = sigma.diff() > bounds.ROUNDING * float(sigma.max())
     if why is None and rises.any():
         why = f"row {int(rises.to_numpy().nonzero()[0][0]) + 1}: a singular value above the one before (impossible)"
     if why:

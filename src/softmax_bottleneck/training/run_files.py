@@ -36,7 +36,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from softmax_bottleneck import readback
+from softmax_bottleneck import bounds, readback
 from softmax_bottleneck.atomic import atomic_write_json
 from softmax_bottleneck.durations import duration_text
 
@@ -102,14 +102,14 @@ class ProgressFile:
         # within readback's bounds): a file edited to impossible values would otherwise make `status` call this
         # running run unreadable
         started = previous.get("started")
-        possible = readback.TIMESTAMP.violation(started) is None and started <= self.attempt_started
+        possible = bounds.TIMESTAMP.violation(started) is None and started <= self.attempt_started
         self.started = float(started) if possible else self.attempt_started
         attempts = previous.get("attempts")
         self.attempts = (attempts if isinstance(attempts, int) and 0 <= attempts < 10**6 else 0) + 1
         self.walls: dict[int, float] = {}
         for row in previous.get("curve", []):
-            if isinstance(row, dict) and readback.EPOCH.violation(row.get("epoch")) is None:
-                if readback.SECONDS.violation(row.get("wall_seconds")) is None:
+            if isinstance(row, dict) and bounds.EPOCH.violation(row.get("epoch")) is None:
+                if bounds.SECONDS.violation(row.get("wall_seconds")) is None:
                     self.walls[row["epoch"]] = float(row["wall_seconds"])
 
     def epoch_done(self, epoch: int, wall_seconds: float) -> None:
