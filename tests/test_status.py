@@ -415,8 +415,11 @@ def test_preview_renders_finished_runs_with_n_of_N_and_says_when_a_table_has_non
     ptb_softmax = [r for r in main if (r.dataset, r.variant) == ("ptb", "softmax")]
     _finish_run(tmp_path, ptb_softmax[0], 300.0)
     _finish_run(tmp_path, next(r for r in main if (r.dataset, r.variant) == ("ptb", "ss")), 280.0)
-    outcome = preview.render_preview(small, directory=tmp_path, stamp="2026-11-26 12:00", names={"table2", "table3"})
+    names = {"table2", "table3", "sm_table13", "sm_table3"}
+    outcome = preview.render_preview(small, directory=tmp_path, stamp="2026-11-26 12:00", names=names)
     assert outcome["table2"] == "rendered" and outcome["table3"] == "no run of this table is in yet (0 of 4)"
+    assert outcome["sm_table3"] == "no model of this table is in yet (0 of 12)"
+    assert outcome["sm_table13"] == "no corpus of this table is in yet (0 of 2)"  # SM Table 13 reads no model
     tables = tmp_path / "reports" / "small" / "preview" / "tables"
     md = (tables / "table2.md").read_text()
     assert md.startswith("**PROVISIONAL, 2026-11-26 12:00: 2 of 20 runs in — small scale")

@@ -252,10 +252,11 @@ def render_preview(study: Study, *, directory=".", stamp: str | None = None, nam
     for name, kind, requires in items:
         planned = [p for file in requires for p in found[file][1]]
         present = [x for file in requires for x in found[file][2]]
-        counts = (sum(present), len(present))
-        banner = stamp_banner(stamp, *counts, config_banner, _counted({found[file][0] for file in requires}))
+        counts, counted = (sum(present), len(present)), _counted({found[file][0] for file in requires})
+        banner = stamp_banner(stamp, *counts, config_banner, counted)
         prefix = str(out / f"{kind}s" / name)
-        why = None if counts[0] or not counts[1] else f"no run of this {kind} is in yet (0 of {counts[1]})"
+        none = {"runs": "no run", "models": "no model", "corpora": "no corpus"}[counted]
+        why = None if counts[0] or not counts[1] else f"{none} of this {kind} is in yet (0 of {counts[1]})"
         if why is None:
             try:
                 if kind == "table":
