@@ -459,5 +459,5 @@ def test_a_folder_named_for_another_run_is_refused_before_training(tmp_path, ptb
     again = tmp_path / f"other_tag-{fingerprint[:8]}"
     line = _one_line(_train_cli(again, ptb_cache))
     assert line.startswith(f"train: {right} holds this same run (identity {fingerprint[:8]}) under another name")
-    assert f"rename that folder to {again.name}" in line
+    assert "it holds the trained model, which the workflow uses on its next start (nothing is trained)" in line
     assert not again.exists() or not any(p.name != ".lock" for p in again.iterdir())

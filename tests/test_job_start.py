@@ -71,6 +71,21 @@ def test_the_run_lock_is_taken_first_and_adopted_by_the_training(tmp_path):
     assert again.returncode == 0
 
 
+def test_a_job_for_a_run_trained_under_another_name_makes_no_folder(tmp_path):
+    """Before, the job took the lock of the new name's folder (making it) and the training then refused; the folder
+    left behind held the name, and moving the trained one there as advised put it inside it."""
+    seed = tmp_path / "results" / "runs" / "ptb" / "mos" / "nt" / "seed28"
+    (seed / "default-57f50c09").mkdir(parents=True)
+    (seed / "default-57f50c09" / "model.pt").write_bytes(b"")
+    marker = tmp_path / "ran"
+    job = _job_start(["--run", str(seed / "K2-57f50c09"), "--", "touch", str(marker)], _env())
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1 and not marker.exists() and not (seed / "K2-57f50c09").exists()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"{seed / 'default-57f50c09'} holds this same run (identity 57f50c09)" in lines[0]
+    assert "it holds the trained model, which the workflow uses on its next start" in lines[0]
+
+
 def test_a_fused_groups_job_takes_every_runs_lock_and_its_training_adopts_each(tmp_path):
     runs = [tmp_path / "runs" / name for name in ("a", "b", "c")]
     release = tmp_path / "release"

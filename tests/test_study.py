@@ -353,3 +353,35 @@ def test_two_folders_of_one_model_are_refused():
         StudyError, match=r"^results/runs/ptb/\w+/et/seed\d+/default-\w+ is the same model as results/runs/ptb/"
     ):
         _ = Study(study_config.check(config)).jobs
+
+
+def test_a_config_edit_that_renames_a_trained_model_keeps_its_folder(tmp_path):
+    """MoS K = 2 is the small scale's default: its mos_k run is ``default-<hash>``. With K = 3 the default, the same
+    model is named ``K2-<hash>`` (and the K = 3 point, trained as ``K3-<hash>``, ``default-<hash>``): a study that reads
+    the run folders uses the folders they were trained in, so nothing is trained again; without a trained folder (or
+    without reading them) the run has the configuration's name."""
+    config = study_config.read(REPO / "config" / "small.yaml")
+    before = Study(study_config.check(copy.deepcopy(config)))
+    config["model_overrides"]["families"]["mixture"]["n_experts"] = 3
+    after = Study(study_config.check(copy.deepcopy(config)), root=tmp_path)
+
+    def mos_k(study, k):
+        return next(r for r in study.experiments["mos_k"] if r.dataset == "ptb" and r.hyperparameters["n_experts"] == k)
+
+    k2, k3 = mos_k(before, 2), mos_k(before, 3)
+    assert k2.runid.startswith("default-") and k3.runid.startswith("K3-")
+    renamed = Study(study_config.check(copy.deepcopy(config)))
+    assert mos_k(renamed, 2).runid == f"K2-{k2.runid[-8:]}" and mos_k(renamed, 3).runid == f"default-{k3.runid[-8:]}"
+    assert mos_k(after, 2).runid == mos_k(renamed, 2).runid  # nothing trained yet: the configuration's name
+    (tmp_path / k2.dir / ".resume").mkdir(parents=True)  # K = 2: part trained as default-<hash>
+    (tmp_path / k3.dir).mkdir(parents=True)
+    (tmp_path / k3.dir / "model.pt").write_bytes(b"")  # K = 3: trained as K3-<hash>
+    stray = tmp_path / mos_k(renamed, 3).dir  # a folder of the new name that holds only a job's lock
+    stray.mkdir(parents=True)
+    (stray / ".lock").write_text("1 host\n")
+    after = Study(study_config.check(copy.deepcopy(config)), root=tmp_path)
+    assert mos_k(after, 2).dir == k2.dir and mos_k(after, 3).dir == k3.dir
+    assert k2.dir in {r.dir for r in after.jobs.values()} and mos_k(after, 2).identity == k2.identity
+    (tmp_path / mos_k(renamed, 2).dir / ".resume").mkdir(parents=True)  # both hold as much: the configuration's name
+    again = Study(study_config.check(copy.deepcopy(config)), root=tmp_path)
+    assert mos_k(again, 2).runid == mos_k(renamed, 2).runid

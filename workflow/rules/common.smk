@@ -121,7 +121,7 @@ config.clear()
 config.update(PACKAGE_CONFIG)
 try:
     study_config.check(config)
-    STUDY = Study(config)
+    STUDY = Study(config, root=".")  # each run in the folder it was trained in
     TRAIN_JOBS = STUDY.jobs
 except (study_config.ConfigError, StudyError) as err:
     config_failure(err)

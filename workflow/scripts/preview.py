@@ -11,7 +11,7 @@ from softmax_bottleneck.study.runs import Study, output_roots
 snakemake = globals()["snakemake"]  # injected by Snakemake's script: directive
 
 logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
-study = Study(snakemake.config)
+study = Study(snakemake.config, root=".")
 outcome = render_preview(study)
 rendered = sum(what == "rendered" for what in outcome.values())
 line = (

@@ -7,7 +7,7 @@ from softmax_bottleneck.study.status import status_text, study_status
 
 snakemake = globals()["snakemake"]  # injected by Snakemake's script: directive
 
-study, source, retry = Study(snakemake.config), snakemake.params.config, snakemake.params.retry
+study, source, retry = Study(snakemake.config, root="."), snakemake.params.config, snakemake.params.retry
 text = status_text(study_status(study, config=source, retry_options=retry))
 print(text, flush=True)
 with open(snakemake.log[0], "w") as log:

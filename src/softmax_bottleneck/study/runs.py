@@ -9,21 +9,34 @@ names the swept values (``default``, ``c-1.0_k2.25``, ``K10``), the hash is the 
 identity hash (:mod:`softmax_bottleneck.training.identity`: every resolved hyper-parameter, the seed and the
 SHA-256 of the corpus files; the trainer records the whole hash as the run's fingerprint). Every configuration that
 asks for the same model shares its folder; a model that differs in anything has its own.
+
+A run keeps the folder it was first trained in: the tag says what differs from the *effective* preset, so a config
+edit can name a model another way (MoS K = 2 is ``default`` while K = 2 is the configuration's default, ``K2`` once it
+is not). A study that reads the run folders (``Study(config, root)``: the workflow, ``status``, ``preview``) finds a
+run whose folder holds its hash under another tag and uses that folder: the model is not trained again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
 from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.models.output_layers.hyperparameters import format_value
-from softmax_bottleneck.training.identity import FOLDER_HASH_LENGTH, identity_hash, run_identity
+from softmax_bottleneck.training.identity import (
+    FOLDER_HASH_LENGTH,
+    folder_hash,
+    identity_hash,
+    run_identity,
+    training_held,
+)
 
 SPLITS = ("train", "valid", "test")
 #: the run experiments of the configuration (paper §4-5, SM), each summarised in <results>/summary/<name>.csv
@@ -107,6 +120,7 @@ class Run:
     seed_kind: str  # authors | random
     overrides: tuple = ()
     sets: tuple = ()
+    folder: str = ""  # the folder it was trained in, where that is not ``<tag>-<hash>`` (:meth:`Study.run`)
 
     @property
     def tag(self) -> str:
@@ -125,8 +139,9 @@ class Run:
 
     @property
     def runid(self) -> str:
-        """``<tag>-<hash>``: readable swept values, then the hash of the run's identity."""
-        return f"{self.tag}-{identity_hash(self.identity)[:HASH_LENGTH]}"
+        """``<tag>-<hash>``: readable swept values, then the hash of the run's identity (or the folder it was trained
+        in under another tag)."""
+        return self.folder or f"{self.tag}-{identity_hash(self.identity)[:HASH_LENGTH]}"
 
     @property
     def wildcards(self) -> dict:
@@ -148,10 +163,34 @@ class Run:
 
 
 class Study:
-    """A checked configuration (:func:`.config.check`) and the runs it asks for."""
+    """A checked configuration (:func:`.config.check`) and the runs it asks for; with ``root`` (the working directory
+    of the study's ``results/``), each run in the folder it was trained in (:meth:`trained_folder`)."""
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, root: str | Path | None = None):
         self.config = config
+        self.root = None if root is None else Path(root)
+        self._folders: dict[Path, dict[str, list[Path]]] = {}
+
+    def trained_folder(self, run: Run) -> str:
+        """The folder beside ``run``'s own (same dataset, layer, schedule and seed) that holds its identity hash under
+        another tag and more of its training than its own folder (a model, else a resume state): ``""`` where there is
+        none (or without ``root``)."""
+        if self.root is None:
+            return ""
+        own = self.root / run.dir
+        if own.parent not in self._folders:
+            found: dict[str, list[Path]] = {}
+            try:
+                children = sorted(own.parent.iterdir()) if own.parent.is_dir() else []
+            except OSError:  # unreadable: the run is named as the configuration names it
+                children = []
+            for child in children:
+                if folder_hash(child.name) and child.is_dir():
+                    found.setdefault(folder_hash(child.name), []).append(child)
+            self._folders[own.parent] = found
+        twins = [f for f in self._folders[own.parent].get(folder_hash(own.name) or "", []) if f.name != own.name]
+        best = max(twins, key=training_held, default=None)
+        return best.name if best is not None and training_held(best) > training_held(own) else ""
 
     # ------------------------------------------------------------------ one run
     def model_overrides(self, dataset: str, variant: str) -> dict:
@@ -174,7 +213,9 @@ class Study:
             if key in swept and not same_value(base.get(key), value) and not same_value(base.get(key), swept[key])
         )
         sets = {**base_sets, **dict(overrides)}
-        return Run(dataset, variant, schedule, seed, seed_kind, overrides, tuple(sorted(sets.items())))
+        run = Run(dataset, variant, schedule, seed, seed_kind, overrides, tuple(sorted(sets.items())))
+        folder = self.trained_folder(run)
+        return dataclasses.replace(run, folder=folder) if folder else run
 
     def seeds(self, dataset: str, variant: str, which: str) -> list[tuple[int, str]]:
         """``[(seed, kind)]`` for ``which`` in authors | random | all (the authors' seed by family, SM Table 6)."""

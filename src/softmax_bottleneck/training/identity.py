@@ -47,3 +47,25 @@ def twin_folders(folder: Path) -> list[Path]:
         for other in folder.parent.iterdir()
         if other.name != folder.name and folder_hash(other.name) == claimed and other.is_dir() and any(other.iterdir())
     )
+
+
+def training_held(folder: Path) -> tuple[bool, bool]:
+    """How much of a run's training ``folder`` holds, to compare two folders of one run: (a trained model, in place or
+    kept for restoring; a resume state)."""
+    model = (folder / "model.pt").exists() or (folder / ".resume" / "final").exists()
+    return model, (folder / ".resume").exists()
+
+
+def twin_refusal(folder: Path, twin: Path) -> str:
+    """Why ``folder`` is not trained in while ``twin`` holds its identity, and what to do, in one line."""
+    model, resume = training_held(twin)
+    if model:
+        todo = "it holds the trained model, which the workflow uses on its next start (nothing is trained)"
+    elif resume:
+        todo = "it holds the training so far, which the workflow resumes there on its next start"
+    else:
+        todo = "it holds neither a model nor a resume state: remove it (or rename it to this folder's name), then rerun"
+    return (
+        f"{twin} holds this same run (identity {folder_hash(twin.name)}) under another name, and a model is trained "
+        f"once: {todo}; with train --out, give that folder"
+    )

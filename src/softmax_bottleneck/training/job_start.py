@@ -21,8 +21,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from softmax_bottleneck.cluster.supervise import run_supervised
+from softmax_bottleneck.training.identity import twin_folders, twin_refusal
 from softmax_bottleneck.training.lock import INHERITED_ENV, RunFolderBusy, take_run_lock
 
 log = logging.getLogger("softmax_bottleneck.job_start")
@@ -82,6 +84,10 @@ def run_cli(args) -> int:
     env = dict(os.environ)
     held = []
     for run in args.run:
+        twins = twin_folders(Path(run))
+        if twins and not os.path.lexists(run):  # the folder is not made: a stray one would hold the run's name
+            log.error("%s: %s", run, twin_refusal(Path(run), twins[0]))
+            return 1
         try:
             held.append(take_run_lock(run))
         except RunFolderBusy as err:

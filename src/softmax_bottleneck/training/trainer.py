@@ -44,7 +44,7 @@ from softmax_bottleneck.readback import error_line
 from softmax_bottleneck.training.checkpoint import file_sha256, save_model
 from softmax_bottleneck.training.environment import check_model_fits, configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
-from softmax_bottleneck.training.identity import folder_hash, twin_folders
+from softmax_bottleneck.training.identity import folder_hash, twin_folders, twin_refusal
 from softmax_bottleneck.training.intervals import epoch_train_loss, interval_batches
 from softmax_bottleneck.training.lock import LOCK_NAME, run_lock
 from softmax_bottleneck.training.preflight import preflight
@@ -153,10 +153,7 @@ class Trainer:
             )
         twins = twin_folders(self.out_dir)
         if twins:
-            raise ResumeError(
-                f"{twins[0]} holds this same run (identity {claimed}) under another name: a model is trained once; "
-                f"rename that folder to {self.out_dir.name} (its files are kept and reused) or remove it, then rerun"
-            )
+            raise ResumeError(twin_refusal(self.out_dir, twins[0]))
 
         check_model_fits(self.hp, corpus.vocab_size, self.device)
         configure_precision(self.hp.get("tf32", False))
