@@ -385,3 +385,20 @@ def test_a_config_edit_that_renames_a_trained_model_keeps_its_folder(tmp_path):
     (tmp_path / mos_k(renamed, 2).dir / ".resume").mkdir(parents=True)  # both hold as much: the configuration's name
     again = Study(study_config.check(copy.deepcopy(config)), root=tmp_path)
     assert mos_k(again, 2).runid == mos_k(renamed, 2).runid
+
+
+def test_the_workflow_plans_a_renamed_model_in_the_folder_it_was_trained_in(tmp_path):
+    """The dry run of the edit above (MoS K = 3 the small scale's default): the K = 2 model, part-trained as
+    ``default-<hash>``, is resumed there; no job names ``K2-<hash>``."""
+    import yaml
+    from test_workflow import snakemake
+
+    config = study_config.read(REPO / "config" / "small.yaml")
+    k2 = next(r for r in Study(study_config.check(copy.deepcopy(config))).experiments["mos_k"]
+              if r.dataset == "ptb" and r.hyperparameters["n_experts"] == 2)  # fmt: skip
+    (tmp_path / k2.dir / ".resume").mkdir(parents=True)
+    config["model_overrides"]["families"]["mixture"]["n_experts"] = 3
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "results/small/summary/mos_k.csv", "-n", configfile=tmp_path / "mine.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{k2.dir}/model.pt" in result.stdout and f"K2-{k2.runid[-8:]}" not in result.stdout
