@@ -205,6 +205,30 @@ def test_hyperparameters_decide_the_run_folder_not_their_spelling():
     assert swept["int"] == swept["float"] and any("k3.0-" in folder for folder in swept["int"])
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [lambda c: c["model_overrides"]["all"].update(dropout=0),  # 0.0 written as an int
+     lambda c: c["model_overrides"]["all"].update(epochs=6.0),
+     lambda c: c["model_overrides"]["all"].update(clip=presets.defaults()["clip"]),  # the preset's own value
+     lambda c: c["model_overrides"]["all"].update(switch_epoch=4),  # changes the ET runs; NT runs ignore it
+     lambda c: c["model_overrides"]["all"].update(c["model_overrides"]["families"]["mixture"])],  # K in `all`
+    ids=["int-zero", "float-epochs", "preset-clip", "switch-epoch", "moved-key"],
+)  # fmt: skip
+def test_one_model_is_one_training_command_however_the_configuration_writes_it(edit):
+    """A run's `train --set` arguments are a Snakemake parameter: one written another way planned the run again
+    (a no-op job that waited for the finished training, and every table re-rendered), though its folder was the
+    same. Each edit keeps each model's command, or makes it another model."""
+    config = study_config.read(REPO / "config" / "small.yaml")
+    before = {run.dir: run.set_arguments for run in Study(study_config.check(copy.deepcopy(config))).jobs.values()}
+    edit(config)
+    after = {run.dir: run.set_arguments for run in Study(study_config.check(config)).jobs.values()}
+    same = set(before) & set(after)
+    assert same and all(before[folder] == after[folder] for folder in same)
+    for run in Study(study_config.check(config)).jobs.values():  # the arguments resolve to the run's own model
+        sets = presets.parse_overrides(run.set_arguments)
+        assert presets.resolve(run.dataset, run.variant, run.schedule, sets) == run.hyperparameters
+
+
 def test_the_readme_shows_the_plan_that_plan_prints():
     """The README's plan block is the beginning of the output of `python -m softmax_bottleneck plan` for
     config/config.yaml: its table, to the total (the epoch caps, disk and days on N GPUs follow in docs/cluster.md)."""

@@ -158,8 +158,17 @@ class Run:
 
     @property
     def set_arguments(self) -> list[str]:
-        """The run's ``train --set KEY=VALUE`` arguments."""
-        return [f"{key}={format_value(value)}" for key, value in self.sets]
+        """The run's ``train --set KEY=VALUE`` arguments: its ``sets`` that change the model from the plain preset,
+        each value as resolved (a float written ``0`` is ``0.0``), so that one model has one command however the
+        configuration writes it (all of ``sets``, as resolved, where leaving some out would resolve to another model).
+        """
+        resolved = self.hyperparameters
+        plain = _resolve(self.dataset, self.variant, self.schedule, ())
+        every = tuple((key, resolved[key]) for key, _ in self.sets if key in resolved)
+        kept = tuple((key, value) for key, value in every if key not in plain or not same_value(plain[key], value))
+        if dict(_resolve(self.dataset, self.variant, self.schedule, kept)) != resolved:
+            kept = every
+        return [f"{key}={format_value(value)}" for key, value in kept]
 
 
 class Study:
