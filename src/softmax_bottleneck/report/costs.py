@@ -191,7 +191,8 @@ def render_markdown(
         lines += [
             "",
             f"{int(measured['jobs'].sum())} jobs, {total_s:,.1f} s ({total_s / 3600:.2f} h) of wall time "
-            "summed over jobs (not the run's elapsed time: jobs run in parallel). "
+            "summed over jobs (not the run's elapsed time: jobs run in parallel), of every configuration run in this "
+            "folder (the smoke test's jobs and the small scale's alike: Snakemake writes one benchmark folder). "
             "Memory is the peak resident set size (`max_rss`) in MB.",
         ]
     total_h = float(projection["gpu_hours"].iloc[-1]) if not projection.empty else 0.0

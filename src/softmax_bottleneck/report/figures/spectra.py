@@ -194,7 +194,9 @@ _SM_TEXT = {
     False: (
         ": singular values of the test log-P matrices, log scale, all indices",
         ". Singular values of the test log-P matrices on a log scale, all indices, for Softmax, SS, GSS, LMS-PLIF and "
-        "MoS, then other output layers (E11). Triangles on the top edge mark the paper's Press' ranks (Table 6).",
+        "MoS, then other output layers (E11). Triangles on the top edge mark the paper's Press' ranks (Table 6). "
+        "Press' rank counts the singular values above 0.5·√(m + n + 1)·ε·σ_max (ε of float32; m × n the matrix), each "
+        "model's own σ_max: a tail far above another model's can still lie under its tolerance.",
     ),
     True: (
         ": normalised singular values of the test log-P matrices, first 500",
