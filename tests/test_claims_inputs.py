@@ -55,7 +55,7 @@ def edit(folder: Path, file: str, row: int, **values) -> None:
 @pytest.mark.parametrize(
     ("file", "values", "needles"),
     [
-        ("main.csv", {"press_rank": 10**9}, ("main.csv: row 1, column press_rank", "at most its vocabulary")),
+        ("main.csv", {"press_rank": 10**9}, ("main.csv: column press_rank, row 1", "at most its 10,000 words")),
         ("main.csv", {"test_ppl": ""}, ("main.csv: row 1, column test_ppl: empty",)),
         ("main.csv", {"test_ppl": 0.5}, ("main.csv: column test_ppl, row 1",)),
         ("ntet.csv", {"schedule": 42}, ("ntet.csv: row 1, column schedule: ", "42", "not one of")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -80,6 +81,19 @@ def test_collect_runs_columns_values_and_order(tmp_path):
     # order does not depend on the order of the records
     again = collect_runs(list(reversed(records)))
     pd.testing.assert_frame_equal(frame, again)
+
+
+def test_a_run_trained_in_a_fused_group_says_so_and_an_impossible_group_is_refused(tmp_path):
+    """``environment.fused_runs`` of metrics.json (K: its epoch time is the group's) becomes ``fused_runs``; a run
+    trained alone has it empty; 0 runs in a group is refused in one line naming the file."""
+    alone, fused = _fake_run(tmp_path, "a", seed=141), _fake_run(tmp_path, "b", seed=7)
+    metrics = json.loads(Path(fused["metrics"]).read_text())
+    Path(fused["metrics"]).write_text(json.dumps({**metrics, "environment": {"fused_runs": 2}}))
+    frame = collect_runs([alone, fused]).set_index("seed")
+    assert frame.loc[7, "fused_runs"] == 2 and math.isnan(frame.loc[141, "fused_runs"])
+    Path(fused["metrics"]).write_text(json.dumps({**metrics, "environment": {"fused_runs": 0}}))
+    with pytest.raises(RecordError, match=r"b/metrics.json: environment.fused_runs = 0 is impossible"):
+        collect_runs([alone, fused])
 
 
 def test_bad_records_are_named(tmp_path):

@@ -405,6 +405,30 @@ def test_table2_says_why_our_p_values_are_missing_at_one_random_seed(summary_dir
         assert note in tables.TABLES[name].caption_for(table), name
 
 
+def test_table2s_time_per_epoch_is_of_the_runs_trained_alone(summary_dir, rendered, tmp_path):
+    """A run trained in a fused group of K records the group's epoch (K runs' work): Table 2 times the runs trained
+    alone, says so, and shows — where every run of a row trained in a group (before: the group's time, up to K times
+    a run's)."""
+    fused = tmp_path / "fused"
+    shutil.copytree(summary_dir, fused)
+    main = pd.read_csv(summary_dir / "main.csv")
+    ptb = main["dataset"] == "ptb"
+    softmax, ss = ptb & (main["variant"] == "softmax"), ptb & (main["variant"] == "ss")
+    main.loc[softmax, ["fused_runs", "seconds_per_epoch"]] = [2, 9.0]  # every PTB Softmax run in a group of 2
+    part = main.index[ss][:2]
+    main.loc[part, ["fused_runs", "seconds_per_epoch"]] = [4, 20.0]  # two of PTB SS's four
+    main.loc[main.index[ss][2:], "seconds_per_epoch"] = [1.0, 2.0]
+    main.to_csv(fused / "main.csv", index=False)
+    table = tables.build("table2", fused).set_index(["dataset", "variant"])
+    assert math.isnan(table.loc[("ptb", "softmax"), "seconds_per_epoch_ours"])
+    assert table.loc[("ptb", "ss"), "seconds_per_epoch_ours"] == 1.5
+    before = rendered["table2"].set_index(["dataset", "variant"])
+    assert table.loc[("wt2", "ss"), "seconds_per_epoch_ours"] == before.loc[("wt2", "ss"), "seconds_per_epoch_ours"]
+    note = "Our time per epoch is that of the runs trained alone"
+    assert note in tables.TABLES["table2"].caption_for(table.reset_index())
+    assert note not in tables.TABLES["table2"].caption_for(rendered["table2"])
+
+
 def test_older_summaries_without_some_columns_give_the_same_tables(summary_dir, rendered, tmp_path):
     """A summary written before a column existed (top5.csv without its models' dataset, variant and schedule;
     wordsim.csv without the pair counts) reads with that column empty: the tables that do not show it are unchanged,

@@ -63,7 +63,7 @@ CORRELATION = Bound(-1.0, 1.0, what="a correlation is within [-1, 1]")
 BOUNDS: dict[str, Bound] = {
     **dict.fromkeys(["train_ppl", "valid_ppl", "test_ppl", "perplexity"], PERPLEXITY),
     **dict.fromkeys(["train_loss", "valid_loss", "test_loss", "logp_test_loss"], LOSS),
-    **dict.fromkeys(["parameters", "rows", "columns", "softmax_bound"], POSITIVE_COUNT),
+    **dict.fromkeys(["parameters", "rows", "columns", "softmax_bound", "fused_runs"], POSITIVE_COUNT),
     **dict.fromkeys(["trainable_parameters", "pairs", "found", "not_found", "index", "seed"], COUNT),
     **dict.fromkeys(["epochs", "epochs_run", "best_epoch", "epoch"], EPOCH),
     **dict.fromkeys(["seconds_per_epoch", "seconds", "seconds_rows"], SECONDS),

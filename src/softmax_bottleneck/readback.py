@@ -324,12 +324,14 @@ def check_columns(frame, path) -> None:
 
 # --------------------------------------------------------------------------------------------- a run's files
 def check_metrics(metrics: dict, path) -> dict:
-    """A ``metrics.json`` (training's record of a run) holds only possible numbers: every key of :data:`BOUNDS`,
-    ``epochs_run`` ≤ ``hyperparameters.epochs``, ``best_epoch`` and ``switch_epoch`` (the epoch after which ASGD
-    began; null: none) within [1, ``epochs_run``]."""
+    """A ``metrics.json`` (training's record of a run) holds only possible numbers: every key of :data:`BOUNDS` (and
+    ``environment.fused_runs``), ``epochs_run`` ≤ ``hyperparameters.epochs``, ``best_epoch`` and ``switch_epoch`` (the
+    epoch after which ASGD began; null: none) within [1, ``epochs_run``]."""
     for key, value in metrics.items():
         if key in BOUNDS:
             check_value(path, key, value)
+    if isinstance(metrics.get("environment"), dict):  # a fused group's size (null: trained alone)
+        check_value(path, "environment.fused_runs", metrics["environment"].get("fused_runs"))
     hp = metrics.get("hyperparameters")
     epochs = hp.get("epochs") if isinstance(hp, dict) else None
     run = metrics.get("epochs_run")

@@ -175,7 +175,7 @@ def read_summary(
 def read_runs(summary_dir, name: str, extra: Sequence[str] = ()) -> pd.DataFrame:
     """A run summary (one row per run) with every column the tables and figures read, plus the numeric ``extra``
     ones (e.g. ``n_experts``); it must have :data:`RUN_REQUIRED`, another column it lacks is there, empty."""
-    numbers = ["seed", "parameters", *PPL3, "press_rank", *EPS, *extra]
+    numbers = ["seed", "parameters", *PPL3, "seconds_per_epoch", "fused_runs", "press_rank", *EPS, *extra]
     text = ["dataset", "variant", "schedule", "seed_kind"]
     frame = read_summary(summary_dir, name, text=text, numbers=numbers, required=RUN_REQUIRED)
     _check_ranks_within_vocabulary(frame, Path(summary_dir) / name)

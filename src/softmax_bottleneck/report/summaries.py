@@ -71,6 +71,7 @@ RUN_COLUMNS: list[str] = [
     "valid_ppl",
     "test_ppl",
     "seconds_per_epoch",
+    "fused_runs",
     "epochs_run",
     "switch_epoch",
     "press_rank",
@@ -231,6 +232,9 @@ def run_row(record: dict) -> dict:
         raise RecordError(f"{record['metrics']}: hyperparameters is not an object (record [{_describe(record)}])")
     row.update({k: _number(hp.get(k), record["metrics"], f"hyperparameters.{k}", record) for k in _HP_KEYS})
     row.update({k: _number(metrics.get(k), record["metrics"], k, record) for k in _METRIC_KEYS})
+    environment = metrics.get("environment") if isinstance(metrics.get("environment"), dict) else {}
+    # trained in a fused group of K runs: its seconds per epoch are the group's (empty: trained alone)
+    row["fused_runs"] = _number(environment.get("fused_runs"), record["metrics"], "environment.fused_runs", record)
     rank_path = record.get("rank")
     if rank_path:
         rank = _checked(readback.check_rank, _read_json(rank_path, record), rank_path, record)

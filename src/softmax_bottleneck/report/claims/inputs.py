@@ -1,11 +1,11 @@
 """What the claims page accepts from a summary, beyond the bounds every reader applies (:mod:`softmax_bottleneck.
 readback`): a verdict is never made of an impossible or doubled run.
 
-Each row of a run summary names a known dataset and schedule and a whole seed ≥ 0, has its test perplexity, and
-ranks (Press' and the ε-effective ones) no larger than its dataset's vocabulary (a log-P matrix has V columns); a
-run appears once, by its identity (dataset, output layer, schedule, seed and the swept values a summary records), a
-word-similarity row once per model and benchmark, and a top-5 row once per model and context (each summary has the
-columns its claims read: :func:`softmax_bottleneck.report.common.read_summary`). Anything else is a
+Each row of a run summary names a known dataset and schedule and a whole seed ≥ 0 and has its test perplexity (its
+ranks no larger than its dataset's vocabulary: :func:`softmax_bottleneck.report.common.read_runs`, as for every
+table); a run appears once, by its identity (dataset, output layer, schedule, seed and the swept values a summary
+records), a word-similarity row once per model and benchmark, and a top-5 row once per model and context (each
+summary has the columns its claims read: :func:`softmax_bottleneck.report.common.read_summary`). Anything else is a
 :class:`~softmax_bottleneck.readback.ReadbackError` naming the file, the row (1 = the first data row) and the column:
 one line, and no page.
 """
@@ -23,9 +23,6 @@ from softmax_bottleneck.report.common import (  # noqa: F401  (the identities an
     check_once,
     empty_cell,
 )
-
-#: the rank columns of a run summary, each at most the vocabulary of the run's dataset
-RANKS = ("press_rank", "erank_1e-3", "erank_1e-4", "erank_1e-5")
 
 
 def check_runs(frame: pd.DataFrame, path) -> pd.DataFrame:
@@ -47,10 +44,4 @@ def check_runs(frame: pd.DataFrame, path) -> pd.DataFrame:
         if "test_ppl" in record and empty_cell(record["test_ppl"]):
             why = "empty; a run without its test perplexity is not dropped silently: rebuild the summary, or drop it"
             raise ReadbackError(path, f"row {row}, column test_ppl: {why}")
-        vocab = presets.VOCAB_SIZES[dataset]
-        for column in RANKS:
-            value = pd.to_numeric(pd.Series([record.get(column)]), errors="coerce").iloc[0]
-            if not pd.isna(value) and value > vocab:
-                why = f"is impossible: a rank of a log-P matrix of {dataset} is at most its vocabulary, {vocab:,}"
-                raise ReadbackError(path, f"row {row}, column {column}: {record[column]!r} {why}")
     return check_once(frame, path, RUN_IDENTITY)
