@@ -84,6 +84,13 @@ def test_a_job_for_a_run_trained_under_another_name_makes_no_folder(tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"{seed / 'default-57f50c09'} holds this same run (identity 57f50c09)" in lines[0]
     assert "it holds the trained model, which the workflow uses on its next start" in lines[0]
+    starting = seed / "K3-0123abcd"  # another job's folder that holds only its lock: not called a leftover
+    starting.mkdir()
+    (starting / ".lock").write_text("123 node7\n")
+    job = _job_start(["--run", str(seed / "default-0123abcd"), "--", "touch", str(marker)], _env())
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 1 and not marker.exists() and not (seed / "default-0123abcd").exists()
+    assert "it holds only a job's lock: a job may be starting this run there" in err
 
 
 def test_a_fused_groups_job_takes_every_runs_lock_and_its_training_adopts_each(tmp_path):

@@ -63,6 +63,8 @@ def twin_refusal(folder: Path, twin: Path) -> str:
         todo = "it holds the trained model, which the workflow uses on its next start (nothing is trained)"
     elif resume:
         todo = "it holds the training so far, which the workflow resumes there on its next start"
+    elif (twin / ".lock").exists() and len(list(twin.iterdir())) == 1:
+        todo = "it holds only a job's lock: a job may be starting this run there; if none is, remove it, then rerun"
     else:
         todo = "it holds neither a model nor a resume state: remove it (or rename it to this folder's name), then rerun"
     return (
