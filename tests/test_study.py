@@ -406,6 +406,12 @@ def test_a_config_edit_that_renames_a_trained_model_keeps_its_folder(tmp_path):
     after = Study(study_config.check(copy.deepcopy(config)), root=tmp_path)
     assert mos_k(after, 2).dir == k2.dir and mos_k(after, 3).dir == k3.dir
     assert k2.dir in {r.dir for r in after.jobs.values()} and mos_k(after, 2).identity == k2.identity
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "model.pt").parent.mkdir()
+    (elsewhere / "model.pt").write_bytes(b"")
+    link = (tmp_path / mos_k(renamed, 2).dir).with_name(f"linked-{k2.runid[-8:]}")
+    link.symlink_to(elsewhere)  # a link that holds a model under the hash: never taken for the run's folder
+    assert mos_k(Study(study_config.check(copy.deepcopy(config)), root=tmp_path), 2).dir == k2.dir
     (tmp_path / mos_k(renamed, 2).dir / ".resume").mkdir(parents=True)  # both hold as much: the configuration's name
     again = Study(study_config.check(copy.deepcopy(config)), root=tmp_path)
     assert mos_k(again, 2).runid == mos_k(renamed, 2).runid

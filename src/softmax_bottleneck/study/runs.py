@@ -193,8 +193,8 @@ class Study:
                 children = sorted(own.parent.iterdir()) if own.parent.is_dir() else []
             except OSError:  # unreadable: the run is named as the configuration names it
                 children = []
-            for child in children:
-                if folder_hash(child.name) and child.is_dir():
+            for child in children:  # a link is never taken for a run folder
+                if folder_hash(child.name) and child.is_dir() and not child.is_symlink():
                     found.setdefault(folder_hash(child.name), []).append(child)
             self._folders[own.parent] = found
         twins = [f for f in self._folders[own.parent].get(folder_hash(own.name) or "", []) if f.name != own.name]
