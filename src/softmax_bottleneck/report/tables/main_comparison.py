@@ -103,7 +103,7 @@ def _p_note(table: pd.DataFrame | None) -> dict[str, str]:
 def _notes(table: pd.DataFrame | None) -> dict[str, str]:
     """Table 2's notes: :func:`_p_note`, and which runs its time per epoch is of where some trained in fused groups."""
     notes = {**_p_note(table), "time_note": ""}
-    if table is not None and (table["fused_runs"] > 0).any():
+    if table is not None and (table["n_fused"] > 0).any():
         notes["time_note"] = (" Our time per epoch is that of the runs trained alone: a fused group's epoch is all its "
                               "runs' (— where every run of a row trained in one).")  # fmt: skip
     return notes
@@ -131,7 +131,8 @@ def table2(summary_dir) -> pd.DataFrame:
     rows = []
     for ds, var in key_groups(paper, runs, keys=keys):
         sel = runs[(runs["dataset"] == ds) & (runs["variant"] == var)]
-        row = {"dataset": ds, "variant": var, "n_runs": len(sel), "fused_runs": int(sel["fused_runs"].notna().sum())}
+        # n_fused: its runs trained in a fused group (their epoch time is the group's)
+        row = {"dataset": ds, "variant": var, "n_runs": len(sel), "n_fused": int(sel["fused_runs"].notna().sum())}
         row["parameters_m"] = params_m(sel["parameters"])
         row["seconds_per_epoch"] = mean_sd(sel.loc[sel["fused_runs"].isna(), "seconds_per_epoch"])[0]
         for q in quantities:
@@ -140,10 +141,10 @@ def table2(summary_dir) -> pd.DataFrame:
         mine = sel[sel["seed_kind"] == "random"]
         row["p_value"] = math.nan if var == "softmax" else t_test(mine["test_ppl"], base["test_ppl"])
         rows.append(row)
-    columns = [*keys, "n_runs", "fused_runs", "parameters_m", "seconds_per_epoch", *mean_sd_columns(quantities)]
+    columns = [*keys, "n_runs", "n_fused", "parameters_m", "seconds_per_epoch", *mean_sd_columns(quantities)]
     ours = pd.DataFrame(rows, columns=[*columns, "p_value"])
     values = ["parameters_m", "seconds_per_epoch", *mean_sd_columns(quantities), "p_value"]
-    return order_rows(compare(ours, paper, keys, values, extra_ours=["n_runs", "fused_runs"]), paper)
+    return order_rows(compare(ours, paper, keys, values, extra_ours=["n_runs", "n_fused"]), paper)
 
 
 @paper_table(
