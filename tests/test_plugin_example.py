@@ -324,3 +324,47 @@ def test_a_point_added_after_its_layer_was_checked_is_trained_in_the_same_run(pl
     assert dry.returncode == 0, out[-3000:]
     assert re.search(r"^check_layer\s+1$", out, re.M), out[-3000:]  # the check again, at the three points
     assert re.search(r"^train\s+3$", out, re.M) and re.search(r"^sweep_scale\s+1$", out, re.M), out[-3000:]
+
+
+@pytest.mark.slow
+def test_a_check_run_again_leaves_nothing_of_a_target_for_the_next_snakemake(plugin_path, tmp_path):
+    """The sweep's two points trained, a third added: the check runs again (its points changed), and every job the
+    sweep's table needs is planned in that run: the new point's training and all three analyses. Before, a finished
+    run presented the stamp as an ancient() input, and Snakemake left out what was linked to the check through it
+    (snakemake/snakemake#4166): the run ended "1 of 1 steps done" with the table unbuilt. Reordering the points
+    checks nothing again."""
+    work, path = tmp_path / "work", tmp_path / "taylor.yaml"
+    config = yaml.safe_load((REPO / "config" / "small.yaml").read_text())
+    grid = [0.5, 2.0]
+    config["data_mirror"] = str(MIRROR)
+    config["sweeps"] = {"scale": {"variant": "taylor", "datasets": ["ptb"], "schedule": "et", "seeds": "authors",
+                                  "grid": {"taylor_scale": grid}}}  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")])))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--configfile", str(path),
+                 "--directory", str(work)]  # fmt: skip
+
+    def dry_run() -> str:
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        done = subprocess.run([*snakemake, "-n", "--", "sweep_scale"], capture_output=True, text=True, env=env,
+                              timeout=600)  # fmt: skip
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        return done.stdout + done.stderr
+
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    checked = subprocess.run([*snakemake, "--cores", "1", "results/conformance/taylor.json"], capture_output=True,
+                             text=True, env=env, timeout=600)  # fmt: skip
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-3000:]
+    trained = re.findall(r"^    output: (results/runs/[^,\s]+)/model\.pt", dry_run(), flags=re.M)
+    assert len(trained) == 2
+    for run in trained:  # the two points trained (their files are what a finished training leaves)
+        for name in ("model.pt", "metrics.json", "curve.csv"):
+            (work / run / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / run / name).write_text("")
+    grid.reverse()
+    assert "check_layer" not in dry_run()  # the same points in another order: nothing to check again
+    grid.append(4.0)
+    out = dry_run()
+    jobs = {rule: len(re.findall(rf"^(?:local)?rule {rule}:$", out, flags=re.M))
+            for rule in ("check_layer", "train", "analyze", "summarize_sweep", "sweep_scale")}  # fmt: skip
+    assert jobs == {"check_layer": 1, "train": 1, "analyze": 3, "summarize_sweep": 1, "sweep_scale": 1}, out[-4000:]

@@ -93,6 +93,20 @@ def test_a_new_layer_is_one_registration(scratch_registry, monkeypatch):
     assert output_layer("scaled_softmax").extra_parameter_count(10, 4, 4) == 10  # the bias by default
 
 
+def test_a_float_default_written_as_an_int_is_said_once_at_registration(scratch_registry, monkeypatch, caplog):
+    """``Hyperparameter(2, float)`` resolves to the int 2, and a run's identity holds the value as written: writing
+    ``2.0`` later names its runs anew and trains them again. Said in one warning line naming the layer and the key."""
+    monkeypatch.setattr(registry_module, "_WARNINGS", [])
+    spec = {"tempered_t": Hyperparameter(2, float, "temperature"), "tempered_e": Hyperparameter(0.5, float, "floor")}
+    register_output_layer("tempered", display="Tempered", family="softmax", hyperparameters=spec)(
+        type("Tempered", (OutputLayer,), {})
+    )
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "tempered" in r.getMessage()]
+    assert len(lines) == 1 and lines == registry_module.plugin_warnings()
+    assert "output layer 'tempered'" in lines[0] and "'tempered_t', a float, has its default written 2" in lines[0]
+    assert "writing 2.0 later trains its runs again" in lines[0]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "cls", "match"),
     [

@@ -274,6 +274,13 @@ def register_output_layer(
             softmax_equivalent=bool(softmax_equivalent),
             builtin=cls.__module__.startswith("softmax_bottleneck."),
         )
+        for key in (key for key, spec in hps.items() if spec.type is float and type(spec.default) is int):
+            line = (
+                f"{where}: hyper-parameter {key!r}, a float, has its default written {hps[key].default}: a run's "
+                f"name holds the value as written, so writing {float(hps[key].default)} later trains its runs again"
+            )
+            _WARNINGS.append(line)
+            log.warning("%s", line)
         cls.registered_name = name
         return cls
 
@@ -435,7 +442,8 @@ def _warn_shadowed(claims: dict[str, set[str]]) -> None:
 
 
 def plugin_warnings() -> list[str]:
-    """The warning lines of the plug-ins refused under a name another variant holds (:func:`_load_plugins`)."""
+    """The warning lines of the plug-ins: one refused under a name another variant holds (:func:`_load_plugins`), a
+    float's default written as an int."""
     _load_plugins()
     return list(_WARNINGS)
 
