@@ -242,7 +242,7 @@ if CONTROLLER:
     for note in stale_runs(STUDY):
         print(
             f"note: {note} (kept, never retrained by itself: to retrain it, delete the run folder and run snakemake "
-            "with your targets, then -R summarize_runs summarize_sweep summarize_for_item, docs/running.md)",
+            "with your targets followed by -R summarize_runs summarize_sweep summarize_for_item, docs/running.md)",
             file=sys.stderr,
         )
 

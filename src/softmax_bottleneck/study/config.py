@@ -359,15 +359,15 @@ def following_line(command: str, recorded: tuple[list[str], dict, float], option
 def load_study(args, command: str, *, follow: bool = False) -> tuple[Study | None, str]:
     """``(study, source)``: the study of the ``--config`` files of a command's ``args`` (:func:`add_config_option`;
     ``follow``: without them, the study last started in the folder, :func:`follow_recorded`), checked, with every run
-    expanded (each in the folder it was trained in, under ``args.directory`` where the command has one), and the files
-    as messages name them (:func:`describe_files`). A configuration that is refused, or whose
+    expanded (each in the folder it was trained in, under ``args.directory``, else the working directory), and the
+    files as messages name them (:func:`describe_files`). A configuration that is refused, or whose
     runs cannot be expanded, is logged in one line, ``<command>: <file>: <why>``, and the study is None."""
     if follow:
         follow_recorded(args, command)
     files = config_files(args)
     source = describe_files(files)
     try:
-        study = Study(check(load(files, getattr(args, "config_values", None))), root=getattr(args, "directory", None))
+        study = Study(check(load(files, getattr(args, "config_values", None))), root=getattr(args, "directory", "."))
         study.jobs  # noqa: B018  (expands every run: a bad configuration fails here, in one line)
     except (ConfigError, StudyError) as err:
         logging.error("%s: %s: %s", command, getattr(err, "source", None) or source, err)
