@@ -209,8 +209,9 @@ rule check_layer:
 
 
 # After an output layer's code changes this rule runs again (its params), and with it every summary that shows
-# the layer, then the tables and figures built from them: a source file, an input of those rules (a finished training
-# does not link them to check_layer, which also runs again).
+# the layer, then the tables and figures built from them: a source file, not a parameter of those rules, since
+# Snakemake does not look at the rerun triggers of jobs downstream of check_layer (also rerun), which the
+# trainings' ancient() stamp keeps from being reached.
 rule layer_source:
     """Write the installed source of one output layer (an input of the summaries that show it)."""
     output:

@@ -79,12 +79,11 @@ def await_max_wait(wildcards):
 
 # --------------------------------------------------------------------------------------------- a plug-in layer's check
 # A plug-in layer is checked (check_layer) at every point of its own keys that the configuration trains, before any
-# of its trainings, which present the check's stamp (`--conformance-stamp`, the same text whether the run is finished
-# or not). The stamp is an input of a run still to train only: a new check (after the layer's code or its points
-# changed) never trains a finished run again, and no job is linked to it through a finished run. Through an ancient()
-# input it was: Snakemake (9.27) leaves out of a run every job whose only link to a job that runs again is an ancient()
-# input, whatever its own reason to run (snakemake/snakemake#4166), so a check run again left a table that also
-# needed another training unbuilt, and the run ended "done".
+# of its trainings, which present the check's stamp. The stamp is an ancient() input of a finished run, so a new check
+# (after the layer's code or its points changed) never trains that run again; it is a plain input of a run still to
+# train, which runs anyway: Snakemake (9.27) leaves out of a run every job whose only link to a job that runs again is
+# an ancient() input, whatever its own reason to run (snakemake/snakemake#4166), and a new point's trainings, and all
+# that reads them, would wait for the next `snakemake`.
 #: a plug-in layer's conformance stamp, check_layer's output
 STAMP = "results/conformance/{layer}.json"
 
@@ -95,14 +94,20 @@ def plugin_layer(variant):
     return None if output_layer(layer).builtin else layer
 
 
+def stamp_input(layer, finished):
+    """The stamp of ``layer`` as an input: ancient() where what depends on it is ``finished``."""
+    stamp = STAMP.format(layer=layer)
+    return ancient(stamp) if finished else stamp
+
+
 def conformance_stamp(wildcards):
-    """A plug-in layer's conformance stamp, an input of one run's training while it is still to train (none for the
-    paper's layers, none for a finished run)."""
+    """A plug-in layer's conformance stamp, for one run's training (none for the paper's layers)."""
     layer = plugin_layer(wildcards.variant)
-    run = STUDY.job(wildcards).dir
-    if not layer or all(os.path.exists(f"{run}/{name}") for name in OUTPUTS):
+    if not layer:
         return []
-    return [STAMP.format(layer=layer)]
+    run = STUDY.job(wildcards).dir
+    finished = all(os.path.exists(f"{run}/{name}") for name in OUTPUTS)
+    return [stamp_input(layer, finished)]
 
 
 def check_layer_points(wildcards):
@@ -118,9 +123,9 @@ def train_sets(wildcards):
     """``--set key=value`` arguments of one training job (model overrides + the experiment's values), and
     for a plug-in layer the conformance stamp it must present."""
     sets = [f"--set {shlex.quote(item)}" for item in STUDY.job(wildcards).set_arguments]
-    layer = plugin_layer(wildcards.variant)
-    if layer:
-        sets.append(f"--conformance-stamp {STAMP.format(layer=layer)}")
+    stamp = conformance_stamp(wildcards)
+    if stamp:
+        sets.append(f"--conformance-stamp {stamp[0]}")
     return " ".join(sets)
 
 
@@ -232,11 +237,9 @@ def fused_layers(wildcards):
 
 
 def fused_stamps(wildcards):
-    """The conformance stamps of the group's plug-in layers, as `train`'s: none once the group's job has run."""
+    """The conformance stamps of the group's plug-in layers, as `train`'s: ancient() once the group's job has run."""
     done = os.path.exists(f"results/fused/{wildcards.group}.json")
-    return (
-        [] if done else [STAMP.format(layer=layer) for layer in fused_layers(wildcards)]
-    )
+    return [stamp_input(layer, done) for layer in fused_layers(wildcards)]
 
 
 def fused_arguments(wildcards):
