@@ -282,6 +282,9 @@ def test_sm_table13_is_counted_from_the_corpora_alone(tmp_path):
     with pytest.raises(SystemExit) as exc:
         cli_main(["summarize", "--kind", "coverage", "--out", str(out), "--record", swapped])
     assert "wt2.pt" in str(exc.value.code) and not out.exists()
+    with pytest.raises(SystemExit) as exc:  # before, a KeyError's traceback
+        cli_main(["summarize", "--kind", "coverage", "--out", str(out), "--record", swapped.replace("=ptb", "=penn")])
+    assert str(exc.value.code).endswith("dataset must be one of ptb, wt2") and not out.exists()
     edited = tmp_path / "word-sim"
     shutil.copytree(WORD_SIM, edited)
     with (edited / "MC-30.txt").open("a", encoding="utf-8") as file:

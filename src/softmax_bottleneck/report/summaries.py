@@ -426,10 +426,13 @@ def collect_coverage(records: list[dict]) -> pd.DataFrame:
     benchmarks (checked by SHA-256); :func:`softmax_bottleneck.analysis.wordsim.vocabulary_coverage`."""
     from softmax_bottleneck.analysis import wordsim
     from softmax_bottleneck.corpora.corpus import load_cached_corpus, verify_sources
+    from softmax_bottleneck.corpora.datasets import DATASETS
 
     parts = []
     for record in records:
         _check_keys(record, "coverage")
+        if record["dataset"] not in DATASETS:
+            raise RecordError(f"record [{_describe(record)}]: dataset must be one of {', '.join(DATASETS)}")
         try:
             files = wordsim.benchmark_files(record["benchmarks"])
             pairs = {name: wordsim.read_benchmark(path) for name, path in files.items()}
