@@ -432,3 +432,23 @@ def test_the_workflow_plans_a_renamed_model_in_the_folder_it_was_trained_in(tmp_
     result = snakemake(tmp_path, "results/small/summary/mos_k.csv", "-n", configfile=tmp_path / "mine.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{k2.dir}/model.pt" in result.stdout and f"K2-{k2.runid[-8:]}" not in result.stdout
+
+
+def test_plan_counts_a_renamed_model_as_trained(tmp_path, monkeypatch):
+    """`plan` reads the run folders where the workflow does: the K = 2 model trained as ``default-<hash>`` is trained
+    when K = 3 is the default (before: counted untrained, under the name ``K2-<hash>``)."""
+    import yaml
+
+    from softmax_bottleneck.cli import main
+
+    config = study_config.read(REPO / "config" / "small.yaml")
+    k2 = next(r for r in Study(study_config.check(copy.deepcopy(config))).experiments["mos_k"]
+              if r.dataset == "ptb" and r.hyperparameters["n_experts"] == 2)  # fmt: skip
+    (tmp_path / k2.dir).mkdir(parents=True)
+    (tmp_path / k2.dir / "model.pt").write_bytes(b"")
+    config["model_overrides"]["families"]["mixture"]["n_experts"] = 3
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "--config", "mine.yaml", "--csv", "plan.csv"]) in (0, None)
+    runs = pd.read_csv(tmp_path / "plan.csv")["run"].tolist()
+    assert k2.dir in runs and f"K2-{k2.runid[-8:]}" not in " ".join(runs)
