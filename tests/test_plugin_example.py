@@ -296,15 +296,11 @@ def test_the_docs_overlay_adds_the_plugin_to_a_complete_configuration(plugin_pat
     assert "* taylor: priced at the paper's time per epoch of softmax, an assumption" in plan.stdout
 
 
-@pytest.mark.slow
-def test_a_point_added_after_its_layer_was_checked_is_trained_in_the_same_run(plugin_path, tmp_path):
-    """A sweep that gains a point runs its plug-in layer's check again; the new point's trainings, and all that reads
-    them, are planned in that same run, not left for the next `snakemake` (Snakemake leaves out a job whose only link
-    to a job that runs again is an ancient() input, snakemake/snakemake#4166: the stamp is one for finished runs only).
-    """
+def _checked_sweep(plugin_path, tmp_path, grid: list):
+    """The small scale with a sweep of the example layer's ``taylor_scale`` over ``grid``, its layer checked:
+    (the configuration, ``grid`` itself, to edit, and a dry run of a target with the configuration as it is then)."""
     work, path = tmp_path / "work", tmp_path / "taylor.yaml"
     config = yaml.safe_load((REPO / "config" / "small.yaml").read_text())
-    grid = [0.5, 2.0]
     config["data_mirror"] = str(MIRROR)
     config["sweeps"] = {"scale": {"variant": "taylor", "datasets": ["ptb"], "schedule": "et", "seeds": "authors",
                                   "grid": {"taylor_scale": grid}}}  # fmt: skip
@@ -316,10 +312,24 @@ def test_a_point_added_after_its_layer_was_checked_is_trained_in_the_same_run(pl
     checked = subprocess.run([*snakemake, "--cores", "1", "results/conformance/taylor.json"], capture_output=True,
                              text=True, env=env, timeout=600)  # fmt: skip
     assert checked.returncode == 0, (checked.stdout + checked.stderr)[-3000:]
+
+    def dry_run(target: str) -> subprocess.CompletedProcess:
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return subprocess.run([*snakemake, "-n", "--quiet", "rules", "--", target], capture_output=True, text=True,
+                              env=env, timeout=600)  # fmt: skip
+
+    return config, grid, dry_run
+
+
+@pytest.mark.slow
+def test_a_point_added_after_its_layer_was_checked_is_trained_in_the_same_run(plugin_path, tmp_path):
+    """A sweep that gains a point runs its plug-in layer's check again; the new point's trainings, and all that reads
+    them, are planned in that same run, not left for the next `snakemake` (Snakemake leaves out a job whose only link
+    to a job that runs again is an ancient() input, snakemake/snakemake#4166: the stamp is one for finished runs only).
+    """
+    config, grid, dry_run = _checked_sweep(plugin_path, tmp_path, [0.5, 2.0])
     grid.append(4.0)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    dry = subprocess.run([*snakemake, "-n", "--quiet", "rules", "--", "sweep_scale"], capture_output=True, text=True,
-                         env=env, timeout=600)  # fmt: skip
+    dry = dry_run("sweep_scale")
     out = dry.stdout + dry.stderr
     assert dry.returncode == 0, out[-3000:]
     assert re.search(r"^check_layer\s+1$", out, re.M), out[-3000:]  # the check again, at the three points
@@ -332,23 +342,8 @@ def test_the_same_points_in_another_order_check_nothing_again(plugin_path, tmp_p
     changed, the check ran again, and Snakemake left out what was linked to it only through a finished run's
     ancient() stamp (snakemake/snakemake#4166): with a table that also needed another training, the run ended
     "1 of 1 steps (100%) done" with the table unbuilt."""
-    work, path = tmp_path / "work", tmp_path / "taylor.yaml"
-    config = yaml.safe_load((REPO / "config" / "small.yaml").read_text())
-    grid = [0.5, 2.0, 4.0]
-    config["data_mirror"] = str(MIRROR)
-    config["sweeps"] = {"scale": {"variant": "taylor", "datasets": ["ptb"], "schedule": "et", "seeds": "authors",
-                                  "grid": {"taylor_scale": grid}}}  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")])))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--configfile", str(path),
-                 "--directory", str(work)]  # fmt: skip
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    checked = subprocess.run([*snakemake, "--cores", "1", "results/conformance/taylor.json"], capture_output=True,
-                             text=True, env=env, timeout=600)  # fmt: skip
-    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-3000:]
+    config, grid, dry_run = _checked_sweep(plugin_path, tmp_path, [0.5, 2.0, 4.0])
     grid.reverse()
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    dry = subprocess.run([*snakemake, "-n", "--quiet", "rules", "--", "results/conformance/taylor.json"],
-                         capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    dry = dry_run("results/conformance/taylor.json")
     out = dry.stdout + dry.stderr
     assert dry.returncode == 0 and "Nothing to be done" in out, out[-3000:]
