@@ -133,6 +133,7 @@ def test_bad_registrations_name_the_layer(scratch_registry, kwargs, cls, match):
         (Hyperparameter(None, float), "its default is None: give a value, or declare it nullable=True"),
         (Hyperparameter("x", str, minimum=1), r"a str has no range \(minimum given\)"),
         (Hyperparameter(1.0, float, maximum=float("inf")), "maximum must be a finite number, got inf"),
+        (Hyperparameter([1], list), "its type must be one of float, int, bool, str; got 'list'"),
     ],
 )
 def test_a_hyper_parameter_declared_wrongly_is_refused_at_registration(scratch_registry, declared, problem):

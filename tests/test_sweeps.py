@@ -245,6 +245,18 @@ def test_the_table_has_one_row_per_point_with_mean_and_sd_over_the_seeds(tmp_pat
     assert not (tmp_path / "figures").exists()  # only what was asked for
 
 
+def test_a_swept_value_reads_as_the_configuration_and_the_run_tag_write_it(tmp_path):
+    """Before, a float 1.0 showed as ``1`` (``:g``): an int's text, and not the value the runs' tags and the
+    configuration's grid hold (writing 1 for a float's 1.0 names other runs)."""
+    out = tmp_path / "t" / "sweep_scale"
+    sweeps.render_table("scale", sweeps.read_sweep(_summary(tmp_path), "scale"), out)
+    rows = [line.split("|") for line in out.with_suffix(".md").read_text().splitlines() if line.startswith("| ")]
+    assert [row[2].strip() for row in rows[1:]] == ["0.5", "1.0", "2.0"] * 2
+    sweep = {"variant": "taylor", "schedule": "et", "datasets": ["ptb"], "seeds": [141],
+             "grid": {"taylor_scale": [0.5, 1.0], "n_experts": [1, 2]}}  # fmt: skip
+    assert "taylor_scale ∈ {0.5, 1.0} × n_experts ∈ {1, 2}" in sweeps.report_caption("scale", sweep)
+
+
 def test_a_sweep_computes_the_rank_of_its_runs_in_its_table_and_figure(tmp_path):
     """Before, a sweep ran no analysis: "rank against K" could not be answered from the configuration."""
     summary = _summary(tmp_path, ranks=True)
@@ -305,7 +317,7 @@ def test_a_categorical_or_missing_sweep_still_draws(tmp_path):
     summary = _summary(tmp_path, keys=("tf32", "taylor_scale"), tf32=True)
     fig = sweeps.build_figure("scale", summary)
     assert not _outside_canvas(fig)
-    assert _legend(fig) == ["taylor_scale = 0.5", "taylor_scale = 1", "taylor_scale = 2"]
+    assert _legend(fig) == ["taylor_scale = 0.5", "taylor_scale = 1.0", "taylor_scale = 2.0"]
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["true"]
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "sweep_scale.csv").write_text("")

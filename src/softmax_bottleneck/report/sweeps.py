@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from softmax_bottleneck.atomic import atomic_write_text
+from softmax_bottleneck.models.output_layers.hyperparameters import format_value
 from softmax_bottleneck.report import variants
 from softmax_bottleneck.report.common import mean_sd, read_summary
 from softmax_bottleneck.report.figures import STYLE, save
@@ -113,12 +114,15 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _value(value) -> str:
-    """A swept value as text: ``0.5``, ``1e-05``, ``true``, ``null``; a string as written."""
+    """A swept value as text, as a run's tag writes it (:func:`format_value`): ``0.5``, ``1.0`` (a float), ``1`` (an
+    int), ``1e-05``, ``true``, ``null``; a string as written."""
     if isinstance(value, bool | np.bool_):
         return "true" if value else "false"
     if cells.missing(value):
         return "null"
-    return f"{float(value):g}" if isinstance(value, int | float | np.number) else str(value)
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    return format_value(float(value)) if isinstance(value, float | np.floating) else str(value)
 
 
 def layout(tidy: pd.DataFrame) -> pd.DataFrame:

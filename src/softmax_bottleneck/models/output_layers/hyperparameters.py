@@ -12,8 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import RegistryError
-
 _TYPES = (float, int, bool, str)
 _INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
 
@@ -41,14 +39,12 @@ class Hyperparameter:
     exclusive_maximum: float | None = None
     nullable: bool = False
 
-    def __post_init__(self):
-        if self.type not in _TYPES:
-            raise RegistryError(f"hyper-parameter type must be one of float, int, bool, str; got {self.type!r}")
-
     def declaration_problem(self) -> str | None:
         """What is wrong with the declaration itself, in words (a layer's registration is refused for it), or None:
-        a range only for an int or float, each bound a finite number, the range not empty, the default a value of the
-        declared type inside the range (``None`` only when ``nullable``)."""
+        a type of float, int, bool or str, a range only for an int or float, each bound a finite number, the range not
+        empty, the default a value of the declared type inside the range (``None`` only when ``nullable``)."""
+        if self.type not in _TYPES:
+            return f"its type must be one of float, int, bool, str; got {getattr(self.type, '__name__', self.type)!r}"
         bounds = {"minimum": self.minimum, "maximum": self.maximum, "exclusive_minimum": self.exclusive_minimum,
                   "exclusive_maximum": self.exclusive_maximum}  # fmt: skip
         given = {word: bound for word, bound in bounds.items() if bound is not None}
@@ -168,6 +164,8 @@ class Hyperparameter:
         """This declaration as a JSON Schema (for config validation)."""
         kind = {float: "number", int: "integer", bool: "boolean", str: "string"}[self.type]
         schema: dict[str, Any] = {"type": [kind, "null"] if self.nullable else kind}
+        if self.type not in _TYPES:
+            return f"its type must be one of float, int, bool, str; got {getattr(self.type, '__name__', self.type)!r}"
         bounds = {"minimum": self.minimum, "maximum": self.maximum}
         bounds.update(exclusiveMinimum=self.exclusive_minimum, exclusiveMaximum=self.exclusive_maximum)
         schema.update({word: bound for word, bound in bounds.items() if bound is not None})
