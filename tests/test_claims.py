@@ -394,6 +394,12 @@ def test_runs_without_the_papers_size_or_epochs_are_not_comparable(paper_dir, tm
         assert {d.verdict for d in decisions} == {page.NOT_COMPARABLE}
         assert all(not math.isnan(d.estimate.value) for d in decisions)
         assert sum(d.claim.name.startswith("table2") and d.estimate.p < 0.05 for d in decisions) == 8
+        # beside the verdict, what the rule reads on these runs: the paper's study's verdicts, the scale aside
+        at_scale = {d.claim.name: d.verdict for d in page.decide_all(paper_dir)}
+        assert {d.claim.name: d.reading for d in decisions} == at_scale and page.NOT_COMPARABLE not in at_scale.values()
+        shown = page.display(page.tidy(decisions))["verdict"].tolist()
+        assert shown == [f"not comparable at this scale (the rule on these runs: {at_scale[d.claim.name]})"
+                         for d in decisions]  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------- output layers

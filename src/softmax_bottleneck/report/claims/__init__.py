@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 def add_cli(parser) -> None:
     parser.description = (
         "Decide each of the paper's conclusions from the summary CSVs by its stated rule: PREFIX.csv, .md, .html and "
-        ".tex, one row per claim (statement, the paper's value, ours with its 95 %% interval, n, verdict, source). "
+        ".tex, one row per claim (statement, the paper's value, ours with its 95 % interval, n, verdict, source). "
         "--seeds prints instead, per claim on a test, the smallest effect its n detects and the seeds the paper's "
         "effect needs."
     )

@@ -5,12 +5,12 @@ figure it comes from. Written as ``PREFIX.csv`` (tidy, full precision), ``PREFIX
 the HTML report) and ``PREFIX.tex``, each followed by the rules; the preview writes the same with, per claim, its runs
 in of those planned.
 
-A verdict is, in this order: **not comparable at this scale** where a run behind the claim lacks the paper's model
-size or epochs (:func:`~.evidence.at_paper_scale`; the numbers are still shown); **too few runs** where n is below the
-claim's minimum; **undefined** where the statistic does not exist (constant values); else **consistent**, **not
-consistent** or **undecided** (the evidence at this n decides neither way) by the claim's rule (:mod:`.rules`). Each
-row prints the rule's power at its n and, below 0.8, the n from which it would decide. After the paper's claims, the
-rows of each plug-in layer with runs (:mod:`.plugins`: the project's statements, no paper value).
+A verdict is, in this order: **not comparable at this scale** where a run behind the claim lacks the paper's model size
+or epochs (:func:`~.evidence.at_paper_scale`; the numbers are still shown, and what the rule reads on them); **too few
+runs** where n is below the claim's minimum; **undefined** where the statistic does not exist (constant values); else
+**consistent**, **not consistent** or **undecided** (the evidence at this n decides neither way) by the claim's rule
+(:mod:`.rules`). Each row prints the rule's power at its n and, below 0.8, the n from which it would decide. After the
+paper's claims, the rows of each plug-in layer with runs (:mod:`.plugins`: the project's statements, no paper value).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ CAPTION = (
     "not of our runs). A verdict is one of: consistent; not "
     "consistent; undecided (the runs at this n decide neither way: the power column says how many would); too few "
     "runs (n below the rule's minimum); not comparable at this scale (a run without the paper's model size and "
-    'epochs); undefined (constant values). A source marked "the project\'s statistic" is a claim the paper makes in '
+    "epochs; beside it, what the rule reads on these runs: a check of the pipeline, not of the paper); undefined "
+    '(constant values). A source marked "the project\'s statistic" is a claim the paper makes in '
     "words, its test this project's; \"the project's statement\" marks a row of a plug-in layer, which the paper does "
     "not have (no paper value)."
 )
@@ -61,6 +62,8 @@ class Decision:
     paper: Paper
     comparable: bool
     verdict: str
+    #: what the rule reads on these runs, were they at the paper's scale (the verdict, where they are)
+    reading: str
 
     @property
     def power(self) -> float:
@@ -86,7 +89,8 @@ def decide(claim: Claim, evidence: Evidence, at_scale: bool = True) -> Decision:
     """``claim`` decided on ``evidence`` (ours, or the paper's own to check that the paper agrees with itself)."""
     estimate = claim.rule.estimate(evidence)
     paper = claim.paper()
-    return Decision(claim, evidence, estimate, paper, at_scale, verdict(claim, estimate, paper, at_scale))
+    reading = verdict(claim, estimate, paper, True)
+    return Decision(claim, evidence, estimate, paper, at_scale, verdict(claim, estimate, paper, at_scale), reading)
 
 
 def decide_all(summary_dir, names=None) -> list[Decision]:
@@ -158,6 +162,7 @@ def tidy(decisions: list[Decision]) -> pd.DataFrame:
                 "n_text": _n_text(d),
                 "comparable": d.comparable,
                 "verdict": d.verdict,
+                "rule_reading": d.reading,
                 "power": d.power,
                 "power_text": d.power_text,
             }
@@ -172,6 +177,12 @@ def _source(source: str, formalised: bool, project: bool) -> str:
     return f"{source}; the project's statistic" if formalised else source
 
 
+def _verdict_text(verdict: str, reading: str) -> str:
+    """The verdict; where it is "not comparable", what the rule reads on these runs beside it (a check of the
+    pipeline at a small scale, never the paper's finding)."""
+    return f"{verdict} (the rule on these runs: {reading})" if verdict == NOT_COMPARABLE else verdict
+
+
 def display(table: pd.DataFrame) -> pd.DataFrame:
     """The page's table (strings): claim, the paper's value, ours [95 % interval], n, verdict, power, source."""
     return pd.DataFrame(
@@ -183,7 +194,7 @@ def display(table: pd.DataFrame) -> pd.DataFrame:
             "paper": table["paper"],
             "ours [95 % interval]": table["ours"],
             "n": table["n_text"],
-            "verdict": table["verdict"],
+            "verdict": [_verdict_text(*row) for row in zip(table["verdict"], table["rule_reading"], strict=True)],
             "power at this n": table["power_text"],
             "from": [_source(*row) for row in zip(table["source"], table["formalised"], table["project"], strict=True)],
         }
