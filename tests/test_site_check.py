@@ -185,6 +185,38 @@ def test_an_unreachable_controller_is_one_line_and_no_request_is_put(tmp_path, s
     assert not (tmp_path / "sbatch-ran").exists()
 
 
+def test_a_multi_cluster_sites_cluster_is_asked_as_the_plugin_submits_to_it(tmp_path):
+    """Before, a profile sending every job to another cluster of the site (the plug-in's ``clusters`` resource, or
+    ``-M`` in slurm_extra) had its controller probed and its requests put to the default cluster's."""
+    from softmax_bottleneck.cluster.site_check import profile_cluster
+
+    assert profile_cluster({"default-resources": {"clusters": "gpu2", "mem_mb": 4000}}) == "gpu2"
+    assert profile_cluster({"default-resources": ["slurm_cluster='gpu2'", "runtime=60"]}) == "gpu2"
+    for extra in ("'-M gpu2 --signal=TERM@300'", "--clusters=gpu2", "-Mgpu2"):
+        assert profile_cluster({"default-resources": {"slurm_extra": extra}}) == "gpu2", extra
+    assert profile_cluster({"default-resources": {"slurm_partition": "gpu"}}) is None and profile_cluster({}) is None
+    listing = LISTING.replace("slurm_account=proj", "slurm_account=proj, clusters=gpu2")
+    analyze = heaviest_requests(listing)["analyze"].sbatch({})
+    assert analyze[analyze.index("--clusters") + 1] == "gpu2" and "--clusters" not in heaviest_requests(LISTING)[
+        "train"].sbatch({})  # fmt: skip
+
+    site = tmp_path / "site"
+    site.mkdir()
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    profile["default-resources"]["clusters"] = "gpu2"
+    (site / "config.yaml").write_text(yaml.safe_dump(profile))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/sinfo-args\necho 'no answer' >&2\nexit 1\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    env = {**_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "softmax_bottleneck", "site-check", "--profile", str(site), "--directory",
+           str(tmp_path / "study"), "--no-job"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and proc.stdout.startswith("FAIL SLURM: sinfo exited 1 (no answer)"), proc.stdout
+    assert (tmp_path / "sinfo-args").read_text().split() == ["--noheader", "--format=%P", "--clusters", "gpu2"]
+
+
 def test_a_missing_profile_or_configfile_is_named_before_slurm_is_asked(tmp_path):
     """Before, a mistyped --profile gave "[Errno 2] No such file or directory: ..." (or, with no controller reachable,
     went unnoticed), and a missing --configfile a traceback's tail ("^^^^^^ FileNotFoundError ...")."""

@@ -93,9 +93,43 @@ class Request:
         elif self.gpus:
             model = opts.get("gpu_model")
             cmd.append(f"--gpus={model}:{self.gpus}" if model else f"--gpus={self.gpus}")
+        if cluster := job_cluster(opts):
+            cmd += ["--clusters", cluster]
         if opts.get("slurm_extra"):
             cmd += shlex.split(opts["slurm_extra"])
         return [*cmd, "--wrap", "true"]
+
+
+#: the resources by which the SLURM plug-in sends a job to another cluster of a multi-cluster site, first found wins
+CLUSTER_KEYS = ("cluster", "clusters", "slurm_cluster")
+
+
+def job_cluster(resources: dict[str, str]) -> str | None:
+    """The cluster (``sbatch --clusters``) a job's resources name, as the SLURM plug-in reads them, else None."""
+    return next((str(resources[key]) for key in CLUSTER_KEYS if resources.get(key) not in (None, "", "None")), None)
+
+
+def _cluster_flag(extra: str) -> str | None:
+    """The cluster that ``-M X`` / ``--clusters=X`` in an ``slurm_extra`` names, else None."""
+    words = shlex.split(extra)
+    for i, word in enumerate(words):
+        if word in ("-M", "--clusters") and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(("--clusters=", "-M")) and word not in ("-M", "--clusters="):
+            return word.removeprefix("--clusters=").removeprefix("-M")
+    return None
+
+
+def profile_cluster(settings: dict) -> str | None:
+    """The cluster the profiles' ``default-resources`` send every job to (a resource of :data:`CLUSTER_KEYS`, or
+    ``-M``/``--clusters`` in ``slurm_extra``), else None: the controller ``sinfo`` must ask."""
+    defaults = settings.get("default-resources") or {}
+    if isinstance(defaults, list):  # ["slurm_partition=gpu", ...], as on the command line
+        defaults = dict(str(item).partition("=")[::2] for item in defaults)
+    if not isinstance(defaults, dict):
+        return None
+    defaults = {str(key): _value(str(value)) for key, value in defaults.items()}
+    return job_cluster(defaults) or _cluster_flag(defaults.get("slurm_extra", ""))
 
 
 def _value(text: str) -> str:
@@ -121,7 +155,7 @@ def heaviest_requests(listing: str, local: set[str] = frozenset()) -> dict[str, 
             if resources.get(key, "").isdigit():
                 setattr(req, attr, max(getattr(req, attr), int(resources[key])))
         if not req.options:
-            keys = ("slurm_partition", "slurm_account", "qos", "gres", "gpu_model", "slurm_extra")
+            keys = ("slurm_partition", "slurm_account", "qos", "gres", "gpu_model", *CLUSTER_KEYS, "slurm_extra")
             req.options = {key: resources[key] for key in keys if resources.get(key) not in (None, "", "None")}
     return requests
 
@@ -136,12 +170,13 @@ def fix_for(message: str) -> str:
 PROBE_SECONDS = 120
 
 
-def controller_answers() -> tuple[bool, str]:
-    """Whether SLURM's controller answers ``sinfo`` from this machine in :data:`PROBE_SECONDS`, and what was seen: an
-    unreachable one makes each ``sbatch --test-only`` wait minutes, then fail without a reason of the site's."""
+def controller_answers(cluster: str | None = None) -> tuple[bool, str]:
+    """Whether SLURM's controller (``cluster``'s, on a multi-cluster site) answers ``sinfo`` from this machine in
+    :data:`PROBE_SECONDS`, and what was seen: an unreachable one makes each ``sbatch --test-only`` wait minutes, then
+    fail without a reason of the site's."""
+    probe = ["sinfo", "--noheader", "--format=%P", *(["--clusters", cluster] if cluster else [])]
     try:
-        proc = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True, text=True,
-                              timeout=PROBE_SECONDS)  # fmt: skip
+        proc = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_SECONDS)
     except FileNotFoundError:
         return False, "sinfo not found: run site-check where SLURM's commands are (a login node)"
     except (OSError, subprocess.TimeoutExpired) as err:
@@ -150,9 +185,11 @@ def controller_answers() -> tuple[bool, str]:
     if proc.returncode != 0:
         said = " ".join((proc.stderr or proc.stdout).split())[-300:]
         return False, f"sinfo exited {proc.returncode} ({said}): the controller is not reachable from this machine"
-    partitions = proc.stdout.split()
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith("CLUSTER:")]  # --clusters' header
+    partitions = " ".join(lines).split()
     listed = " ".join(partitions[:8]) + (f" and {len(partitions) - 8} more" if len(partitions) > 8 else "")
-    return True, f"the controller answers (partitions: {listed or 'none listed'})"
+    whose = f"cluster {cluster}'s controller" if cluster else "the controller"
+    return True, f"{whose} answers (partitions: {listed or 'none listed'})"
 
 
 def test_only(request: Request, settings: dict[str, str]) -> tuple[bool, str, str]:
@@ -356,7 +393,12 @@ def run_cli(args) -> int:
     if missing:
         print(f"site-check: {missing}")
         return 1
-    reachable, said = controller_answers()
+    try:
+        settings = profile_settings([Path(p) for p in args.profile])
+    except (SiteCheckError, OSError, ValueError) as err:
+        print(f"site-check: {err}")
+        return 1
+    reachable, said = controller_answers(profile_cluster(settings))
     print(f"{'PASS' if reachable else 'FAIL'} SLURM: {said}")
     if not reachable:  # each request would wait minutes for the same answer
         ok, text = hard_links(args.directory.resolve())
@@ -364,7 +406,6 @@ def run_cli(args) -> int:
         print(f"site-check: {2 - ok} failed; the requests were not put to SLURM")
         return 1
     try:
-        settings = profile_settings([Path(p) for p in args.profile])
         requests = heaviest_requests(*study_listing(args))
     except (SiteCheckError, OSError, ValueError) as err:
         print(f"site-check: {err}")
