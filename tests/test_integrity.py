@@ -16,6 +16,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from conftest import REPO, TINY, tiny_corpus
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.corpora.corpus import CorpusError, load_corpus, read_corpus
+from softmax_bottleneck.corpora.integrity import CONTENT_KEY
 from softmax_bottleneck.training.checkpoint import CheckpointError, load_model
 from softmax_bottleneck.training.state import ResumeError
 from softmax_bottleneck.training.trainer import Trainer
@@ -131,6 +133,24 @@ def test_a_lone_model_with_one_flipped_bit_is_refused(tmp_path, run):
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{lone}: its content has SHA-256")
     assert "restore it from a good copy or retrain the run" in message
+
+
+@pytest.mark.parametrize("planted", ["a nest that shares itself", "an expanded view"])
+def test_a_small_file_that_unfolds_into_a_huge_content_is_refused_at_once(tmp_path, planted):
+    """Before, a 1.7 KB model.pt holding a list that holds itself twice, 61 deep, hung every command that checks its
+    checksum (2^61 objects to hash), and a stride-0 tensor was written out in full (6.4 GB for 40,000²)."""
+    nest: list = []
+    for _ in range(61):
+        nest = [nest, nest]
+    content = nest if planted.startswith("a nest") else torch.zeros(1).expand(40_000, 40_000)
+    lone = tmp_path / "model.pt"
+    torch.save({"format": 2, CONTENT_KEY: "0" * 64, "payload": content}, lone)
+    assert lone.stat().st_size < 10_000
+    started = time.monotonic()
+    with pytest.raises(CheckpointError) as err:
+        load_model(lone)
+    assert time.monotonic() - started < 30 and "\n" not in str(err.value)
+    assert str(err.value).startswith(f"{lone}: content that cannot be checksummed (") and planted in str(err.value)
 
 
 def test_the_wordsim_command_refuses_a_lone_flipped_model(tmp_path, run, tiny_word_sim):

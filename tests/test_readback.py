@@ -66,6 +66,10 @@ IMPOSSIBLE_METRICS = {
     "epoch 0": ({"best_epoch": 0}, "best_epoch = 0 is impossible (epochs count from 1, at most 100,000)"),
     "fractional parameters": ({"parameters": 2.5}, "parameters = 2.5 is not a whole number"),
     "no test perplexity": ({"test_ppl": None}, "missing key(s) test_ppl"),  # before, summarised as a blank cell
+    # before, an AttributeError's traceback (environment) or taken as no hyper-parameters
+    "environment a list": ({"environment": [1]}, "environment is not an object"),
+    "software a string": ({"environment": {"software": "torch"}}, "environment.software is not an object"),
+    "hyperparameters a list": ({"hyperparameters": []}, "hyperparameters is not an object"),
     # before, a float skipped the comparison with the run's epochs: summarize wrote epochs_run = 100000
     "float epochs beyond the run's": ({"epochs_run": 100_000.0}, "epochs_run = 100000.0 is impossible: the run has"),
 }
@@ -96,6 +100,19 @@ def test_a_number_beyond_a_float_is_refused_as_infinity_is(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_an_integer_beyond_int64_is_one_line_naming_the_file(tmp_path, capsys):
+    """Before, a 400-digit epochs_run (valid JSON) stopped summarize, status, table and train with a 30-line
+    OverflowError traceback (int too large to convert to float)."""
+    for digits in (400, 20):
+        text = json.dumps(METRICS).replace('"epochs_run": 12', '"epochs_run": 1' + "0" * (digits - 1))
+        message, out = _summarize(tmp_path, capsys, text)
+        path = tmp_path / "run" / "metrics.json"
+        assert message.startswith(f"summarize: {path}: an integer of {digits} digits (at most 19): not a number it")
+        assert "\n" not in message and not out.exists()
+    assert bounds.BOUNDS["epochs_run"].violation(10**400) == "is too large to be a number of this package"
+    assert _summarize(tmp_path, capsys, json.dumps({**METRICS, "parameters": 2**62}))[0] == 0  # 19 digits pass
+
+
 def test_a_100000_deep_json_is_one_line_naming_the_file(tmp_path, capsys):
     depth = 100_000
     message, out = _summarize(tmp_path, capsys, '{"a": ' + "[" * depth + "]" * depth + "}")
@@ -121,6 +138,10 @@ IMPOSSIBLE_RANKS = {
     "ε-ranks shrinking with ε": (
         {"effective_rank": {"1e-3": 300, "1e-4": 100, "1e-5": 402}},
         "effective_rank: 100 at ε = 0.0001 is below 300 at ε = 0.001",
+    ),
+    "an ε that is not one": (
+        {"effective_rank": {"abc": 3, "1e-4": 300}},
+        "effective_rank has a key 'abc', not an ε (a number between 0 and 1)",
     ),
 }
 
@@ -213,6 +234,19 @@ def test_an_impossible_number_in_a_summary_stops_the_table(tmp_path):
     why = "10001 is impossible (a rank of a ptb log-P matrix is at most its 10,000 words)"
     assert message == f"table table2: {path}: column erank_1e-3, row 1: {why}"
     path.write_text(ranks + row.replace("-5,402", "57.0,402,10001").replace("ptb", "wt2"))  # possible for WT2
+    assert main(["table", "table2", "--summary-dir", str(path.parent), "--out", str(tmp_path / "t2")]) in (0, None)
+
+
+def test_a_summary_cut_short_or_holding_a_huge_integer_stops_the_table(tmp_path):
+    """Before, main.csv cut in the middle of a row gave Table 2 the row's first cells and blanks for the rest, in
+    silence (n = 2 with one test perplexity), and a 400-digit #Param a traceback."""
+    header = "experiment,dataset,variant,schedule,seed,seed_kind,parameters,train_ppl,valid_ppl,test_ppl,press_rank\n"
+    row = "main,ptb,softmax,et,141,authors,24221600,33.5,59.5,57.0,402\n"
+    message, path = _table2(tmp_path, (header + row + row.replace("141", "7")[:30]).encode())
+    assert message == f"table table2: {path}: row 2 has 7 of the header's 11 fields (a file cut short?)"
+    message, path = _table2(tmp_path, (header + row.replace("24221600", "1" * 400)).encode())
+    assert message == f"table table2: {path}: column parameters, row 1: an integer of more than 19 digits"
+    path.write_text(header + row + row.replace("141", "7").replace(",402", ","))  # a blank cell is not a cut row
     assert main(["table", "table2", "--summary-dir", str(path.parent), "--out", str(tmp_path / "t2")]) in (0, None)
 
 

@@ -30,6 +30,8 @@ class Bound:
         """Why ``value`` is impossible, or None."""
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "is not a number"
+        if isinstance(value, int) and abs(value) >= 2**63:  # math.isfinite of a 400-digit int raises OverflowError
+            return "is too large to be a number of this package"
         if not math.isfinite(value):
             return "is not finite"
         if self.integer and value != int(value):

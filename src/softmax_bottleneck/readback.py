@@ -186,6 +186,20 @@ def _refuse_constant(name: str):
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _finite_float = lambda text: float(text) if math.isfinite(float(text)) else _refuse_constant(text)  # noqa: E731 (1e999)
+#: most digits of an integer read back: int64's 19 (a larger one is no count, epoch, time or rank of this package)
+MAX_INT_DIGITS = 19
+
+
+def _bounded_int(path):
+    def hook(text: str) -> int:
+        digits = len(text.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            raise ReadbackError(
+                path, f"an integer of {digits} digits (at most {MAX_INT_DIGITS}): not a number it holds"
+            )
+        return int(text)
+
+    return hook
 
 
 def json_depth(text: str) -> int:
@@ -221,7 +235,7 @@ def parse_json(text: str, path):
     counted in its text."""
     try:
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
-                          object_pairs_hook=_refuse_duplicates(path))  # fmt: skip
+                          parse_int=_bounded_int(path), object_pairs_hook=_refuse_duplicates(path))  # fmt: skip
     except ReadbackError:
         raise
     except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
@@ -277,8 +291,9 @@ CSV_OPTIONS = {"keep_default_na": False, "na_values": [""]}
 
 def read_csv(path, **kwargs):
     """``pandas.read_csv`` of UTF-8 text, keeping words such as ``N``, ``NA`` or ``null`` as strings (only ``""`` is
-    missing); an empty file is an empty frame; a binary or malformed file, or a column named twice, is a
-    :class:`ReadbackError`."""
+    missing); an empty file is an empty frame; a binary or malformed file, a column named twice, a row with fewer
+    fields than the header (a file cut short: pandas fills them in as missing) or an integer of more than
+    :data:`MAX_INT_DIGITS` digits is a :class:`ReadbackError`."""
     import csv
 
     import pandas as pd
@@ -293,9 +308,22 @@ def read_csv(path, **kwargs):
         return pd.DataFrame()
     except (ValueError, csv.Error) as err:  # pandas' ParserError is a ValueError
         raise ReadbackError(path, f"not a readable CSV ({error_line(err)})") from None
+    if kwargs.get("header", "infer") is None:
+        return frame
     twice = next((name for i, name in enumerate(header) if name in header[:i]), None)
-    if twice is not None and kwargs.get("header", "infer") is not None:  # pandas reads the second as "<name>.1"
+    if twice is not None:  # pandas reads the second as "<name>.1"
         raise ReadbackError(path, f"column {twice!r} given twice: not a table this package wrote")
+    rows = csv.reader(io.StringIO(text), delimiter=kwargs.get("sep", ","))
+    short = next(((row, len(fields)) for row, fields in enumerate(rows) if fields and len(fields) < len(header)), None)
+    if short is not None:
+        raise ReadbackError(
+            path, f"row {short[0]} has {short[1]} of the header's {len(header)} fields (a file cut short?)"
+        )
+    for column in frame.select_dtypes(include=["object", "string"]).columns:
+        long = frame[column].astype(str).str.fullmatch(rf"[+-]?\d{{{MAX_INT_DIGITS + 1},}}")
+        if long.any():
+            row = int(long.to_numpy().nonzero()[0][0]) + 1
+            raise ReadbackError(path, f"column {column}, row {row}: an integer of more than {MAX_INT_DIGITS} digits")
     return frame
 
 
@@ -326,10 +354,18 @@ def check_columns(frame, path) -> None:
 def check_metrics(metrics: dict, path) -> dict:
     """A ``metrics.json`` (training's record of a run) holds only possible numbers: every key of :data:`BOUNDS` (and
     ``environment.fused_runs``), ``epochs_run`` ≤ ``hyperparameters.epochs``, ``best_epoch`` and ``switch_epoch`` (the
-    epoch after which ASGD began; null: none) within [1, ``epochs_run``]."""
+    epoch after which ASGD began; null: none) within [1, ``epochs_run``]; ``hyperparameters``, ``environment`` and
+    what it nests objects where they are given."""
     for key, value in metrics.items():
         if key in BOUNDS:
             check_value(path, key, value)
+    for where in ("hyperparameters", "environment", "environment.software", "environment.software.output_layer"):
+        *above, last = where.split(".")
+        holder = metrics
+        for key in above:
+            holder = holder.get(key) or {}
+        if holder.get(last) is not None and not isinstance(holder[last], dict):
+            raise ReadbackError(path, f"{where} is not an object")
     if isinstance(metrics.get("environment"), dict):  # a fused group's size (null: trained alone)
         check_value(path, "environment.fused_runs", metrics["environment"].get("fused_runs"))
     hp = metrics.get("hyperparameters")
@@ -367,6 +403,9 @@ def check_rank(rank: dict, path, rank_keys=("press_rank",), eranks_key: str = "e
         if not isinstance(eranks, dict):
             raise ReadbackError(path, f"{eranks_key} is not an object")
         named += [(f"{eranks_key}.{eps}", value) for eps, value in eranks.items()]
+        odd = next((eps for eps in eranks if not 0 < _eps(eps) < 1), None)
+        if odd is not None:
+            raise ReadbackError(path, f"{eranks_key} has a key {odd!r}, not an ε (a number between 0 and 1)")
     for key, value in named:
         if value is None:
             continue
