@@ -99,6 +99,12 @@ def test_status_and_the_page_show_the_workflows_own_time_left(tmp_path, small):
                        started=later)  # fmt: skip
     workflow_run.write_time_left(logs / workflow_run.RECORD, line, 460.0)
     assert study_status(small, directory=tmp_path).workflow is None
+    # its line is a file's text: a terminal's escape sequences in it are not obeyed (before, printed raw)
+    workflow_run.write(logs / workflow_run.RECORD, files=["config/small.yaml"], values={}, slots=2, jobs=[],
+                       started=time.time() - 5)  # fmt: skip
+    workflow_run.write_time_left(logs / workflow_run.RECORD, "\x1b[2J\x1b]0;owned\x07jobs: 1 of 2", 60.0)
+    text = status_text(study_status(small, directory=tmp_path))
+    assert "jobs: 1 of 2." in text and "\x1b" not in text and "\x07" not in text and "owned" not in text
 
 
 @pytest.mark.parametrize("ok", [True, False], ids=["finished", "failed"])

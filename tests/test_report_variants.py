@@ -241,3 +241,19 @@ def test_a_variant_name_and_the_banner_stay_text_in_the_markdown(tmp_path):
     assert len({len(re.findall(r"(?<!\\)\|", line)) for line in rows}) == 1  # one cell count for every row
     assert r"\<b\>x\|y\</b\>" in text and r"\<i\>pilot\|run\</i\>" in text
     assert "<b>" not in text and "<i>" not in text and "<b>x|y</b>" in set(table["variant"])
+
+
+def test_a_header_a_link_and_a_line_break_stay_text_in_the_markdown_and_the_latex():
+    """Before, a header was written raw (a sweep's column ``<script>c</script>``), ``[click](javascript:...)`` made a
+    link, and a top-5 word holding a line break split its Markdown row (and, twice, ended the LaTeX tabular's
+    paragraph)."""
+    from softmax_bottleneck.report.tables.render import latex_table, markdown_page
+
+    frame = pd.DataFrame({"<script>c</script>": ["[click](javascript:alert(1))", "two\n\nlines"]})
+    text = markdown_page("t", frame, "caption")
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(rows) == 4 and rows[0].startswith(r"| \<script\>c\</script\>")
+    assert r"\[click\](javascript:alert(1))" in rows[2] and "two lines" in rows[3]
+    assert "<script>" not in text and "](" not in text.replace(r"\](", "")
+    latex = latex_table(frame, "caption", "tab:t")
+    assert "\n\n" not in latex and "two  lines" in latex

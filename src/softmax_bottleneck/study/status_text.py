@@ -15,6 +15,7 @@ from softmax_bottleneck.study.run_status import (
     experiment_label,
     iso_time,
 )
+from softmax_bottleneck.study.run_text import shown
 
 #: runs listed per state on the default one-screen view
 LISTED = 8
@@ -106,24 +107,26 @@ def gpu_lines(status: StudyStatus) -> list[str]:
 
 def workflow_lines(status: StudyStatus) -> list[str]:
     """The workflow's time left of every job still to run (analyses, tables and figures too), as its terminal last
-    wrote it; nothing where no workflow run of this study wrote one."""
+    wrote it; nothing where no workflow run of this study wrote one. Its line is a file's text: shown without control
+    characters (:func:`~.run_text.shown`)."""
     if not status.workflow:
         return []
     if "error" in status.workflow:
-        return [f"Time left of the workflow: {status.workflow['error']}"]
+        return [f"Time left of the workflow: {shown(status.workflow['error'])}"]
+    line = shown(status.workflow["line"])
     ended = status.workflow.get("ended")
     when = status.workflow["ended_at"] if ended else status.workflow["written"]
     at = f"at {time.strftime('%H:%M', time.localtime(when))} ({_ago(status.now, when)})"
     if ended == "gone":  # killed outright: no end marked, and its process is gone from this machine
-        pid, line = status.workflow["pid"], status.workflow["line"]
+        pid = status.workflow["pid"]
         return [
             f"The workflow's last run of this study stopped without an end: its Snakemake (process {pid} on this "
             f"machine) is gone; its last line, {at}: {line}."
         ]
     if ended:
         how = "finished" if ended == "finished" else "stopped on an error or an interruption"
-        return [f"The workflow's last run of this study {how} {at}; its last line: {status.workflow['line']}."]
-    return [f"The workflow running this study, {at}: {status.workflow['line']}."]
+        return [f"The workflow's last run of this study {how} {at}; its last line: {line}."]
+    return [f"The workflow running this study, {at}: {line}."]
 
 
 def status_text(status: StudyStatus, *, every_run: bool = False) -> str:

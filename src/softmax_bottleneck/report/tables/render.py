@@ -54,15 +54,18 @@ def display_frame(name: str, table: pd.DataFrame, *, paper: bool = True) -> pd.D
 
 
 def markdown_cell(text) -> str:
-    """A cell's text with ``\\``, ``|``, ``<`` and ``>`` escaped: a name a user or a plug-in chose (``<script>|x``)
-    ends no cell and opens no HTML tag where the Markdown is rendered."""
-    return re.sub(r"([\\|<>])", r"\\\1", str(text))
+    """A cell's text on one line with ``\\``, ``|``, ``<``, ``>``, ``[`` and ``]`` escaped: a name a user or a plug-in
+    chose (``<script>|x``, ``[a](javascript:...)``, a word with a line break in it) ends no cell or row, opens no HTML
+    tag and makes no link where the Markdown is rendered."""
+    return re.sub(r"([\\|<>\[\]])", r"\\\1", re.sub(r"[\r\n]+", " ", str(text)))
 
 
 def markdown_page(name: str, frame: pd.DataFrame, caption: str, banner: str | None = None) -> str:
     """Markdown of a display table (strings): optional bold banner, ``**name** — caption``, then the table; every
-    cell, the banner and the caption through :func:`markdown_cell` (they hold names users and plug-ins chose)."""
-    body = frame.map(markdown_cell).to_markdown(index=False, disable_numparse=True) if len(frame) else "(no rows)"
+    cell, header, the banner and the caption through :func:`markdown_cell` (they hold names users and plug-ins
+    chose)."""
+    shown = frame.map(markdown_cell).rename(columns=markdown_cell)
+    body = shown.to_markdown(index=False, disable_numparse=True) if len(frame) else "(no rows)"
     head = f"**{markdown_cell(banner)}**\n\n" if banner else ""
     return f"{head}**{name}** — {markdown_cell(caption)}\n\n{body}\n"
 
@@ -94,6 +97,8 @@ _SUPERSCRIPTS = "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"
 _POWER = re.compile(rf"(?:(\d+(?:\.\d+)?)×)?10([{_SUPERSCRIPTS}]+)")
 #: text characters -> LaTeX (the rest of the text is escaped as LaTeX needs)
 _LATEX = {
+    "\n": " ",  # a blank line would end the tabular's paragraph
+    "\r": " ",
     "\\": r"\textbackslash{}",
     "&": r"\&",
     "%": r"\%",
