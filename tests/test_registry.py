@@ -329,6 +329,15 @@ def test_a_broken_plugin_stops_only_what_names_it(plugins):
         assert str(info.value) == reason
 
 
+def test_a_broken_plugins_message_is_one_line_a_terminal_does_not_obey(plugins):
+    """Before, ``check-layer --list`` printed a plug-in's exception as it was: its line breaks and escape sequences
+    (a cleared screen, a window title) reached the terminal."""
+    plugins({"noisy = noisy_mod:Layer": 'raise RuntimeError("boom\\n\\x1b[2J\\x1b]0;title\\x07 second line")\n'})
+    reason = registry_module.broken_plugins()["noisy"]
+    assert reason.endswith("failed to import: RuntimeError: boom [2J ]0;title second line"), reason
+    assert reason.isprintable()
+
+
 def test_a_plugin_named_like_an_e10_variant_is_broken_and_e10_keeps_its_name(plugins):
     plugins({"mos_fair = clash_mod:Layer": GOOD.format(name="mos_fair")})
     broken = registry_module.broken_plugins()

@@ -59,7 +59,7 @@ import yaml
 
 from . import colours
 from .base import OutputLayer
-from .errors import RegistryError
+from .errors import RegistryError, one_line
 from .hyperparameters import Hyperparameter
 
 __all__ = [
@@ -388,17 +388,17 @@ def _load_plugins() -> None:
             _REGISTRY.clear()
             _REGISTRY.update(before)  # nothing of a plug-in that failed half-way stays registered
             if isinstance(err, RegistryError):
-                reason = f"{where} ({ENTRY_POINT_GROUP}) is refused: {err}"
+                reason = one_line(f"{where} ({ENTRY_POINT_GROUP}) is refused: {err}")
                 claims[entry.name].add(err.name or entry.name)
             else:
-                reason = f"{where} ({ENTRY_POINT_GROUP}) failed to import: {type(err).__name__}: {err}"
+                reason = one_line(f"{where} ({ENTRY_POINT_GROUP}) failed to import: {type(err).__name__}: {err}")
             _BROKEN[entry.name] = reason
             failed[entry.module] = f"failed to load for entry point {entry.name!r}: {reason.partition(': ')[2]}"
             for name in added:
                 _BROKEN.setdefault(name, reason)
             holder = err.holder if isinstance(err, NameTaken) else None
             if holder is not None and not holder.builtin and err.name not in added and err.name in _REGISTRY:
-                _withdraw(err.name, entry, f"{type(err).__name__}: {err}")
+                _withdraw(err.name, entry, one_line(f"{type(err).__name__}: {err}"))
             other = err.holder if isinstance(err, DeclaredOtherwise) else None
             if other is not None and not other.builtin and other.name not in added and other.name in _REGISTRY:
                 _withdraw_declared(other, err, where)
