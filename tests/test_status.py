@@ -268,7 +268,8 @@ def test_the_peak_resident_memory_is_the_programs_own_in_bytes(proc, tmp_path):
 
 def test_status_shows_an_impossible_record_as_its_reason_not_its_number(tmp_path, small):
     """A finished run's metrics.json or rank file read back as every reader does (readback): an impossible number
-    or a key written twice is named with its file, never shown as a result."""
+    or a key written twice is named with its file, never shown as a result; the run is counted unreadable (before,
+    finished, its reason shown with ``--runs`` only, and the tables then stopped on it)."""
     runs = list(small.jobs.values())[:2]
     for run in runs:
         (tmp_path / run.dir).mkdir(parents=True)
@@ -277,10 +278,14 @@ def test_status_shows_an_impossible_record_as_its_reason_not_its_number(tmp_path
     (tmp_path / runs[1].dir / "metrics.json").write_text('{"test_ppl": 400.0, "test_ppl": 300.0}')
     status = study_status(small, directory=tmp_path)
     first, second = status.runs[:2]
-    assert first.state == second.state == "finished" and first.test_ppl is None and second.test_ppl is None
-    assert "metrics.json" in first.note and "test_ppl = -5" in first.note
+    assert first.state == second.state == "unreadable" and first.test_ppl is None and second.test_ppl is None
+    assert (
+        first.note
+        == f"{tmp_path / runs[0].dir / 'metrics.json'}: test_ppl = -5 is impossible (a perplexity is at least 1)"
+    )
     assert "metrics.json" in second.note and "test_ppl" in second.note
-    assert first.note in status_text(status, every_run=True)
+    assert status.counts()["unreadable"] == 2 and status.counts()["finished"] == 0
+    assert first.note in status_text(status)  # on the one-screen view
 
 
 def test_status_of_the_paper_plan_with_nothing_started(tmp_path, capsys):

@@ -129,6 +129,9 @@ def _read_run_status(folder: Path, log: Path, rank_name: str, base: RunStatus, n
     if (_present(metrics_path) and _present(folder / "model.pt")) or _present(kept):
         metrics_path = metrics_path if _present(metrics_path) else kept
         metrics, why = _checked(metrics_path, readback.check_metrics)
+        if why:  # its model is there, but no table can read its record: said in the counts, not in --runs alone
+            s.state, s.note = "unreadable", shown(why)
+            return s
         s.state, s.epoch = "finished", s.epochs
         s.device = metrics.get("device") if isinstance(metrics.get("device"), str) else None
         s.test_ppl = _number(metrics.get("test_ppl"))
