@@ -135,6 +135,22 @@ def test_a_finished_run_of_another_identity_or_length_is_not_taken_for_the_rules
     assert "Traceback" not in out
 
 
+def test_a_finished_run_whose_record_cannot_be_read_is_said_so_not_resumed(tmp_path):
+    """Its metrics.json holding a number no file of the package holds: one line naming it and what to do (before,
+    "the training it waited for stopped; ... it resumes": nothing would resume)."""
+    run = tmp_path / "results" / "runs" / "default-0123abcd"
+    training = start_training(run)
+    waiting = wait_for_run(run, tmp_path / "train.log")
+    with reaped(training, waiting):
+        (run / "go").write_text("finish" + json.dumps({"epochs_run": 10**25}))
+        training.wait(30)
+        out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == 1, out
+    errors = [line for line in out.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and f"{run / 'metrics.json'}: an integer of 26 digits" in errors[0], out
+    assert errors[0].endswith("move that file away, then run the same snakemake command again") and "resumes" not in out
+
+
 def test_a_finished_run_as_asked_is_accepted_by_a_wait_that_never_imports_torch(tmp_path):
     """The wait reads files only: it imports neither PyTorch nor the study's definition (``-X importtime`` lists
     every module it imports)."""

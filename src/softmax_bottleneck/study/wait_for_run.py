@@ -97,6 +97,10 @@ def wait_for_run(folder: Path, log_path: Path, run: dict, poll: float, max_wait:
     if status.state == "finished" and not missing:
         log.info("%s: finished by the process that trained it", folder)
         return 0
+    if status.state == "unreadable":
+        log.error("%s: the training it waited for left a file that cannot be read (%s); move that file away, then run "
+                  "the same snakemake command again", folder, status.note)  # fmt: skip
+        return 1
     why = status.note or status.state
     if status.state == "finished":
         why = f"finished, but {', '.join(missing)} missing (the next train job restores them from .resume/final)"
