@@ -296,6 +296,21 @@ def test_weights_and_tokenizer_of_a_model_folder_are_checked_before_loading(tiny
                     f"is [{len(WORDS) + 1}, {N_EMBD}], but the model that config.json describes needs "
                     f"[{len(WORDS) + 1}, {2 * N_EMBD}]", out=out)  # fmt: skip
 
+    # before: a hang building a 10⁹-layer skeleton, a RecursionError's traceback, 4.5 GB read for a 2 GB file
+    huge = _copy(model_dir, tmp_path / "huge")
+    config = json.loads((huge / "config.json").read_text())
+    (huge / "config.json").write_text(json.dumps({**config, "n_layer": 10**9}))
+    _assert_refused(capsys, ["--model", huge, *common], f"error: {huge / 'config.json'}: 1,000,000,000 layers", out=out)
+    deep = _copy(model_dir, tmp_path / "deep")
+    (deep / "tokenizer_config.json").write_text('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    _assert_refused(capsys, ["--model", deep, *common], f"error: {deep / 'tokenizer_config.json'}: cannot load the "
+                    "model's tokenizer", out=out)  # fmt: skip
+    sparse = _copy(model_dir, tmp_path / "sparse")
+    with open(sparse / "tokenizer.json", "r+b") as handle:
+        handle.truncate(300 * 2**20)  # sparse: no disk taken
+    _assert_refused(capsys, ["--model", sparse, *common], f"error: {sparse / 'tokenizer.json'}: larger than 256 MB",
+                    out=out)  # fmt: skip
+
     bare = _copy(model_dir, tmp_path / "bare")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (bare / name).unlink()

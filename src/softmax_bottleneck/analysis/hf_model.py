@@ -216,6 +216,8 @@ TOKENIZER_JSON = (
     "vocab.json",
 )
 MAX_TOKENIZER_JSON_BYTES = 256 * 2**20
+#: most layers of a model read (the largest published causal LMs have under 200)
+MAX_LAYERS = 1024
 
 
 def _tokenizer_culprit(path: Path) -> Path:
@@ -225,7 +227,7 @@ def _tokenizer_culprit(path: Path) -> Path:
             json.loads(readback.read_bytes(path / name, MAX_TOKENIZER_JSON_BYTES, follow_links=True, what="tokenizer"))
         except FileNotFoundError:
             continue
-        except (OSError, ValueError):  # unreadable (a folder, no permission), too large, not JSON, not UTF-8
+        except (OSError, ValueError, RecursionError):  # unreadable, too large, not JSON, not UTF-8, nested too deep
             return path / name
     return path
 
@@ -267,9 +269,15 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
             f"{path}: not a causal language model (model_type {getattr(config, 'model_type', '?')!r} has no "
             "AutoModelForCausalLM class in this transformers; custom code is never run)"
         )
+    layers = getattr(_text_config(config), "num_hidden_layers", None)
+    if isinstance(layers, int) and layers > MAX_LAYERS:  # building even its skeleton would take hours
+        raise InputError(f"{path / 'config.json'}: {layers:,} layers (num_hidden_layers), more than any model has")
     files = weight_files(path)
     check_weights(files, config)
     vocabulary = tokenizer_file(path)
+    for name in TOKENIZER_JSON:  # transformers reads a tokenizer's JSON whole: a 2 GB file took 4.5 GB
+        if (path / name).is_file() and (path / name).stat().st_size > MAX_TOKENIZER_JSON_BYTES:
+            raise InputError(f"{path / name}: larger than {MAX_TOKENIZER_JSON_BYTES >> 20} MB, no tokenizer's file")
     try:
         model, loading = AutoModelForCausalLM.from_pretrained(
             path, config=config, use_safetensors=True, output_loading_info=True, **_from_pretrained_kwargs(dtype)
@@ -282,7 +290,7 @@ def load_language_model(model_dir: str | os.PathLike, device: str = "cpu", dtype
     check_loading(loading, files[0] if len(files) == 1 else path / SAFETENSORS_INDEX)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, **_from_pretrained_kwargs())
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
         raise InputError(f"{_tokenizer_culprit(path)}: cannot load the model's tokenizer: {_one_line(err)}") from None
     if isinstance(tokenizer, bool) or not callable(tokenizer) or len(tokenizer) < 2:
         raise InputError(f"{vocabulary}: no usable tokenizer ({len(tokenizer) if callable(tokenizer) else 0} tokens)")
