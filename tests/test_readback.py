@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -220,6 +221,22 @@ def _table2(tmp_path, content: bytes):
 def test_a_binary_summary_given_to_table_is_one_line_naming_it(tmp_path, content, named):
     message, path = _table2(tmp_path, content)
     assert message == f"table table2: {path}: {named}"
+
+
+def test_a_summary_that_is_a_fifo_or_a_link_is_named_as_such_not_as_missing(tmp_path):
+    """Before, ``table`` said "summary file ... not found" for a FIFO, or a link to /dev/zero, where one was."""
+    summary = tmp_path / "summary"
+    summary.mkdir()
+    os.mkfifo(summary / "main.csv")
+    with pytest.raises(SystemExit) as exc:
+        main(["table", "table2", "--summary-dir", str(summary), "--out", str(tmp_path / "t2")])
+    assert str(exc.value) == f"table table2: {summary / 'main.csv'}: not a regular file (a FIFO)"
+    (summary / "main.csv").unlink()
+    (summary / "main.csv").symlink_to("/dev/zero")
+    with pytest.raises(SystemExit) as exc:
+        main(["table", "table2", "--summary-dir", str(summary), "--out", str(tmp_path / "t2")])
+    assert str(exc.value).startswith(f"table table2: {summary / 'main.csv'}: ") and "link" in str(exc.value)
+    assert not list(tmp_path.glob("t2*"))
 
 
 def test_an_impossible_number_in_a_summary_stops_the_table(tmp_path):

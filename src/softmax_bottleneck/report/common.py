@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -100,7 +101,7 @@ def require_summaries(summary_dir, files: Sequence[str]) -> None:
     the command line's ``table NAME: ...``, a preview's placeholder)."""
     for fname in files:
         path = Path(summary_dir) / fname
-        if not path.is_file():
+        if not os.path.lexists(path):  # a FIFO or a link is there: the reader names what it is
             raise FileNotFoundError(f"{path}: no such summary file")
 
 
@@ -155,7 +156,7 @@ def read_summary(
     :class:`~softmax_bottleneck.readback.ReadbackError` naming it (and its column and row). Every other column named
     in ``text`` (strings) or ``numbers`` (floats) is there, empty where the file lacks it (an older summary)."""
     path = Path(summary_dir) / name
-    if not path.is_file():
+    if not os.path.lexists(path):  # a FIFO or a link is there: the reader names what it is
         raise FileNotFoundError(f"summary file {path} not found")
     frame = readback.read_csv(path)
     if required and frame.columns.empty:
