@@ -310,6 +310,10 @@ def test_a_benchmark_record_without_its_seconds_is_skipped_not_counted(bench, ca
         after = costs.summarize_rules(costs.read_benchmarks(bench))
     pd.testing.assert_frame_equal(after, before)
     assert "words.tsv: row 1, column s: 'abc' is not a number of seconds" in caplog.text
+    (bench / "train" / "words.tsv").write_text(HEADER + "\n" + "\t".join(["-5"] + ["1"] * (HEADER.count("\t"))) + "\n")
+    with caplog.at_level("WARNING"):
+        assert costs.summarize_rules(costs.read_benchmarks(bench)).equals(before)
+    assert "words.tsv: row 1, column s: -5 is not a number of seconds" in caplog.text  # not np.int64(-5)
 
 
 def test_a_plan_that_is_a_link_or_a_fifo_is_refused_unread(tmp_path):

@@ -115,6 +115,7 @@ def read_benchmarks(root: str | os.PathLike) -> pd.DataFrame:
         bad = (seconds.isna() | (seconds < 0)).to_numpy().nonzero()[0]
         if len(bad):
             value = frame["s"].iloc[bad[0]]
+            value = value.item() if hasattr(value, "item") else value  # -5, not np.int64(-5)
             log.warning("skipping %s: row %d, column s: %r is not a number of seconds", path, bad[0] + 1, value)
             continue
         part = pd.DataFrame(
