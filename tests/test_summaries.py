@@ -150,6 +150,17 @@ def test_collect_analyses(tmp_path):
     assert t5.loc[0, "model"] == "MoS*" and t5.loc[0, "true_token"] == "N"
     with pytest.raises(RecordError, match="missing column"):
         summaries.collect_wordsim([{"dataset": "ptb", "variant": "ss", "csv": str(tmp_path / "s.csv")}])
+    # before, a file of its header alone, or holding one benchmark or context twice, was collected in silence
+    frame = pd.read_csv(tmp_path / "t.csv")
+    for name, collect, edited, said in (
+        ("w.csv", summaries.collect_wordsim, pd.read_csv(tmp_path / "w.csv").iloc[:0], "holds no row"),
+        ("w.csv", summaries.collect_wordsim, pd.concat([ws.iloc[:, 2:7]] * 2), "row 2 repeats benchmark MC-30"),
+        ("t.csv", summaries.collect_top5, frame.iloc[:0], "holds no row"),
+        ("t.csv", summaries.collect_top5, pd.concat([frame] * 2), "row 2 repeats group Yang, number 1"),
+    ):
+        edited.to_csv(tmp_path / name, index=False)
+        with pytest.raises(RecordError, match=rf"^{tmp_path / name}: {said} \(record"):
+            collect([{"dataset": "ptb", "variant": "ss", "model": "MoS*", "csv": str(tmp_path / name)}])
 
 
 def test_cli_writes_csv(tmp_path):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -161,8 +161,9 @@ def _read_json(path, record: dict) -> dict:
         raise RecordError(f"{err} (record [{_describe(record)}])") from None
 
 
-def _read_csv(path, record: dict, needed: Iterable[str]) -> pd.DataFrame:
-    """A per-model CSV, its numbers checked (:func:`softmax_bottleneck.readback.check_columns`)."""
+def _read_csv(path, record: dict, needed: Iterable[str], key: Sequence[str] = ()) -> pd.DataFrame:
+    """A per-model CSV, its numbers checked (:func:`softmax_bottleneck.readback.check_columns`); with ``key`` (the
+    columns naming a row: a benchmark, a context), at least one row and no two rows of one key."""
     path = Path(path)
     why = readback.not_a_file(path)
     if why:
@@ -175,6 +176,12 @@ def _read_csv(path, record: dict, needed: Iterable[str]) -> pd.DataFrame:
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise RecordError(f"{path}: missing column(s) {', '.join(missing)} (record [{_describe(record)}])")
+    if key and frame.empty:
+        raise RecordError(f"{path}: holds no row (record [{_describe(record)}])")
+    twice = frame.duplicated(list(key)).to_numpy().nonzero()[0] if key else ()
+    if len(twice):
+        named = ", ".join(f"{column} {frame[column].iloc[twice[0]]}" for column in key)
+        raise RecordError(f"{path}: row {twice[0] + 1} repeats {named} (record [{_describe(record)}])")
     return frame
 
 
@@ -394,7 +401,7 @@ def collect_wordsim(records: list[dict]) -> pd.DataFrame:
     parts = []
     for record in records:
         _check_keys(record, "wordsim")
-        frame = _read_csv(record["csv"], record, WORDSIM_COLUMNS[2 : -len(SOURCE_COLUMNS)])
+        frame = _read_csv(record["csv"], record, WORDSIM_COLUMNS[2 : -len(SOURCE_COLUMNS)], key=["benchmark"])
         frame = frame.assign(dataset=str(record["dataset"]), variant=str(record["variant"]))
         parts.append(frame.assign(**_layer_source(record))[WORDSIM_COLUMNS])
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=WORDSIM_COLUMNS)
@@ -408,7 +415,7 @@ def collect_top5(records: list[dict]) -> pd.DataFrame:
     for record in records:
         _check_keys(record, "top5")
         own = ("model", *TOP5_MODEL_COLUMNS, *SOURCE_COLUMNS)
-        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c not in own])
+        frame = _read_csv(record["csv"], record, [c for c in TOP5_COLUMNS if c not in own], key=["group", "number"])
         model = {key: str(record[key]) if record.get(key) else None for key in TOP5_MODEL_COLUMNS}
         frame = frame.assign(model=str(record["model"]), **model, **_layer_source(record))
         parts.append(frame[TOP5_COLUMNS])
