@@ -198,6 +198,24 @@ def test_queued_train_jobs_are_found_by_their_comment_and_waited_for(tmp_path):
     assert scheduler.queued_jobs("train", str(tmp_path / "no-squeue"), str(tmp_path / "no-scontrol")) == {}
 
 
+def test_a_queued_job_of_the_same_run_in_another_study_folder_is_not_this_studys(tmp_path):
+    """Before, a job was matched by its comment alone: the same configuration studied in folder G waited for folder
+    F's training job (days, at paper scale), then failed ("not started"), training nothing."""
+    comment = scheduler.job_comment("train", ["ptb", "mos", "et", 28, "default-1"])
+    study, other = tmp_path / "study", tmp_path / "other"
+    study.mkdir()
+    (tmp_path / "link").symlink_to(study)
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho '41|RUNNING|{comment}|{other}'\necho '42|PENDING|{comment}|{tmp_path}/link'\n")
+    squeue.chmod(0o755)
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text("#!/bin/sh\necho 'Slurmctld(primary) at head is UP'\n")
+    scontrol.chmod(0o755)
+    assert scheduler.queued_jobs("train", str(squeue), str(scontrol), directory=study) == {comment: ("42", "PENDING")}
+    assert scheduler.queued_jobs("train", str(squeue), str(scontrol), directory=other) == {comment: ("41", "RUNNING")}
+    assert scheduler.queued_jobs("train", str(squeue), str(scontrol), directory=tmp_path / "third") == {}
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is of a machine without CUDA")
 @pytest.mark.parametrize("command", ["train", "train-fused"])
 def test_a_training_given_refuse_cpu_stops_on_a_cpu_in_one_line_before_reading_anything(tmp_path, command):

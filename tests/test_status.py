@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO, TINY, tiny_corpus
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.cluster import processes
+from softmax_bottleneck.cluster import processes, scheduler
 from softmax_bottleneck.report import preview, progress
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.plan import plan_table
@@ -198,6 +198,47 @@ def test_status_reads_each_state_from_the_run_folders_and_changes_nothing(tmp_pa
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before  # read only: nothing written or touched
 
 
+def test_a_run_whose_slurm_job_is_queued_or_running_is_never_failed_nor_given_a_retry(tmp_path, small, monkeypatch):
+    """Before, status never asked SLURM: a requeued run waiting in the queue was "stalled ...; retry: snakemake ..."
+    (which, without --profile, trains it on this machine), a retry job already running "failed" until it wrote. A job
+    of the same run studied in another folder is not this study's."""
+    runs = list(small.jobs.values())[:4]
+    folders = [tmp_path / run.dir for run in runs]
+    _write_progress(folders[0], stopped="signal 15 at epoch 2, batch 40")  # pre-empted, requeued: pending
+    logs = [tmp_path / TRAIN_LOG.format(**run.wildcards) for run in runs]
+    logs[1].parent.mkdir(parents=True, exist_ok=True)
+    logs[1].write_text("train: training diverged: non-finite loss at epoch 2, batch 17\n")  # its retry runs now
+    folders[1].mkdir(parents=True)
+    _write_progress(folders[3], stopped="signal 15 at epoch 2, batch 40")  # its job runs in another study's folder
+    listed = [("41", "PENDING", runs[0], tmp_path), ("42", "RUNNING", runs[1], tmp_path),
+              ("43", "PENDING", runs[2], tmp_path), ("44", "RUNNING", runs[3], tmp_path / "elsewhere")]  # fmt: skip
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    lines = "".join(
+        f"echo '{jobid}|{state}|{scheduler.job_comment('train', [r.dataset, r.variant, r.schedule, r.seed, r.runid])}"
+        f"|{where}'\n"
+        for jobid, state, r, where in listed
+    )
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\n{lines}")
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'Slurmctld(primary) at head is UP'\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    status = study_status(small, directory=tmp_path, config="config/small.yaml")
+    first, second, third, fourth = status.runs[:4]
+    assert (first.state, first.retry) == ("stalled", None) and first.note.startswith(
+        "SLURM job 41 is pending: the run resumes"
+    )
+    assert (second.state, second.retry) == ("running", None) and "SLURM job 42 runs it" in second.note
+    assert (third.state, third.retry) == (
+        "not started",
+        None,
+    ) and "SLURM job 43 is pending: the run starts" in third.note
+    assert fourth.state == "stalled" and fourth.retry and "SLURM" not in fourth.note
+    text = status_text(status)
+    assert "failed" not in [line.split()[0] for line in text.splitlines() if line.strip()] and "retry: None" not in text
+
+
 @pytest.mark.parametrize("proc", ["linux", "none"])
 def test_a_live_training_is_running_with_or_without_proc_and_a_reused_pid_is_gone_where_proc_tells(
     tmp_path, small, monkeypatch, proc
@@ -240,7 +281,7 @@ def test_a_pid_no_process_can_have_is_never_alive_and_a_new_process_started_just
 #: where a ``preexec_fn`` is given), which report their own peaks; ``/proc`` is where its first argument says
 PEAKS = """
 import json, os, pathlib, subprocess, sys
-from softmax_bottleneck.cluster import processes
+from softmax_bottleneck.cluster import processes, scheduler
 processes.PROC = pathlib.Path(sys.argv[1])
 block = bytearray(256 * 2**20)
 block[:: os.sysconf("SC_PAGE_SIZE")] = b"x" * (len(block) // os.sysconf("SC_PAGE_SIZE"))

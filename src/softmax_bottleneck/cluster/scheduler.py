@@ -38,14 +38,16 @@ def job_comment(rule: str, wildcards: list[str]) -> str:
     return f"rule_{rule}_wildcards_{'_'.join(str(w) for w in wildcards)}".replace("/", "_")
 
 
-def squeue_jobs(squeue: str = "squeue") -> list[tuple[str, str, str]]:
-    """``(job id, state, comment)`` of every job of this user that SLURM lists."""
+def squeue_jobs(squeue: str = "squeue") -> list[tuple[str, str, str, str]]:
+    """``(job id, state, comment, working directory)`` of every job of this user that SLURM lists (the directory
+    empty where squeue gives none)."""
     exe = shutil.which(squeue)
     if exe is None:
         raise SchedulerError(f"{squeue} not found")
     try:
-        proc = subprocess.run([exe, "--me", "--noheader", "--array", "--Format=JobID:|,State:|,Comment:256"],
-                              capture_output=True, text=True, timeout=SQUEUE_TIMEOUT)  # fmt: skip
+        columns = "--Format=JobID:|,State:|,Comment:256|,WorkDir:4096"
+        proc = subprocess.run([exe, "--me", "--noheader", "--array", columns], capture_output=True, text=True,
+                              timeout=SQUEUE_TIMEOUT)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as err:
         raise SchedulerError(f"squeue: {err}") from None
     if proc.returncode != 0:
@@ -54,7 +56,7 @@ def squeue_jobs(squeue: str = "squeue") -> list[tuple[str, str, str]]:
     for line in proc.stdout.splitlines():
         fields = [f.strip() for f in line.split("|")]
         if len(fields) >= 3 and fields[0]:
-            jobs.append((fields[0], fields[1], fields[2]))
+            jobs.append((fields[0], fields[1], fields[2], fields[3] if len(fields) > 3 else ""))
     return jobs
 
 
@@ -70,9 +72,14 @@ def controller_up(scontrol: str = "scontrol") -> bool:
     return "is UP" in proc.stdout
 
 
-def queued_jobs(rule: str, squeue: str = "squeue", scontrol: str = "scontrol") -> dict[str, tuple[str, str]]:
-    """comment -> ``(job id, state)`` of this user's pending or running jobs of ``rule`` (:func:`job_comment`); empty
-    where no SLURM controller answers (nothing to wait for), or, said in one warning, where squeue fails."""
+def queued_jobs(
+    rule: str, squeue: str = "squeue", scontrol: str = "scontrol", directory: str | os.PathLike = "."
+) -> dict[str, tuple[str, str]]:
+    """comment -> ``(job id, state)`` of this user's pending or running jobs of ``rule`` (:func:`job_comment`) that
+    run in ``directory`` (the study's: the plug-in submits every job with ``-D`` the workflow's directory; a job whose
+    directory squeue does not give counts too); empty where no SLURM controller answers (nothing to wait for), or,
+    said in one warning, where squeue fails. The same configuration studied in another folder is another study: its
+    jobs' comments are the same, their directory is not."""
     if not controller_up(scontrol):
         return {}
     try:
@@ -81,14 +88,15 @@ def queued_jobs(rule: str, squeue: str = "squeue", scontrol: str = "scontrol") -
         log.warning("cannot ask SLURM which %s jobs are queued (%s): a run whose job has not started yet may be "
                     "submitted a second time", rule, err)  # fmt: skip
         return {}
-    prefix = f"rule_{rule}_wildcards_"
-    return {comment: (jobid, state) for jobid, state, comment in jobs
-            if comment.startswith(prefix) and state in QUEUED_STATES}  # fmt: skip
+    prefix, here = f"rule_{rule}_wildcards_", os.path.realpath(directory)
+    return {comment: (jobid, state) for jobid, state, comment, workdir in jobs
+            if comment.startswith(prefix) and state in QUEUED_STATES
+            and (not workdir or os.path.realpath(workdir) == here)}  # fmt: skip
 
 
 def job_state(jobid: str, squeue: str = "squeue") -> str | None:
     """The job's state while SLURM lists it (None once it has left the queue)."""
-    for listed, state, _ in squeue_jobs(squeue):
+    for listed, state, *_ in squeue_jobs(squeue):
         if listed == jobid:
             return state
     return None

@@ -44,7 +44,9 @@ from pathlib import Path
 
 from softmax_bottleneck import readback
 from softmax_bottleneck.cluster import workflow_run
+from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
+from softmax_bottleneck.study.fusion import fused_groups
 from softmax_bottleneck.study.plan import gpu_hours
 from softmax_bottleneck.study.run_folder import (
     allowed_silence,
@@ -108,9 +110,43 @@ def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, r
         if status.state in ("failed", "stalled"):
             status.retry = f"snakemake {path}/model.pt {retry_options}".strip()
         runs.append(status)
+    slurm = held_by_slurm(study, root)
+    for status in (status for status in runs if status.run in slurm and status.state != "finished"):
+        held(status, *slurm[status.run])
     scaled = any(run.hyperparameters.get("train_tokens") is not None for run in study.jobs.values())
     return StudyStatus(config=config, now=now, runs=runs, groups=groups(study), scaled_down=scaled,
                        workflow=workflow_time_left(study, root))  # fmt: skip
+
+
+def held_by_slurm(study: Study, root: Path) -> dict[str, tuple[str, str]]:
+    """Run folder → ``(job id, state)`` of each training of ``study`` in ``root`` whose ``train`` job, or whose fused
+    group's ``train_fused`` job, SLURM lists pending or running (empty where no SLURM controller answers)."""
+    trains, fused = queued_jobs("train", directory=root), queued_jobs("train_fused", directory=root)
+    found = {}
+    for path, run in study.jobs.items() if trains else ():
+        comment = job_comment("train", [run.dataset, run.variant, run.schedule, run.seed, run.runid])
+        if comment in trains:
+            found[path] = trains[comment]
+    groups = fused_groups(study) if fused else {}
+    for comment, job in fused.items():
+        group = groups.get(comment.removeprefix(job_comment("train_fused", [""])))
+        found.update({run.dir: job for run in group.runs} if group else {})
+    return found
+
+
+def held(status: RunStatus, jobid: str, state: str) -> None:
+    """``status`` of a run whose SLURM job is pending or running: running where SLURM runs it (its folder shows it
+    once the job has loaded), else waiting to resume (stalled) or to start; never a retry to run by hand."""
+    status.retry = None
+    if state in ("RUNNING", "COMPLETING") and status.state != "running":
+        status.state, status.note = (
+            "running",
+            f"SLURM job {jobid} runs it (its folder shows it once the job has loaded)",
+        )
+    elif state not in ("RUNNING", "COMPLETING"):
+        status.state = "stalled" if status.state in ("failed", "stalled", "running") else status.state
+        what = "resumes" if status.epoch else "starts"
+        status.note = f"SLURM job {jobid} is {state.lower()}: the run {what} when it starts, nothing to retry"
 
 
 def workflow_time_left(study: Study, root: Path) -> dict | None:

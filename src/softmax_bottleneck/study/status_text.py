@@ -67,14 +67,15 @@ def run_line(r: RunStatus, now: float) -> str:
     elif r.state == "running":
         left = "" if r.seconds_left is None else f", about {duration_text(r.seconds_left)} left"
         detail = (f"epoch {r.epoch or 0}/{r.epochs}, best valid ppl {_ppl(r.best_valid_ppl)}{left}, "
-                  f"last write {_ago(now, r.last_write)}")  # fmt: skip
+                  f"last write {_ago(now, r.last_write)}" + (f" ({r.note})" if r.note else ""))  # fmt: skip
     elif r.state == "not started":
         detail = f"{r.epochs} epochs, {r.projected_hours:,.1f} V100 GPU-hours projected"
     elif r.state == "unreadable":
         detail = r.note
     else:
         epoch = f"epoch {r.epoch}/{r.epochs}, " if r.epoch is not None else ""
-        detail = f"{epoch}{r.note}; last write {_ago(now, r.last_write)}; retry: {r.retry}"
+        retry = f"; retry: {r.retry}" if r.retry else ""
+        detail = f"{epoch}{r.note}; last write {_ago(now, r.last_write)}{retry}"
     return f"  {r.run}  {detail}"
 
 
