@@ -60,13 +60,14 @@ rule train:
         train_log=train_log,
         cpu_guard=lambda wildcards: cpu_guard([STUDY.job(wildcards)]),
     shell:
+        "echo 'the training writes its progress to {params.train_log}' > {log} && "
         'mkdir -p "$(dirname {params.train_log})" && '
         "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --run {params.out} -- "
         "python -m softmax_bottleneck train --dataset {wildcards.dataset} --variant {wildcards.variant} "
         "--schedule {wildcards.schedule} --seed {wildcards.seed} --out {params.out} "
         "--data {params.data} --corpus-cache {input.cache} --read-only-outputs {params.cpu_guard} {params.sets} "
         ">> {params.train_log} 2>&1 "
-        "|| {{ code=$?; tail -n 40 {params.train_log} > {log}; exit $code; }}"
+        "|| {{ code=$?; tail -n 40 {params.train_log} >> {log}; exit $code; }}"
 
 
 # Fused training (`fusion: runs_per_job: K`, docs/fused-training.md): the runs of one group (one dataset, shape and
@@ -106,12 +107,13 @@ checkpoint train_fused:
         group_log="logs/train_fused/{group}.log",
         cpu_guard=lambda wildcards: cpu_guard(FUSED_GROUPS[wildcards.group].runs),
     shell:
+        "echo 'the fused training writes its progress to {params.group_log}' > {log} && "
         'mkdir -p "$(dirname {params.group_log})" && '
         "python -m softmax_bottleneck gpu-lease -- python -m softmax_bottleneck job-start --leave-busy {params.locks} "
         "-- python -m softmax_bottleneck train-fused --dataset {params.dataset} {params.runs} --data {params.data} "
         "--corpus-cache {input.cache} --leave-busy --read-only-outputs {params.cpu_guard} --record {output} "
         ">> {params.group_log} 2>&1 "
-        "|| {{ code=$?; tail -n 40 {params.group_log} > {log}; exit $code; }}"
+        "|| {{ code=$?; tail -n 40 {params.group_log} >> {log}; exit $code; }}"
 
 
 # A run SLURM still lists, or one running or finished when Snakemake starts, is waited for on this machine, never
