@@ -143,8 +143,8 @@ def held(status: RunStatus, jobid: str, state: str) -> None:
             "running",
             f"SLURM job {jobid} runs it (its folder shows it once the job has loaded)",
         )
-    elif state not in ("RUNNING", "COMPLETING"):
-        status.state = "stalled" if status.state in ("failed", "stalled", "running") else status.state
+    elif state not in ("RUNNING", "COMPLETING") and status.state != "running":  # its folder's word first
+        status.state = "stalled" if status.state == "failed" else status.state
         what = "resumes" if status.epoch else "starts"
         status.note = f"SLURM job {jobid} is {state.lower()}: the run {what} when it starts, nothing to retry"
 
