@@ -70,6 +70,21 @@ def test_a_small_scale_training_is_planned_from_its_measured_cost_and_a_paper_on
     assert job_seconds.training_seconds(moc) == job_seconds.training_seconds(mos)  # not measured: its family's
 
 
+def test_a_long_training_of_a_cut_corpus_is_not_paper_scale_and_the_whole_corpus_is():
+    """Before, ``--refuse-cpu`` priced a run by the paper's seconds per epoch whatever ``train_tokens`` kept: 90 epochs
+    of PTB's MoS on 40,000 of its 929,589 training tokens were refused as "months of CPU time"."""
+    from types import SimpleNamespace
+
+    def mos(**hp):
+        return SimpleNamespace(dataset="ptb", variant="mos", hyperparameters={"epochs": 90, **hp})
+
+    assert workflow_start.read_hours(mos()) == pytest.approx(gpu_hours(mos())) and workflow_start.paper_scale([mos()])
+    cut = mos(train_tokens=40_000)
+    assert workflow_start.read_hours(cut) == pytest.approx(gpu_hours(cut) * 40_000 / 929_589)
+    assert not workflow_start.paper_scale([cut]) and workflow_start.paper_scale([cut, mos()])
+    assert workflow_start.read_hours(mos(train_tokens=10**9)) == pytest.approx(gpu_hours(mos()))  # at most the split
+
+
 @pytest.mark.parametrize(
     ("content", "why"),
     [

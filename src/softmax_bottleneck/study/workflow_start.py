@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from softmax_bottleneck.cluster import workflow_run
+from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, describe_files
 from softmax_bottleneck.study.job_seconds import job_runs, planned_jobs
 from softmax_bottleneck.study.plan import gpu_hours
@@ -32,15 +33,24 @@ FOLLOWING_RULES = frozenset({"status", "progress", "preview"})
 UNRECORDED_RULES = FOLLOWING_RULES | {"plan", "training_plan"}
 
 
+def read_hours(run) -> float:
+    """Projected V100 GPU-hours of ``run`` for the text it reads: the plan's (:func:`~.plan.gpu_hours`), times the
+    share of its training split that ``train_tokens`` keeps (an epoch's time is its tokens')."""
+    tokens = run.hyperparameters.get("train_tokens")
+    split = DATASETS[run.dataset].split_tokens[0]
+    return gpu_hours(run) * (min(1.0, tokens / split) if isinstance(tokens, int) and tokens > 0 else 1.0)
+
+
 def paper_scale(runs) -> bool:
-    """Whether one of ``runs`` is a paper-scale training: over :data:`PAPER_SCALE_HOURS` projected V100 GPU-hours."""
-    return any(gpu_hours(run) > PAPER_SCALE_HOURS for run in runs)
+    """Whether one of ``runs`` is a paper-scale training: over :data:`PAPER_SCALE_HOURS` projected V100 GPU-hours of
+    the text it reads (:func:`read_hours`)."""
+    return any(read_hours(run) > PAPER_SCALE_HOURS for run in runs)
 
 
 def cpu_refusal(study: Study, jobs, source: str) -> str | None:
     """The one line that stops the workflow where paper-scale trainings of ``jobs`` would run on this machine's CPU
     (it has no CUDA device), else None; torch is imported only when there are such trainings."""
-    hours = [h for h in (gpu_hours(run) for _, rule, w, _ in jobs for run in job_runs(study, rule, w))
+    hours = [h for h in (read_hours(run) for _, rule, w, _ in jobs for run in job_runs(study, rule, w))
              if h > PAPER_SCALE_HOURS]  # fmt: skip
     if not hours:
         return None
