@@ -61,7 +61,8 @@ TEST_CONFIG = {
     "fusion": {"runs_per_job": 1},  # every run its own `train` job here; tests/test_slurm_fused.py fuses
     "model_overrides": {
         "all": {"epochs": 6, "switch_epoch": 4, "train_tokens": 6000, "valid_tokens": 2000, "test_tokens": 2000},
-        "variants": {"gss": {"epochs": 16, "switch_epoch": 12, "train_tokens": 18000}},
+        # the GSS run must outlast slurmctld's 30 s between time-limit checks (16 epochs once finished inside them)
+        "variants": {"gss": {"epochs": 40, "switch_epoch": 30, "train_tokens": 18000}},
     },
     "analysis": {
         "rank_rows": 100,
