@@ -42,6 +42,11 @@ def test_the_smoke_check_runs_end_to_end(tmp_path):
     assert len(models) == 2
     for model in models:
         assert json.loads((model.parent / "metrics.json").read_text())["epochs_run"] == 2
+        # the job's own log (what Snakemake shows of a failed or killed job) names the training's log
+        run = model.parent.relative_to(repo / "results" / "runs")
+        assert (repo / "logs" / "train_jobs" / f"{run}.log").read_text() == (
+            f"the training writes its progress to logs/train/{run}.log\n"
+        )
     for name in ("table2", "table6"):
         table = (repo / "reports" / "smoke" / "tables" / f"{name}.md").read_text()
         assert "smoke check — not the paper" in table, name
