@@ -427,17 +427,6 @@ def test_every_option_has_a_one_line_help_and_the_command_a_description(command)
         assert "\n" not in action.help and "§" not in action.help.replace("SM §", ""), f"{command} {name}"
 
 
-def test_ctrl_c_while_a_command_loads_is_one_line_and_the_sigint_status(capsys, monkeypatch):
-    """Before, Ctrl-C while a job imported torch (its first seconds) put a KeyboardInterrupt traceback in its log."""
-
-    def interrupted(module, name):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(cli, "_load", interrupted)
-    assert cli.main(["table", "table2"]) == 130
-    assert capsys.readouterr().err == "table: stopped by SIGINT (Ctrl-C)\n"
-
-
 @pytest.mark.parametrize("command", list(cli.COMMANDS))
 def test_every_commands_help_renders_its_percent_signs(command, capsys):
     """argparse %-formats option help but not a description: "95 %% interval" showed its two signs in ``claims``."""

@@ -180,9 +180,6 @@ def main(argv: list[str] | None = None, *, heartbeat: bool = False) -> int:
         return int(_load(module, args.command).run_cli(args) or 0)
     except WriteError as err:  # an output that could not be written (full disk, read-only folder, a FIFO there)
         raise SystemExit(f"{chosen or 'softmax_bottleneck'}: {err}") from None
-    except KeyboardInterrupt:  # Ctrl-C where no handler of the command's own is in place (importing torch): one line
-        print(f"{chosen or 'softmax_bottleneck'}: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
-        return 128 + 2
     except ValueError as err:
         if type(err).__name__ != "RegistryError":
             raise
