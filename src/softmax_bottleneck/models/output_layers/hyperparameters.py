@@ -164,8 +164,6 @@ class Hyperparameter:
         """This declaration as a JSON Schema (for config validation)."""
         kind = {float: "number", int: "integer", bool: "boolean", str: "string"}[self.type]
         schema: dict[str, Any] = {"type": [kind, "null"] if self.nullable else kind}
-        if self.type not in _TYPES:
-            return f"its type must be one of float, int, bool, str; got {getattr(self.type, '__name__', self.type)!r}"
         bounds = {"minimum": self.minimum, "maximum": self.maximum}
         bounds.update(exclusiveMinimum=self.exclusive_minimum, exclusiveMaximum=self.exclusive_maximum)
         schema.update({word: bound for word, bound in bounds.items() if bound is not None})
