@@ -89,8 +89,9 @@ def decide(claim: Claim, evidence: Evidence, at_scale: bool = True) -> Decision:
     """``claim`` decided on ``evidence`` (ours, or the paper's own to check that the paper agrees with itself)."""
     estimate = claim.rule.estimate(evidence)
     paper = claim.paper()
-    reading = verdict(claim, estimate, paper, True)
-    return Decision(claim, evidence, estimate, paper, at_scale, verdict(claim, estimate, paper, at_scale), reading)
+    decided = verdict(claim, estimate, paper, at_scale)
+    reading = decided if at_scale else verdict(claim, estimate, paper, True)
+    return Decision(claim, evidence, estimate, paper, at_scale, decided, reading)
 
 
 def decide_all(summary_dir, names=None) -> list[Decision]:
