@@ -179,7 +179,7 @@ def runs_to_await():
     job of such a run that Snakemake would start again (its finish unrecorded by a controller that died, `-R`) runs
     await_training on this machine, a no-op, instead of a GPU job."""
     found = set()
-    for r in study_status(STUDY).runs:
+    for r in study_status(STUDY, slurm=False).runs:  # SCHEDULED_TRAININGS holds SLURM's
         finished = r.state == "finished" and all(
             (Path(r.run) / name).is_file() for name in OUTPUTS
         )

@@ -94,8 +94,9 @@ def groups(study: Study) -> dict[str, list[str]]:
 
 
 def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, retry_options: str = "",
-                 now: float | None = None) -> StudyStatus:  # fmt: skip
-    """Every training job of ``study`` read from its run folder under ``directory``."""
+                 now: float | None = None, slurm: bool = True) -> StudyStatus:  # fmt: skip
+    """Every training job of ``study`` read from its run folder under ``directory``; with ``slurm``, what SLURM holds
+    of them too (:func:`held_by_slurm`)."""
     root, now = Path(directory), time.time() if now is None else now
     rank_name = analysis_names(study.config)[0]
     members = study.members()
@@ -110,9 +111,9 @@ def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, r
         if status.state in ("failed", "stalled"):
             status.retry = f"snakemake {path}/model.pt {retry_options}".strip()
         runs.append(status)
-    slurm = held_by_slurm(study, root)
-    for status in (status for status in runs if status.run in slurm and status.state != "finished"):
-        held(status, *slurm[status.run])
+    jobs = held_by_slurm(study, root) if slurm else {}
+    for status in (status for status in runs if status.run in jobs and status.state != "finished"):
+        held(status, *jobs[status.run])
     scaled = any(run.hyperparameters.get("train_tokens") is not None for run in study.jobs.values())
     return StudyStatus(config=config, now=now, runs=runs, groups=groups(study), scaled_down=scaled,
                        workflow=workflow_time_left(study, root))  # fmt: skip
