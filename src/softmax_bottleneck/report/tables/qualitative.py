@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
@@ -24,8 +25,14 @@ def _top5_text(row) -> str:
     return ", ".join(parts)
 
 
+def as_ptb_token(printed: str) -> str:
+    """A word as SM Table 2 prints it, as the PTB token it stands for: the SM sets the apostrophe curly (``’s``,
+    ``n’t``: PTB's ``'s``, ``n't``) and spaces the abbreviation's full stop (``mr .``: PTB's ``mr.``)."""
+    return re.sub(r"^(\w+) \.$", r"\1.", printed.replace("\u2019", "'"))
+
+
 def _top5_words(row) -> set[str]:
-    return {str(row.get(f"word_{i}")) for i in range(1, 6) if pd.notna(row.get(f"word_{i}"))}
+    return {as_ptb_token(str(row.get(f"word_{i}"))) for i in range(1, 6) if pd.notna(row.get(f"word_{i}"))}
 
 
 # --------------------------------------------------------------------------------------------- the paper's layout
