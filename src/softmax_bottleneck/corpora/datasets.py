@@ -2,7 +2,8 @@
 
 Penn Treebank as preprocessed by Mikolov et al. (10,000 words with ``<eos>``) and WikiText-2 v1, tokenised
 (33,278 words with ``<eos>``). ``split_tokens`` counts one ``<eos>`` per line, as AWD-LSTM's ``data.py`` reads the
-files (the test splits are the rows of the log-P matrices of Tables 2 and 6: 82,430 and 245,569 tokens). The files
+files (the test splits, 82,430 and 245,569 tokens, give the log-P matrices of Tables 2 and 6 their rows: every
+token but the last on PTB, 82,429, and the first 33,320 on WT2: :mod:`softmax_bottleneck.analysis.logp`). The files
 themselves and their SHA-256 are :data:`softmax_bottleneck.corpora.download.FILES`.
 """
 
