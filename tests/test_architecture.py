@@ -49,3 +49,28 @@ def test_an_import_against_the_flow_breaks_the_contract(tmp_path, module, import
     result = lint_imports(copy)
     assert result.returncode != 0
     assert said in result.stdout, result.stdout[-3000:]
+
+
+def test_rendering_code_is_what_the_renderers_import():
+    """The rendering code (inputs of the summaries, tables, figures and claims page) is the renderers' import closure,
+    as import-linter's graph (grimp) finds it independently; the statistics of the claims page are in it."""
+    grimp = pytest.importorskip("grimp")
+    from softmax_bottleneck.report.sources import NOT_RENDERING, PACKAGE_DIR, rendering_sources
+
+    def module_file(name):
+        base = PACKAGE_DIR.joinpath(*name.split(".")[1:])
+        return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+    graph = grimp.build_graph("softmax_bottleneck")
+    renderers = {
+        m
+        for m in graph.modules
+        if m.startswith("softmax_bottleneck.report")
+        and module_file(m).relative_to(PACKAGE_DIR).as_posix() not in NOT_RENDERING
+    }
+    closure = set(renderers).union(*(graph.find_upstream_modules(m) for m in renderers))
+    with_packages = {".".join(m.split(".")[:i]) for m in closure for i in range(1, m.count(".") + 2)}
+    code = {Path(p) for p in rendering_sources() if p.endswith(".py")}
+    assert code == {module_file(m) for m in with_packages}
+    assert PACKAGE_DIR / "analysis" / "power.py" in code and PACKAGE_DIR / "report" / "costs.py" not in code
+    assert {Path(p).name for p in rendering_sources() if not p.endswith(".py")} >= {"main.csv", "sm_table2.csv"}

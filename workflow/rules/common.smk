@@ -56,6 +56,7 @@ from softmax_bottleneck import presets
 from softmax_bottleneck.analysis.rank import EXACT_AUTO_BYTES
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
 from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.report.sources import rendering_sources
 from softmax_bottleneck.study.summary_records import record_files, summary_records
 from softmax_bottleneck.study.runs import (
     RUN_DIR,
@@ -158,26 +159,11 @@ def ancient_corpus_cache(wildcards):
     return ancient(f"resources/corpus/{wildcards.dataset}.pt")
 
 
-#: modules of report/ that no summary, table or figure uses (the cost report): editing them renders nothing
-NOT_RENDERING_CODE = {
-    f"report/{name}.py" for name in ("costs", "bench_speeds", "language_models")
-}
-
-
 def rendering_code(wildcards=None):
-    """The rendering code (report/ but the cost report, analysis/stats.py, data/reported/ and its reader), globbed when
-    the DAG is built: an edit re-renders the summaries, tables and figures, nothing upstream.
+    """The code and paper numbers behind the summaries, tables, figures and claims page (the renderers and what they
+    import: softmax_bottleneck.report.sources), found when the DAG is built: an edit re-renders them, nothing upstream.
     """
-    package = Path(presets.__file__).parent
-    files = [*(package / "report").rglob("*.py"), package / "analysis" / "stats.py"]
-    files.append(package / "paper_numbers.py")
-    files += (package / "data" / "reported").glob("*")
-    return sorted(
-        str(p)
-        for p in files
-        if "__pycache__" not in p.parts
-        and p.relative_to(package).as_posix() not in NOT_RENDERING_CODE
-    )
+    return rendering_sources()
 
 
 # --------------------------------------------------------------------------------------------- training jobs (workflow/rules/train.smk)
