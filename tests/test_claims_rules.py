@@ -206,6 +206,21 @@ def test_a_rules_power_is_how_often_the_paper_s_truth_reads_consistent(name, n):
     assert abs(found - expected) <= 3.5 * math.sqrt(expected * (1 - expected) / studies) + 1e-3, (found, expected)
 
 
+@pytest.mark.parametrize("sides", [1, 2])
+def test_correlation_power_inverts_the_planning_answers(sides):
+    """The power of n points at the smallest r they detect is the planning power; the fewest points a correlation
+    needs are the first n whose power reaches it."""
+    for n in (5, 11, 24, 51):
+        r = power.detectable_correlation(n, sides=sides)
+        assert power.correlation_power(r, n, sides=sides) == pytest.approx(power.POWER)
+        assert power.correlation_power(-r, n, sides=sides) == pytest.approx(power.POWER)
+    for r in (0.3, -0.5, 0.8):
+        needed = power.points_needed(r, sides=sides)
+        assert power.correlation_power(r, needed, sides=sides) >= power.POWER
+        assert power.correlation_power(r, needed - 1, sides=sides) < power.POWER
+    assert math.isnan(power.correlation_power(0.5, 3)) and power.correlation_power(1.0, 4) > 0.99
+
+
 def test_tost_power_is_one_far_inside_the_margin_and_at_most_alpha_at_its_edge():
     assert power.equivalence_power(0.0, MARGIN, 0.01, 10) == pytest.approx(1.0)
     assert power.equivalence_power(MARGIN, MARGIN, 0.1, 10) <= 0.05 + 1e-9

@@ -23,7 +23,8 @@ import math
 
 from softmax_bottleneck.analysis.stats import t_quantile
 
-#: the level and the power of every planning answer (the claims' rules decide at α = 0.05)
+#: the level of every test and planning answer, and the power from which a rule that found nothing may say so (the
+#: claims' rules decide at both)
 ALPHA = 0.05
 POWER = 0.8
 #: the most runs :func:`seeds_needed` looks at; an effect that needs more is answered with None
@@ -156,6 +157,16 @@ def _z(alpha: float, sides: int) -> float:
     from scipy import stats
 
     return float(stats.norm.ppf(1 - alpha / sides))
+
+
+def correlation_power(r: float, n: int, *, sides: int = 2, alpha: float = ALPHA) -> float:
+    """The power of ``n`` points to detect a correlation ``r`` (Fisher's z): Φ(|atanh r|·√(n − 3) − z_{1−α/k}), |r|
+    taken at most 0.999999; NaN below 4 points."""
+    from scipy import stats
+
+    if n < 4:
+        return math.nan
+    return float(stats.norm.cdf(math.atanh(min(abs(r), 0.999999)) * math.sqrt(n - 3) - _z(alpha, sides)))
 
 
 def detectable_correlation(n: int, *, sides: int = 2, power: float = POWER, alpha: float = ALPHA) -> float:

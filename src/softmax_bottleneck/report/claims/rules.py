@@ -21,13 +21,13 @@ import math
 from dataclasses import dataclass, field
 
 from softmax_bottleneck.analysis import stats
+from softmax_bottleneck.analysis.power import ALPHA, correlation_power
+from softmax_bottleneck.analysis.power import POWER as DECIDING_POWER
 from softmax_bottleneck.report.tables import cells
 
-#: the significance level of every rule, and the confidence of every interval
-ALPHA = 0.05
-CONFIDENCE = 0.95
-#: the power from which a rule that found nothing may say so (below it: "undecided")
-DECIDING_POWER = 0.8
+#: the confidence of every interval (1 − ALPHA, the significance level of every rule); below DECIDING_POWER a rule
+#: that found nothing says "undecided"
+CONFIDENCE = 1 - ALPHA
 
 CONSISTENT = "consistent"
 NOT_CONSISTENT = "not consistent"
@@ -261,11 +261,7 @@ class RInInterval(Rule):
         return Estimate(r, low, high, p, n)
 
     def power(self, n: int, paper: Paper) -> float:
-        from scipy import stats as sps
-
-        if n < 4:
-            return math.nan
-        return float(sps.norm.cdf(abs(_fisher(paper.value)) * math.sqrt(n - 3) - sps.norm.ppf(1 - ALPHA / 2)))
+        return correlation_power(paper.value, n)
 
     def judge(self, ours: Estimate, paper: Paper) -> str:
         if not ours.low <= paper.value <= ours.high:
@@ -354,11 +350,7 @@ class NoAssociation(Rule):
         return Estimate(r, low, high, p, n)
 
     def power(self, n: int, paper: Paper) -> float:
-        from scipy import stats as sps
-
-        if n < 4:
-            return math.nan
-        return float(sps.norm.cdf(math.atanh(MODERATE_R) * math.sqrt(n - 3) - sps.norm.ppf(1 - ALPHA)))
+        return correlation_power(MODERATE_R, n, sides=1)
 
     def judge(self, ours: Estimate, paper: Paper) -> str:
         if ours.p < ALPHA:
