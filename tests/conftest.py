@@ -102,9 +102,10 @@ def has_data(path: Path) -> bool:
 @functools.cache
 def verified_data(path: Path) -> bool:
     """Does ``path`` hold every data file of the study, each with its pinned SHA-256 (about 0.1 s for the 15 files)?"""
-    from softmax_bottleneck.corpora.download import FILES, sha256_file
+    from softmax_bottleneck.corpora.download import FILES
+    from softmax_bottleneck.corpora.integrity import file_sha256
 
-    return has_data(path) and all(sha256_file(path / name) == spec.sha256 for name, spec in FILES.items())
+    return has_data(path) and all(file_sha256(path / name) == spec.sha256 for name, spec in FILES.items())
 
 
 def network_answers(timeout: float = 3.0) -> bool:
@@ -144,7 +145,8 @@ def pytest_configure(config):
 def lacks(path: Path) -> str:
     """What ``path`` lacks of the study data, in words: the folder absent, or its first missing file (and how many of
     the files are there), or for this checkout's ``resources/data`` a file that does not match its pinned SHA-256."""
-    from softmax_bottleneck.corpora.download import FILES, sha256_file
+    from softmax_bottleneck.corpora.download import FILES
+    from softmax_bottleneck.corpora.integrity import file_sha256
 
     if not path.is_dir():
         return f"{path} does not exist"
@@ -152,7 +154,7 @@ def lacks(path: Path) -> str:
     if missing:
         return f"{path} lacks {missing[0]} ({len(FILES) - len(missing)} of the {len(FILES)} data files are there)"
     if path == CHECKOUT:
-        wrong = next((name for name, spec in FILES.items() if sha256_file(path / name) != spec.sha256), None)
+        wrong = next((name for name, spec in FILES.items() if file_sha256(path / name) != spec.sha256), None)
         if wrong:
             return f"{path / wrong} does not match its pinned SHA-256 (a fetch still under way?)"
     return f"{path} holds every data file"

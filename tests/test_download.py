@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from softmax_bottleneck.corpora import download
+from softmax_bottleneck.corpora.integrity import file_sha256
 
 
 def _sha(data: bytes) -> str:
@@ -84,9 +85,7 @@ def test_registry_covers_the_study():
 
 def test_registry_matches_the_data_checksums(shared_data):
     """The pinned SHA-256 of every file is that of the real file (and of the folder's SHA256SUMS, where it has one)."""
-    assert {p: download.sha256_file(shared_data / p) for p in download.FILES} == {
-        p: f.sha256 for p, f in download.FILES.items()
-    }
+    assert {p: file_sha256(shared_data / p) for p in download.FILES} == {p: f.sha256 for p, f in download.FILES.items()}
     if (shared_data / "SHA256SUMS").is_file():
         listed = dict(reversed(line.split()) for line in (shared_data / "SHA256SUMS").read_text().splitlines())
         assert listed == {p: f.sha256 for p, f in download.FILES.items()}
@@ -238,7 +237,7 @@ def test_real_mirror_copy(tmp_path, shared_data):
     paths = ["ptb/valid.txt", "word-sim/MC-30.txt", "word-sim/SimLex-999.txt"]
     out = download.fetch(paths, tmp_path, mirror=shared_data)
     for path, dest in zip(paths, out, strict=True):
-        assert download.sha256_file(dest) == download.FILES[path].sha256
+        assert file_sha256(dest) == download.FILES[path].sha256
 
 
 def test_corpus_checksums_of_each_dataset():

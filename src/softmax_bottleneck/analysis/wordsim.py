@@ -158,7 +158,8 @@ def benchmark_files(benchmark_dir: str | Path, pinned: bool = True) -> OrderedDi
     ``pinned``, ``ValueError`` if one is not the published file (its SHA-256,
     :data:`softmax_bottleneck.corpora.download.FILES`): the study's numbers are those of the published benchmarks, and
     an edited score would change them in silence."""
-    from softmax_bottleneck.corpora.download import FILES, sha256_file
+    from softmax_bottleneck.corpora.download import FILES
+    from softmax_bottleneck.corpora.integrity import file_sha256
 
     d = Path(benchmark_dir)
     out: OrderedDict[str, Path] = OrderedDict()
@@ -171,7 +172,7 @@ def benchmark_files(benchmark_dir: str | Path, pinned: bool = True) -> OrderedDi
     if missing:
         raise FileNotFoundError(f"{d}: missing benchmark file(s) {', '.join(missing)}")
     for fname in BENCHMARKS.values() if pinned else ():
-        published, got = FILES[f"word-sim/{fname}"].sha256, sha256_file(d / fname)
+        published, got = FILES[f"word-sim/{fname}"].sha256, file_sha256(d / fname)
         if got != published:
             raise ValueError(f"{d / fname}: SHA-256 {got[:8]}… is not the published benchmark's ({published[:8]}…): "
                              f"a damaged or edited copy; restore it with: python -m softmax_bottleneck fetch "

@@ -24,7 +24,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import os
 import shutil
@@ -38,6 +37,7 @@ from pathlib import Path
 from softmax_bottleneck.atomic import atomic_path
 from softmax_bottleneck.cluster.signals import stop_on_signals
 from softmax_bottleneck.corpora.datasets import DATASETS
+from softmax_bottleneck.corpora.integrity import file_sha256
 
 log = logging.getLogger("softmax_bottleneck.corpora.download")
 
@@ -136,14 +136,6 @@ def corpus_checksums(dataset: str) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------- helpers
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _spec(path: str) -> DataFile:
     try:
         return FILES[path]
@@ -172,7 +164,7 @@ def _retrieve(url: str, sha256: str | None, fname: str, folder: Path, timeout: f
 
 
 def _verify(tmp: Path, spec: DataFile, origin: str) -> None:
-    got = sha256_file(tmp)
+    got = file_sha256(tmp)
     if got != spec.sha256:
         raise ChecksumError(
             f"{spec.path}: SHA-256 mismatch for the copy from {origin}: expected {spec.sha256}, got {got}"

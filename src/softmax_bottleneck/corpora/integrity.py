@@ -91,7 +91,13 @@ def _first_byte(path) -> bytes:
         return b""
 
 
-# --------------------------------------------------------------------------- content checksums
+# --------------------------------------------------------------------------- checksums
+def file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes, hex (``hashlib.file_digest``): a model, a curve, a data file, a source file."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 #: the key under which a saved file (model.pt, a resume state, a corpus cache) carries the checksum of its content
 CONTENT_KEY = "content_sha256"
 

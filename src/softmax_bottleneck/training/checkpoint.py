@@ -18,7 +18,6 @@ records its SHA-256 (finished runs stay usable); alone it is refused in one line
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -27,7 +26,14 @@ import torch
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_torch_save
 from softmax_bottleneck.corpora.corpus import vocab_sha256
-from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, load_tensors, seal
+from softmax_bottleneck.corpora.integrity import (
+    CONTENT_KEY,
+    check_seal,
+    describe_load_error,
+    file_sha256,
+    load_tensors,
+    seal,
+)
 
 #: 2: the file carries the SHA-256 of its own content (``content_sha256``); 1: verifiable only through metrics.json
 MODEL_FORMAT = 2
@@ -51,14 +57,6 @@ def model_blob(model, *, dataset: str, variant: str, hyperparameters: dict, voca
             "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         }
     )
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def save_model(model, path, **meta) -> str:

@@ -34,8 +34,15 @@ import torch
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import atomic_link, atomic_torch_save, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus
-from softmax_bottleneck.corpora.integrity import CONTENT_KEY, check_seal, describe_load_error, load_tensors, seal
-from softmax_bottleneck.training.checkpoint import CheckpointError, file_sha256, read_checkpoint
+from softmax_bottleneck.corpora.integrity import (
+    CONTENT_KEY,
+    check_seal,
+    describe_load_error,
+    file_sha256,
+    load_tensors,
+    seal,
+)
+from softmax_bottleneck.training.checkpoint import CheckpointError, read_checkpoint
 from softmax_bottleneck.training.identity import identity_hash, run_identity
 
 #: 2: weights-only loadable (RNG states as tensors/lists), best weights inside; 3: with the checksum of its content

@@ -39,9 +39,10 @@ import torch
 from softmax_bottleneck import presets
 from softmax_bottleneck.atomic import WriteError, atomic_write_json, atomic_write_text, fsync_dir
 from softmax_bottleneck.corpora.corpus import Corpus, batchify, load_corpus
+from softmax_bottleneck.corpora.integrity import file_sha256
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.readback import error_line
-from softmax_bottleneck.training.checkpoint import file_sha256, save_model
+from softmax_bottleneck.training.checkpoint import save_model
 from softmax_bottleneck.training.environment import check_model_fits, configure_precision, environment, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate, perplexity
 from softmax_bottleneck.training.identity import folder_hash, twin_folders, twin_refusal

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import importlib.metadata
 import logging
 import re
@@ -56,6 +55,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from softmax_bottleneck.corpora.integrity import file_sha256
 
 from . import colours
 from .base import OutputLayer
@@ -500,14 +501,6 @@ def output_layer(name: str) -> OutputLayerSpec:
             raise RegistryError(_BROKEN[name])
         raise ValueError(f"unknown output layer {name!r}; registered: {', '.join(layers)}")
     return layers[name]
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _distribution_of(spec: OutputLayerSpec) -> tuple[str | None, str | None]:
