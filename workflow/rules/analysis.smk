@@ -101,7 +101,7 @@ rule wordsim:
     conda:
         "../../envs/softmax-bottleneck.yaml"
     params:
-        benchmarks="resources/data/word-sim",
+        benchmarks=WORDSIM_FOLDER,
     shell:
         "python -m softmax_bottleneck wordsim --checkpoint {input.model} --benchmarks {params.benchmarks} "
         "--out {output} > {log} 2>&1"

@@ -54,6 +54,12 @@ if CONTROLLER:
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.analysis.rank import EXACT_AUTO_BYTES
+from softmax_bottleneck.corpora.datasets import (
+    CORPUS_CACHE,
+    DATA_ROOT,
+    SPLITS,
+    WORDSIM_FOLDER,
+)
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, WORDSIM_BENCHMARKS
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.report.sources import rendering_sources
@@ -62,7 +68,6 @@ from softmax_bottleneck.study.runs import (
     RUN_DIR,
     RUN_EXPERIMENTS,
     RUN_PATH,
-    SPLITS,
     SWEEP_PREFIX,
     TRAIN_LOG,
     Study,
@@ -138,7 +143,7 @@ RESULTS, REPORTS, LOGS = output_roots(config)
 
 
 def corpus_dir(dataset):
-    return f"resources/data/{CORPUS_DIRS[dataset]}"
+    return f"{DATA_ROOT}/{CORPUS_DIRS[dataset]}"
 
 
 def corpus_data_dir(wildcards):
@@ -156,7 +161,7 @@ def ancient_corpus(wildcards):
 
 
 def ancient_corpus_cache(wildcards):
-    return ancient(f"resources/corpus/{wildcards.dataset}.pt")
+    return ancient(CORPUS_CACHE.format(dataset=wildcards.dataset))
 
 
 def rendering_code(wildcards=None):
@@ -276,9 +281,7 @@ def sweep_columns(wildcards):
 
 def wordsim_files(wildcards):
     """The 13 benchmarks, ancient(): verified by their pinned SHA-256, a re-fetched copy re-scores nothing."""
-    return ancient(
-        [f"resources/data/word-sim/{name}.txt" for name in WORDSIM_BENCHMARKS]
-    )
+    return ancient([f"{WORDSIM_FOLDER}/{name}.txt" for name in WORDSIM_BENCHMARKS])
 
 
 #: the source of one output layer installed now (rule layer_source, workflow/rules/train.smk)

@@ -15,7 +15,7 @@ ONE_FETCH_AT_A_TIME = 1024
 rule fetch_corpus:
     """Download (or copy from data_mirror) one corpus's train/valid/test.txt, verified by SHA-256."""
     output:
-        expand("resources/data/{{corpus}}/{split}.txt", split=SPLITS),
+        [f"{DATA_ROOT}/{{corpus}}/{split}.txt" for split in SPLITS],
     log:
         "logs/fetch_corpus/{corpus}.log",
     localrule: True
@@ -26,14 +26,14 @@ rule fetch_corpus:
         files=corpus_fetch_paths,
     shell:
         'echo "data mirror: ${{SOFTMAX_BOTTLENECK_DATA_MIRROR:-none (download)}}" > {log}; '
-        "python -m softmax_bottleneck.corpora.download --out-dir resources/data "
+        f"python -m softmax_bottleneck.corpora.download --out-dir {DATA_ROOT} "
         '${{SOFTMAX_BOTTLENECK_DATA_MIRROR:+--mirror "$SOFTMAX_BOTTLENECK_DATA_MIRROR"}} {params.files} >> {log} 2>&1'
 
 
 rule fetch_wordsim:
     """Download (or copy from data_mirror) one word-similarity benchmark, verified by SHA-256."""
     output:
-        "resources/data/word-sim/{benchmark}.txt",
+        f"{WORDSIM_FOLDER}/{{benchmark}}.txt",
     log:
         "logs/fetch_wordsim/{benchmark}.log",
     localrule: True
@@ -42,7 +42,7 @@ rule fetch_wordsim:
     threads: ONE_FETCH_AT_A_TIME
     shell:
         'echo "data mirror: ${{SOFTMAX_BOTTLENECK_DATA_MIRROR:-none (download)}}" > {log}; '
-        "python -m softmax_bottleneck.corpora.download --out-dir resources/data "
+        f"python -m softmax_bottleneck.corpora.download --out-dir {DATA_ROOT} "
         '${{SOFTMAX_BOTTLENECK_DATA_MIRROR:+--mirror "$SOFTMAX_BOTTLENECK_DATA_MIRROR"}} '
         "word-sim/{wildcards.benchmark}.txt >> {log} 2>&1"
 
@@ -52,7 +52,7 @@ rule corpus_cache:
     input:
         corpus_files,
     output:
-        "resources/corpus/{dataset}.pt",
+        CORPUS_CACHE,
     log:
         "logs/corpus_cache/{dataset}.log",
     benchmark:

@@ -222,7 +222,7 @@ def fused_corpus(wildcards):
 
 
 def fused_corpus_cache(wildcards):
-    return ancient(f"resources/corpus/{fused_dataset(wildcards)}.pt")
+    return ancient(CORPUS_CACHE.format(dataset=fused_dataset(wildcards)))
 
 
 # The group's command names every run of the group, whichever of them this controller waits for: a cluster job

@@ -19,6 +19,7 @@ import numpy as np
 from softmax_bottleneck import readback
 from softmax_bottleneck.atomic import write_error
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, SPLITS, CorpusError, WrongDataset, load_corpus
+from softmax_bottleneck.corpora.datasets import DATA_ROOT
 from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, describe_load_error
 
 #: exit status of a command stopped by a bad input (argparse uses the same)
@@ -142,7 +143,7 @@ def model_and_corpus_files(args) -> list:
     """The files :func:`model_and_corpus` may read for ``args``, which none of the command's outputs may replace: the
     checkpoint, the corpus cache (None where not given), and the texts of ``--data``, else of every dataset's default
     folder (``resources/data/<dataset>``: the model's dataset is not known yet)."""
-    folders = [Path(args.data)] if args.data else [Path("resources/data") / name for name in DATASET_DIRS.values()]
+    folders = [Path(args.data)] if args.data else [Path(DATA_ROOT) / name for name in DATASET_DIRS.values()]
     return [args.checkpoint, args.corpus_cache, *(folder / f"{split}.txt" for folder in folders for split in SPLITS)]
 
 

@@ -35,14 +35,13 @@ from pathlib import Path
 import torch
 
 from softmax_bottleneck.atomic import atomic_torch_save
-from softmax_bottleneck.corpora.datasets import DATASETS
+from softmax_bottleneck.corpora.datasets import DATASETS, SPLITS
 from softmax_bottleneck.corpora.download import CORPUS_DIRS, corpus_checksums
 from softmax_bottleneck.corpora.integrity import LOAD_ERRORS, check_seal, describe_load_error, load_tensors, seal
 
 log = logging.getLogger(__name__)
 
 EOS = "<eos>"
-SPLITS = ("train", "valid", "test")
 #: dataset name used throughout the study -> folder name of its files (the same dict as ``download.CORPUS_DIRS``)
 DATASET_DIRS = CORPUS_DIRS
 #: 2: the cache records the SHA-256 of the text files it was built from (format 1 did not); 3: and the SHA-256 of its

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from softmax_bottleneck.atomic import atomic_path
 from softmax_bottleneck.cluster.signals import stop_on_signals
-from softmax_bottleneck.corpora.datasets import DATASETS
+from softmax_bottleneck.corpora.datasets import DATASETS, SPLITS
 from softmax_bottleneck.corpora.integrity import file_sha256
 
 log = logging.getLogger("softmax_bottleneck.corpora.download")
@@ -132,7 +132,7 @@ def corpus_checksums(dataset: str) -> dict[str, str]:
         folder = CORPUS_DIRS[dataset]
     except KeyError:
         raise KeyError(f"unknown dataset {dataset!r}; known: {', '.join(CORPUS_DIRS)}") from None
-    return {split: FILES[f"{folder}/{split}.txt"].sha256 for split in ("train", "valid", "test")}
+    return {split: FILES[f"{folder}/{split}.txt"].sha256 for split in SPLITS}
 
 
 # --------------------------------------------------------------------------------------------- helpers

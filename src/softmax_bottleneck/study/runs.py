@@ -27,7 +27,7 @@ from functools import cached_property
 from pathlib import Path
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.corpora.download import CORPUS_DIRS, FILES
+from softmax_bottleneck.corpora.download import corpus_checksums
 from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.models.output_layers.hyperparameters import format_value
 from softmax_bottleneck.training.identity import (
@@ -38,7 +38,6 @@ from softmax_bottleneck.training.identity import (
     training_held,
 )
 
-SPLITS = ("train", "valid", "test")
 #: the run experiments of the configuration (paper §4-5, SM), each summarised in <results>/summary/<name>.csv
 RUN_EXPERIMENTS = ("main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl", "fair")
 #: a run's place under results/runs/, logs/<rule>/ and benchmarks/<rule>/
@@ -89,11 +88,6 @@ def _resolve(dataset: str, variant: str, schedule: str, sets: tuple) -> dict:
     return presets.resolve(dataset, variant, schedule, dict(sets))
 
 
-def corpus_sha256(dataset: str) -> dict[str, str]:
-    """The pinned SHA-256 of a corpus's three text files, by split."""
-    return {split: FILES[f"{CORPUS_DIRS[dataset]}/{split}.txt"].sha256 for split in SPLITS}
-
-
 def model_overrides(config: dict, dataset: str, variant: str) -> dict:
     """The config's ``model_overrides`` for one variant on one dataset: ``all``, then the dataset's, then the
     variant's family, then the variant (a later block wins on a key they share)."""
@@ -135,7 +129,7 @@ class Run:
     @cached_property
     def identity(self) -> dict:
         """The run's identity (:mod:`softmax_bottleneck.training.identity`), as the trainer computes it."""
-        return run_identity({**self.hyperparameters, "seed": self.seed}, corpus_sha256(self.dataset))
+        return run_identity({**self.hyperparameters, "seed": self.seed}, corpus_checksums(self.dataset))
 
     @property
     def runid(self) -> str:

@@ -30,7 +30,7 @@ from softmax_bottleneck import presets
 from softmax_bottleneck.argtypes import positive_int
 from softmax_bottleneck.cluster import processes
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS, Corpus, Dictionary, batchify, get_batch, load_corpus
-from softmax_bottleneck.corpora.datasets import DATASETS
+from softmax_bottleneck.corpora.datasets import DATA_ROOT, DATASETS
 from softmax_bottleneck.models.awd_lstm import AWDLSTM
 from softmax_bottleneck.training.environment import configure_precision, resolve_device
 from softmax_bottleneck.training.evaluation import evaluate
@@ -61,7 +61,7 @@ def synthetic_corpus(dataset: str) -> Corpus:
 
 def bench_corpus(dataset: str, data_dir, corpus_cache) -> tuple[Corpus, str]:
     """The real corpus when its files (or cache) are there, else :func:`synthetic_corpus`."""
-    default = Path("resources/data") / DATASET_DIRS[dataset]
+    default = Path(DATA_ROOT) / DATASET_DIRS[dataset]
     if data_dir is None and corpus_cache is None and not (default / "train.txt").is_file():
         return synthetic_corpus(dataset), "synthetic"
     corpus = load_corpus(data_dir or default, corpus_cache)

@@ -9,6 +9,7 @@ import torch
 from softmax_bottleneck import argtypes, presets
 from softmax_bottleneck.atomic import os_error_reason
 from softmax_bottleneck.corpora.corpus import DATASET_DIRS
+from softmax_bottleneck.corpora.datasets import DATA_ROOT
 from softmax_bottleneck.training.environment import resolve_device
 from softmax_bottleneck.training.host_memory import keep_freed_host_memory
 from softmax_bottleneck.training.lock import RunFolderBusy
@@ -74,7 +75,7 @@ def training_device(args) -> torch.device:
 
 def data_folder(args) -> Path:
     """``--data``, else the folder ``fetch`` fills for ``--dataset``."""
-    return Path(args.data) if args.data else Path("resources/data") / DATASET_DIRS[args.dataset]
+    return Path(args.data) if args.data else Path(DATA_ROOT) / DATASET_DIRS[args.dataset]
 
 
 def run_cli(args) -> int:
