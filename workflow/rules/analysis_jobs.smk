@@ -15,9 +15,7 @@ def scheduled_analyses():
     queued = queued_jobs("analyze")
     found = {}
     for run in STUDY.jobs.values() if queued else ():
-        prefix = job_comment(
-            "analyze", [run.dataset, run.variant, run.schedule, run.seed, run.runid, ""]
-        )
+        prefix = job_comment("analyze", [*run.wildcards.values(), ""])
         for comment, (jobid, _) in queued.items():
             if comment.startswith(prefix):
                 found[(run.runid, comment.removeprefix(prefix))] = jobid

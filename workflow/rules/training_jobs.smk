@@ -151,9 +151,7 @@ def scheduled_trainings():
     queued = queued_jobs("train")
     found = {}
     for run in STUDY.jobs.values() if queued else ():
-        key = job_comment(
-            "train", [run.dataset, run.variant, run.schedule, run.seed, run.runid]
-        )
+        key = job_comment("train", list(run.wildcards.values()))
         if key in queued:
             found[run.runid] = queued[key][0]
     for key, (jobid, _) in queued_jobs("train_fused").items():

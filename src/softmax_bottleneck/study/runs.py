@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import string
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -42,6 +43,8 @@ from softmax_bottleneck.training.identity import (
 RUN_EXPERIMENTS = ("main", "frozen", "ntet", "gss_grid", "mos_k", "mos_dropoutl", "fair")
 #: a run's place under results/runs/, logs/<rule>/ and benchmarks/<rule>/
 RUN_PATH = "{dataset}/{variant}/{schedule}/seed{seed}/{runid}"
+#: a run's wildcards, in RUN_PATH's order (the order of a job's wildcards in its SLURM comment)
+RUN_WILDCARDS = tuple(name for _, name, _, _ in string.Formatter().parse(RUN_PATH) if name)
 #: a run folder (shared by every configuration that asks for the same run)
 RUN_DIR = f"results/runs/{RUN_PATH}"
 #: a training job's log (the train rule's ``log:``; ``status`` reads its last line)
@@ -139,9 +142,8 @@ class Run:
 
     @property
     def wildcards(self) -> dict:
-        return dict(
-            dataset=self.dataset, variant=self.variant, schedule=self.schedule, seed=self.seed, runid=self.runid
-        )
+        """The run's wildcards (:data:`RUN_WILDCARDS`), in RUN_PATH's order."""
+        return {key: getattr(self, key) for key in RUN_WILDCARDS}
 
     @property
     def dir(self) -> str:
@@ -360,8 +362,7 @@ class Study:
 
     def job(self, wildcards) -> Run:
         """The training job of a rule's wildcards (``dataset``, ``variant``, ``schedule``, ``seed``, ``runid``)."""
-        keys = ("dataset", "variant", "schedule", "seed", "runid")
-        return self.jobs[RUN_DIR.format(**{key: wildcards[key] for key in keys})]
+        return self.jobs[RUN_DIR.format(**{key: wildcards[key] for key in RUN_WILDCARDS})]
 
     def members(self) -> dict[str, list[str]]:
         """Run folder → the experiments that use it (``sweep_<name>`` for a sweep, ``analysis`` for the analyses'
