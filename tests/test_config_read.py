@@ -343,3 +343,14 @@ def test_a_yte_template_is_refused_saying_its_python_has_already_run(tmp_path):
         study_config.check(config)
     assert str(err.value).startswith("(top level): unknown key(s) ['__use_yte__']")
     assert "Snakemake has already run its Python expressions" in str(err.value)
+
+
+def test_the_schemas_datasets_and_schedules_are_the_presets():
+    """The configuration schema (workflow/schemas/, read by the workflow catalogue too) names the datasets and
+    schedules the presets define, no other."""
+    from softmax_bottleneck import presets
+    from softmax_bottleneck.study.config_file import read_schema
+
+    defs = read_schema()["$defs"]
+    assert defs["dataset"]["enum"] == list(presets.DATASETS)
+    assert defs["schedule"]["enum"] == list(presets.SCHEDULES)
