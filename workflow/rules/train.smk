@@ -157,11 +157,12 @@ if SCHEDULED_TRAININGS:
     ruleorder: await_scheduled_training > train
 
 
-if RUNNING_RUNIDS:
+if LOCALLY_AWAITED_RUNIDS:
 
     rule await_training:
         """Wait, on this machine and without a GPU, for a training that was already running when Snakemake started
-        (a job left by a Snakemake that died); never trains, never submits it again.
+        (a job left by a Snakemake that died), or check one already finished (its finish unrecorded, or `-R train`);
+        never trains, never submits it again.
         """
         input:
             corpus=ancient_corpus,
@@ -174,7 +175,7 @@ if RUNNING_RUNIDS:
         log:
             f"logs/await_training/{RUN_LOG}.log",
         wildcard_constraints:
-            runid="|".join(re.escape(runid) for runid in RUNNING_RUNIDS),
+            runid="|".join(re.escape(runid) for runid in LOCALLY_AWAITED_RUNIDS),
         localrule: True
         conda:
             "../../envs/softmax-bottleneck.yaml"

@@ -2,8 +2,8 @@
 # a plug-in layer's check and its stamp, and the runs to wait for instead of training (functions only: `snakemake
 # --lint` asks rules and functions apart).
 #
-# A training already running when Snakemake starts (a cluster job left by a Snakemake that died) is waited for by the
-# local rule await_training, never submitted a second time (softmax_bottleneck.study.wait_for_run); one whose `train`
+# A training already running when Snakemake starts (a cluster job left by a Snakemake that died), or finished with its
+# outputs, is waited for by the local rule await_training, never submitted a second time (softmax_bottleneck.study.wait_for_run); one whose `train`
 # job SLURM still lists as pending or running (its comment names the rule and wildcards) by the local rule
 # await_scheduled_training, which waits for that job to leave the queue first (softmax_bottleneck.cluster.scheduler).
 # Both declare `train`'s inputs and parameters (the others Unrecorded), so Snakemake's record of a run they finished is
@@ -186,9 +186,10 @@ def runs_to_await():
     return sorted(found - set(SCHEDULED_TRAININGS))
 
 
-RUNNING_RUNIDS = runs_to_await() if CONTROLLER else []
+#: runid of every run await_training waits for: running or finished when Snakemake started, and not in SLURM's queue
+LOCALLY_AWAITED_RUNIDS = runs_to_await() if CONTROLLER else []
 #: runid of every run this controller waits for instead of training it (running, finished, or queued in SLURM)
-AWAITED_RUNIDS = set(RUNNING_RUNIDS) | set(SCHEDULED_TRAININGS)
+AWAITED_RUNIDS = set(LOCALLY_AWAITED_RUNIDS) | set(SCHEDULED_TRAININGS)
 
 
 # --------------------------------------------------------------------------------------------- fused groups (train.smk)
