@@ -21,6 +21,7 @@ from conftest import data_dir, needs_data
 
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.runs import TRAIN_LOG, Study
+from softmax_bottleneck.study.wait_for_run import OUTPUTS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -205,3 +206,9 @@ def test_the_workflow_waits_for_a_run_already_running_instead_of_training_it(tmp
     assert f"wait-for-run {path} --log {TRAIN_LOG.format(**run.wildcards)}" in awaited[0]  # its own log
     assert "\n    threads: 0\n" in awaited[0]  # a wait holds none of --cores: the jobs beside it run as if it were not
     assert len(trained) == 1 and f"{other}/model.pt" in trained[0]  # a run nobody trains is trained as before
+
+
+def test_a_wait_checks_the_files_the_trainer_publishes():
+    from softmax_bottleneck.training.state import PUBLISH_ORDER
+
+    assert sorted(OUTPUTS) == sorted(PUBLISH_ORDER)

@@ -33,7 +33,8 @@ from softmax_bottleneck.study.run_status import RunStatus
 from softmax_bottleneck.training.identity import folder_hash
 
 log = logging.getLogger(__name__)
-#: the outputs of a finished training, as rule ``train`` declares them
+#: the outputs of a finished training, as rule ``train`` declares them (training.state.PUBLISH_ORDER, written out:
+#: training.state imports torch, which a wait never does)
 OUTPUTS = ("model.pt", "metrics.json", "curve.csv")
 
 
