@@ -53,7 +53,7 @@ if CONTROLLER:
     lock_free.refuse_beside_another(reading=READING_TARGETS)
 
 from softmax_bottleneck import presets
-from softmax_bottleneck.analysis.rank import EXACT_AUTO_BYTES
+from softmax_bottleneck.analysis.rank import exact_auto_fits
 from softmax_bottleneck.corpora.datasets import (
     CORPUS_CACHE,
     DATA_ROOT,
@@ -305,7 +305,7 @@ def small_analysis(wildcards):
     4,033 WT2 rows): about 2 GB with its SVD (analysis.rank.memory_needed), beside PyTorch and the model.
     """
     rows, columns = wildcards.rows, presets.VOCAB_SIZES[wildcards.dataset]
-    return rows.isdigit() and int(rows) * columns * 8 <= EXACT_AUTO_BYTES
+    return rows.isdigit() and exact_auto_fits(int(rows), columns)
 
 
 def analyze_mem_mb(wildcards, attempt):

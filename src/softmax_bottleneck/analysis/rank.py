@@ -57,6 +57,12 @@ DEFAULT_MEMORY_BUDGET = 17 * 2**30
 EXACT_AUTO_BYTES = 2**30
 
 
+def exact_auto_fits(rows: int, n_cols: int) -> bool:
+    """Whether ``auto`` may take the exact SVD of ``rows`` × ``n_cols`` by size: a float64 copy of at most
+    :data:`EXACT_AUTO_BYTES` (13,421 PTB rows, 4,033 WT2 rows; the memory budget is checked apart)."""
+    return rows * n_cols * 8 <= EXACT_AUTO_BYTES
+
+
 class MemoryBudgetError(ValueError):
     """The chosen method would need more memory than the budget (the message says how much, and what fits)."""
 
@@ -223,8 +229,7 @@ class RankStream:
 
     def _fits(self, rows: int) -> bool:
         """``auto``'s rule for staying exact with ``rows`` rows."""
-        float64 = rows * self.n_cols * 8
-        return float64 <= EXACT_AUTO_BYTES and memory_needed("exact", rows, self.n_cols, self.device) <= (
+        return exact_auto_fits(rows, self.n_cols) and memory_needed("exact", rows, self.n_cols, self.device) <= (
             self.memory_budget_bytes
         )
 
