@@ -178,3 +178,23 @@ def test_the_time_left_the_terminal_writes_now_reads_back(tmp_path):
         path.write_text(json.dumps({"written": time.time(), "line": "x", "seconds_left": 1.0, **content}))
         with pytest.raises(readback.ReadbackError, match=why):
             workflow_run.read_time_left(path)
+
+
+def test_the_rules_whose_seconds_are_planned_are_the_workflows():
+    """Every rule the time left names (its measured seconds, its downloads, trainings and no-time jobs) is a rule of
+    the workflow: a renamed rule would fall back to a table's time in silence."""
+    import re
+
+    declared = {
+        m.group(1)
+        for path in [REPO / "Snakefile", *(REPO / "workflow" / "rules").glob("*.smk")]
+        for m in re.finditer(r"^\s*(?:rule|checkpoint) (\w+):", path.read_text(encoding="utf-8"), re.MULTILINE)
+    }
+    named = {
+        *job_seconds.RULE_SECONDS,
+        *job_seconds.NO_SECONDS,
+        *job_seconds.DOWNLOADS,
+        job_seconds.TRAINING_RULE,
+        job_seconds.FUSED_RULE,
+    }
+    assert "train" in declared and named <= declared, named - declared
