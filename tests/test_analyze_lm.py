@@ -82,7 +82,7 @@ def test_windows_score_every_token_once_with_left_context():
 
 
 def test_tiny_gpt2_end_to_end(tiny, tmp_path, capsys, caplog):
-    caplog.set_level(logging.INFO, logger=lm.__name__)
+    caplog.set_level(logging.INFO, logger="softmax_bottleneck")
     model_dir, text = tiny
     out, spectrum, logp = tmp_path / "rank.json", tmp_path / "spectrum.csv", tmp_path / "logp.npy"
     code, err = _run(capsys, "--model", model_dir, "--text", text, "--rows", 200, "--stride", 16, "--device", "cpu",

@@ -45,6 +45,8 @@ from softmax_bottleneck.analysis.hf_model import (
     tokenize_text,
 )
 from softmax_bottleneck.analysis.inputs import InputError, report, resolve_device
+from softmax_bottleneck.analysis.logp import Progress
+from softmax_bottleneck.analysis.logp_rows import NonFiniteLogP, feed_rows
 from softmax_bottleneck.analysis.outputs import (
     OutputError,
     all_or_none,
@@ -78,10 +80,6 @@ DTYPES = ("float32", "bfloat16", "float16")
 #: a function ``(window ids [L] (long, on the model's device), k) -> log P [k, V] (float32)``: the next-token
 #: log-probabilities at the window's positions L−k−1 … L−2, i.e. of its last k tokens given the tokens before them
 LogPFunction = Callable[["object", int], "object"]
-
-
-class NonFiniteLogP(ValueError):
-    """The model gave a NaN or infinite log-probability (the message names the row)."""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -238,31 +236,15 @@ def analyze_stream(
     cuda = str(device).startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    nll_sum, worst_norm, done = 0.0, 0.0, 0
-    started = last_log = time.monotonic()
+    started = time.monotonic()
+    progress = Progress(n_rows, every=PROGRESS_SECONDS)
     with npy_writer(save_logp, (n_rows, n_cols)) as out:
-        for log_prob, targets in iter_window_logp(logp_fn, ids, context, stride, n_rows, device):
-            if not torch.isfinite(log_prob).all():
-                bad = done + int((~torch.isfinite(log_prob)).any(1).nonzero()[0])
-                raise NonFiniteLogP(f"log-P row {bad} has non-finite entries; the SVD needs a finite matrix")
-            nll_sum -= float(log_prob.gather(1, targets[:, None]).double().sum())
-            worst_norm = max(worst_norm, float(torch.logsumexp(log_prob.double(), 1).abs().max()))
-            stream.update(log_prob)
-            if out is not None:
-                out[done : done + len(log_prob)] = log_prob.cpu().numpy()
-            done += len(log_prob)
-            now = time.monotonic()
-            if now - last_log >= PROGRESS_SECONDS or done == n_rows:
-                rate = done / max(now - started, 1e-9)
-                log.info(
-                    "log-P: %d/%d rows, %.0f rows/s, %.0fs so far, about %.0fs left",
-                    done, n_rows, rate, now - started, (n_rows - done) / rate,
-                )  # fmt: skip
-                last_log = now
+        totals = feed_rows(iter_window_logp(logp_fn, ids, context, stride, n_rows, device), stream, out, progress.rows)
+    done = totals.rows
     seconds_rows = time.monotonic() - started
     log.info("log-P: %d rows in %.0fs; computing singular values (%s)", done, seconds_rows, stream.method)
     sv, summary = stream.finish()
-    loss = nll_sum / done
+    loss = totals.nll_sum / done
     summary.update(
         rows=done,
         rows_rule=str(rows),
@@ -271,7 +253,7 @@ def analyze_stream(
         stride=stride,
         logp_test_loss=loss,
         perplexity=math.exp(loss) if loss < 700 else float(np.finfo(np.float64).max),
-        max_abs_log_normaliser=worst_norm,
+        max_abs_log_normaliser=totals.worst_norm,
         seconds=time.monotonic() - started,
         seconds_rows=seconds_rows,
         device=str(device),

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from softmax_bottleneck.analysis.inputs import InputError, model_and_corpus, model_and_corpus_files, report
+from softmax_bottleneck.analysis.logp_rows import NonFiniteLogP, feed_rows
 from softmax_bottleneck.analysis.outputs import (
     OutputError,
     all_or_none,
@@ -57,10 +58,6 @@ from softmax_bottleneck.cluster.signals import stop_on_signals
 from softmax_bottleneck.corpora.corpus import batchify, get_batch
 
 log = logging.getLogger(__name__)
-
-
-class NonFiniteLogP(ValueError):
-    """The model gave a NaN or infinite log-probability (the message names the row)."""
 
 
 class Progress:
@@ -192,7 +189,6 @@ def analyze(
     device = model.encoder.weight.device
     stream = RankStream(vocab, method, device=str(device), memory_budget_bytes=memory_budget_bytes,
                         expected_rows=n_rows)  # fmt: skip
-    nll_sum, worst_norm, done, seconds_update = 0.0, 0.0, 0, 0.0
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
@@ -204,19 +200,8 @@ def analyze(
     started = time.monotonic()
     progress = Progress(n_rows, every=progress_seconds)
     with npy_writer(save_logp, (n_rows, vocab)) as out:
-        for log_prob, targets in iter_logp(model, test, n_rows, model.hp["bptt"]):
-            if not torch.isfinite(log_prob).all():
-                bad = done + int((~torch.isfinite(log_prob)).any(1).nonzero()[0])
-                raise NonFiniteLogP(f"log-P row {bad} has non-finite entries; the SVD needs a finite matrix")
-            nll_sum -= float(log_prob.gather(1, targets[:, None]).double().sum())
-            worst_norm = max(worst_norm, float(torch.logsumexp(log_prob.double(), 1).abs().max()))
-            t0 = time.monotonic()
-            stream.update(log_prob)
-            seconds_update += time.monotonic() - t0
-            if out is not None:
-                out[done : done + len(log_prob)] = log_prob.cpu().numpy()
-            done += len(log_prob)
-            progress.rows(done)
+        totals = feed_rows(iter_logp(model, test, n_rows, model.hp["bptt"]), stream, out, progress.rows)
+    done, seconds_update = totals.rows, totals.seconds_update
     seconds_rows = time.monotonic() - started
     log.info(
         "log-P: %d rows in %.0fs (%.0fs of them in the %s updates); computing the singular values",
@@ -236,8 +221,8 @@ def analyze(
         seconds_factor = time.monotonic() - t0
     summary.update(
         rows_rule=str(rows),
-        logp_test_loss=nll_sum / done,
-        max_abs_log_normaliser=worst_norm,
+        logp_test_loss=totals.nll_sum / done,
+        max_abs_log_normaliser=totals.worst_norm,
         seconds=time.monotonic() - started,
         seconds_rows=seconds_rows,
         seconds_update=seconds_update,
