@@ -164,7 +164,8 @@ def make_summaries(root: Path) -> Path:
     for i in range(1, 6):  # a model's top-5 are PTB tokens, which the SM typesets otherwise
         top5[f"word_{i}"] = top5[f"word_{i}"].str.replace("\u2019", "'").replace({"mr .": "mr."})
     write("top5.csv", top5.reindex(columns=TOP5_COLUMNS).to_dict("records"), TOP5_COLUMNS)
-    robust = [{"algorithm": 1, "iteration_or_c": float(i), "press_rank": 10, "error": 1e-28 * i} for i in (1, 2, 3)]
+    robust = [{"algorithm": 0, "iteration_or_c": 0.0, "press_rank": 8000, "erank_1e-3": 5, "erank_1e-4": 9}]
+    robust += [{"algorithm": 1, "iteration_or_c": float(i), "press_rank": 10, "error": 1e-28 * i} for i in (1, 2, 3)]
     for c in (1e-20, 1e-22, 1e-30):
         robust.append(
             {
@@ -210,6 +211,17 @@ def test_every_table_renders(rendered):
         assert list(back.columns) == list(rendered[name].columns), name
         assert len(back) == len(rendered[name]) > 0, name
     assert not list(out.glob(".*.tmp"))
+
+
+def test_sm_table14_starts_with_the_matrix_itself(rendered):
+    """SM §5 gives the E12 matrix's own Press' rank (8,933) in its text: SM Table 14's iteration 0, ours beside it;
+    the noise tables (15, 16) keep to Algorithm 2."""
+    t14 = rendered["sm_table14"].set_index("iteration")
+    assert t14.loc[0, "press_rank_ours"] == 8000 and t14.loc[0, "press_rank_paper"] == 8933
+    assert t14.loc[0, "press_rank_diff"] == -933 and list(t14.index[:4]) == [0, 1, 2, 3]
+    first = tables.to_markdown("sm_table14", rendered["sm_table14"]).split("\n")[4]  # title, blank, header, rule
+    assert first.startswith("| 0: the matrix itself (SM §5) ") and "| 8,000 (8,933) |" in first
+    assert 0 not in set(rendered["sm_table15"]["c"]) and 0 not in set(rendered["sm_table16"]["c"])
 
 
 def test_requires_names_summary_files():

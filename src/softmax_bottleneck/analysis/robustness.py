@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import time
 from collections.abc import Iterable
 
@@ -181,13 +182,18 @@ ROBUSTNESS_COLUMNS = ["algorithm", "iteration_or_c", "press_rank", "error"] + [f
 def robustness_table(
     A, k: int = 10, iterations: int = 10, cs: Iterable[float] = SM_TABLE15_CS, seed: int = 0, device: str = "cpu"
 ):
-    """Both algorithms as one ``pandas.DataFrame`` with :data:`ROBUSTNESS_COLUMNS` (robustness.csv).
+    """Both algorithms as one ``pandas.DataFrame`` with :data:`ROBUSTNESS_COLUMNS` (robustness.csv), after a first
+    row for the matrix itself (``algorithm`` 0, ``iteration_or_c`` 0: its Press' and ε-effective ranks; SM §5 gives
+    the paper's MoS matrix Press' rank 8,933).
 
     Algorithm 1 rows have no ε-effective ranks (NaN): the paper reports none for it.
     """
     import pandas as pd
 
-    rows = []
+    sv = singular_values_exact(_as_f64(A, device), device)
+    itself = {"algorithm": 0, "iteration_or_c": 0.0, "press_rank": press_rank(sv, tuple(A.shape)), "error": math.nan}
+    rows = [{**itself, **{f"erank_{e}": r for e, r in effective_ranks(sv).items()}}]
+    log.info("the matrix itself: Press' rank %d", itself["press_rank"])
     for i, pr, err in robustness_reconstruction(A, k, iterations, device):
         rows.append({"algorithm": 1, "iteration_or_c": float(i), "press_rank": pr, "error": err})
     for r in robustness_noise(A, k, cs, seed, device):
