@@ -899,13 +899,15 @@ def check_rerun_policy(repo: Path, models: list[Path], run_in) -> None:
 
 
 @pytest.mark.slow
-def test_paper_scale_training_on_a_cpu_is_refused_before_any_job(tmp_path):
-    """No CUDA device: `snakemake table3` (22 paper-scale runs) stops in one line before fetching anything."""
+@pytest.mark.parametrize("fusion", [[], ["fusion={runs_per_job: 8}"]], ids=["solo", "fused"])
+def test_paper_scale_training_on_a_cpu_is_refused_before_any_job(tmp_path, fusion):
+    """No CUDA device: `snakemake table3` (22 paper-scale runs) stops in one line before fetching anything; fused, a
+    run counts once (its `train` job and its group's job both name it)."""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
-    result = snakemake(tmp_path, "table3", "--cores", "1", "--config", f"data_mirror={MIRROR}")
+    result = snakemake(tmp_path, "table3", "--cores", "1", "--config", f"data_mirror={MIRROR}", *fusion)
     assert result.returncode == 1
     output = result.stdout + result.stderr
     lines = [line for line in output.splitlines() if "paper-scale training runs" in line]

@@ -49,9 +49,10 @@ def paper_scale(runs) -> bool:
 
 def cpu_refusal(study: Study, jobs, source: str) -> str | None:
     """The one line that stops the workflow where paper-scale trainings of ``jobs`` would run on this machine's CPU
-    (it has no CUDA device), else None; torch is imported only when there are such trainings."""
-    hours = [h for h in (read_hours(run) for _, rule, w, _ in jobs for run in job_runs(study, rule, w))
-             if h > PAPER_SCALE_HOURS]  # fmt: skip
+    (it has no CUDA device), else None; torch is imported only when there are such trainings. A run counts once,
+    however many of ``jobs`` name it (its `train` job and its fused group's)."""
+    runs = {run.dir: run for _, rule, w, _ in jobs for run in job_runs(study, rule, w)}
+    hours = [h for h in map(read_hours, runs.values()) if h > PAPER_SCALE_HOURS]
     if not hours:
         return None
     import torch
