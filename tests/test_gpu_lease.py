@@ -421,6 +421,20 @@ def test_steps_aside(jobs, env, expected_cuda):
     assert jobs.release("job") == 0
 
 
+def test_a_set_cuda_visible_devices_is_said_in_the_jobs_log(jobs):
+    """Outside SLURM, a CUDA_VISIBLE_DEVICES left exported makes every job see the same devices: the job's log says
+    so in one line (under SLURM, which chose them, nothing is said)."""
+    base = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(jobs.lock_dir), "--gpus", "4"]
+    shown = subprocess.run([*base, "--", "true"], env=_env(CUDA_VISIBLE_DEVICES="0,1,2,3"), capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    said = [line for line in shown.stderr.splitlines() if "no lease" in line]
+    assert shown.returncode == 0 and len(said) == 1, shown.stderr
+    assert "CUDA_VISIBLE_DEVICES is already set ('0,1,2,3')" in said[0] and "unset it" in said[0]
+    quiet = subprocess.run([*base, "--", "true"], env=_env(CUDA_VISIBLE_DEVICES="1", SLURM_JOB_ID="7"),
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert quiet.returncode == 0 and "no lease" not in quiet.stderr
+
+
 def test_timeout_and_missing_command(jobs, tmp_path):
     jobs.start("a", "--gpus", "1")
     jobs.wait_record("a")

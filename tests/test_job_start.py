@@ -15,7 +15,7 @@ import torch
 
 from softmax_bottleneck.cluster import scheduler
 from softmax_bottleneck.study.status import RunStatus, read_run_status
-from softmax_bottleneck.training.job_start import cuda_refusal, scheduler_gpus
+from softmax_bottleneck.training.job_start import cuda_refusal, given_gpus
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 #: the variables a SLURM job that was given one GPU has
@@ -23,7 +23,8 @@ GPU_JOB = {"SLURM_JOB_ID": "17", "SLURM_JOB_GPUS": "0", "CUDA_VISIBLE_DEVICES": 
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "CUDA_VISIBLE_DEVICES"}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "SOFTMAX_BOTTLENECK_GPU")) and k != "CUDA_VISIBLE_DEVICES"}  # fmt: skip
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
     return {**env, **extra}
 
@@ -145,6 +146,16 @@ def test_a_job_given_a_gpu_without_cuda_stops_in_one_line_with_cuda_checks_diagn
         assert proc.returncode == 1 and not marker.exists(), (given, out, err)
         assert len(lines) == 1 and "Traceback" not in err, err
         assert "was given a GPU" in lines[0] and diagnosis in lines[0], (lines[0], diagnosis)
+    # a local GPU leased by gpu-lease (here four simulated ones) without CUDA: the same line, the command never runs
+    locks = tmp_path / "locks"
+    locks.mkdir(mode=0o700)
+    command = [sys.executable, "-m", "softmax_bottleneck", "gpu-lease", "--lock-dir", str(locks), "--",
+               sys.executable, "-m", "softmax_bottleneck", "job-start", "--", "touch", str(marker)]  # fmt: skip
+    lease = subprocess.run(command, env=_env(SOFTMAX_BOTTLENECK_GPUS="4"), capture_output=True, text=True, timeout=120)
+    refusal = [line for line in lease.stderr.splitlines() if "was given a GPU" in line]
+    assert lease.returncode == 1 and not marker.exists(), lease.stderr
+    assert len(refusal) == 1 and "leased by gpu-lease" in refusal[0] and diagnosis in refusal[0], lease.stderr
+    assert "Traceback" not in lease.stderr
     # no GPU given (a CPU job, a local run), or the test cluster's stand-in GPUs allowed: the command runs
     for env in (_env(), _env(SLURM_JOB_ID="17", CUDA_VISIBLE_DEVICES=""),
                 _env(**GPU_JOB, SOFTMAX_BOTTLENECK_ALLOW_CPU="1")):  # fmt: skip
@@ -155,10 +166,12 @@ def test_a_job_given_a_gpu_without_cuda_stops_in_one_line_with_cuda_checks_diagn
 
 
 def test_which_jobs_count_as_given_a_gpu():
-    assert scheduler_gpus(GPU_JOB) == "SLURM_JOB_GPUS=0"
-    assert scheduler_gpus({"SLURM_JOB_ID": "3", "CUDA_VISIBLE_DEVICES": "1,2"}) == "CUDA_VISIBLE_DEVICES=1,2"
-    assert scheduler_gpus({"CUDA_VISIBLE_DEVICES": "0"}) is None  # set by hand or by gpu-lease: not the scheduler
-    assert scheduler_gpus({"SLURM_JOB_ID": "3", "CUDA_VISIBLE_DEVICES": "NoDevFiles"}) is None
+    assert given_gpus(GPU_JOB) == "SLURM_JOB_GPUS=0"
+    assert given_gpus({"SLURM_JOB_ID": "3", "CUDA_VISIBLE_DEVICES": "1,2"}) == "CUDA_VISIBLE_DEVICES=1,2"
+    assert given_gpus({"CUDA_VISIBLE_DEVICES": "0"}) is None  # set by hand: the user's own choice
+    assert given_gpus({"SLURM_JOB_ID": "3", "CUDA_VISIBLE_DEVICES": "NoDevFiles"}) is None
+    leased = {"SOFTMAX_BOTTLENECK_GPU_LEASE": "2", "CUDA_VISIBLE_DEVICES": "2"}  # what gpu-lease sets
+    assert given_gpus(leased) == "GPU 2, leased by gpu-lease"
     assert cuda_refusal(GPU_JOB, check=lambda: (True, ["GPU 0: usable"])) is None
     why = cuda_refusal(GPU_JOB, check=lambda: (False, ["torch x", "cuda-check: CUDA is not available: no GPU"]))
     assert why.startswith("this job was given a GPU (SLURM_JOB_GPUS=0) but cannot use it: CUDA is not available")

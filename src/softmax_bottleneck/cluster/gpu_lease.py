@@ -453,7 +453,11 @@ def run_gpu_lease_cli(args: argparse.Namespace) -> int:
         return 127
     reason = step_aside_reason(gpus)
     if reason is not None:
-        log.debug("gpu-lease steps aside: %s", reason)
+        if "CUDA_VISIBLE_DEVICES" in os.environ and not os.environ.get("SLURM_JOB_ID"):  # said in the job's log
+            log.info("gpu-lease: no lease: %s, so this job uses those devices, whatever the other jobs use (unset it "
+                     "to give each job a GPU of its own)", reason)  # fmt: skip
+        else:
+            log.debug("gpu-lease steps aside: %s", reason)
         return exec_command(command)
     holder = {"cmd": " ".join(command)[:500]}
     log.debug("leasing one of GPUs %s (from %s), %d per GPU (%s), in %s", gpus, source, slots, slots_source, lock_dir)

@@ -181,8 +181,8 @@ def join(lock_dir: Path, gpu: int, uuids: dict[int, str] | None = None) -> Daemo
                 reason = None if running(daemon) else _start(daemon, lock_dir)
             if reason is None:
                 return daemon
-    log.warning("gpu-lease: GPU %d is shared without MPS (%s): its jobs take turns; %s=off hides this", gpu,
-                reason, ENV_MPS)  # fmt: skip
+    log.warning("gpu-lease: GPU %d may be shared, and without MPS (%s) the jobs that share it take turns; %s=off "
+                "hides this", gpu, reason, ENV_MPS)  # fmt: skip
     return None
 
 

@@ -8,9 +8,11 @@
   imported PyTorch and read its corpus; a run another process holds fails here, in one line (``--leave-busy``: it is
   left to its holder and the others go on). The training that CMD starts adopts the locks (the descriptors are
   inherited).
-* A job the scheduler gave a GPU (``SLURM_JOB_GPUS``, or ``CUDA_VISIBLE_DEVICES`` naming a device inside a SLURM job)
-  that sees no usable CUDA device fails at once, in one line with ``cuda-check``'s diagnosis, instead of training
-  on the node's CPU. ``SOFTMAX_BOTTLENECK_ALLOW_CPU=1`` allows it (a test cluster whose GPUs are stand-ins).
+* A job given a GPU (by SLURM: ``SLURM_JOB_GPUS``, or ``CUDA_VISIBLE_DEVICES`` naming a device inside a SLURM job; by
+  the local lease, ``gpu-lease``) that sees no usable CUDA device fails at once, in one line with ``cuda-check``'s
+  diagnosis, instead of training on the CPU (a CPU build of PyTorch on a GPU machine, a broken driver).
+  ``SOFTMAX_BOTTLENECK_ALLOW_CPU=1`` allows it (a test cluster's stand-in GPUs, GPUs simulated with
+  ``SOFTMAX_BOTTLENECK_GPUS``).
 
 Then CMD runs as a supervised child (signals forwarded, its exit status returned): the wrapper, and with it the lock,
 lives as long as the command does.
@@ -23,6 +25,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from softmax_bottleneck.cluster.gpu_lease import ENV_LEASED
 from softmax_bottleneck.cluster.supervise import run_supervised
 from softmax_bottleneck.training.identity import twin_folders, twin_refusal
 from softmax_bottleneck.training.lock import INHERITED_ENV, RunFolderBusy, take_run_lock
@@ -35,9 +38,10 @@ ALLOW_CPU_ENV = "SOFTMAX_BOTTLENECK_ALLOW_CPU"
 NO_DEVICE = {"", "-1", "NoDevFiles", "none"}
 
 
-def scheduler_gpus(environ: Mapping[str, str] | None = None) -> str | None:
-    """The GPUs the scheduler gave this job (``SLURM_JOB_GPUS``; ``CUDA_VISIBLE_DEVICES`` inside a SLURM job), or
-    None where it gave none (or this is not a scheduler's job)."""
+def given_gpus(environ: Mapping[str, str] | None = None) -> str | None:
+    """The GPUs this job was given, by SLURM (``SLURM_JOB_GPUS``; ``CUDA_VISIBLE_DEVICES`` inside a SLURM job) or by
+    the local lease (``gpu-lease``), or None where it was given none (a ``CUDA_VISIBLE_DEVICES`` set by hand is the
+    user's own choice)."""
     env = os.environ if environ is None else environ
     gpus = env.get("SLURM_JOB_GPUS", "").strip()
     if gpus and gpus not in NO_DEVICE:
@@ -45,6 +49,9 @@ def scheduler_gpus(environ: Mapping[str, str] | None = None) -> str | None:
     visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
     if env.get("SLURM_JOB_ID") and visible not in NO_DEVICE:
         return f"CUDA_VISIBLE_DEVICES={visible}"
+    leased = env.get(ENV_LEASED, "").strip()
+    if leased:
+        return f"GPU {leased}, leased by gpu-lease"
     return None
 
 
@@ -52,7 +59,7 @@ def cuda_refusal(environ: Mapping[str, str] | None = None, check=None) -> str | 
     """One line saying why this job must not run, where the scheduler gave it a GPU and no CUDA device is usable;
     None otherwise. ``check`` is :func:`softmax_bottleneck.training.cuda_check.check` (torch imported only here)."""
     env = os.environ if environ is None else environ
-    given = scheduler_gpus(env)
+    given = given_gpus(env)
     if given is None or env.get(ALLOW_CPU_ENV) == "1":
         return None
     if check is None:
@@ -61,7 +68,7 @@ def cuda_refusal(environ: Mapping[str, str] | None = None, check=None) -> str | 
     if usable:
         return None
     why = lines[-1].removeprefix("cuda-check: ")
-    return (f"this job was given a GPU ({given}) but cannot use it: {why}; not training on the node's CPU "
+    return (f"this job was given a GPU ({given}) but cannot use it: {why}; not running on the CPU "
             f"({ALLOW_CPU_ENV}=1 allows it)")  # fmt: skip
 
 
