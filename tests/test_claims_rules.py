@@ -144,6 +144,21 @@ def test_a_trend_of_three_with_one_flat_step_passes_and_the_text_says_so():
     assert math.isnan(rule.estimate(Points((10.0, 15.0, 20.0), (13229.0,) * 3)).value)
 
 
+@pytest.mark.parametrize("n", [3, 4, 5, 6])
+def test_a_random_orders_pass_chance_is_how_often_the_rule_passes_one(n):
+    """The page's "a random order passes" is the share of the n! orders of n values that the rule itself calls
+    consistent (through scipy's ρ, which returns 0.8 a bit low: 5 values with Σd² = 4 pass, as ρ ≥ 0.8 says)."""
+    import itertools
+
+    rule, paper = CLAIMS["mos_k_rank_wt2"].rule, CLAIMS["mos_k_rank_wt2"].paper()
+    x = tuple(float(v) for v in range(n))
+    verdicts = [rule.verdict(rule.estimate(Points(x, tuple(map(float, order)))), paper)
+                for order in itertools.permutations(range(n))]  # fmt: skip
+    assert verdicts.count(CONSISTENT) / len(verdicts) == pytest.approx(chance_of_trend(n))
+    at_the_bound = rule.estimate(Points((0.0, 1.0, 2.0, 3.0, 4.0), (1.0, 0.0, 2.0, 4.0, 3.0)))  # Σd² = 4
+    assert at_the_bound.value == pytest.approx(0.8) and rule.verdict(at_the_bound, paper) == CONSISTENT
+
+
 @pytest.mark.parametrize(("name", "low", "high"), [("mos_k_gap_wt2", 0.30, 0.55), ("mos_k_rank_ptb", 0.95, 1.0)])
 def test_a_trends_pass_rate_under_one_runs_noise_matches_an_independent_simulation(name, low, high):
     """The page's "the paper's values with one run's noise" against scipy's spearmanr over 3,000 studies of another
@@ -190,6 +205,16 @@ def test_a_correlation_across_five_layers_is_undecided_never_consistent():
     many = Points(tuple(rng.standard_normal(40)), tuple(rng.standard_normal(40)))
     estimate = rule.estimate(many)
     assert estimate.p >= 0.05 and rule.power(40, paper) >= 0.8 and rule.verdict(estimate, paper) == CONSISTENT
+    # the test is one-sided: a strong r the other way (a higher rank, a higher perplexity) is no sign of what the
+    # claim denies, and its p is scipy's one-sided one (near 1), not the two-sided one (near 0)
+    from scipy import stats as sps
+
+    x = rng.standard_normal(40)
+    rising = Points(tuple(x), tuple(x + 0.5 * rng.standard_normal(40)))
+    estimate = rule.estimate(rising)
+    one_sided = sps.pearsonr(rising.x, rising.y, alternative="less").pvalue
+    assert estimate.value > 0.8 and estimate.p == pytest.approx(one_sided)
+    assert estimate.p > 0.99 and rule.verdict(estimate, paper) == CONSISTENT
 
 
 @pytest.mark.parametrize(

@@ -261,3 +261,28 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_pass_over_the_rows_sums_the_loss_and_finds_the_worst_log_normaliser():
+    """feed_rows against numpy: −Σ log P(target), max |logsumexp(row)| of rows that are not normalised (3.0 off, one
+    row 5.0 off), every row streamed and saved; a non-finite entry stops it naming its row."""
+    from softmax_bottleneck.analysis.logp_rows import NonFiniteLogP, feed_rows
+    from softmax_bottleneck.analysis.rank import RankStream
+
+    rng = np.random.default_rng(2)
+    logits = rng.standard_normal((12, 6))
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True)) + 3.0
+    logp[7] += 2.0
+    targets = rng.integers(0, 6, 12)
+    chunks = [(torch.tensor(logp[i : i + 5], dtype=torch.float32), torch.tensor(targets[i : i + 5]))
+              for i in range(0, 12, 5)]  # fmt: skip
+    saved, seen = np.zeros((12, 6), np.float32), []
+    stream = RankStream(6, "exact")
+    totals = feed_rows(chunks, stream, saved, seen.append)
+    assert totals.rows == 12 and seen == [5, 10, 12] and np.array_equal(saved, logp.astype(np.float32))
+    assert totals.nll_sum == pytest.approx(-logp[np.arange(12), targets].sum(), rel=1e-6)
+    assert totals.worst_norm == pytest.approx(5.0, abs=1e-5)
+    bad = logp.copy()
+    bad[8, 2] = np.nan
+    with pytest.raises(NonFiniteLogP, match="row 8 "):
+        feed_rows([(torch.tensor(bad, dtype=torch.float32), torch.tensor(targets))], RankStream(6, "exact"))

@@ -562,3 +562,15 @@ def test_the_guides_own_model_example_runs_as_written_and_gives_its_rank(tmp_pat
     summary = json.loads((tmp_path / "rank.json").read_text())
     assert summary["press_rank"] == said == 32 + 2 and summary["shape"] == [1200, 500]
     assert (tmp_path / "spectrum.csv").read_text().startswith("index,sigma,sigma_normalised")
+
+
+def test_robustness_starts_with_the_matrix_itself():
+    """robustness.csv's algorithm-0 row is the matrix's own Press' and ε-effective ranks, as numpy's SVD gives them
+    (a matrix of rank 37: its rank-10 reconstruction is 10, the matrix itself 37)."""
+    a = _known_rank(m=80, n=60, r=37, seed=3)
+    table = RB.robustness_table(a, k=10, iterations=1, cs=(1e-30,))
+    itself = table[table["algorithm"] == 0].iloc[0]
+    sv = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    assert itself["press_rank"] == R.press_rank(sv, a.shape) == 37  # float32 entries: Press' tolerance, not numpy's
+    assert {e: itself[f"erank_{e}"] for e in R.EPSILONS} == R.effective_ranks(sv)
+    assert table["algorithm"].tolist() == [0, 1, 2] and table["press_rank"].tolist()[1:] == [10, 10]

@@ -67,3 +67,25 @@ def test_pearson():
     ref = sps.pearsonr(x, y)
     assert r == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue)
     assert stats.pearson([1, 2, 3], [3, 2, 1])[0] == pytest.approx(-1.0)
+
+
+def test_the_intervals_of_a_difference_and_a_mean_are_scipys():
+    """The 95 % intervals the claims page prints, against scipy's own: Student's pooled t from summary statistics
+    (ttest_ind on samples with those statistics), the paired t (ttest_rel), a mean's t interval."""
+    ours = stats
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(57.0, 0.4, 10), rng.normal(56.2, 0.7, 7)
+    diff, low, high, p = ours.student_difference_from_stats(a.mean(), a.std(ddof=1), 10, b.mean(), b.std(ddof=1), 7)
+    student = sps.ttest_ind(a, b)
+    assert (low, high) == pytest.approx(tuple(student.confidence_interval(0.95)))
+    assert p == pytest.approx(student.pvalue)
+    assert diff == pytest.approx(a.mean() - b.mean())
+    c = a[:7] + rng.normal(0.3, 0.2, 7)
+    diff, low, high, p = ours.paired_difference(c, a[:7])
+    paired = sps.ttest_rel(c, a[:7])
+    assert (low, high) == pytest.approx(tuple(paired.confidence_interval(0.95)))
+    assert p == pytest.approx(paired.pvalue)
+    # two runs: t_{0.975, 1} = 12.706 (a table's value), so the interval is the mean ± 12.706 · sd / √2
+    low, high = ours.mean_interval(270.0, 10.0, 2)
+    half = 12.7062 * 10 / np.sqrt(2)
+    assert (low, high) == pytest.approx((270.0 - half, 270.0 + half), rel=1e-5)
