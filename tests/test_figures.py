@@ -224,6 +224,9 @@ def test_figure2_reverses_perplexity_as_the_paper_and_gives_each_r_with_its_sign
         sel = runs[runs["dataset"] == ds]
         r = pearson(sel["test_ppl"], sel["press_rank"])[0]
         assert np.sign(r) == sign and ax.xaxis_inverted() and "reversed" in ax.get_xlabel()
+        # the points drawn are the runs' test perplexities and ranks, not another column
+        drawn = [{tuple(np.round(p, 6)) for p in c.get_offsets()} for c in ax.collections]
+        assert {tuple(np.round(p, 6)) for p in sel[["test_ppl", "press_rank"]].to_numpy(float)} in drawn
         legend = " | ".join(t.get_text() for t in ax.get_legend().get_texts())
         assert f"r = {r:+.2f}" in legend and f"paper (digitised), r = {paper_r}" in legend, legend
         line = next(line for line in ax.get_lines() if line.get_label() == "least squares")
