@@ -345,6 +345,7 @@ READS_OUTSIDE_READBACK = {
     ("analysis/hf_model.py", "json.loads"): "of bytes read by readback.read_bytes, as leniently as transformers "
     "(to name the tokenizer file it could not read, after it failed)",
     ("cluster/site_check.py", "yaml.safe_load"): "of bytes read by readback.read_bytes",
+    ("report/sources.py", "path.read_text"): "the package's own modules, parsed for their imports",
 }  # fmt: skip
 READERS = {"read_csv", "read_table", "read_json", "read_text", "read_bytes", "safe_load", "load", "loads"}
 
