@@ -31,10 +31,10 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
-#: where the workflow keeps the data, relative to its working directory: the text files (one folder per dataset,
-#: ``Dataset.folder``), the 13 word-similarity benchmarks, and each corpus tokenised once (rule ``corpus_cache``)
 #: a corpus's three text files, ``<split>.txt`` in its folder
 SPLITS = ("train", "valid", "test")
+#: where the workflow keeps the data, relative to its working directory: the text files (one folder per dataset,
+#: ``Dataset.folder``), the 13 word-similarity benchmarks, and each corpus tokenised once (rule ``corpus_cache``)
 DATA_ROOT = "resources/data"
 WORDSIM_FOLDER = f"{DATA_ROOT}/word-sim"
 CORPUS_CACHE = "resources/corpus/{dataset}.pt"
