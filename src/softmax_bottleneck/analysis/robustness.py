@@ -78,18 +78,21 @@ def _np(x) -> np.ndarray:
     return x.detach().cpu().numpy() if svd_stream.is_tensor(x) else np.asarray(x)
 
 
-def rank_k_reconstruction(A, k: int = 10, device: str = "cpu"):
-    """Float64 ``U_k diag(σ_1..σ_k) V_kᵀ``: the SVD of A with all but the top-k singular values set to 0.
+def svd_reconstruction(A, k: int = 10, device: str = "cpu"):
+    """``(B, σ)`` from one float64 SVD of A: ``B = U_k diag(σ_1..σ_k) V_kᵀ`` (all but the top-k singular values set to
+    0; a numpy array on CPU, a CUDA tensor for ``device="cuda[:i]"``) and A's singular values σ (numpy)."""
+    u, s, vt = _svd_full(_as_f64(A, device), device)
+    return (u[:, :k] * s[:k]) @ vt[:k], _np(s)
 
-    Returns a numpy array on CPU, a CUDA tensor for ``device="cuda[:i]"``.
-    """
-    a = _as_f64(A, device)
-    u, s, vt = _svd_full(a, device)
-    return (u[:, :k] * s[:k]) @ vt[:k]
+
+def rank_k_reconstruction(A, k: int = 10, device: str = "cpu"):
+    """Float64 ``U_k diag(σ_1..σ_k) V_kᵀ``: the SVD of A with all but the top-k singular values set to 0
+    (:func:`svd_reconstruction`)."""
+    return svd_reconstruction(A, k, device)[0]
 
 
 def robustness_reconstruction(
-    A, k: int = 10, iterations: int = 10, device: str = "cpu"
+    A, k: int = 10, iterations: int = 10, device: str = "cpu", *, reconstruction=None
 ) -> list[tuple[int, int, float]]:
     """SM Algorithm 1 (SM Table 14): rank-k reconstruction, then ``iterations`` times SVD + full reconstruction.
 
@@ -99,10 +102,10 @@ def robustness_reconstruction(
     Frobenius norm of the difference between successive reconstructions (our choice). The paper states neither
     its error metric nor its precision: float64 round-off alone makes this norm of order ``1e-16·‖A‖_F`` times a
     modest factor, far above the paper's ~1e-28, so only the constant rank (k at every iteration) and a slowly
-    growing error are comparable.
+    growing error are comparable. ``reconstruction``: A's rank-k reconstruction where the caller has it.
     """
     started = time.monotonic()
-    prev = rank_k_reconstruction(A, k, device)
+    prev = rank_k_reconstruction(A, k, device) if reconstruction is None else reconstruction
     shape = tuple(prev.shape)
     out = []
     for i in range(1, iterations + 1):
@@ -118,7 +121,7 @@ def robustness_reconstruction(
 
 
 def robustness_noise(
-    A, k: int = 10, cs: Iterable[float] = SM_TABLE15_CS, seed: int = 0, device: str = "cpu"
+    A, k: int = 10, cs: Iterable[float] = SM_TABLE15_CS, seed: int = 0, device: str = "cpu", *, reconstruction=None
 ) -> list[dict]:
     """SM Algorithm 2 (SM Tables 15, 16): rank-k reconstruction of A plus i.i.d. Gaussian noise of std ``c / n²``.
 
@@ -131,9 +134,10 @@ def robustness_noise(
     precision, and its threshold c between rank 10 and full rank cannot be reconciled with a float64 matrix with
     the σ_max of a real log-P matrix. What carries over: full rank for large c, exactly k once the noise is
     rounded away against the entries, a steep transition in between, and ε-effective ranks that stay ≤ k while the
-    noise holds less than a fraction ε of the energy.
+    noise holds less than a fraction ε of the energy. ``reconstruction``: A's rank-k reconstruction where the caller
+    has it.
     """
-    b = rank_k_reconstruction(A, k, device)
+    b = rank_k_reconstruction(A, k, device) if reconstruction is None else reconstruction
     shape = tuple(b.shape)
     n = shape[1]
     z = _as_f64(np.random.default_rng(seed).standard_normal(shape), device)
@@ -186,17 +190,18 @@ def robustness_table(
     row for the matrix itself (``algorithm`` 0, ``iteration_or_c`` 0: its Press' and ε-effective ranks; SM §5 gives
     the paper's MoS matrix Press' rank 8,933).
 
-    Algorithm 1 rows have no ε-effective ranks (NaN): the paper reports none for it.
+    Algorithm 1 rows have no ε-effective ranks (NaN): the paper reports none for it. One SVD of A gives its ranks and
+    the rank-k reconstruction both algorithms start from.
     """
     import pandas as pd
 
-    sv = singular_values_exact(_as_f64(A, device), device)
+    b, sv = svd_reconstruction(A, k, device)
     itself = {"algorithm": 0, "iteration_or_c": 0.0, "press_rank": press_rank(sv, tuple(A.shape)), "error": math.nan}
     rows = [{**itself, **{f"erank_{e}": r for e, r in effective_ranks(sv).items()}}]
     log.info("the matrix itself: Press' rank %d", itself["press_rank"])
-    for i, pr, err in robustness_reconstruction(A, k, iterations, device):
+    for i, pr, err in robustness_reconstruction(A, k, iterations, device, reconstruction=b):
         rows.append({"algorithm": 1, "iteration_or_c": float(i), "press_rank": pr, "error": err})
-    for r in robustness_noise(A, k, cs, seed, device):
+    for r in robustness_noise(A, k, cs, seed, device, reconstruction=b):
         row = {"algorithm": 2, "iteration_or_c": r["c"], "press_rank": r["press_rank"], "error": r["error"]}
         row.update({f"erank_{e}": r["effective_rank"][e] for e in EPSILONS})
         rows.append(row)
