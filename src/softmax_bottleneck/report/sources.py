@@ -7,6 +7,7 @@ or analyses nothing.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -45,7 +46,13 @@ def _imported(path: Path) -> set[str]:
 
 
 def rendering_sources() -> list[str]:
-    """The files (sorted paths) whose edit re-renders the summaries, tables, figures and claims page."""
+    """The files (sorted paths) whose edit re-renders the summaries, tables, figures and claims page: found once a
+    process (the workflow asks for every job of those rules), a new list each call."""
+    return list(_rendering_sources())
+
+
+@functools.cache
+def _rendering_sources() -> tuple[str, ...]:
     todo = [
         p
         for p in (PACKAGE_DIR / "report").rglob("*.py")
@@ -58,4 +65,4 @@ def rendering_sources() -> list[str]:
             continue
         seen.add(path)
         todo += [f for f in map(_module_file, _imported(path)) if f is not None and f not in seen]
-    return sorted(str(p) for p in [*seen, *(PACKAGE_DIR / "data" / "reported").glob("*")])
+    return tuple(sorted(str(p) for p in [*seen, *(PACKAGE_DIR / "data" / "reported").glob("*")]))
