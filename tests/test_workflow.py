@@ -575,14 +575,18 @@ def assert_quiet(*outputs: str) -> None:
 
 
 def trained_once(repo: Path, run: Path) -> bool:
-    """Whether ``run``'s own training log says it trained once, from its start to its end (one start line, one done
-    line, both naming the run, as its solo job or its fused group writes them)."""
-    _, variant, schedule, seed, _ = run.parts
-    label = f"{variant}/{schedule}/seed {seed.removeprefix('seed')}"
+    """Whether ``run``'s own training log says it trained once, from its start to its end: one start line and one done
+    line, both naming the run where its fused group wrote them (``variant/schedule/seed N: ...``), the start line
+    naming it where its solo job did (``training dataset/variant schedule=... seed=N on ...``)."""
+    dataset, variant, schedule, seed, _ = run.parts
+    seed = seed.removeprefix("seed")
+    fused, solo = f"{variant}/{schedule}/seed {seed}", f"training {dataset}/{variant} schedule={schedule} seed={seed} "
     lines = (repo / "logs" / "train" / f"{run}.log").read_text().splitlines()
     started = [line for line in lines if ": training " in line]
     done = [line for line in lines if ": done: " in line]
-    return len(started) == len(done) == 1 and label in started[0] and label in done[0]
+    if not len(started) == len(done) == 1:
+        return False
+    return (fused in started[0] and fused in done[0]) or (solo in started[0] and ": done: train ppl" in done[0])
 
 
 def fused_unrecorded(repo: Path, runs: set[Path]) -> set[Path]:
