@@ -574,25 +574,27 @@ def assert_quiet(*outputs: str) -> None:
     assert re.fullmatch(r"trainings: (\d+) of \1 done, jobs: (\d+) of \2", final), final
 
 
-def trained_once(repo: Path, run: Path) -> bool:
+def trained_once(repo: Path, run: Path, *, solo: bool = True) -> bool:
     """Whether ``run``'s own training log says it trained once, from its start to its end: one start line and one done
-    line, both naming the run where its fused group wrote them (``variant/schedule/seed N: ...``), the start line
-    naming it where its solo job did (``training dataset/variant schedule=... seed=N on ...``)."""
+    line, both naming the run where its fused group wrote them (``variant/schedule/seed N: ...``), or, where ``solo``,
+    the start line naming it as its solo job writes it (``training dataset/variant schedule=... seed=N on ...``)."""
     dataset, variant, schedule, seed, _ = run.parts
     seed = seed.removeprefix("seed")
-    fused, solo = f"{variant}/{schedule}/seed {seed}", f"training {dataset}/{variant} schedule={schedule} seed={seed} "
+    fused, alone = f"{variant}/{schedule}/seed {seed}", f"training {dataset}/{variant} schedule={schedule} seed={seed} "
     lines = (repo / "logs" / "train" / f"{run}.log").read_text().splitlines()
     started = [line for line in lines if ": training " in line]
     done = [line for line in lines if ": done: " in line]
     if not len(started) == len(done) == 1:
         return False
-    return (fused in started[0] and fused in done[0]) or (solo in started[0] and ": done: train ppl" in done[0])
+    if fused in started[0] and fused in done[0]:
+        return True
+    return solo and alone in started[0] and ": done: train ppl" in done[0]
 
 
 def fused_unrecorded(repo: Path, runs: set[Path]) -> set[Path]:
     """The ``runs`` whose own training log says they trained once in a fused group, from their start to their end:
     trained by a group's job that was stopped after they were done and before it wrote its record."""
-    return {run for run in runs if trained_once(repo, run)}
+    return {run for run in runs if trained_once(repo, run, solo=False)}
 
 
 @pytest.mark.long
