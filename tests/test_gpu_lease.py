@@ -480,7 +480,7 @@ def test_per_gpu_two_holders_share_a_gpu_and_a_third_gets_another(jobs):
     # a plain --status (K = 1 in this shell) still lists every held slot (before: "gpu 0: 1/1 slots held")
     text = _status(jobs.lock_dir, "--gpus", "2")
     for gpu in (0, 1):
-        assert f"gpu {gpu}: 2/2 slots held (a job leased with 2 or more per GPU)" in text, text
+        assert f"gpu {gpu}: 2/2 slots held (its jobs lease 2 per GPU)" in text, text
     assert all(f"pid {jobs.procs[name].pid}" in text for name in "abcd"), text
 
     fifth = jobs.start("e", "--gpus", "2", "--per-gpu", "2")
@@ -491,6 +491,19 @@ def test_per_gpu_two_holders_share_a_gpu_and_a_third_gets_another(jobs):
     assert fifth.poll() is None
     for name in "acde":
         assert jobs.release(name) == 0
+
+
+def test_a_plain_status_reads_the_jobs_per_gpu_from_the_holders(jobs):
+    """A GPU whose one job leased it with ``--per-gpu 2`` has a free slot: a plain ``--status`` (K = 1 in its shell)
+    says 1/2, from the holder's lock file, not that the GPU is full."""
+    jobs.start("a", "--gpus", "1", "--per-gpu", "2")
+    jobs.wait_record("a")
+    text = _status(jobs.lock_dir, "--gpus", "1")
+    assert "gpu 0: 1/2 slots held (its jobs lease 2 per GPU)" in text and f"pid {jobs.procs['a'].pid}" in text, text
+    rows = [json.loads(line) for line in _status(jobs.lock_dir, "--gpus", "1", "--json").splitlines()]
+    assert [(r["slots"], r["held"], [h["per_gpu"] for h in r["holders"]]) for r in rows] == [(2, 1, [2])], rows
+    assert jobs.release("a") == 0
+    assert "gpu 0: free" in _status(jobs.lock_dir, "--gpus", "1")
 
 
 def test_slots_from_environment(jobs):

@@ -251,7 +251,8 @@ def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None,
         fd = _lock_slot(path)
         if fd is None:  # raced: look again
             continue
-        info = {"gpu": gpu, "slot": slot, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        info = {"gpu": gpu, "slot": slot, "per_gpu": slots, "pid": os.getpid(), "host": socket.gethostname(),
+                "since": time.time()}  # fmt: skip
         info.update(holder or {})
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
@@ -261,9 +262,9 @@ def try_acquire(lock_dir: Path, gpus: Sequence[int], holder: dict | None = None,
 
 
 def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dict]:
-    """One row per GPU: ``{"gpu", "slots", "held", "holders"}``; a holder is ``{"slot", "pid", "cmd", ...}``. Every
-    held slot is listed, also one beyond ``slots`` (a job leased with a larger ``--per-gpu``); ``slots`` is then the
-    highest slot in use + 1."""
+    """One row per GPU: ``{"gpu", "slots", "held", "holders"}``; a holder is ``{"slot", "per_gpu", "pid", "cmd",
+    ...}``. Every held slot is listed, also one beyond ``slots``; a row's ``slots`` is the most of ``slots``, the jobs
+    per GPU its holders leased with (``--per-gpu``, in their lock files) and the highest slot in use + 1."""
     rows = []
     for gpu in gpus:
         holders = []
@@ -279,7 +280,8 @@ def lease_table(lock_dir: Path, gpus: Sequence[int], slots: int = 1) -> list[dic
                     info = readback.parse_json(handle.read(HOLDER_BYTES) or "{}", path)
                 holder.update({k: v for k, v in info.items() if k not in ("gpu", "slot")})
             holders.append(holder)
-        in_use = max([slots, *(h["slot"] + 1 for h in holders)])
+        leased_with = [h["per_gpu"] for h in holders if type(h.get("per_gpu")) is int and h["per_gpu"] >= 1]
+        in_use = max([slots, *leased_with, *(h["slot"] + 1 for h in holders)])
         rows.append({"gpu": gpu, "slots": in_use, "held": len(holders), "holders": holders})
     return rows
 
@@ -410,7 +412,7 @@ def status_lines(
     for row in lease_table(lock_dir, gpus, slots):
         state = "free" if not row["held"] else f"{row['held']}/{row['slots']} slots held"
         if row["slots"] > slots:
-            state += f" (a job leased with {row['slots']} or more per GPU)"
+            state += f" (its jobs lease {row['slots']} per GPU)"
         lines.append(f"gpu {row['gpu']}: {state}")
         for h in row["holders"]:
             since = f", for {_age(now - h['since'])}" if isinstance(h.get("since"), (int, float)) else ""
