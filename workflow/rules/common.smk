@@ -203,6 +203,7 @@ def start_workflow_run():
         named=CONFIG_NAMED,
         cpu_checked=local and not config.get("allow_cpu_training"),
         slots=slots,
+        train_changed=bool(config.get(study_config.TRAIN_CHANGED_RUNS)),
     )
 
 

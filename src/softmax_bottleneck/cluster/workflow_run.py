@@ -6,13 +6,15 @@ The workflow writes it once, at its start (``onstart``), when it will run any jo
     {"config": {"files": ["config/small.yaml"], "values": {"data_mirror": "../shared/data"}},
      "started": 1795000000.0, "pid": 4242, "host": "login1", "slots": 2,
      "jobs": [{"jobid": 21, "rule": "train", "what": "dataset=ptb, variant=mos, ...", "kind": "training",
-               "planned_s": 14.2, "threads": 1}, ...]}
+               "planned_s": 14.2, "threads": 1}, ...],
+     "runs": ["results/runs/ptb/mos/nt/seed141/default-1a2b3c4d", ...]}
 
 ``config``: the ``--configfile`` files (the paper's ``config/config.yaml`` where none was given) and the ``--config``
 values; ``pid`` and ``host``: the Snakemake that runs it; ``slots``: how many jobs run at once (``--cores``, or
 ``--resources gpu=N`` when smaller; the nodes of a cluster executor); ``jobs``: every job Snakemake will run, its kind
 (:data:`TRAINING`, :data:`DOWNLOAD`, :data:`OTHER`) and its planned seconds
-(:mod:`softmax_bottleneck.study.job_seconds`). The terminal
+(:mod:`softmax_bottleneck.study.job_seconds`); ``runs``: every run folder the configuration names, whether it trains
+now or not (the next start compares them: :mod:`softmax_bottleneck.study.changed_runs`). The terminal
 (:mod:`softmax_bottleneck.cluster.terminal`, through the environment variable :data:`RECORD_VARIABLE` the workflow
 sets) reads it for the time left; ``status`` and ``preview`` without ``--config`` follow the configuration of the
 newest record in their folder (:func:`latest`; :func:`softmax_bottleneck.study.config.recorded_study`).
@@ -49,7 +51,8 @@ RECORD_VARIABLE = "SOFTMAX_BOTTLENECK_WORKFLOW_RUN"
 TRAINING, DOWNLOAD, OTHER = "training", "download", "job"
 
 
-def write(path, *, files: list[str], values: dict, slots: int, jobs: list[dict], started: float | None = None) -> dict:
+def write(path, *, files: list[str], values: dict, slots: int, jobs: list[dict], runs: list[str] = (),
+          started: float | None = None) -> dict:  # fmt: skip
     """Write the record (module docstring) atomically; return it."""
     record = {
         "config": {"files": [str(f) for f in files], "values": values},
@@ -58,6 +61,7 @@ def write(path, *, files: list[str], values: dict, slots: int, jobs: list[dict],
         "host": platform.node(),
         "slots": max(1, int(slots)),
         "jobs": jobs,
+        "runs": [str(run) for run in runs],
     }
     atomic_write_text(json.dumps(record, indent=1, default=str) + "\n", path)
     return record
@@ -99,6 +103,9 @@ def read(path) -> dict:
             why = bound.violation(job.get(key))
             if why:
                 _fail(path, f"jobs/{i}/{key} = {job.get(key)!r} {why}")
+    runs = record.setdefault("runs", [])  # a record written before runs were recorded names none
+    if not isinstance(runs, list) or not all(isinstance(run, str) and run for run in runs):
+        _fail(path, "runs: expected a list of run folders")
     return record
 
 

@@ -25,6 +25,7 @@ from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.models.output_layers import output_layer
 from softmax_bottleneck.study.config_file import (  # noqa: F401  (the configuration's reading, re-exported)
     DEFAULT_CONFIG,
+    TRAIN_CHANGED_RUNS,
     ConfigError,
     add_config_option,
     blamed_source,

@@ -20,6 +20,11 @@ import yaml
 from softmax_bottleneck import presets, readback
 
 SCHEMA = "data/config.schema.yaml"
+#: the key that trains the runs an edit gave a new identity where finished ones stand (softmax_bottleneck.study.
+#: changed_runs): an answer for one start, never repeated, so left out of the workflow's record and of every command
+#: built from a start's ``--config`` values (:func:`command_options`)
+TRAIN_CHANGED_RUNS = "train_changed_runs"
+ONE_START_KEYS = frozenset({TRAIN_CHANGED_RUNS})
 
 
 class ConfigError(ValueError):
@@ -362,10 +367,11 @@ def snakemake_options(args) -> str:
 def command_options(files, values: dict | None, directory) -> str:
     """``--configfile A B --config 'KEY=VALUE' ... --directory DIR``: configuration files and ``--config`` values as
     ``snakemake`` takes them, so that a command built with them names the same runs (no ``--configfile`` for the
-    default configuration), run from anywhere: the files by absolute path (Snakemake reads them before it changes to
-    ``--directory``) and the study's folder."""
+    default configuration; none of :data:`ONE_START_KEYS`), run from anywhere: the files by absolute path (Snakemake
+    reads them before it changes to ``--directory``) and the study's folder."""
     paths = [str(Path(path).resolve()) for path in files]
     words = [f"--configfile {' '.join(shlex.quote(path) for path in paths)}"] if paths else []
+    values = {key: value for key, value in (values or {}).items() if key not in ONE_START_KEYS}
     if values:
         typed = typed_overrides(values)  # written as a file gives them: {lr: 2.0}, not {lr: '2.0'}
         words.append("--config " + " ".join(shlex.quote(f"{key}={_command_line_value(v)}") for key, v in typed.items()))

@@ -5,6 +5,9 @@ its record.
   runs stops in one line naming it and the command;
 * :func:`cpu_refusal`: paper-scale training (over :data:`PAPER_SCALE_HOURS` projected V100 GPU-hours a run)
   that would run on this machine's CPU stops the workflow in one line, unless ``allow_cpu_training`` is set;
+* :func:`~.changed_runs.changed_refusal`: trainings that would start new models in the places of finished runs
+  that this configuration named at its last start (an edited hyper-parameter) stop the workflow in one line, unless
+  ``train_changed_runs`` is set;
 * :func:`record`: the run's record (:mod:`softmax_bottleneck.cluster.workflow_run`): its configuration and every
   job with its planned seconds (:mod:`.job_seconds`), for the terminal's time left and for ``status`` and
   ``preview`` without ``--config``. A run of rules that run nothing of the study (``status``, ``progress``,
@@ -20,7 +23,8 @@ from pathlib import Path
 
 from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.corpora.datasets import DATASETS
-from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, describe_files
+from softmax_bottleneck.study import changed_runs
+from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, ONE_START_KEYS, describe_files
 from softmax_bottleneck.study.job_seconds import job_runs, planned_jobs
 from softmax_bottleneck.study.plan import gpu_hours
 from softmax_bottleneck.study.runs import Study
@@ -89,28 +93,36 @@ def other_study(study: Study, jobs) -> str | None:
     )
 
 
-def record(study: Study, jobs, logs: str, *, files: list[str], values: dict, slots: int) -> Path | None:
+def record(study: Study, jobs, logs: str, *, files: list[str], values: dict, slots: int,
+           runs: list[str] | None = None) -> Path | None:  # fmt: skip
     """Write the run's record under ``logs`` (the configuration's logs folder) and name it in
     :data:`~softmax_bottleneck.cluster.workflow_run.RECORD_VARIABLE` for the terminal; None, and the variable unset,
-    for a run of :data:`UNRECORDED_RULES` alone."""
+    for a run of :data:`UNRECORDED_RULES` alone. ``runs``: the run folders it names (default: the study's)."""
     os.environ.pop(workflow_run.RECORD_VARIABLE, None)
     jobs = list(jobs)
     if all(rule in UNRECORDED_RULES for _, rule, _, _ in jobs):
         return None
     path = (Path(logs) / workflow_run.RECORD).resolve()
-    workflow_run.write(path, files=files, values=values, slots=slots, jobs=planned_jobs(study, jobs))
+    values = {key: value for key, value in values.items() if key not in ONE_START_KEYS}  # answers for this start only
+    workflow_run.write(path, files=files, values=values, slots=slots, jobs=planned_jobs(study, jobs),
+                       runs=list(study.jobs) if runs is None else runs)  # fmt: skip
     os.environ[workflow_run.RECORD_VARIABLE] = str(path)
     return path
 
 
 def start(study: Study, jobs, logs: str, *, files: list[str], values: dict, named: bool, cpu_checked: bool,
-          slots: int) -> Path | None:  # fmt: skip
+          slots: int, train_changed: bool = False) -> Path | None:  # fmt: skip
     """The workflow's start (module docstring): :func:`other_study` where no ``--configfile`` was ``named``,
-    :func:`cpu_refusal` where ``cpu_checked`` (a local run without ``allow_cpu_training``), each a ``SystemExit``
+    :func:`cpu_refusal` where ``cpu_checked`` (a local run without ``allow_cpu_training``),
+    :func:`~.changed_runs.changed_refusal` unless ``train_changed`` (``train_changed_runs``), each a ``SystemExit``
     with its line; then :func:`record`."""
     jobs = list(jobs)
+    recorded = changed_runs.recorded_runs(logs)
+    source = describe_files(files)
+    changed = None if train_changed else changed_runs.changed_refusal(study, jobs, recorded, source)
     for refusal in (None if named else other_study(study, jobs),
-                    cpu_refusal(study, jobs, describe_files(files)) if cpu_checked else None):  # fmt: skip
+                    cpu_refusal(study, jobs, source) if cpu_checked else None, changed):  # fmt: skip
         if refusal:
             raise SystemExit(refusal)
-    return record(study, jobs, logs, files=files, values=values, slots=slots)
+    runs = changed_runs.runs_to_record(study, jobs, recorded)
+    return record(study, jobs, logs, files=files, values=values, slots=slots, runs=runs)

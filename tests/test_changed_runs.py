@@ -1,0 +1,149 @@
+"""A configuration edited after its runs trained (softmax_bottleneck.study.changed_runs): its next start stops
+before training new models in the finished ones' places, in one line saying what differs; ``train_changed_runs``
+trains them, the finished models untouched; the record the workflow writes carries what it has not compared yet."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from conftest import needs_data
+from test_readme import MIRROR_OPTION, SMOKE, run_in, scratch_repo
+
+from softmax_bottleneck.cluster import workflow_run
+from softmax_bottleneck.study import changed_runs, workflow_start
+from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.job_seconds import TRAINING_RULE
+from softmax_bottleneck.study.runs import Study
+
+ROOT = Path(__file__).resolve().parents[1]
+REFUSED = "would start new models"
+
+
+def finished_models(repo: Path) -> dict[Path, str]:
+    """Every trained model under ``repo``'s run folders, with its SHA-256."""
+    return {
+        path.relative_to(repo): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in (repo / "results" / "runs").rglob("model.pt")
+        if ".resume" not in path.parts
+    }
+
+
+@needs_data
+@pytest.mark.slow
+def test_an_edited_hyperparameter_stops_the_workflow_before_it_trains_new_models_in_finished_ones_places(tmp_path):
+    repo = scratch_repo(tmp_path)
+    first = run_in(repo, f"{SMOKE} {MIRROR_OPTION}")
+    assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+    trained = finished_models(repo)
+    assert len(trained) == 2
+    folders = sorted(p.name for p in (repo / "results" / "runs").rglob("*") if p.is_dir())
+    config = repo / "config" / "smoke.yaml"
+    original = config.read_text()
+    assert original.count("    log_interval: 25\n") == 1
+    config.write_text(original.replace("    log_interval: 25\n", "    log_interval: 10\n"))
+
+    refused = run_in(repo, f"{SMOKE} {MIRROR_OPTION}")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode == 1, output[-4000:]
+    lines = [line for line in output.splitlines() if REFUSED in line]
+    assert len(lines) == 1 and "Traceback" not in output, output[-4000:]
+    assert lines[0].startswith("config/smoke.yaml: 2 trainings would start new models"), lines[0]
+    assert "(what differs: log_interval 25 → 10 (2 runs);" in lines[0]
+    assert "--config train_changed_runs=true" in lines[0]
+    assert any(f"e.g. {model.parent} is finished" in lines[0] for model in trained), lines[0]
+    assert sorted(p.name for p in (repo / "results" / "runs").rglob("*") if p.is_dir()) == folders  # nothing began
+    assert finished_models(repo) == trained
+
+    # deliberately: the new models train in new folders, the finished ones stay as they were
+    deliberate = run_in(repo, f"{SMOKE} {MIRROR_OPTION} train_changed_runs=true")
+    assert deliberate.returncode == 0, (deliberate.stdout + deliberate.stderr)[-4000:]
+    now = finished_models(repo)
+    assert len(now) == 4 and {path: now[path] for path in trained} == trained
+    # the answer was for that start: neither the record nor the retry commands built from it repeat it
+    values = workflow_run.read(repo / "logs" / "smoke" / workflow_run.RECORD)["config"]["values"]
+    assert values == {"data_mirror": "../shared/data"}
+    # the record names the new runs: the next start, and a start with the edit undone, train nothing and ask nothing
+    for text in (None, original):
+        if text is not None:
+            config.write_text(text)
+        again = run_in(repo, f"{SMOKE} {MIRROR_OPTION}")
+        output = again.stdout + again.stderr
+        assert again.returncode == 0 and REFUSED not in output, output[-4000:]
+        assert "rule train" not in output and "train_fused" not in output, output[-4000:]
+        assert finished_models(repo) == now
+
+
+def smoke_study(root: Path, **overrides) -> Study:
+    """config/smoke.yaml's study (``overrides`` of its ``model_overrides: all:``), its run folders below ``root``."""
+    config = study_config.read(ROOT / "config" / "smoke.yaml")
+    config["model_overrides"]["all"].update(overrides)
+    return Study(study_config.check(config), root)
+
+
+def train_jobs(study: Study, which=None) -> list[tuple]:
+    """The `train` jobs (``(jobid, rule, wildcards, threads)``) of ``study``'s runs (those of ``which`` variants)."""
+    return [(i, TRAINING_RULE, run.wildcards, 1) for i, run in enumerate(study.jobs.values())
+            if which is None or run.variant in which]  # fmt: skip
+
+
+def test_a_start_for_another_target_keeps_the_finished_runs_it_did_not_compare_in_the_record(tmp_path, monkeypatch):
+    """The record of a start that trains only the Softmax successor still names the finished MoS run, so that the start
+    that trains MoS's successor compares it; one that trains both names only the new runs."""
+    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "logs"
+    before = smoke_study(tmp_path)
+    workflow_start.record(before, train_jobs(before), str(logs), files=["config/smoke.yaml"], values={}, slots=2)
+    for folder in before.jobs:  # finished (the reader tested here is the record's; a model's file says it is there)
+        Path(folder).mkdir(parents=True)
+        (Path(folder) / "model.pt").write_bytes(b"")
+    after = smoke_study(tmp_path, log_interval=10)
+    recorded = changed_runs.recorded_runs(logs)
+    assert recorded == list(before.jobs)
+    assert set(after.jobs).isdisjoint(before.jobs)
+    softmax = train_jobs(after, {"softmax"})
+    kept = changed_runs.runs_to_record(after, softmax, recorded)
+    (old_mos,) = [folder for folder, run in before.jobs.items() if run.variant == "mos"]
+    assert kept == [*after.jobs, old_mos]
+    path = workflow_start.record(after, softmax, str(logs), files=["config/smoke.yaml"], values={}, slots=2, runs=kept)
+    assert workflow_run.read(path)["runs"] == kept
+    found = changed_runs.changed_runs(after, train_jobs(after), changed_runs.recorded_runs(logs))
+    assert [(run.variant, str(old)) for run, old, _ in found] == [("mos", old_mos)]
+    assert changed_runs.runs_to_record(after, train_jobs(after), kept) == list(after.jobs)
+    # a training begun there (a resume state, no model yet) counts too: a run of days may be under way
+    (Path(old_mos) / "model.pt").unlink()
+    (Path(old_mos) / ".resume").mkdir()
+    line = changed_runs.changed_refusal(after, train_jobs(after), kept, "config/smoke.yaml")
+    assert line.startswith("config/smoke.yaml: 1 training would start new models"), line
+    assert f"(what differs: {changed_runs.BEGUN} (1 run); e.g. {old_mos} holds a training begun" in line
+    # a folder that holds neither began nothing
+    (Path(old_mos) / ".resume").rmdir()
+    assert changed_runs.changed_refusal(after, train_jobs(after), kept, "config/smoke.yaml") is None
+
+
+@pytest.mark.parametrize(
+    ("runs", "why"),
+    [({"a": 1}, "runs: expected a list of run folders"), ([""], "runs: expected a list of run folders")],
+)
+def test_a_record_whose_runs_are_not_run_folders_is_named_and_compares_nothing(tmp_path, caplog, runs, why):
+    study = smoke_study(tmp_path)
+    path = tmp_path / workflow_run.RECORD
+    record = workflow_run.write(path, files=["config/smoke.yaml"], values={}, slots=1, jobs=[], runs=list(study.jobs))
+    assert changed_runs.recorded_runs(tmp_path) == list(study.jobs)
+    path.write_text(json.dumps({**record, "runs": runs}))
+    with caplog.at_level(logging.WARNING):
+        assert changed_runs.recorded_runs(tmp_path) == []
+    assert str(path) in caplog.text and why in caplog.text
+    # a record written before runs were recorded names none
+    del record["runs"]
+    path.write_text(json.dumps(record))
+    assert changed_runs.recorded_runs(tmp_path) == []
+
+
+def test_commands_built_from_a_starts_values_leave_the_one_start_answer_out(tmp_path):
+    values = {"data_mirror": "../shared/data", study_config.TRAIN_CHANGED_RUNS: True}
+    options = study_config.command_options(["config/smoke.yaml"], values, tmp_path)
+    assert "--config data_mirror=../shared/data --directory" in options and "train_changed" not in options
