@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -52,11 +51,19 @@ def test_an_edited_hyperparameter_stops_the_workflow_before_it_trains_new_models
     lines = [line for line in output.splitlines() if REFUSED in line]
     assert len(lines) == 1 and "Traceback" not in output, output[-4000:]
     assert lines[0].startswith("config/smoke.yaml: 2 trainings would start new models"), lines[0]
-    assert "(what differs: log_interval 25 → 10 (2 runs);" in lines[0]
+    assert "(what differs: in 2 runs, log_interval 25 → 10; e.g. " in lines[0]
+    assert "Nothing was started" in lines[0]
     assert "--config train_changed_runs=true" in lines[0]
     assert any(f"e.g. {model.parent} is finished" in lines[0] for model in trained), lines[0]
     assert sorted(p.name for p in (repo / "results" / "runs").rglob("*") if p.is_dir()) == folders  # nothing began
     assert finished_models(repo) == trained
+    # what differs, read from the metrics.json the trainer wrote: at most four keys, the others counted
+    edited = smoke_study(repo, log_interval=10, dropout=0.1, dropouth=0.2, dropouti=0.3, wdrop=0.4, alpha=1.0)
+    softmax = next(run for run in edited.jobs.values() if run.variant == "softmax")
+    old = next(model.parent for model in trained if "/softmax/" in str(model))
+    assert changed_runs.what_differs(softmax, repo / old) == (
+        "alpha 0.0 → 1.0, dropout 0.0 → 0.1, dropouth 0.0 → 0.2, dropouti 0.0 → 0.3, 2 other keys"
+    )
 
     # deliberately: the new models train in new folders, the finished ones stay as they were
     deliberate = run_in(repo, f"{SMOKE} {MIRROR_OPTION} train_changed_runs=true")
@@ -90,9 +97,14 @@ def train_jobs(study: Study, which=None) -> list[tuple]:
             if which is None or run.variant in which]  # fmt: skip
 
 
+def check(study: Study, jobs, logs: Path, train_changed: bool = False):
+    return changed_runs.check(study, jobs, logs, "config/smoke.yaml", train_changed=train_changed)
+
+
 def test_a_start_for_another_target_keeps_the_finished_runs_it_did_not_compare_in_the_record(tmp_path, monkeypatch):
     """The record of a start that trains only the Softmax successor still names the finished MoS run, so that the start
-    that trains MoS's successor compares it; one that trains both names only the new runs."""
+    that trains MoS's successor compares it; one that trains both names only the new runs. A begun run counts as a
+    finished one, and is named first."""
     monkeypatch.chdir(tmp_path)
     logs = tmp_path / "logs"
     before = smoke_study(tmp_path)
@@ -101,49 +113,87 @@ def test_a_start_for_another_target_keeps_the_finished_runs_it_did_not_compare_i
         Path(folder).mkdir(parents=True)
         (Path(folder) / "model.pt").write_bytes(b"")
     after = smoke_study(tmp_path, log_interval=10)
-    recorded = changed_runs.recorded_runs(logs)
-    assert recorded == list(before.jobs)
+    assert changed_runs.recorded_runs(logs) == list(before.jobs)
     assert set(after.jobs).isdisjoint(before.jobs)
-    softmax = train_jobs(after, {"softmax"})
-    kept = changed_runs.runs_to_record(after, softmax, recorded)
+    refusal, _ = check(after, train_jobs(after, {"softmax"}), logs)
+    assert refusal.startswith("config/smoke.yaml: a training would start a new model where"), refusal
+    refusal, kept = check(after, train_jobs(after, {"softmax"}), logs, train_changed=True)
     (old_mos,) = [folder for folder, run in before.jobs.items() if run.variant == "mos"]
-    assert kept == [*after.jobs, old_mos]
-    path = workflow_start.record(after, softmax, str(logs), files=["config/smoke.yaml"], values={}, slots=2, runs=kept)
+    assert refusal is None and kept == [*after.jobs, old_mos]
+    path = workflow_start.record(after, train_jobs(after, {"softmax"}), str(logs), files=["config/smoke.yaml"],
+                                 values={}, slots=2, runs=kept)  # fmt: skip
     assert workflow_run.read(path)["runs"] == kept
     found = changed_runs.changed_runs(after, train_jobs(after), changed_runs.recorded_runs(logs))
     assert [(run.variant, str(old)) for run, old, _ in found] == [("mos", old_mos)]
-    assert changed_runs.runs_to_record(after, train_jobs(after), kept) == list(after.jobs)
-    # a training begun there (a resume state, no model yet) counts too: a run of days may be under way
+    assert check(after, train_jobs(after), logs, train_changed=True) == (None, list(after.jobs))
+    # a training begun there (a resume state, no model yet) counts too, named first: a run of days may be under way
+    (old_softmax,) = [folder for folder, run in before.jobs.items() if run.variant == "softmax"]
     (Path(old_mos) / "model.pt").unlink()
     (Path(old_mos) / ".resume").mkdir()
-    line = changed_runs.changed_refusal(after, train_jobs(after), kept, "config/smoke.yaml")
-    assert line.startswith("config/smoke.yaml: 1 training would start new models"), line
-    assert f"(what differs: {changed_runs.BEGUN} (1 run); e.g. {old_mos} holds a training begun" in line
+    workflow_start.record(after, train_jobs(after), str(logs), files=["config/smoke.yaml"], values={}, slots=2,
+                          runs=[old_softmax, old_mos])  # fmt: skip
+    refusal, _ = check(after, train_jobs(after), logs)
+    assert refusal.startswith("config/smoke.yaml: 2 trainings would start new models where"), refusal
+    assert f"(what differs: in 1 run, {changed_runs.BEGUN}; in 1 run, " in refusal
+    assert f"; e.g. {old_mos} holds a training begun, which may be running, " in refusal
     # a folder that holds neither began nothing
     (Path(old_mos) / ".resume").rmdir()
-    assert changed_runs.changed_refusal(after, train_jobs(after), kept, "config/smoke.yaml") is None
+    refusal, _ = check(after, train_jobs(after), logs)
+    assert refusal.startswith("config/smoke.yaml: a training would start a new model") and old_mos not in refusal
 
 
 @pytest.mark.parametrize(
-    ("runs", "why"),
-    [({"a": 1}, "runs: expected a list of run folders"), ([""], "runs: expected a list of run folders")],
+    ("damage", "why"),
+    [
+        (lambda path, record: path.write_text(json.dumps({**record, "runs": {"a": 1}})), "runs: expected a list"),
+        (lambda path, record: path.write_text(json.dumps({**record, "runs": [""]})), "runs: expected a list"),
+        (lambda path, record: path.write_text("{"), "not valid JSON"),
+        (lambda path, record: (path.unlink(), path.symlink_to(path.parent / "elsewhere.json")), "a symbolic link"),
+    ],
+    ids=["object", "empty-name", "cut", "link"],
 )
-def test_a_record_whose_runs_are_not_run_folders_is_named_and_compares_nothing(tmp_path, caplog, runs, why):
+def test_a_record_that_cannot_be_read_stops_a_start_that_would_train_naming_it(tmp_path, damage, why):
+    """Fail closed: without the record nothing can be compared, so a start that would train stops in one line naming
+    it; one that trains nothing, or answers train_changed_runs, goes on; the record it writes replaces a link, never
+    writes through it."""
+    study = smoke_study(tmp_path)
+    logs = tmp_path / "logs"
+    path = workflow_start.record(study, train_jobs(study), str(logs), files=["config/smoke.yaml"], values={}, slots=1)
+    record = json.loads(path.read_text())
+    (path.parent / "elsewhere.json").write_text(path.read_text())
+    damage(path, record)
+    refusal, _ = check(study, train_jobs(study), logs)
+    assert refusal.startswith(f"config/smoke.yaml: {path}: ") and why in refusal, refusal
+    assert "move it away" in refusal and "--config train_changed_runs=true" in refusal
+    assert check(study, [], logs) == (None, list(study.jobs))
+    assert check(study, train_jobs(study), logs, train_changed=True) == (None, list(study.jobs))
+    elsewhere = (path.parent / "elsewhere.json").read_text()
+    workflow_start.record(study, train_jobs(study), str(logs), files=["config/smoke.yaml"], values={}, slots=1)
+    assert (path.parent / "elsewhere.json").read_text() == elsewhere and not path.is_symlink()
+    assert changed_runs.recorded_runs(logs) == list(study.jobs)
+
+
+def test_a_record_written_before_runs_were_recorded_names_none(tmp_path):
     study = smoke_study(tmp_path)
     path = tmp_path / workflow_run.RECORD
     record = workflow_run.write(path, files=["config/smoke.yaml"], values={}, slots=1, jobs=[], runs=list(study.jobs))
-    assert changed_runs.recorded_runs(tmp_path) == list(study.jobs)
-    path.write_text(json.dumps({**record, "runs": runs}))
-    with caplog.at_level(logging.WARNING):
-        assert changed_runs.recorded_runs(tmp_path) == []
-    assert str(path) in caplog.text and why in caplog.text
-    # a record written before runs were recorded names none
     del record["runs"]
     path.write_text(json.dumps(record))
     assert changed_runs.recorded_runs(tmp_path) == []
 
 
-def test_commands_built_from_a_starts_values_leave_the_one_start_answer_out(tmp_path):
+def test_the_answer_is_given_on_the_command_line_only(tmp_path):
+    """A file that sets it would answer every later start: refused, naming the file; commands built from a start's
+    values leave it out."""
     values = {"data_mirror": "../shared/data", study_config.TRAIN_CHANGED_RUNS: True}
     options = study_config.command_options(["config/smoke.yaml"], values, tmp_path)
     assert "--config data_mirror=../shared/data --directory" in options and "train_changed" not in options
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((ROOT / "config" / "smoke.yaml").read_text() + "train_changed_runs: true\n")
+    with pytest.raises(study_config.ConfigError, match="train_changed_runs: an answer for one start") as err:
+        study_config.load([mine])
+    assert err.value.source == str(mine)
+    assert (
+        study_config.load([ROOT / "config" / "smoke.yaml"], {"train_changed_runs": "true"})["train_changed_runs"]
+        is True
+    )

@@ -40,6 +40,7 @@ from softmax_bottleneck.report import claims, costs, figures, preview, tables
 from softmax_bottleneck.report.claims import page as claims_page
 from softmax_bottleneck.report.tables.render import latex_text
 from softmax_bottleneck.study import config as study_config
+from softmax_bottleneck.study.config_file import ONE_START_KEYS
 from softmax_bottleneck.study.runs import Study
 from softmax_bottleneck.study.status import STATES, study_status
 from softmax_bottleneck.study.wait_for_run import OUTPUTS
@@ -104,8 +105,9 @@ def test_config_readme_documents_every_builtin_hyperparameter():
     assert not missing, f"config/README.md does not explain {missing}"
 
 
-#: keys the shipped files leave out: a user's own additions to the paper's study (config/README.md explains them)
-USER_KEYS = {"sweeps"}
+#: keys the shipped files leave out: a user's own additions to the paper's study (config/README.md explains them), and
+#: the answers a user gives one start on the command line
+USER_KEYS = {"sweeps", *ONE_START_KEYS}
 
 
 def test_shipped_configs_are_complete():

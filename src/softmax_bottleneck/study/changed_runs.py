@@ -15,7 +15,6 @@ next start asks nothing again.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +31,8 @@ from softmax_bottleneck.training.identity import folder_hash, training_held
 DOCS = "docs/running.md#rerun-policy-a-finished-run-is-never-redone-by-accident"
 #: kinds of difference named in the refusal at most (the rest counted)
 SHOWN_DIFFERENCES = 3
+#: hyper-parameters named in one kind of difference at most (the rest counted)
+SHOWN_KEYS = 4
 #: what differs from a run begun and not finished (its hyper-parameters are recorded when it finishes)
 BEGUN = "a training begun under the old identity, not finished"
 
@@ -58,37 +59,35 @@ def _same(a, b) -> bool:
         return a == b
 
 
-def what_differs(run: Run, finished: Path) -> str:
-    """``key old → new, ...``: the hyper-parameters (seed included) of ``run`` that differ from those the finished run
-    in ``finished`` recorded; ``the data files' SHA-256`` where none does (the identity holds only those besides); a
-    run begun but not finished has recorded none yet."""
-    path = finished / "metrics.json"
-    if not (finished / "model.pt").is_file():
+def what_differs(run: Run, old: Path) -> str:
+    """``key old → new, ...`` (at most :data:`SHOWN_KEYS`, the others counted): the hyper-parameters (seed included) of
+    ``run`` that differ from those the finished run in ``old`` recorded; ``the data files' SHA-256`` where none does
+    (the identity holds only those besides); :data:`BEGUN` for a run begun and not finished (it has recorded none)."""
+    path = old / "metrics.json"
+    if not (old / "model.pt").is_file():
         return BEGUN
     try:
         recorded = readback.check_metrics(readback.load_json(path), path).get("hyperparameters") or {}
     except (OSError, ValueError) as err:  # ReadbackError is a ValueError
-        return shown(f"unknown: {readback.error_line(err)}", 120)
+        return shown(f"unknown: {readback.error_line(err)}", 160)
     wanted = {**run.hyperparameters, "seed": run.seed}
     changed = [
-        f"{key} {_value(recorded, key)} → {_value(wanted, key)}"
+        shown(f"{key} {_value(recorded, key)} → {_value(wanted, key)}", 60)
         for key in sorted(set(recorded) | set(wanted))
         if key not in recorded or key not in wanted or not _same(recorded[key], wanted[key])
     ]
-    return shown(", ".join(changed), 120) if changed else "the data files' SHA-256"
+    if len(changed) > SHOWN_KEYS:
+        changed[SHOWN_KEYS:] = [f"{len(changed) - SHOWN_KEYS} other keys"]
+    return ", ".join(changed) if changed else "the data files' SHA-256"
 
 
 def recorded_runs(logs) -> list[str]:
-    """The run folders the configuration's last start recorded under its logs folder ``logs``; none where it recorded
-    none, or its record cannot be read (said in a warning naming it)."""
+    """The run folders the configuration's last start recorded under its logs folder ``logs`` (none where it wrote no
+    record, or one before runs were recorded); a record that cannot be read is :class:`ReadbackError` naming it."""
     path = Path(logs) / workflow_run.RECORD
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return []
-    try:
-        return workflow_run.read(path)["runs"]
-    except (OSError, readback.ReadbackError) as err:
-        logging.getLogger(__name__).warning("%s (the runs it names are not compared)", readback.error_line(err))
-        return []
+    return workflow_run.read(path)["runs"]
 
 
 def _successors(study: Study, recorded) -> dict[str, tuple[Run, Path]]:
@@ -96,17 +95,17 @@ def _successors(study: Study, recorded) -> dict[str, tuple[Run, Path]]:
     whose place (seed folder and tag) a folder of ``recorded``, no longer named, holds with a model or a resume state
     (:func:`~softmax_bottleneck.training.identity.training_held`: finished, or begun)."""
     named = set(study.jobs)
-    finished: dict[tuple[Path, str], Path] = {}
+    held: dict[tuple[Path, str], Path] = {}
     for folder in recorded:
         place = _place(folder)
         if place and folder not in named and any(training_held(Path(folder))):
-            finished.setdefault(place, Path(folder))
-    if not finished:
+            held.setdefault(place, Path(folder))
+    if not held:
         return {}
     return {
-        folder: (run, finished[_place(folder)])
+        folder: (run, held[_place(folder)])
         for folder, run in study.jobs.items()
-        if _place(folder) in finished and not any(training_held(Path(folder)))
+        if _place(folder) in held and not any(training_held(Path(folder)))
     }
 
 
@@ -118,10 +117,11 @@ def _trained(study: Study, jobs) -> set[str]:
 def changed_runs(study: Study, jobs, recorded) -> list[tuple[Run, Path, str]]:
     """``(run, old folder, what differs)`` for each run that ``jobs`` train while a folder of ``recorded`` (the run
     folders of the configuration's last start), finished or begun and no longer named, holds its place (module
-    docstring)."""
+    docstring); begun ones first (a training of days may be running there)."""
     trained = _trained(study, jobs)
-    return [(run, old, what_differs(run, old)) for new, (run, old) in _successors(study, recorded).items()
-            if new in trained]  # fmt: skip
+    found = [(run, old, what_differs(run, old)) for new, (run, old) in _successors(study, recorded).items()
+             if new in trained]  # fmt: skip
+    return sorted(found, key=lambda item: item[2] != BEGUN)
 
 
 def runs_to_record(study: Study, jobs, recorded) -> list[str]:
@@ -133,20 +133,36 @@ def runs_to_record(study: Study, jobs, recorded) -> list[str]:
     return [*study.jobs, *dict.fromkeys(kept)]
 
 
-def changed_refusal(study: Study, jobs, recorded_runs, source: str) -> str | None:
-    """The one line that stops the workflow where :func:`changed_runs` finds any, else None."""
-    found = changed_runs(study, jobs, recorded_runs)
-    if not found:
-        return None
+def refusal_line(found: list[tuple[Run, Path, str]], source: str) -> str:
+    """The one line that stops the workflow for the runs :func:`changed_runs` found (at least one)."""
     kinds = Counter(differs for _, _, differs in found).most_common()
-    said = "; ".join(f"{differs} ({count} run{'s' * (count > 1)})" for differs, count in kinds[:SHOWN_DIFFERENCES])
+    said = "; ".join(f"in {count} run{'s' * (count > 1)}, {differs}" for differs, count in kinds[:SHOWN_DIFFERENCES])
     if len(kinds) > SHOWN_DIFFERENCES:
         said += f"; {len(kinds) - SHOWN_DIFFERENCES} other differences"
     run, old, differs = found[0]
-    state = "holds a training begun" if differs == BEGUN else "is finished"
+    state = "holds a training begun, which may be running" if differs == BEGUN else "is finished"
+    what = f"{len(found)} trainings would start new models" if len(found) > 1 else "a training would start a new model"
     return (
-        f"{source}: {len(found)} training{'s' * (len(found) > 1)} would start new models where this configuration's "
-        f"last start named finished or begun ones, of the same dataset, layer, schedule, seed and tag (what differs: "
-        f"{said}; e.g. {old} {state}, {run.dir} would train). Those stay in their folders: undo the edit to use them, "
-        f"or train the new models deliberately with --config {TRAIN_CHANGED_RUNS}=true ({DOCS})"
+        f"{source}: {what} where this configuration's last start named finished or begun runs of the same dataset, "
+        f"layer, schedule, seed and tag (what differs: {said}; e.g. {old} {state}, {run.dir} would train). Nothing "
+        f"was started, and the old runs stay in their folders: undo the edit to use them, or train the new models "
+        f"deliberately with --config {TRAIN_CHANGED_RUNS}=true ({DOCS})"
     )
+
+
+def check(study: Study, jobs, logs, source: str, *, train_changed: bool) -> tuple[str | None, list[str]]:
+    """``(refusal, runs)`` at a workflow start that runs ``jobs``: the one line that stops it (module docstring; a
+    record under ``logs`` that cannot be read stops it too, where it would train, unless ``train_changed``), else None;
+    and the run folders its record names (:func:`runs_to_record`)."""
+    try:
+        recorded = recorded_runs(logs)
+    except (OSError, readback.ReadbackError) as err:
+        if train_changed or not _trained(study, jobs):
+            return None, list(study.jobs)
+        return (
+            f"{source}: {readback.error_line(err)}: this start compares the trainings it would run with the runs that "
+            f"record names ({DOCS}); move it away (nothing is then compared), or train all the same with --config "
+            f"{TRAIN_CHANGED_RUNS}=true"
+        ), []
+    found = [] if train_changed else changed_runs(study, jobs, recorded)
+    return (refusal_line(found, source) if found else None), runs_to_record(study, jobs, recorded)

@@ -211,11 +211,16 @@ def merge(base: dict, update: dict) -> dict:
 
 
 def load(paths, overrides: dict | None = None, schema: dict | None = None) -> dict:
-    """The configuration the workflow uses: every file of ``paths`` (:func:`read`) merged in order, then the
-    command line's ``--config`` values (``overrides``, typed as the schema says: :func:`typed_overrides`)."""
+    """The configuration the workflow uses: every file of ``paths`` (:func:`read`; none may set a key of
+    :data:`ONE_START_KEYS`) merged in order, then the command line's ``--config`` values (``overrides``, typed as the
+    schema says: :func:`typed_overrides`)."""
     config: dict = {}
     for path in paths:
-        merge(config, read(path))
+        text = read(path)
+        for key in ONE_START_KEYS & set(text):
+            why = "given on the command line (--config {0}=true), never in a file, where it would answer every start"
+            raise ConfigError(f"{key}: an answer for one start, {why.format(key)}", str(path), (key,))
+        merge(config, text)
     if overrides:
         merge(config, typed_overrides(overrides, schema or read_schema()))
     return config

@@ -5,7 +5,7 @@ its record.
   runs stops in one line naming it and the command;
 * :func:`cpu_refusal`: paper-scale training (over :data:`PAPER_SCALE_HOURS` projected V100 GPU-hours a run)
   that would run on this machine's CPU stops the workflow in one line, unless ``allow_cpu_training`` is set;
-* :func:`~.changed_runs.changed_refusal`: trainings that would start new models in the places of finished runs
+* :func:`~.changed_runs.check`: trainings that would start new models in the places of finished runs
   that this configuration named at its last start (an edited hyper-parameter) stop the workflow in one line, unless
   ``train_changed_runs`` is set;
 * :func:`record`: the run's record (:mod:`softmax_bottleneck.cluster.workflow_run`): its configuration and every
@@ -102,7 +102,7 @@ def record(study: Study, jobs, logs: str, *, files: list[str], values: dict, slo
     jobs = list(jobs)
     if all(rule in UNRECORDED_RULES for _, rule, _, _ in jobs):
         return None
-    path = (Path(logs) / workflow_run.RECORD).resolve()
+    path = (Path(logs) / workflow_run.RECORD).absolute()  # a link there is replaced, never written through
     values = {key: value for key, value in values.items() if key not in ONE_START_KEYS}  # answers for this start only
     workflow_run.write(path, files=files, values=values, slots=slots, jobs=planned_jobs(study, jobs),
                        runs=list(study.jobs) if runs is None else runs)  # fmt: skip
@@ -114,15 +114,13 @@ def start(study: Study, jobs, logs: str, *, files: list[str], values: dict, name
           slots: int, train_changed: bool = False) -> Path | None:  # fmt: skip
     """The workflow's start (module docstring): :func:`other_study` where no ``--configfile`` was ``named``,
     :func:`cpu_refusal` where ``cpu_checked`` (a local run without ``allow_cpu_training``),
-    :func:`~.changed_runs.changed_refusal` unless ``train_changed`` (``train_changed_runs``), each a ``SystemExit``
+    :func:`~.changed_runs.check` unless ``train_changed`` (``train_changed_runs``), each a ``SystemExit``
     with its line; then :func:`record`."""
     jobs = list(jobs)
-    recorded = changed_runs.recorded_runs(logs)
     source = describe_files(files)
-    changed = None if train_changed else changed_runs.changed_refusal(study, jobs, recorded, source)
+    changed, runs = changed_runs.check(study, jobs, logs, source, train_changed=train_changed)
     for refusal in (None if named else other_study(study, jobs),
                     cpu_refusal(study, jobs, source) if cpu_checked else None, changed):  # fmt: skip
         if refusal:
             raise SystemExit(refusal)
-    runs = changed_runs.runs_to_record(study, jobs, recorded)
     return record(study, jobs, logs, files=files, values=values, slots=slots, runs=runs)
