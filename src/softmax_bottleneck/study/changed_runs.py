@@ -7,10 +7,11 @@ point (dataset, layer, schedule, seed and tag) another identity: a new model, tr
 old one, which stays. Each start of the workflow records the run folders its configuration names
 (:mod:`softmax_bottleneck.cluster.workflow_run`, ``runs``). At the next start, a training about to run whose place a
 folder of that record holds, finished or begun (a model, or a resume state: a training of days may be running there),
-starts such a new model: :func:`changed_refusal` stops the workflow in one line saying how many, what differs (read
-from the finished run's ``metrics.json``) and how to go on, so that an edit meant for one thing does not start
-hundreds of GPU-days unseen. ``train_changed_runs: true`` trains them; the record then names the new runs, and the
-next start asks nothing again.
+starts such a new model: :func:`check` stops the workflow in one line saying how many, what differs (read from the
+finished run's ``metrics.json``) and how to go on, so that an edit meant for one thing does not start hundreds of
+GPU-days unseen; a record that cannot be read stops a start that would train, too (nothing could be compared).
+``--config train_changed_runs=true`` trains them; the record then names the new runs, and the next start asks nothing
+again.
 """
 
 from __future__ import annotations
