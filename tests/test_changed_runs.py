@@ -17,6 +17,7 @@ from softmax_bottleneck.study import changed_runs, workflow_start
 from softmax_bottleneck.study import config as study_config
 from softmax_bottleneck.study.job_seconds import TRAINING_RULE
 from softmax_bottleneck.study.runs import Study
+from softmax_bottleneck.study.status import status_text, study_status
 
 ROOT = Path(__file__).resolve().parents[1]
 REFUSED = "would start new models"
@@ -57,6 +58,12 @@ def test_an_edited_hyperparameter_stops_the_workflow_before_it_trains_new_models
     assert any(f"e.g. {model.parent} is finished" in lines[0] for model in trained), lines[0]
     assert sorted(p.name for p in (repo / "results" / "runs").rglob("*") if p.is_dir()) == folders  # nothing began
     assert finished_models(repo) == trained
+    # status says it too, and what the next start will do
+    status = run_in(repo, "python -m softmax_bottleneck status")
+    assert status.returncode == 0, (status.stdout + status.stderr)[-3000:]
+    said = [line for line in status.stdout.splitlines() if line.startswith("Changed since the workflow's last start")]
+    assert len(said) == 1 and "2 runs of this study are new models where it named finished or begun runs" in said[0]
+    assert "(what differs: in 2 runs, log_interval 25 → 10; e.g. " in said[0] and "stops first" in said[0], said
     # what differs, read from the metrics.json the trainer wrote: at most four keys, the others counted
     edited = smoke_study(repo, log_interval=10, dropout=0.1, dropouth=0.2, dropouti=0.3, wdrop=0.4, alpha=1.0)
     softmax = next(run for run in edited.jobs.values() if run.variant == "softmax")
@@ -82,6 +89,8 @@ def test_an_edited_hyperparameter_stops_the_workflow_before_it_trains_new_models
         assert again.returncode == 0 and REFUSED not in output, output[-4000:]
         assert "rule train" not in output and "train_fused" not in output, output[-4000:]
         assert finished_models(repo) == now
+        status = run_in(repo, "python -m softmax_bottleneck status")
+        assert status.returncode == 0 and "Changed since" not in status.stdout, status.stdout[-3000:]
 
 
 def smoke_study(root: Path, **overrides) -> Study:
@@ -197,3 +206,24 @@ def test_the_answer_is_given_on_the_command_line_only(tmp_path):
         study_config.load([ROOT / "config" / "smoke.yaml"], {"train_changed_runs": "true"})["train_changed_runs"]
         is True
     )
+
+
+def test_status_names_the_runs_the_next_start_stops_for_from_any_folder(tmp_path, monkeypatch):
+    """``status --directory``: the record and the run folders are read below the study's folder, not the current one;
+    reading them changes nothing."""
+    study_dir = tmp_path / "study"
+    before = smoke_study(study_dir)
+    logs = study_dir / "logs" / "smoke"
+    workflow_start.record(before, train_jobs(before), str(logs), files=["config/smoke.yaml"], values={}, slots=2)
+    for folder in before.jobs:
+        (study_dir / folder).mkdir(parents=True)
+        (study_dir / folder / ".resume").mkdir()  # begun, both
+    monkeypatch.chdir(tmp_path)
+    after = smoke_study(study_dir, log_interval=10)
+    record = (logs / workflow_run.RECORD).read_bytes()
+    status = study_status(after, directory=study_dir, slurm=False)
+    assert status.changed.startswith("Changed since the workflow's last start: 2 runs of this study are new models")
+    assert f"(what differs: in 2 runs, {changed_runs.BEGUN}; e.g. " in status.changed
+    assert status.as_dict()["changed_runs"] == status.changed and status.changed in status_text(status)
+    assert (logs / workflow_run.RECORD).read_bytes() == record
+    assert study_status(before, directory=study_dir, slurm=False).changed is None

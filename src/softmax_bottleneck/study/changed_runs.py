@@ -91,22 +91,22 @@ def recorded_runs(logs) -> list[str]:
     return workflow_run.read(path)["runs"]
 
 
-def _successors(study: Study, recorded) -> dict[str, tuple[Run, Path]]:
+def _successors(study: Study, recorded, root: Path = Path(".")) -> dict[str, tuple[Run, Path]]:
     """New run folder -> (its run, the folder of ``recorded`` whose place it takes): each run of ``study`` not begun
     whose place (seed folder and tag) a folder of ``recorded``, no longer named, holds with a model or a resume state
-    (:func:`~softmax_bottleneck.training.identity.training_held`: finished, or begun)."""
+    (:func:`~softmax_bottleneck.training.identity.training_held`: finished, or begun); folders below ``root``."""
     named = set(study.jobs)
     held: dict[tuple[Path, str], Path] = {}
     for folder in recorded:
         place = _place(folder)
-        if place and folder not in named and any(training_held(Path(folder))):
+        if place and folder not in named and any(training_held(root / folder)):
             held.setdefault(place, Path(folder))
     if not held:
         return {}
     return {
         folder: (run, held[_place(folder)])
         for folder, run in study.jobs.items()
-        if _place(folder) in held and not any(training_held(Path(folder)))
+        if _place(folder) in held and not any(training_held(root / folder))
     }
 
 
@@ -134,20 +134,45 @@ def runs_to_record(study: Study, jobs, recorded) -> list[str]:
     return [*study.jobs, *dict.fromkeys(kept)]
 
 
-def refusal_line(found: list[tuple[Run, Path, str]], source: str) -> str:
-    """The one line that stops the workflow for the runs :func:`changed_runs` found (at least one)."""
+def _summary(found: list[tuple[Run, Path, str]]) -> str:
+    """``what differs: ...; e.g. <old> is finished, <new> would train`` of the runs :func:`changed_runs` found."""
     kinds = Counter(differs for _, _, differs in found).most_common()
     said = "; ".join(f"in {count} run{'s' * (count > 1)}, {differs}" for differs, count in kinds[:SHOWN_DIFFERENCES])
     if len(kinds) > SHOWN_DIFFERENCES:
         said += f"; {len(kinds) - SHOWN_DIFFERENCES} other differences"
     run, old, differs = found[0]
     state = "holds a training begun, which may be running" if differs == BEGUN else "is finished"
+    return f"what differs: {said}; e.g. {old} {state}, {run.dir} would train"
+
+
+def refusal_line(found: list[tuple[Run, Path, str]], source: str) -> str:
+    """The one line that stops the workflow for the runs :func:`changed_runs` found (at least one)."""
     what = f"{len(found)} trainings would start new models" if len(found) > 1 else "a training would start a new model"
     return (
         f"{source}: {what} where this configuration's last start named finished or begun runs of the same dataset, "
-        f"layer, schedule, seed and tag (what differs: {said}; e.g. {old} {state}, {run.dir} would train). Nothing "
-        f"was started, and the old runs stay in their folders: undo the edit to use them, or train the new models "
-        f"deliberately with --config {TRAIN_CHANGED_RUNS}=true ({DOCS})"
+        f"layer, schedule, seed and tag ({_summary(found)}). Nothing was started, and the old runs stay in their "
+        f"folders: undo the edit to use them, or train the new models deliberately with --config "
+        f"{TRAIN_CHANGED_RUNS}=true ({DOCS})"
+    )
+
+
+def waiting_note(study: Study, root: Path, logs: Path) -> str | None:
+    """For ``status``: the runs of ``study`` not begun (in ``root``) whose places runs of the last start's record
+    (under ``logs``) hold, finished or begun, which the next start that would train them stops for, in one line; None
+    where there are none, or the record cannot be read (``status`` names that file itself)."""
+    try:
+        recorded = recorded_runs(logs)
+    except (OSError, readback.ReadbackError):
+        return None
+    found = [(run, old, what_differs(run, root / old)) for run, old in _successors(study, recorded, root).values()]
+    if not found:
+        return None
+    found.sort(key=lambda item: item[2] != BEGUN)
+    what = f"{len(found)} runs of this study are new models" if len(found) > 1 else "a run of this study is a new model"
+    return (
+        f"Changed since the workflow's last start: {what} where it named finished or begun runs ({_summary(found)}); "
+        f"the next start that would train them stops first (undo the edit, or give it --config "
+        f"{TRAIN_CHANGED_RUNS}=true)."
     )
 
 

@@ -68,6 +68,7 @@ class StudyStatus:
     groups: dict[str, list[str]] = field(default_factory=dict)  # experiment -> run folders
     scaled_down: bool = False  # the runs read only the first tokens of their splits (the small scale)
     workflow: dict | None = None  # the workflow's time left, as its terminal last wrote it (workflow_run.TIME_LEFT)
+    changed: str | None = None  # runs an edit made new models where finished or begun ones stand (.changed_runs)
 
     @property
     def device_label(self) -> str:
@@ -128,6 +129,7 @@ class StudyStatus:
             "device": self.device_label,
             "scaled_down": self.scaled_down,
             "workflow_time_left": self.workflow,
+            "changed_runs": self.changed,
             "projected_v100_hours": self.projected_hours,
             "projected_v100_hours_done": self.done_hours,
             "projected_v100_hours_left": self.projected_hours - self.done_hours,

@@ -29,7 +29,9 @@ trained on that kind of device (its ``metrics.json``). The plan's projection is 
 current rate is that work over the hours since the first run started, and the projected finish is the work left at
 that rate (shown while a run is running). Runs that read only the first tokens of their data (the small scale) are
 not projected with the paper's V100 times, which say nothing of their cost. Where the workflow runs the study, its
-terminal's last time left (every job still to run: :mod:`softmax_bottleneck.cluster.time_left`) is shown too.
+terminal's last time left (every job still to run: :mod:`softmax_bottleneck.cluster.time_left`) is shown too, and
+the runs that an edit of the configuration made new models where the workflow's last start named finished or begun
+ones (:mod:`.changed_runs`: its next start stops before training them).
 
 The records and their sums are :mod:`.run_status`; one run's folder read, :mod:`.run_folder`; the texts of its files
 (a log's last line and what it says), :mod:`.run_text`; the one-screen view, :mod:`.status_text`. This module reads
@@ -45,6 +47,7 @@ from pathlib import Path
 from softmax_bottleneck import readback
 from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.cluster.scheduler import job_comment, queued_jobs
+from softmax_bottleneck.study import changed_runs
 from softmax_bottleneck.study.config_file import DEFAULT_CONFIG
 from softmax_bottleneck.study.fusion import fused_groups
 from softmax_bottleneck.study.plan import gpu_hours
@@ -115,8 +118,10 @@ def study_status(study: Study, *, directory=".", config: str = DEFAULT_CONFIG, r
     for status in (status for status in runs if status.run in jobs and status.state != "finished"):
         held(status, *jobs[status.run])
     scaled = any(run.hyperparameters.get("train_tokens") is not None for run in study.jobs.values())
+    logs = root / output_roots(study.config)[2]
     return StudyStatus(config=config, now=now, runs=runs, groups=groups(study), scaled_down=scaled,
-                       workflow=workflow_time_left(study, root))  # fmt: skip
+                       workflow=workflow_time_left(study, root),
+                       changed=changed_runs.waiting_note(study, root, logs))  # fmt: skip
 
 
 def held_by_slurm(study: Study, root: Path) -> dict[str, tuple[str, str]]:

@@ -81,14 +81,16 @@ def run_line(r: RunStatus, now: float) -> str:
 
 def gpu_lines(status: StudyStatus) -> list[str]:
     """The time spent (on CPU or GPU, as the finished runs say), the plan's V100 GPU-hours (not for scaled-down runs,
-    whose cost the paper's times do not tell), the projected finish of the trainings, and the workflow's own time left
-    of every job still to run where its terminal wrote one."""
+    whose cost the paper's times do not tell), the projected finish of the trainings, the workflow's own time left of
+    every job still to run where its terminal wrote one, and the runs its next start stops for (:mod:`.changed_runs`).
+    """
     label = status.device_label
     hours = f"{status.device_hours:,.2f} {label}-hours"
     spent = f"{label[0].upper()}{label[1:]} time spent: {hours} (the runs' own epoch times)."
     if status.scaled_down:
-        return [f"{spent} These runs read the first tokens of their data only (train_tokens, as the small scale): "
-                "the plan's V100 GPU-hours do not apply to them.", *workflow_lines(status)]  # fmt: skip
+        scaled = ("These runs read the first tokens of their data only (train_tokens, as the small scale): the plan's "
+                  "V100 GPU-hours do not apply to them.")  # fmt: skip
+        return [f"{spent} {scaled}", *workflow_lines(status), *changed_lines(status)]
     finish = status.seconds_to_finish
     lines = [
         f"{spent} The plan projects {status.projected_hours:,.0f} V100 GPU-hours: {status.done_hours:,.1f} done "
@@ -103,7 +105,13 @@ def gpu_lines(status: StudyStatus) -> list[str]:
         lines.append("Projected finish: known once a running run has finished an epoch.")
     else:
         lines.append("Projected finish: none while no run is running.")
-    return [*lines, *workflow_lines(status)]
+    return [*lines, *workflow_lines(status), *changed_lines(status)]
+
+
+def changed_lines(status: StudyStatus) -> list[str]:
+    """The runs that an edit made new models where the workflow's last start named finished or begun ones, which its
+    next start stops for (:func:`~.changed_runs.waiting_note`: its one line, without control characters)."""
+    return [shown(status.changed, 1200)] if status.changed else []
 
 
 def workflow_lines(status: StudyStatus) -> list[str]:
