@@ -159,7 +159,7 @@ def refusal_line(found: list[tuple[Run, Path, str]], source: str) -> str:
 def waiting_note(study: Study, root: Path, logs: Path) -> str | None:
     """For ``status``: the runs of ``study`` not begun (in ``root``) whose places runs of the last start's record
     (under ``logs``) hold, finished or begun, which the next start that would train them stops for, in one line; None
-    where there are none, or the record cannot be read (``status`` names that file itself)."""
+    where there are none, or the record cannot be read (the next start that would train stops, naming it)."""
     try:
         recorded = recorded_runs(logs)
     except (OSError, readback.ReadbackError):
