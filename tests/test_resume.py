@@ -154,3 +154,46 @@ def test_a_resealed_state_this_run_cannot_have_fails_in_one_line(tmp_path, forge
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{state}: damaged resume state ({named}"), message
     assert state.exists() and not (tmp_path / "metrics.json").exists()
+
+
+def test_a_run_stopped_in_the_last_batch_of_an_epoch_resumes_and_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    """AWD-LSTM's loop moves the position by the drawn ``seq_len`` (``i += seq_len``), so an epoch's last batch takes it
+    past the end of the data by up to ``bptt + max_seq_len_delta - 3`` rows. A signal in that batch saves the state
+    there; resuming it failed as a damaged state (``progress.position = 811 is impossible for this run (within [0,
+    800])``), the run's progress lost. Now it resumes, and the run ends bit-identical to one never stopped."""
+    import signal
+
+    from softmax_bottleneck.training.trainer import Preempted
+
+    original = Trainer.batch_done
+
+    def signalled_in_the_last_batch(self, epoch, seq_len, stop):
+        if epoch == 1 and self.progress.position + seq_len > self.train_data.size(0):
+            stop.signum = signal.SIGINT
+        return original(self, epoch, seq_len, stop)
+
+    def trainer(out, seed):
+        hp = presets.resolve("ptb", "softmax", "et", {**TINY, "epochs": 2, "seed": seed})
+        return Trainer(dataset="ptb", variant="softmax", hp=hp, corpus=tiny_corpus(), out_dir=out,
+                       checkpoint_seconds=3600)  # fmt: skip
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Trainer, "batch_done", signalled_in_the_last_batch)
+        for seed in range(1, 40):
+            out = tmp_path / f"seed{seed}"
+            try:
+                trainer(out, seed).fit()
+            except Preempted:
+                break
+        else:
+            pytest.fail("no seed's first epoch ended past the end of the data")
+    state = torch.load(out / ".resume" / "state.pt", weights_only=True)
+    rows = trainer(tmp_path / "rows", seed).train_data.size(0)
+    assert state["progress"]["epoch"] == 0 and state["progress"]["position"] > rows
+    resumed = trainer(out, seed).fit()
+    straight = trainer(tmp_path / "straight", seed).fit()
+    keys = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")
+    assert [resumed[k] for k in keys] == [straight[k] for k in keys]
+    model = torch.load(out / "model.pt", weights_only=True)["state_dict"]
+    reference = torch.load(tmp_path / "straight" / "model.pt", weights_only=True)["state_dict"]
+    assert model.keys() == reference.keys() and all(torch.equal(model[k], reference[k]) for k in reference)

@@ -426,6 +426,7 @@ def _check_shapes(s: Subject) -> str:
     from softmax_bottleneck import presets
     from softmax_bottleneck.models.awd_lstm import AWDLSTM
     from softmax_bottleneck.training.preflight import PreflightError, check_shapes, run_shapes
+    from softmax_bottleneck.training.schedule import longest_seq_len
 
     done = []
     for dataset in presets.variant_datasets(s.spec.name):
@@ -433,7 +434,7 @@ def _check_shapes(s: Subject) -> str:
         torch.manual_seed(12)
         model = AWDLSTM(V, hp).to(s.device)
         eval_rows = 3 * hp["bptt"] + 2  # a last evaluation chunk of 1 row
-        shapes = run_shapes(hp, hp["bptt"] + hp["max_seq_len_delta"] + 1, eval_rows, eval_rows)
+        shapes = run_shapes(hp, longest_seq_len(hp) + 1, eval_rows, eval_rows)
         try:
             check_shapes(model, hp, shapes)
         except PreflightError as err:

@@ -30,6 +30,7 @@ import torch
 
 from softmax_bottleneck.training.fused_step import fused_update
 from softmax_bottleneck.training.run_rng import RunRNG
+from softmax_bottleneck.training.schedule import longest_seq_len
 
 
 class GraphSafeRNG(RunRNG):
@@ -189,7 +190,7 @@ class GraphedFusedUpdates:
         """The batch into the static buffers (allocated on first use, as long as the longest batch
         :func:`.schedule.sample_seq_len` draws), and each run's carried hidden state where it is not there yet."""
         if self.inputs is None:
-            rows = max(run.hp["bptt"] + run.hp["max_seq_len_delta"] for run in self.runs)
+            rows = max(longest_seq_len(run.hp) for run in self.runs)
             self.inputs = [x.new_empty((rows, *x.shape[1:])) for x, _, _ in batches]
             self.targets = [y.new_empty((rows, *y.shape[1:])) for _, y, _ in batches]
             self.hidden = [[[(h.detach().clone(), c.detach().clone()) for h, c in chunk] for chunk in run.hidden]

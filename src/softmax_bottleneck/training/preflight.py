@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from softmax_bottleneck.readback import error_line
+from softmax_bottleneck.training.schedule import longest_seq_len
 from softmax_bottleneck.training.state import rng_state, set_rng_state
 
 __all__ = ["PreflightError", "Shape", "check_shapes", "eval_lengths", "preflight", "run_shapes"]
@@ -78,7 +79,7 @@ def eval_lengths(rows: int, bptt: int) -> list[int]:
 
 def run_shapes(hp: dict, train_rows: int, valid_rows: int, test_rows: int) -> list[Shape]:
     """Every shape a run with hyper-parameters ``hp`` meets on batchified data of these row counts (module doc)."""
-    longest = min(hp["bptt"] + hp["max_seq_len_delta"], train_rows - 1)
+    longest = min(longest_seq_len(hp), train_rows - 1)
     lengths = [(longest, "the longest BPTT")]
     if SHORTEST_TRAINING_CHUNK < longest:
         lengths.append((SHORTEST_TRAINING_CHUNK, "the shortest (end of an epoch)"))

@@ -88,7 +88,12 @@ def sample_seq_len(hp: dict) -> int:
     """Variable-length BPTT, from numpy's global RNG (see the module docstring)."""
     base = hp["bptt"] if np.random.random() < 0.95 else hp["bptt"] / 2.0
     seq_len = max(5, int(np.random.normal(base, 5)))
-    return min(seq_len, hp["bptt"] + hp["max_seq_len_delta"])
+    return min(seq_len, longest_seq_len(hp))
+
+
+def longest_seq_len(hp: dict) -> int:
+    """The most rows :func:`sample_seq_len` draws: ``bptt + max_seq_len_delta``."""
+    return hp["bptt"] + hp["max_seq_len_delta"]
 
 
 def scale_lr(optimizer: torch.optim.Optimizer, seq_len: int, bptt: int) -> list[float]:

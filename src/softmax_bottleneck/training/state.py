@@ -76,10 +76,13 @@ _PROGRESS_TYPES = {
 }  # fmt: skip
 
 
-def check_progress(progress: Progress, epochs: int | None = None, rows: int | None = None) -> None:
+def check_progress(progress: Progress, epochs: int | None = None, rows: int | None = None,
+                   longest: int = 0) -> None:  # fmt: skip
     """``TypeError`` naming the first field of ``progress`` whose value has the wrong type (e.g. ``epoch = 'x'``);
     ``ValueError`` naming one this run cannot have: an epoch beyond its ``epochs``, a best or switch epoch after the
-    last done, a data position beyond its ``rows`` of batchified training data."""
+    last done, a data position beyond its ``rows`` of batchified training data by more than an epoch's last batch of
+    at most ``longest`` rows takes it (AWD-LSTM's ``i += seq_len`` from a row before ``rows - 2``: up to ``rows - 3 +
+    longest``)."""
     for name, types in _PROGRESS_TYPES.items():
         value = getattr(progress, name)
         if isinstance(value, bool) or not isinstance(value, types):
@@ -87,7 +90,7 @@ def check_progress(progress: Progress, epochs: int | None = None, rows: int | No
     if progress.phase not in ("sgd", "asgd"):
         raise TypeError(f"progress.phase = {progress.phase!r} is neither sgd nor asgd")
     bounds = {"epoch": (0, epochs), "best_epoch": (0, progress.epoch), "switch_epoch": (1, progress.epoch),
-              "position": (0, rows), "batch": (0, rows)}  # fmt: skip
+              "position": (0, None if rows is None else max(rows, rows - 3 + longest)), "batch": (0, rows)}  # fmt: skip
     for name, (low, high) in bounds.items():
         value = getattr(progress, name)
         if value is not None and not (low <= value and (high is None or value <= high)):

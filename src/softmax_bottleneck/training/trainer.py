@@ -51,7 +51,7 @@ from softmax_bottleneck.training.lock import LOCK_NAME, run_lock
 from softmax_bottleneck.training.preflight import preflight
 from softmax_bottleneck.training.run_files import PROGRESS_NAME, ProgressFile, curve_csv, time_left_text
 from softmax_bottleneck.training.run_rng import RunRNG
-from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, make_optimizer
+from softmax_bottleneck.training.schedule import AveragedWeights, asgd_trigger, longest_seq_len, make_optimizer
 from softmax_bottleneck.training.state import (
     FINAL_DIR,
     PUBLISH_ORDER,
@@ -205,7 +205,7 @@ class Trainer:
             )
         try:
             self.progress = Progress(**state["progress"])
-            check_progress(self.progress, self.hp["epochs"], self.train_data.size(0))
+            check_progress(self.progress, self.hp["epochs"], self.train_data.size(0), longest_seq_len(self.hp))
             check_resumed_tensors(state, self._fresh_hidden(), self.model.state_dict())
             self.model.load_state_dict(state["model"])
             self.optimizer = make_optimizer(self.model, self.hp, self.progress.phase)
