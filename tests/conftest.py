@@ -67,6 +67,16 @@ def _no_wait_for_a_slurm_controller(request, monkeypatch, _scontrol_without_cont
         monkeypatch.setenv("PATH", f"{_scontrol_without_controller}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
+@pytest.fixture(autouse=True)
+def _workflow_record_variable_kept(monkeypatch) -> None:
+    """``workflow_start.record`` names the workflow run's record in this process's environment, for the workflow's
+    terminal: a test that writes one must not leave it to the next test of its worker (whose terminal would read it)."""
+    from softmax_bottleneck.cluster.workflow_run import RECORD_VARIABLE
+
+    monkeypatch.setenv(RECORD_VARIABLE, "")  # undone at the test's end: the variable is as it was before the test
+    monkeypatch.delenv(RECORD_VARIABLE)
+
+
 # --------------------------------------------------------------------------------------------- the real data
 #: the one variable naming the folder of the real data (PTB, WikiText-2, the 13 word-similarity files), laid out
 #: like resources/data: ptb/, wikitext-2/, word-sim/ (``python -m softmax_bottleneck fetch --list`` names the files)
