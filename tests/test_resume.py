@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from conftest import REPO, TINY, tiny_corpus
+from test_training import PPL_KEYS
 
 from softmax_bottleneck import presets
 from softmax_bottleneck.training.state import ResumeError
@@ -192,8 +193,7 @@ def test_a_run_stopped_in_the_last_batch_of_an_epoch_resumes_and_ends_as_an_unin
     assert state["progress"]["epoch"] == 0 and state["progress"]["position"] > rows
     resumed = trainer(out, seed).fit()
     straight = trainer(tmp_path / "straight", seed).fit()
-    keys = ("train_ppl", "valid_ppl", "test_ppl", "test_loss", "best_epoch", "switch_epoch", "epochs_run")
-    assert [resumed[k] for k in keys] == [straight[k] for k in keys]
+    assert [resumed[k] for k in PPL_KEYS] == [straight[k] for k in PPL_KEYS]
     model = torch.load(out / "model.pt", weights_only=True)["state_dict"]
     reference = torch.load(tmp_path / "straight" / "model.pt", weights_only=True)["state_dict"]
     assert model.keys() == reference.keys() and all(torch.equal(model[k], reference[k]) for k in reference)

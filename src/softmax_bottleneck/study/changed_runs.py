@@ -115,23 +115,28 @@ def _trained(study: Study, jobs) -> set[str]:
     return {run.dir for _, rule, wildcards, _ in jobs for run in job_runs(study, rule, wildcards)}
 
 
-def changed_runs(study: Study, jobs, recorded) -> list[tuple[Run, Path, str]]:
-    """``(run, old folder, what differs)`` for each run that ``jobs`` train while a folder of ``recorded`` (the run
-    folders of the configuration's last start), finished or begun and no longer named, holds its place (module
-    docstring); begun ones first (a training of days may be running there)."""
+def _split(study: Study, jobs, recorded) -> tuple[list[tuple[Run, Path]], list[str]]:
+    """Of the :func:`_successors` of ``recorded``: ``(run, old folder)`` of those that ``jobs`` train, and the old
+    folders of the others (a start for another target: the record keeps them, so that the start that trains them
+    compares them)."""
     trained = _trained(study, jobs)
-    found = [(run, old, what_differs(run, old)) for new, (run, old) in _successors(study, recorded).items()
-             if new in trained]  # fmt: skip
+    successors = _successors(study, recorded)
+    return ([pair for new, pair in successors.items() if new in trained],
+            [str(old) for new, (_, old) in successors.items() if new not in trained])  # fmt: skip
+
+
+def _described(pairs, root: Path = Path(".")) -> list[tuple[Run, Path, str]]:
+    """``(run, old folder, what differs)`` of ``(run, old folder)`` pairs (folders below ``root``), begun ones first
+    (a training of days may be running there)."""
+    found = [(run, old, what_differs(run, root / old)) for run, old in pairs]
     return sorted(found, key=lambda item: item[2] != BEGUN)
 
 
-def runs_to_record(study: Study, jobs, recorded) -> list[str]:
-    """The record's ``runs`` for a start that trains ``jobs``: the configuration's run folders, and the finished or
-    begun folders of ``recorded`` whose successors this start does not train (a start for another target), so that the
-    start that would train them still compares them."""
-    trained = _trained(study, jobs)
-    kept = [str(old) for new, (_, old) in _successors(study, recorded).items() if new not in trained]
-    return [*study.jobs, *dict.fromkeys(kept)]
+def changed_runs(study: Study, jobs, recorded) -> list[tuple[Run, Path, str]]:
+    """``(run, old folder, what differs)`` for each run that ``jobs`` train while a folder of ``recorded`` (the run
+    folders of the configuration's last start), finished or begun and no longer named, holds its place (module
+    docstring); begun ones first."""
+    return _described(_split(study, jobs, recorded)[0])
 
 
 def _summary(found: list[tuple[Run, Path, str]]) -> str:
@@ -164,10 +169,9 @@ def waiting_note(study: Study, root: Path, logs: Path) -> str | None:
         recorded = recorded_runs(logs)
     except (OSError, readback.ReadbackError):
         return None
-    found = [(run, old, what_differs(run, root / old)) for run, old in _successors(study, recorded, root).values()]
+    found = _described(_successors(study, recorded, root).values(), root)
     if not found:
         return None
-    found.sort(key=lambda item: item[2] != BEGUN)
     what = f"{len(found)} runs of this study are new models" if len(found) > 1 else "a run of this study is a new model"
     return (
         f"Changed since the workflow's last start: {what} where it named finished or begun runs ({_summary(found)}); "
@@ -179,7 +183,8 @@ def waiting_note(study: Study, root: Path, logs: Path) -> str | None:
 def check(study: Study, jobs, logs, source: str, *, train_changed: bool) -> tuple[str | None, list[str]]:
     """``(refusal, runs)`` at a workflow start that runs ``jobs``: the one line that stops it (module docstring; a
     record under ``logs`` that cannot be read stops it too, where it would train, unless ``train_changed``), else None;
-    and the run folders its record names (:func:`runs_to_record`)."""
+    and the run folders its record names: the configuration's, and the old folders of the changed runs it does not
+    train (:func:`_split`)."""
     try:
         recorded = recorded_runs(logs)
     except (OSError, readback.ReadbackError) as err:
@@ -190,5 +195,6 @@ def check(study: Study, jobs, logs, source: str, *, train_changed: bool) -> tupl
             f"record names ({DOCS}); move it away (nothing is then compared), or train all the same with --config "
             f"{TRAIN_CHANGED_RUNS}=true"
         ), []
-    found = [] if train_changed else changed_runs(study, jobs, recorded)
-    return (refusal_line(found, source) if found else None), runs_to_record(study, jobs, recorded)
+    pairs, kept = _split(study, jobs, recorded)
+    found = [] if train_changed else _described(pairs)
+    return (refusal_line(found, source) if found else None), [*study.jobs, *dict.fromkeys(kept)]

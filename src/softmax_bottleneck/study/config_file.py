@@ -22,7 +22,7 @@ from softmax_bottleneck import presets, readback
 SCHEMA = "data/config.schema.yaml"
 #: the key that trains the runs an edit gave a new identity where finished ones stand (softmax_bottleneck.study.
 #: changed_runs): an answer for one start, never repeated, so left out of the workflow's record and of every command
-#: built from a start's ``--config`` values (:func:`command_options`)
+#: built from a start's ``--config`` values (:func:`later_values`)
 TRAIN_CHANGED_RUNS = "train_changed_runs"
 ONE_START_KEYS = frozenset({TRAIN_CHANGED_RUNS})
 
@@ -218,8 +218,8 @@ def load(paths, overrides: dict | None = None, schema: dict | None = None) -> di
     for path in paths:
         text = read(path)
         for key in ONE_START_KEYS & set(text):
-            why = "given on the command line (--config {0}=true), never in a file, where it would answer every start"
-            raise ConfigError(f"{key}: an answer for one start, {why.format(key)}", str(path), (key,))
+            raise ConfigError(f"{key}: an answer for one start, given on the command line (--config {key}=true), "
+                              "never in a file, where it would answer every start", str(path), (key,))  # fmt: skip
         merge(config, text)
     if overrides:
         merge(config, typed_overrides(overrides, schema or read_schema()))
@@ -369,6 +369,11 @@ def snakemake_options(args) -> str:
     return command_options(args.config or [], getattr(args, "config_values", None), getattr(args, "directory", "."))
 
 
+def later_values(values: dict) -> dict:
+    """The ``--config`` values that hold beyond the start they were given to: all but :data:`ONE_START_KEYS`."""
+    return {key: value for key, value in values.items() if key not in ONE_START_KEYS}
+
+
 def command_options(files, values: dict | None, directory) -> str:
     """``--configfile A B --config 'KEY=VALUE' ... --directory DIR``: configuration files and ``--config`` values as
     ``snakemake`` takes them, so that a command built with them names the same runs (no ``--configfile`` for the
@@ -376,7 +381,7 @@ def command_options(files, values: dict | None, directory) -> str:
     reads them before it changes to ``--directory``) and the study's folder."""
     paths = [str(Path(path).resolve()) for path in files]
     words = [f"--configfile {' '.join(shlex.quote(path) for path in paths)}"] if paths else []
-    values = {key: value for key, value in (values or {}).items() if key not in ONE_START_KEYS}
+    values = later_values(values or {})
     if values:
         typed = typed_overrides(values)  # written as a file gives them: {lr: 2.0}, not {lr: '2.0'}
         words.append("--config " + " ".join(shlex.quote(f"{key}={_command_line_value(v)}") for key, v in typed.items()))

@@ -24,7 +24,7 @@ from pathlib import Path
 from softmax_bottleneck.cluster import workflow_run
 from softmax_bottleneck.corpora.datasets import DATASETS
 from softmax_bottleneck.study import changed_runs
-from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, ONE_START_KEYS, describe_files
+from softmax_bottleneck.study.config_file import DEFAULT_CONFIG, describe_files, later_values
 from softmax_bottleneck.study.job_seconds import job_runs, planned_jobs
 from softmax_bottleneck.study.plan import gpu_hours
 from softmax_bottleneck.study.runs import Study
@@ -103,8 +103,7 @@ def record(study: Study, jobs, logs: str, *, files: list[str], values: dict, slo
     if all(rule in UNRECORDED_RULES for _, rule, _, _ in jobs):
         return None
     path = (Path(logs) / workflow_run.RECORD).absolute()  # a link there is replaced, never written through
-    values = {key: value for key, value in values.items() if key not in ONE_START_KEYS}  # answers for this start only
-    workflow_run.write(path, files=files, values=values, slots=slots, jobs=planned_jobs(study, jobs),
+    workflow_run.write(path, files=files, values=later_values(values), slots=slots, jobs=planned_jobs(study, jobs),
                        runs=list(study.jobs) if runs is None else runs)  # fmt: skip
     os.environ[workflow_run.RECORD_VARIABLE] = str(path)
     return path
